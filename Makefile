@@ -1,0 +1,36 @@
+# `make run` and `make test` both work on a fresh clone: the first use creates .venv and installs everything.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+# Offline and quiet: no hub downloads, no telemetry (see README "Running offline").
+export HF_HUB_OFFLINE ?= 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export HF_EVALUATE_OFFLINE := 1
+export HF_UPDATE_DOWNLOAD_COUNTS := false
+export GRADIO_ANALYTICS_ENABLED := False
+export FLWR_TELEMETRY_ENABLED := 0
+export FLWR_DISABLE_UPDATE_CHECK := 1
+export DO_NOT_TRACK := 1
+
+.PHONY: run test install clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first and pinned: the CPU wheel lies on local disk; an unpinned torch pulls a multi-GB CUDA build.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/hf-ext reproduce
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,189 @@
+"""`hf-ext`: the command line, built from the method registry.
+
+```
+hf-ext list                                   # registered methods
+hf-ext reproduce [METHOD ...] [--full]        # every method at quick scale by default (this is `make run`)
+hf-ext train METHOD [ARGS ...]                # the method's training script (works under `accelerate launch`)
+hf-ext push METHOD --repo-id ID [--from DIR] [--dry-run --out DIR] [--space-repo-id ID]
+hf-ext demo METHOD [--port N]                 # the method's Gradio Space on 127.0.0.1
+hf-ext METHOD {reproduce,train} --help        # the method's own scripts
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from .registry import RegistryError, get_method, list_methods
+
+
+def _methods():
+    import hf_ext  # noqa: F401  (registers every method)
+
+    return list_methods()
+
+
+def cmd_list(args) -> int:
+    rows = [(m.name, m.kind, m.arxiv_id or "-", m.status) for m in _methods()]
+    width = max(len(r[0]) for r in rows)
+    for name, kind, arxiv, status in rows:
+        print(f"{name:<{width}}  {kind:<9}  arXiv {arxiv:<11}  {status}")
+    return 0
+
+
+def cmd_reproduce(args, extra: list[str]) -> int:
+    methods = [get_method(n) for n in args.methods] if args.methods else _methods()
+    failed, times = [], {}
+    for spec in methods:
+        argv = (["--full"] if args.full else []) + list(extra)
+        print(f"\n=== hf-ext reproduce {spec.name}{' --full' if args.full else ''} ===", flush=True)
+        start = time.perf_counter()
+        try:
+            spec.load("reproduce")(argv)
+        except Exception:  # one method failing must not hide the others' results
+            traceback.print_exc()
+            failed.append(spec.name)
+        times[spec.name] = time.perf_counter() - start
+    print("\n=== summary ===")
+    for name, seconds in times.items():
+        print(f"{name:<12} {'FAILED' if name in failed else 'ok':<7} {seconds:7.1f} s")
+    return 1 if failed else 0
+
+
+def cmd_train(args, extra: list[str]) -> int:
+    get_method(args.method).load("train")(extra)
+    return 0
+
+
+def _default_artifact(spec) -> Path:
+    """A trained artifact to push when `--from` is not given: reproduce's, or a quick `hf-ext train` run."""
+    candidate = Path("runs") / spec.name / "artifact"
+    if (candidate / "config.json").is_file():
+        print(f"pushing {candidate} (written by `hf-ext reproduce {spec.name}`)")
+        return candidate
+    if spec.train is None:
+        raise SystemExit(f"hf-ext push {spec.name}: no {candidate}; run `hf-ext reproduce {spec.name}` or pass --from DIR")
+    out = Path(tempfile.mkdtemp(prefix=f"hf_ext_{spec.name}_"))
+    print(f"no --from and no {candidate}: training a quick {spec.name} model first (`hf-ext train {spec.name}`)")
+    spec.load("train")(["--output_dir", str(out), "--artifact_dir", str(out / "artifact")])
+    return out / "artifact"
+
+
+def cmd_push(args) -> int:
+    from .hub import build_push_folder, push_folder
+
+    spec = get_method(args.method)
+    artifact = Path(args.from_dir) if args.from_dir else _default_artifact(spec)
+    if args.dry_run and not args.out:
+        raise SystemExit("hf-ext push: --dry-run needs --out DIR")
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"hf_ext_push_{spec.name}_"))
+    folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id)
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    print(f"push folder {folder}:\n  " + "\n  ".join(files))
+    if args.dry_run:
+        print("dry run: nothing uploaded")
+        return 0
+    urls = push_folder(spec, folder, args.repo_id, space_repo_id=args.space_repo_id, private=args.private)
+    for kind, url in urls.items():
+        print(f"{kind}: {url}")
+    return 0
+
+
+def load_space_app(spec):
+    """Imports `spaces/<method>/app.py` by path (a Space is not a package)."""
+    import importlib.util
+
+    app_file = spec.space_dir / "app.py"
+    if not app_file.is_file():
+        raise FileNotFoundError(f"{spec.name}: no Space at {app_file}")
+    module_spec = importlib.util.spec_from_file_location(f"hf_ext_space_{spec.name}", app_file)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def cmd_demo(args) -> int:
+    spec = get_method(args.method)
+    demo = load_space_app(spec).build_demo()
+    demo.launch(server_name=args.host, server_port=args.port, share=False)
+    return 0
+
+
+def cmd_method(args, extra: list[str]) -> int:
+    spec = get_method(args.method_name)
+    spec.load(args.script)(extra)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hf-ext", description="Research methods as Hugging Face-native artifacts.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the registered methods")
+
+    p = sub.add_parser("reproduce", help="compare each method with its baseline and print the measured numbers")
+    p.add_argument("methods", nargs="*", help="methods to run (default: all, at quick scale)")
+    p.add_argument("--full", action="store_true", help="the complete sweeps instead of the quick scale")
+
+    p = sub.add_parser("train", help="train a method (arguments after METHOD go to its training script)")
+    p.add_argument("method")
+
+    p = sub.add_parser("push", help="push a trained artifact, its card and its Space to the Hub")
+    p.add_argument("method")
+    p.add_argument("--repo-id", required=True, help="model repo id, e.g. someone/orca-mmoe")
+    p.add_argument("--from", dest="from_dir", help="a saved artifact folder (default: runs/<method>/artifact)")
+    p.add_argument("--dry-run", action="store_true", help="write the upload folder to --out and upload nothing")
+    p.add_argument("--out", help="where to write the upload folder")
+    p.add_argument("--space-repo-id", help="also push spaces/<method>/ as a Gradio Space to this repo")
+    p.add_argument("--private", action="store_true")
+
+    p = sub.add_parser("demo", help="launch the method's Gradio Space on 127.0.0.1")
+    p.add_argument("method")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=None)
+
+    for spec in _methods():
+        mp = sub.add_parser(
+            spec.name, help=f"{spec.kind}: {spec.title}",
+            description=f"{spec.title} ({spec.arxiv_url or 'no arXiv id'}).\n{spec.summary}",
+        )
+        mp.set_defaults(method_name=spec.name)
+        scripts = mp.add_subparsers(dest="script", required=True)
+        scripts.add_parser("reproduce", help=f"same as `hf-ext reproduce {spec.name}`; pass --help for options",
+                           add_help=False)
+        if spec.train:
+            scripts.add_parser("train", help=f"same as `hf-ext train {spec.name}`; pass --help for options",
+                               add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    try:
+        if args.command == "list":
+            return cmd_list(args)
+        if args.command == "reproduce":
+            return cmd_reproduce(args, extra)
+        if args.command == "train":
+            return cmd_train(args, extra)
+        if getattr(args, "method_name", None):
+            return cmd_method(args, extra)
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if args.command == "push":
+            return cmd_push(args)
+        if args.command == "demo":
+            return cmd_demo(args)
+    except RegistryError as err:
+        parser.error(str(err))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

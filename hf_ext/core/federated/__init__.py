@@ -1,0 +1,54 @@
+"""Flower glue shared by the federated methods: tensors <-> `ArrayRecord`s, reply checks, FedAvg, and runners.
+
+Three ways to run a `ServerApp` with its `ClientApp`s, all returning the same thing (see *Results* below):
+
+* [`run_local`] / [`LocalGrid`]: in-process, deterministic, no Ray and no sockets; for fast tests.
+* [`run_simulation`]: Flower's simulation engine (`flwr[simulation]`, Ray).
+* [`run_deployment`] / [`LoopbackFederation`]: Flower's deployment engine, a SuperLink and N SuperNodes on
+  127.0.0.1 driven by `flwr run`.
+
+**Results.** The result of a run is the `ServerApp`'s `context.state` (a `RecordDict`) when the run ends. The
+in-process runners read it directly. On the deployment engine the `ServerApp` runs in another process, so a
+`ServerApp` must end its `main` with [`save_result`], which stores records in `context.state` and, when the runner
+asked for it (environment variable `HF_EXT_FLWR_RESULT_DIR`), writes `context.state` to a file the runner reads back.
+Calling [`save_result`] last makes an app behave the same on all three runners.
+
+Bad input from a federated peer raises `ValueError` naming what is wrong (missing record, metric or key, shape or
+dtype mismatch), so a method can refuse an update rather than silently average garbage.
+"""
+
+from hf_ext.core.federated.deployment import LoopbackFederation, run_deployment
+from hf_ext.core.federated.deployment import _alive, _descendants  # noqa: F401 (used by the tests)
+from hf_ext.core.federated.local import ClientAppError, LocalGrid, run_local
+from hf_ext.core.federated.records import (
+    adapter_state_to_arrays,
+    aggregate_replies,
+    arrays_to_state_dict,
+    check_reply,
+    load_adapter_arrays,
+    state_dict_to_arrays,
+    weighted_average,
+)
+from hf_ext.core.federated.results import RESULT_DIR_ENV, load_result, save_result
+from hf_ext.core.federated.results import Record  # noqa: F401 (public alias, not in __all__, as before)
+from hf_ext.core.federated.simulation import run_simulation
+
+__all__ = [
+    "ClientAppError",
+    "LocalGrid",
+    "LoopbackFederation",
+    "RESULT_DIR_ENV",
+    "adapter_state_to_arrays",
+    "aggregate_replies",
+    "arrays_to_state_dict",
+    "check_reply",
+    "load_adapter_arrays",
+    "load_result",
+    "run_deployment",
+    "run_local",
+    "run_simulation",
+    "save_result",
+    "state_dict_to_arrays",
+    "weighted_average",
+]
+

@@ -1,0 +1,185 @@
+"""The method registry: each method declares itself once, and everything else (Auto classes, CLI, cards, Spaces,
+the contract test) is built from that declaration.
+
+A method's subpackage calls [`register_method`] in its `__init__.py` and nowhere else, in the spirit of PEFT's
+`register_peft_method`. Methods are of different *kinds* (a `PreTrainedModel`, a PEFT adapter, a scikit-learn
+estimator, a numerics library with Hub datasets), so the spec names the kind and the contract test runs the checks
+that make sense for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+MethodKind = Literal["model", "adapter", "estimator", "numerics"]
+METHOD_KINDS: tuple[str, ...] = ("model", "adapter", "estimator", "numerics")
+
+# Checks the shared contract runs for each kind (see tests/test_method_contract.py).
+CONTRACT_CHECKS: dict[str, tuple[str, ...]] = {
+    "model": ("config_roundtrip", "save_load_outputs", "trainer_step", "card", "space", "cli_help"),
+    "adapter": ("config_roundtrip", "save_load_outputs", "trainer_step", "card", "space", "cli_help"),
+    "estimator": ("config_roundtrip", "save_load_outputs", "fit_changes_state", "card", "space", "cli_help"),
+    "numerics": ("config_roundtrip", "save_load_outputs", "card", "space", "cli_help"),
+}
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class RegistryError(ValueError):
+    """Raised when a method declaration is malformed or a method name is unknown."""
+
+
+def _load_object(path: str) -> Any:
+    """Imports `"package.module:attr"` lazily, so `hf-ext list` does not import torch for every method."""
+    module_name, _, attr = path.partition(":")
+    if not attr:
+        raise RegistryError(f"entry point {path!r} must look like 'package.module:attribute'")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """Everything hf_ext needs to know about one method.
+
+    Args:
+        name (`str`): short lowercase id used by the CLI, the Space folder and the card file (`"orca"`).
+        title (`str`): the paper's title.
+        arxiv_id (`str`, *optional*): arXiv identifier, rendered as an `arxiv:` tag and a link on the card.
+        kind (`str`): one of `"model"`, `"adapter"`, `"estimator"`, `"numerics"`; decides the contract checks.
+        summary (`str`): one sentence on what the method is, in HF terms.
+        tags (`tuple[str, ...]`): extra Hub tags.
+        config_class (`type`, *optional*): the `PreTrainedConfig` (or dataclass) that holds the method's config.
+        auto_classes (`Mapping[str, type]`): Auto class name to model class, e.g. `{"AutoModel": OrcaModel}`.
+            `import hf_ext` registers each pair with transformers.
+        reproduce (`str`): `"module:function"` of the reproduce entry point, `main(argv) -> dict`.
+        train (`str`, *optional*): `"module:function"` of the training entry point, `main(argv) -> Any`.
+        demo (`str`): `"module:function"` returning a `gradio.Blocks` (what `spaces/<name>/app.py` re-exports).
+        contract (`str`): `"module:function"` returning a [`~hf_ext.core.testing.ContractFixture`] for the
+            contract test.
+        datasets (`tuple[str, ...]`): dataset ids or names for the card metadata.
+        metrics (`tuple[str, ...]`): metric names for the card metadata.
+        pipeline_tag (`str`, *optional*): Hub pipeline tag.
+        library_name (`str`): the library a Hub user loads the artifact with.
+        license (`str`): licence of the released code and artifacts.
+        status (`str`): one line for the README table.
+    """
+
+    name: str
+    title: str
+    kind: MethodKind
+    summary: str
+    reproduce: str
+    demo: str
+    contract: str
+    arxiv_id: str | None = None
+    tags: tuple[str, ...] = ()
+    config_class: type | None = None
+    auto_classes: Mapping[str, type] = field(default_factory=dict)
+    train: str | None = None
+    datasets: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    pipeline_tag: str | None = None
+    library_name: str = "transformers"
+    license: str = "apache-2.0"
+    status: str = "implemented"
+
+    def __post_init__(self):
+        if not self.name.isidentifier() or self.name.lower() != self.name:
+            raise RegistryError(f"MethodSpec.name must be a lowercase identifier, got {self.name!r}")
+        if self.kind not in METHOD_KINDS:
+            raise RegistryError(f"MethodSpec.kind must be one of {METHOD_KINDS}, got {self.kind!r}")
+        for attr in ("reproduce", "demo", "contract") + (("train",) if self.train else ()):
+            if ":" not in getattr(self, attr):
+                raise RegistryError(f"MethodSpec.{attr} must look like 'module:function', got {getattr(self, attr)!r}")
+        if self.kind in ("model", "adapter") and self.config_class is None:
+            raise RegistryError(f"method {self.name!r} of kind {self.kind!r} needs a config_class")
+
+    @property
+    def model_type(self) -> str | None:
+        return getattr(self.config_class, "model_type", None)
+
+    @property
+    def arxiv_url(self) -> str | None:
+        return f"https://arxiv.org/abs/{self.arxiv_id}" if self.arxiv_id else None
+
+    @property
+    def contract_checks(self) -> tuple[str, ...]:
+        return CONTRACT_CHECKS[self.kind]
+
+    @property
+    def space_dir(self) -> Path:
+        return REPO_ROOT / "spaces" / self.name
+
+    @property
+    def card_file(self) -> Path:
+        return REPO_ROOT / "model_cards" / f"{self.name}.md"
+
+    def load(self, entry: Literal["reproduce", "train", "demo", "contract"]) -> Callable[..., Any]:
+        path = getattr(self, entry)
+        if path is None:
+            raise RegistryError(f"method {self.name!r} has no {entry} entry point")
+        return _load_object(path)
+
+
+_REGISTRY: dict[str, MethodSpec] = {}
+
+
+def _guard_from_pretrained(model_class: type) -> None:
+    """Turns a corrupt or incomplete checkpoint into one clear error for every registered model class.
+
+    The modeling files stay self-contained (they are copied to the Hub as remote code and may not import hf_ext),
+    so the guard is attached here, once, instead of being repeated in each method's modeling file.
+    """
+    if getattr(model_class, "_hf_ext_guarded", False) or "from_pretrained" not in dir(model_class):
+        return
+    original = model_class.from_pretrained.__func__
+
+    @functools.wraps(original)
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        from .hub import verify_checkpoint
+
+        verify_checkpoint(pretrained_model_name_or_path)
+        return original(cls, pretrained_model_name_or_path, *args, **kwargs)
+
+    model_class.from_pretrained = classmethod(from_pretrained)
+    model_class._hf_ext_guarded = True
+
+
+def register_method(spec: MethodSpec) -> MethodSpec:
+    """Registers a method and its Auto classes. Call once, from the method subpackage's `__init__.py`."""
+    existing = _REGISTRY.get(spec.name)
+    if existing is not None and existing != spec:
+        raise RegistryError(f"method {spec.name!r} is already registered with a different spec")
+    if spec.config_class is not None and spec.auto_classes:
+        import transformers
+
+        config_class = spec.config_class
+        transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        # Hub artifacts carry the modeling code: a pushed repo loads with trust_remote_code=True without hf_ext.
+        config_class.register_for_auto_class()
+        for auto_name, model_class in spec.auto_classes.items():
+            auto_class = getattr(transformers, auto_name, None)
+            if auto_class is None:
+                raise RegistryError(f"{spec.name}: transformers has no Auto class {auto_name!r}")
+            auto_class.register(config_class, model_class, exist_ok=True)
+            model_class.register_for_auto_class(auto_name)
+            _guard_from_pretrained(model_class)
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def get_method(name: str) -> MethodSpec:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise RegistryError(f"unknown method {name!r}; registered methods: {known}") from None
+
+
+def list_methods() -> list[MethodSpec]:
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]

@@ -1,0 +1,93 @@
+"""Helpers shared by the tests of every method: the contract fixture each method provides, and offline switches.
+
+A method's `contract` entry point (see [`~hf_ext.core.registry.MethodSpec`]) returns a [`ContractFixture`]; the
+shared contract test (`tests/test_method_contract.py`) runs the checks of the method's kind against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .offline import OFFLINE_ENV, set_offline_env  # noqa: F401  (re-exported for tests)
+
+
+@dataclass
+class ContractFixture:
+    """What the shared contract test needs from one method, whatever its kind.
+
+    Args:
+        make_config (`Callable[[], Any]`): a tiny config (a `PreTrainedConfig` or a dataclass with
+            `to_dict`/`from_dict`).
+        make_artifact (`Callable[[Any], Any]`): builds the model / adapter / estimator / table builder from a config.
+        example_inputs (`Callable[[], Any]`): inputs for [`outputs`].
+        outputs (`Callable[[Any, Any], Mapping[str, Any]]`): named arrays or tensors computed from the artifact and
+            the inputs in eval mode; compared before and after a save/load round trip.
+        save (`Callable[[Any, Path], None]`): writes the artifact to a folder (defaults to `save_pretrained`).
+        load (`Callable[[Path], Any]`): reads it back (for model kinds, through the registered Auto class).
+        config_from_dict (`Callable[[dict], Any]`, *optional*): inverse of `config.to_dict()`; defaults to
+            `type(config).from_dict`.
+        make_trainer (`Callable[[Any, Path], Any]`, *optional*): a `transformers.Trainer` set up for one step on
+            tiny data (kinds `model` and `adapter`).
+        trainable_state (`Callable[[Any], Mapping[str, Any]]`, *optional*): the trainable parameters compared
+            before and after the step (defaults to `requires_grad` parameters).
+        fit (`Callable[[Any], Any]`, *optional*): fits an estimator on tiny data (kind `estimator`).
+        fitted_state (`Callable[[Any], Mapping[str, Any]]`, *optional*): the state `fit` must set (kind
+            `estimator`).
+    """
+
+    make_config: Callable[[], Any]
+    make_artifact: Callable[[Any], Any]
+    example_inputs: Callable[[], Any]
+    outputs: Callable[[Any, Any], Mapping[str, Any]]
+    save: Callable[[Any, Path], None] | None = None
+    load: Callable[[Path], Any] | None = None
+    config_from_dict: Callable[[dict], Any] | None = None
+    make_trainer: Callable[[Any, Path], Any] | None = None
+    trainable_state: Callable[[Any], Mapping[str, Any]] | None = None
+    fit: Callable[[Any], Any] | None = None
+    fitted_state: Callable[[Any], Mapping[str, Any]] | None = None
+
+    def save_artifact(self, artifact: Any, path: Path) -> None:
+        if self.save is not None:
+            self.save(artifact, path)
+        else:
+            artifact.save_pretrained(path)
+
+    def load_artifact(self, path: Path) -> Any:
+        if self.load is None:
+            raise ValueError("ContractFixture.load is required: load through the method's registered Auto class")
+        return self.load(path)
+
+    def config_roundtrip(self, config: Any) -> Any:
+        from_dict = self.config_from_dict or type(config).from_dict
+        return from_dict(config.to_dict())
+
+    def trainable(self, artifact: Any) -> dict[str, np.ndarray]:
+        if self.trainable_state is not None:
+            state = self.trainable_state(artifact)
+        else:
+            state = {n: p for n, p in artifact.named_parameters() if p.requires_grad}
+        return {k: to_numpy(v).copy() for k, v in state.items()}
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """Detached float64 numpy copy of a tensor, array or scalar (for comparisons in tests)."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu()
+        if value.dtype.is_floating_point:
+            value = value.double()
+        value = value.numpy()
+    return np.asarray(value)
+
+
+def comparable_config_dict(config: Any) -> dict:
+    """`config.to_dict()` without the fields that legitimately change on a save/load (library versions)."""
+    d = dict(config.to_dict())
+    for key in ("transformers_version", "_name_or_path", "architectures", "auto_map", "dtype", "torch_dtype"):
+        d.pop(key, None)
+    return d

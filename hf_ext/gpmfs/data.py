@@ -1,0 +1,166 @@
+"""Multi-label data for GPMFS: MULAN Yeast (bundled in the `river` wheel, offline), a synthetic generator with planted
+shared and per-label informative features, scikit-learn's `make_multilabel_classification`, CSV files, and the
+bridge to `datasets.Dataset`.
+
+Paper: [GPMFS](https://arxiv.org/abs/2504.12740).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass
+class MultiLabelData:
+    """A multi-label dataset as arrays.
+
+    Args:
+        X (`np.ndarray` of shape `(n, d)`): float features.
+        Y (`np.ndarray` of shape `(n, q)`): {0, 1} labels.
+        feature_names (`list[str]`), label_names (`list[str]`), name (`str`).
+        shared_features (`np.ndarray`, *optional*): planted features informative for every label (synthetic only).
+        private_features (`list[np.ndarray]`, *optional*): planted features informative for one label each.
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    feature_names: list[str]
+    label_names: list[str]
+    name: str = "data"
+    shared_features: np.ndarray | None = None
+    private_features: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.X.shape[0], self.X.shape[1], self.Y.shape[1]
+
+    def frame(self) -> pd.DataFrame:
+        """Features and labels as one DataFrame (labels last)."""
+        return pd.concat([pd.DataFrame(self.X, columns=self.feature_names),
+                          pd.DataFrame(self.Y.astype(np.int64), columns=self.label_names)], axis=1)
+
+
+def load_yeast() -> MultiLabelData:
+    """MULAN Yeast (2,417 x 103 features, 14 labels) read from the copy inside the `river` wheel; no network."""
+    from river.datasets import Yeast
+
+    df = pd.read_csv(Yeast().path)
+    label_names = [c for c in df.columns if c.startswith("Class")]
+    feature_names = [c for c in df.columns if c not in label_names]
+    return MultiLabelData(X=df[feature_names].to_numpy(np.float64), Y=df[label_names].to_numpy(np.int64),
+                          feature_names=feature_names, label_names=label_names, name="yeast")
+
+
+def make_planted(n_samples: int = 600, n_features: int = 200, n_shared: int = 10, n_labels: int = 8,
+                 n_private: int = 5, n_blocks: int = 4, shared_strength: float = 1.5, private_strength: float = 1.5,
+                 block_noise: float = 0.5, prevalence: float = 0.35, seed: int = 0) -> MultiLabelData:
+    """Synthetic multi-label data with planted shared and per-label (private) informative features.
+
+    Labels come from logistic models. Labels in the same block share one direction over the shared features and a
+    latent block factor (correlated label blocks); each label also depends on its own `n_private` features.
+    Everything else is Gaussian noise. Defaults follow the spec: d = 200, 10 shared, q = 8 labels, 5 private each.
+
+    Args:
+        n_samples (`int`), n_features (`int`), n_shared (`int`), n_labels (`int`), n_private (`int`): sizes.
+        n_blocks (`int`): number of correlated label blocks.
+        shared_strength (`float`), private_strength (`float`): standard deviation of each part of the logit.
+        block_noise (`float`): standard deviation of the latent block factor (shared by a block's labels).
+        prevalence (`float`): target fraction of positives per label (sets each intercept).
+        seed (`int`): random seed.
+
+    Returns:
+        [`MultiLabelData`] with `shared_features` and `private_features` set.
+    """
+    n_inf = n_shared + n_labels * n_private
+    if n_inf > n_features:
+        raise ValueError(f"n_features={n_features} is smaller than the {n_inf} planted informative features")
+    if not 0 < prevalence < 1:
+        raise ValueError(f"prevalence must be in (0, 1), got {prevalence}")
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_samples, n_features))
+    perm = rng.permutation(n_features)
+    shared = np.sort(perm[:n_shared])
+    private = [np.sort(perm[n_shared + j * n_private: n_shared + (j + 1) * n_private]) for j in range(n_labels)]
+    block_of = np.arange(n_labels) % n_blocks
+    directions = rng.standard_normal((n_blocks, n_shared))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    latent = rng.standard_normal((n_samples, n_blocks)) * block_noise
+    Y = np.zeros((n_samples, n_labels), dtype=np.int64)
+    for j in range(n_labels):
+        signs = rng.choice([-1.0, 1.0], size=n_private)
+        logit = (shared_strength * X[:, shared] @ directions[block_of[j]]
+                 + private_strength * X[:, private[j]] @ signs / np.sqrt(n_private) + latent[:, block_of[j]])
+        logit = 2.0 * (logit - np.quantile(logit, 1 - prevalence))  # sharpened so the planted signal is learnable
+        Y[:, j] = rng.random(n_samples) < 1.0 / (1.0 + np.exp(-logit))
+    return MultiLabelData(X=X, Y=Y, feature_names=[f"f{i}" for i in range(n_features)],
+                          label_names=[f"label{j}" for j in range(n_labels)], name="planted",
+                          shared_features=shared, private_features=private)
+
+
+def make_sklearn_multilabel(n_samples: int = 500, n_features: int = 50, n_classes: int = 6, n_labels: int = 2,
+                            seed: int = 0) -> MultiLabelData:
+    """scikit-learn's `make_multilabel_classification` (labels without positives are dropped)."""
+    from sklearn.datasets import make_multilabel_classification
+
+    X, Y = make_multilabel_classification(n_samples=n_samples, n_features=n_features, n_classes=n_classes,
+                                          n_labels=n_labels, allow_unlabeled=False, random_state=seed)
+    keep = Y.sum(axis=0) > 0
+    return MultiLabelData(X=X.astype(np.float64), Y=Y[:, keep].astype(np.int64),
+                          feature_names=[f"f{i}" for i in range(n_features)],
+                          label_names=[f"label{j}" for j in np.flatnonzero(keep)], name="sklearn_multilabel")
+
+
+def split_frame(df: pd.DataFrame, label_columns: list[str] | None = None, name: str = "csv") -> MultiLabelData:
+    """Splits a DataFrame into features and labels.
+
+    Args:
+        df (`pd.DataFrame`): numeric features and 0/1 label columns.
+        label_columns (`list[str]`, *optional*): label column names; `None` takes the trailing run of columns whose
+            values are all 0/1.
+        name (`str`): dataset name.
+
+    Raises:
+        ValueError: naming `label_columns` when no label or no feature column is found, and naming `X` when a
+            feature column is not numeric.
+    """
+    if label_columns is None:
+        label_columns = []
+        for col in reversed(df.columns):
+            values = pd.unique(df[col].dropna())
+            if df[col].notna().all() and len(values) > 0 and set(np.asarray(values).tolist()) <= {0, 1}:
+                label_columns.insert(0, col)
+            else:
+                break
+    missing = [c for c in label_columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"label_columns: {missing} are not columns of the table")
+    feature_columns = [c for c in df.columns if c not in label_columns]
+    if not label_columns:
+        raise ValueError("label_columns: no label columns found (expected trailing 0/1 columns or explicit names)")
+    if not feature_columns:
+        raise ValueError("label_columns: every column is a label; no feature columns are left")
+    non_numeric = [c for c in feature_columns if not pd.api.types.is_numeric_dtype(df[c])]
+    if non_numeric:
+        raise ValueError(f"X: feature columns {non_numeric[:5]} are not numeric")
+    return MultiLabelData(X=df[feature_columns].to_numpy(np.float64), Y=df[label_columns].to_numpy(),
+                          feature_names=[str(c) for c in feature_columns], label_names=[str(c) for c in label_columns],
+                          name=name)
+
+
+def to_hf_dataset(data: MultiLabelData, layout: str = "vector"):
+    """A `datasets.Dataset` view of `data`.
+
+    Args:
+        layout (`str`): `"vector"` gives columns `features` (list of floats) and `labels` (list of ints);
+            `"columns"` gives one column per feature and per label (MULAN's tabular layout).
+    """
+    import datasets
+
+    if layout == "vector":
+        return datasets.Dataset.from_dict({"features": data.X.tolist(), "labels": data.Y.astype(np.int64).tolist()})
+    if layout == "columns":
+        return datasets.Dataset.from_pandas(data.frame(), preserve_index=False)
+    raise ValueError(f"layout must be 'vector' or 'columns', got {layout!r}")

@@ -1,0 +1,265 @@
+"""Training ORCA with `Trainer`: the optimiser groups, the feature-level counterfactual intervention, and the
+`hf-ext train orca` script (also runs under `accelerate launch --multi_gpu --num_processes 2`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import HfArgumentParser, Trainer, TrainingArguments
+
+from .configuration_orca import OrcaConfig
+from .modeling_orca import OrcaModel
+
+MODEL_COLUMNS = ("input_ids", "click_labels", "dwell_labels")
+
+
+@dataclass
+class OrcaTrainingArguments(TrainingArguments):
+    """`TrainingArguments` with the ORCA training knobs and the official defaults (lr 1e-3, weight decay 1e-4,
+    batch 512; the loader is shuffled, unlike the released code).
+
+    Args:
+        nde_lr_ratio (`float`, defaults to 1.0): learning-rate ratio of the NDE tower and head. The released code
+            reads an undeclared `united_lr_ratio`; 1.0 is the documented choice.
+        use_mask_fea (`bool`, defaults to `True`): the feature-level counterfactual intervention.
+        mask_fea_ratio (`float`, defaults to 0.2): share of batches also served with post-click fields masked.
+    """
+
+    nde_lr_ratio: float = field(default=1.0, metadata={"help": "LR ratio of the NDE tower/head (united_lr_ratio)."})
+    use_mask_fea: bool = field(default=True, metadata={"help": "Counterfactual intervention on post-click fields."})
+    mask_fea_ratio: float = field(default=0.2, metadata={"help": "Share of batches re-served masked."})
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    per_device_train_batch_size: int = 512
+    per_device_eval_batch_size: int = 2048
+    num_train_epochs: float = 3.0
+    report_to: Any = "none"
+    save_strategy: str = "no"
+    use_cpu: bool = True
+    disable_tqdm: bool = True
+    dataloader_num_workers: int = 0
+    ddp_find_unused_parameters: bool = False
+    label_names: list[str] | None = field(default_factory=lambda: ["click_labels", "dwell_labels"])
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not 0.0 <= self.mask_fea_ratio <= 1.0:
+            raise ValueError(f"mask_fea_ratio must be in [0, 1], got {self.mask_fea_ratio}")
+        if self.nde_lr_ratio <= 0:
+            raise ValueError(f"nde_lr_ratio must be > 0, got {self.nde_lr_ratio}")
+
+
+@contextlib.contextmanager
+def _frozen_batchnorm_stats(model: torch.nn.Module, keep: list[torch.nn.Module]):
+    """Temporarily sets momentum 0 on every BatchNorm outside `keep`, so a forward pass leaves its running
+    statistics as they were."""
+    kept = {id(m) for root in keep for m in root.modules()}
+    frozen = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and id(m) not in kept]
+    saved = [(m.momentum, m.num_batches_tracked.clone() if m.num_batches_tracked is not None else None) for m in frozen]
+    for m in frozen:
+        m.momentum = 0.0
+    try:
+        yield
+    finally:
+        for m, (momentum, tracked) in zip(frozen, saved):
+            m.momentum = momentum
+            if tracked is not None:
+                m.num_batches_tracked.copy_(tracked)
+
+
+class OrcaTrainer(Trainer):
+    """`Trainer` for [`OrcaModel`] (subclassed because the optimisation changes, not just the loss).
+
+    - Adam with weight decay and two parameter groups: the NDE tower/head at `lr · nde_lr_ratio`, the rest at `lr`.
+    - The feature-level counterfactual intervention: with probability `mask_fea_ratio` a batch is served a second
+      time with its post-click fields blocked, and only the NDE tower and head are updated from it, with their own
+      Adam. The draw uses a generator seeded from `args.seed`, identical on every rank, and the NDE gradients are
+      averaged across ranks, so data-parallel replicas stay in sync.
+    """
+
+    loss_is_scaled_for_ga = False  # the model returns a per-batch mean
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._mask_rng = random.Random(self.args.seed)
+        self._nde_optimizer = None
+
+    def _unwrapped(self) -> OrcaModel:
+        return self.accelerator.unwrap_model(self.model)
+
+    def create_optimizer(self, model=None):
+        if self.optimizer is not None:
+            return self.optimizer
+        model = self._unwrapped()
+        nde_ids = {id(p) for p in model.nde_parameters()}
+        rest = [p for p in model.parameters() if p.requires_grad and id(p) not in nde_ids]
+        nde = [p for p in model.nde_parameters() if p.requires_grad]
+        groups = [{"params": rest, "lr": self.args.learning_rate}]
+        if nde:
+            groups.append({"params": nde, "lr": self.args.learning_rate * self.args.nde_lr_ratio})
+        self.optimizer = torch.optim.Adam(groups, lr=self.args.learning_rate, weight_decay=self.args.weight_decay)
+        return self.optimizer
+
+    def _counterfactual_step(self, inputs: dict[str, torch.Tensor]) -> None:
+        model = self._unwrapped()
+        params = [p for p in model.nde_parameters() if p.requires_grad]
+        if not params or "click_labels" not in inputs:
+            return
+        if self._nde_optimizer is None:
+            self._nde_optimizer = torch.optim.Adam(
+                params, lr=self.args.learning_rate * self.args.nde_lr_ratio, weight_decay=self.args.weight_decay
+            )
+        masked = dict(inputs, input_ids=model.mask_post_click(inputs["input_ids"]))
+        # Same loss L on the masked batch; only the NDE parameters move. autograd.grad leaves the main step's
+        # accumulated .grad untouched, and bypasses DDP's reducer (we average by hand below). The BatchNorm running
+        # statistics outside the NDE branch are frozen for this pass: masked batches must not shift what the
+        # backbone and the other towers normalise with at inference.
+        with _frozen_batchnorm_stats(model, keep=model.nde_modules()):
+            loss = model(**masked).loss
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        saved = [p.grad for p in params]
+        for p, g in zip(params, grads):
+            g = torch.zeros_like(p) if g is None else g
+            p.grad = self.accelerator.reduce(g, reduction="mean") if self.accelerator.num_processes > 1 else g
+        self._nde_optimizer.step()
+        for p, g in zip(params, saved):
+            p.grad = g
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        cfg = self._unwrapped().config
+        if cfg.use_orca and self.args.use_mask_fea and cfg.post_click_fields:
+            if self._mask_rng.random() < self.args.mask_fea_ratio:
+                self._counterfactual_step(inputs)
+        return loss
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# `hf-ext train orca`
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class OrcaScriptArguments:
+    """Data and model choices of `hf-ext train orca`."""
+
+    backbone: str = field(default="mmoe", metadata={"help": "mmoe or ple"})
+    use_orca: bool = field(default=True, metadata={"help": "False trains the plain multi-task baseline"})
+    shortcut_strength: float = field(default=2.0, metadata={"help": "synthetic clickbait shortcut strength s"})
+    num_impressions: int = field(default=50_000, metadata={"help": "synthetic impressions"})
+    data_seed: int = field(default=0, metadata={"help": "seed of the synthetic generator"})
+    tenrec_csv: str | None = field(default=None, metadata={"help": "train on a Tenrec QK-article CSV instead"})
+    artifact_dir: str | None = field(default=None, metadata={"help": "where to save the model (default OUTPUT_DIR/artifact)"})
+    sync_report: str | None = field(default=None, metadata={"help": "write per-rank checksums and seen rows (JSON)"})
+
+
+def make_parser() -> HfArgumentParser:
+    return HfArgumentParser((OrcaScriptArguments, OrcaTrainingArguments), prog="hf-ext train orca")
+
+
+def load_training_data(script: OrcaScriptArguments, seed: int):
+    """Returns `(DatasetDict with train/validation/test model features, field names, vocab sizes, post-click)`."""
+    from .data import (
+        FIELD_NAMES,
+        POST_CLICK_FIELDS,
+        SyntheticOrcaConfig,
+        field_vocab_sizes,
+        generate_synthetic,
+        load_tenrec_qk_article,
+        to_model_features,
+        train_val_test_split,
+    )
+
+    if script.tenrec_csv:
+        ds, names, sizes = load_tenrec_qk_article(script.tenrec_csv)[:3]
+        post_click: list[str] = []
+    else:
+        gen = SyntheticOrcaConfig(
+            num_impressions=script.num_impressions, shortcut_strength=script.shortcut_strength, seed=script.data_seed
+        )
+        ds, names, sizes, post_click = generate_synthetic(gen), list(FIELD_NAMES), field_vocab_sizes(gen), list(POST_CLICK_FIELDS)
+    splits = train_val_test_split(to_model_features(ds, names, sizes), seed=seed)
+    return splits, names, sizes, post_click
+
+
+class _RecordingCollator:
+    """Collates model columns and remembers which `row_id`s this rank saw (for the data-sharding check)."""
+
+    def __init__(self):
+        self.seen: list[int] = []
+
+    def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        self.seen.extend(int(f["row_id"]) for f in features)
+        return {k: torch.as_tensor(np.stack([np.asarray(f[k]) for f in features])) for k in MODEL_COLUMNS}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Trains one ORCA (or baseline) model with `Trainer` and saves it as a Hub artifact."""
+    script, args = make_parser().parse_args_into_dataclasses(args=argv)
+    splits, names, sizes, post_click = load_training_data(script, seed=args.seed)
+    config = OrcaConfig(
+        field_names=names, field_vocab_sizes=sizes, post_click_fields=post_click,
+        backbone=script.backbone, use_orca=script.use_orca,
+    )
+    torch.manual_seed(args.seed)
+    model = OrcaModel(config)
+    train = splits["train"]
+    collator = None
+    if script.sync_report:
+        train = train.add_column("row_id", list(range(len(train))))
+        args.remove_unused_columns = False
+        collator = _RecordingCollator()
+    trainer = OrcaTrainer(
+        model=model, args=args, train_dataset=train.select_columns([*MODEL_COLUMNS] + (["row_id"] if collator else [])),
+        eval_dataset=splits["validation"].select_columns(list(MODEL_COLUMNS)), data_collator=collator,
+    )
+    result = trainer.train()
+    metrics = {"train_loss": result.training_loss, **trainer.evaluate()}
+    state = trainer.state
+    if script.sync_report:
+        _write_sync_report(trainer, collator, Path(script.sync_report))
+    if trainer.is_world_process_zero():
+        from hf_ext.core.hub import save_artifact
+
+        from . import SPEC
+
+        out = save_artifact(trainer.model, script.artifact_dir or Path(args.output_dir) / "artifact", SPEC)
+        metrics["artifact_dir"] = str(out)
+        print(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in metrics.items()}, indent=1))
+    metrics["global_step"] = state.global_step
+    return metrics
+
+
+def _write_sync_report(trainer: OrcaTrainer, collator: _RecordingCollator, path: Path) -> None:
+    """All ranks: gather a parameter checksum and the rows each rank trained on; rank 0 writes them as JSON."""
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    checksum = torch.tensor([float(sum(p.detach().double().sum() for p in model.parameters()))], dtype=torch.float64)
+    seen = torch.tensor(collator.seen, dtype=torch.long)
+    length = torch.tensor([seen.numel()])
+    acc = trainer.accelerator
+    checksums = acc.gather(checksum).tolist()
+    lengths = acc.gather(length).tolist()
+    padded = torch.full((max(lengths),), -1, dtype=torch.long)
+    padded[: seen.numel()] = seen
+    rows = acc.gather(padded).view(len(lengths), -1).tolist()
+    if acc.is_main_process:
+        report = {
+            "world_size": acc.num_processes,
+            "checksums": checksums,
+            "rows_per_rank": [[r for r in rank if r >= 0] for rank in rows],
+            "global_step": trainer.state.global_step,
+            "train_size": len(trainer.train_dataset),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

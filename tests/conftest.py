@@ -1,0 +1,37 @@
+"""Test-wide set-up: offline, no telemetry, a private HF_HOME, seeded RNGs. Runs before any HF library import."""
+
+import importlib.util
+import os
+import random
+import tempfile
+from pathlib import Path
+
+# Load the offline switches by path: importing anything under `hf_ext` first runs `hf_ext/__init__`, which imports
+# transformers and huggingface_hub, and those read HF_HUB_OFFLINE once, at import time.
+_spec = importlib.util.spec_from_file_location("_hf_ext_offline", Path(__file__).parents[1] / "hf_ext/core/offline.py")
+_offline = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_offline)
+os.environ.update(_offline.OFFLINE_ENV)
+os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="hf_ext_test_hf_home_"))
+os.environ.setdefault("FLWR_HOME", tempfile.mkdtemp(prefix="hf_ext_test_flwr_home_"))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    import torch
+
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quiet_progress_bars():
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    yield
