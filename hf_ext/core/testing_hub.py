@@ -93,8 +93,11 @@ class MockHub:
             def _validate_yaml(self, body: bytes):
                 # The real Hub checks the card metadata schema; we check what the client sends parses as YAML.
                 payload = json.loads(body)
+                content = payload.get("content", "")
+                if content.startswith("---"):  # a whole README: the metadata is the front matter
+                    content = content.split("---", 2)[1] if content.count("---") >= 2 else ""
                 try:
-                    meta = yaml.safe_load(payload.get("content", "")) or {}
+                    meta = yaml.safe_load(content) or {}
                 except yaml.YAMLError as err:
                     return self._send(400, {"error": f"invalid YAML: {err}"})
                 if not isinstance(meta, dict):

@@ -35,7 +35,9 @@ class OrcaOutput(ModelOutput):
         nde_logits (`torch.FloatTensor` of shape `(batch, num_bins)`, *optional*): the NDE head `z_NDE` (ORCA only).
         dt_bins (`torch.LongTensor` of shape `(batch,)`): argmax bin of `dt_logits`.
         dt_seconds (`torch.FloatTensor` of shape `(batch,)`): the predicted bin mapped to its seconds.
-        ctr_loss, dt_loss, nde_loss (`torch.FloatTensor`, *optional*): the loss terms L1, L2, L3.
+        ctr_loss, dt_loss, nde_loss (`torch.FloatTensor`, *optional*): the loss terms L1 (BCE on all samples),
+            L2 (CE of `z_T` on clicked samples) and L3 (instance-weighted CE of the debiased logits on clicked
+            samples; it trains only the NDE branch because `z_T` is detached there).
     """
 
     loss: torch.FloatTensor | None = None
@@ -413,7 +415,10 @@ class OrcaModel(OrcaPreTrainedModel):
             dt_loss = ce_t.mean()
             nde_loss = None
             if has_nde:
-                ce_nde = F.cross_entropy(out.nde_logits[clicked], y, reduction="none")
+                # L3 trains the *debiased* logits stopgrad(z_T) − z_NDE (so z_NDE learns the part of z_T to remove),
+                # as the released code does (its loss reads the last model output, the debiased one). The spec's
+                # summary "CE(z_NDE, y)" would make ORCA divide p_T by a second DT predictor.
+                ce_nde = F.cross_entropy(out.dt_logits[clicked], y, reduction="none")
                 if cfg.use_inst:
                     ce_nde = ce_nde * self._instance_weights(out.click_probs[clicked], ce_t)
                 nde_loss = ce_nde.mean()

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from transformers import PrinterCallback
 
 from .configuration_orca import OrcaConfig
 from .data import (
@@ -43,10 +44,10 @@ class OrcaReproduceArguments:
     backbones: list[str] = field(default_factory=lambda: ["mmoe", "ple"])
     strengths: list[float] = field(default_factory=lambda: [0.0, 1.0, 2.0, 3.0])
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    num_impressions: int = 24_000
+    num_impressions: int = 48_000
     num_users: int = 1_000
     num_items: int = 600
-    epochs: float = 3.0
+    epochs: float = 4.0
     batch_size: int = 512
     ablations: bool = False
     workers: int = 2
@@ -120,7 +121,9 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
         output_dir=str(Path(run.out) / "trainer"), num_train_epochs=run.epochs, seed=seed, data_seed=seed,
         per_device_train_batch_size=run.batch_size, logging_strategy="no", use_mask_fea=use_mask,
     )
-    OrcaTrainer(model=model, args=args, train_dataset=splits["train"].select_columns(list(MODEL_COLUMNS))).train()
+    trainer = OrcaTrainer(model=model, args=args, train_dataset=splits["train"].select_columns(list(MODEL_COLUMNS)))
+    trainer.remove_callback(PrinterCallback)  # one line per run from tqdm is enough
+    trainer.train()
     return model
 
 
@@ -158,7 +161,9 @@ def plot_heatmaps(panels: dict[str, np.ndarray], path: Path, title: str) -> None
         ax.imshow(share, aspect="auto", cmap="viridis", origin="lower")
         ax.set_title(name)
         ax.set_xlabel("DT bin")
-        ax.set_ylabel("CTR bucket (0.05 steps; last ≥ 0.40)")
+        ax.set_yticks(range(share.shape[0]))
+        ax.set_yticklabels([f"{0.05 * i:.2f}" for i in range(share.shape[0] - 1)] + ["≥0.40"])
+        ax.set_ylabel("predicted CTR bucket (ground truth: true CTR)")
     fig.suptitle(title)
     fig.savefig(path, dpi=110)
     plt.close(fig)

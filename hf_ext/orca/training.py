@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -40,7 +40,6 @@ class OrcaTrainingArguments(TrainingArguments):
     per_device_train_batch_size: int = 512
     per_device_eval_batch_size: int = 2048
     num_train_epochs: float = 3.0
-    report_to: Any = "none"
     save_strategy: str = "no"
     use_cpu: bool = True
     disable_tqdm: bool = True
@@ -72,6 +71,38 @@ def _frozen_batchnorm_stats(model: torch.nn.Module, keep: list[torch.nn.Module])
             m.momentum = momentum
             if tracked is not None:
                 m.num_batches_tracked.copy_(tracked)
+
+
+def counterfactual_nde_step(
+    model: OrcaModel, inputs: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, reduce=None
+) -> torch.Tensor:
+    """The feature-level counterfactual intervention on one batch: the same loss on the batch with its post-click
+    fields blocked, stepping only the NDE tower and head with their own optimiser.
+
+    `autograd.grad` leaves any pending main-step `.grad` untouched (restored after the step) and bypasses DDP's
+    reducer; `reduce` (e.g. a cross-rank mean) is applied to each gradient instead. BatchNorm running statistics
+    outside the NDE branch are frozen for this pass: masked batches must not shift what the backbone and the other
+    towers normalise with at inference.
+
+    Args:
+        model ([`OrcaModel`]): the unwrapped model.
+        inputs (`dict[str, torch.Tensor]`): the batch (`input_ids`, `click_labels`, `dwell_labels`).
+        optimizer (`torch.optim.Optimizer`): over `model.nde_parameters()`.
+        reduce (`Callable`, *optional*): applied to each NDE gradient before the step.
+    """
+    params = [p for p in model.nde_parameters() if p.requires_grad]
+    masked = dict(inputs, input_ids=model.mask_post_click(inputs["input_ids"]))
+    with _frozen_batchnorm_stats(model, keep=model.nde_modules()):
+        loss = model(**masked).loss
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    saved = [p.grad for p in params]
+    for p, g in zip(params, grads):
+        g = torch.zeros_like(p) if g is None else g
+        p.grad = reduce(g) if reduce is not None else g
+    optimizer.step()
+    for p, g in zip(params, saved):
+        p.grad = g
+    return loss.detach()
 
 
 class OrcaTrainer(Trainer):
@@ -116,21 +147,9 @@ class OrcaTrainer(Trainer):
             self._nde_optimizer = torch.optim.Adam(
                 params, lr=self.args.learning_rate * self.args.nde_lr_ratio, weight_decay=self.args.weight_decay
             )
-        masked = dict(inputs, input_ids=model.mask_post_click(inputs["input_ids"]))
-        # Same loss L on the masked batch; only the NDE parameters move. autograd.grad leaves the main step's
-        # accumulated .grad untouched, and bypasses DDP's reducer (we average by hand below). The BatchNorm running
-        # statistics outside the NDE branch are frozen for this pass: masked batches must not shift what the
-        # backbone and the other towers normalise with at inference.
-        with _frozen_batchnorm_stats(model, keep=model.nde_modules()):
-            loss = model(**masked).loss
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
-        saved = [p.grad for p in params]
-        for p, g in zip(params, grads):
-            g = torch.zeros_like(p) if g is None else g
-            p.grad = self.accelerator.reduce(g, reduction="mean") if self.accelerator.num_processes > 1 else g
-        self._nde_optimizer.step()
-        for p, g in zip(params, saved):
-            p.grad = g
+        acc = self.accelerator
+        reduce = (lambda g: acc.reduce(g, reduction="mean")) if acc.num_processes > 1 else None
+        counterfactual_nde_step(model, inputs, self._nde_optimizer, reduce=reduce)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         loss = super().training_step(model, inputs, num_items_in_batch)
@@ -154,7 +173,7 @@ class OrcaScriptArguments:
     use_orca: bool = field(default=True, metadata={"help": "False trains the plain multi-task baseline"})
     shortcut_strength: float = field(default=2.0, metadata={"help": "synthetic clickbait shortcut strength s"})
     num_impressions: int = field(default=50_000, metadata={"help": "synthetic impressions"})
-    data_seed: int = field(default=0, metadata={"help": "seed of the synthetic generator"})
+    generator_seed: int = field(default=0, metadata={"help": "seed of the synthetic generator"})
     tenrec_csv: str | None = field(default=None, metadata={"help": "train on a Tenrec QK-article CSV instead"})
     artifact_dir: str | None = field(default=None, metadata={"help": "where to save the model (default OUTPUT_DIR/artifact)"})
     sync_report: str | None = field(default=None, metadata={"help": "write per-rank checksums and seen rows (JSON)"})
@@ -182,7 +201,7 @@ def load_training_data(script: OrcaScriptArguments, seed: int):
         post_click: list[str] = []
     else:
         gen = SyntheticOrcaConfig(
-            num_impressions=script.num_impressions, shortcut_strength=script.shortcut_strength, seed=script.data_seed
+            num_impressions=script.num_impressions, shortcut_strength=script.shortcut_strength, seed=script.generator_seed
         )
         ds, names, sizes, post_click = generate_synthetic(gen), list(FIELD_NAMES), field_vocab_sizes(gen), list(POST_CLICK_FIELDS)
     splits = train_val_test_split(to_model_features(ds, names, sizes), seed=seed)
@@ -196,7 +215,7 @@ class _RecordingCollator:
         self.seen: list[int] = []
 
     def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        self.seen.extend(int(f["row_id"]) for f in features)
+        self.seen.extend(int(f["row_id"]) for f in features if "row_id" in f)  # eval batches carry no row_id
         return {k: torch.as_tensor(np.stack([np.asarray(f[k]) for f in features])) for k in MODEL_COLUMNS}
 
 
@@ -214,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict:
     collator = None
     if script.sync_report:
         train = train.add_column("row_id", list(range(len(train))))
-        args.remove_unused_columns = False
+        args = dataclasses.replace(args, remove_unused_columns=False)  # keep row_id for the collator
         collator = _RecordingCollator()
     trainer = OrcaTrainer(
         model=model, args=args, train_dataset=train.select_columns([*MODEL_COLUMNS] + (["row_id"] if collator else [])),
