@@ -112,14 +112,43 @@ def build_demo():
             budget = gr.Slider(5, 100, value=20, step=5, label="budget (% of features per label)")
             theta = gr.Slider(0.0, 1.0, value=0.5, step=0.05, label="theta")
         button = gr.Button("Select features", variant="primary")
-        status = gr.Markdown()
-        metrics = gr.Dataframe(label="held-out metrics")
+        status = gr.Markdown(elem_id="gpmfs-status")
+        metrics = gr.Dataframe(label="held-out metrics", elem_id="gpmfs-metrics")
         with gr.Row():
-            global_table = gr.Dataframe(label="global set G")
+            global_table = gr.Dataframe(label="global set G", elem_id="gpmfs-global")
             per_label = gr.Dataframe(label="personal features per label")
         button.click(run_selection, [source, csv_file, label_columns, budget, theta],
                      [status, global_table, per_label, metrics])
     return demo
+
+
+def browser_check(page) -> None:
+    """How a visitor uses the Space (run in headless Chromium by tests/test_spaces_browser.py): Yeast, budget 20 %,
+    theta 0.5, press the button, then the summary and the metric and selection tables must show."""
+    from playwright.sync_api import expect
+
+    from hf_ext.core import browser as b
+
+    b.choose(page, "Yeast (MULAN, bundled)")
+    b.set_slider(page, "budget (% of features per label)", 20)
+    b.set_slider(page, "theta", 0.5)
+    b.press(page, "Select features")
+    b.expect_cell(page, "gpmfs-metrics", "GPMFS (theta=0.50)")
+    for selection in ("GPMFS (theta=0.50)", "global-only (theta=1)", "all features"):
+        cells = b.row_cells(page, "gpmfs-metrics", selection)
+        assert len(cells) == 8 and all(0.0 <= float(v) <= 1.0 for v in cells[1:]), cells
+    expect(page.locator("#gpmfs-status")).to_contain_text(
+        "2417 samples, 103 features, 14 labels; budget 21 features per label")
+    assert b.row_cells(page, "gpmfs-global", "1")[0] == "1"  # the global set G, ranked from 1
+
+
+def browser_check_bad_input(page) -> None:
+    """"Upload CSV" without a file: the page says what to do, not a stack trace."""
+    from hf_ext.core import browser as b
+
+    b.choose(page, "Upload CSV")
+    b.press(page, "Select features")
+    b.expect_readable_error(page, "upload a CSV file, or choose the Yeast dataset")
 
 
 if __name__ == "__main__":

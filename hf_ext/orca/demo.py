@@ -36,8 +36,9 @@ def compare(
     """
     from .data import (
         FIELD_NAMES, POST_CLICK_FIELDS, SyntheticOrcaConfig, field_vocab_sizes, generate_synthetic,
-        load_tenrec_qk_article, to_model_features, train_val_test_split,
+        to_model_features, train_val_test_split,
     )
+    from .tenrec import load_tenrec_qk_article
     from .metrics import ctr_dt_heatmap
     from .reproduce import OrcaReproduceArguments, evaluate, plot_heatmaps, train_one
 
@@ -100,9 +101,45 @@ def build_demo():
         with gr.Row():
             epochs = gr.Slider(1, 5, value=2, step=1, label="epochs")
             seed = gr.Number(value=0, precision=0, label="seed")
-            csv_file = gr.File(label="optional: Tenrec QK-article CSV", file_types=[".csv"], type="filepath")
+            csv_file = gr.File(label="optional: Tenrec QK-article CSV", file_types=[".csv"], type="filepath",
+                               elem_id="orca-csv")
         button = gr.Button("Train baseline and ORCA", variant="primary")
-        table = gr.Dataframe(headers=["metric", "baseline", "ORCA"], label="test metrics (clicked impressions)")
-        image = gr.Image(label="CTR bucket × DT bin heatmaps", type="filepath")
+        table = gr.Dataframe(headers=["metric", "baseline", "ORCA"], label="test metrics (clicked impressions)",
+                             elem_id="orca-metrics")
+        image = gr.Image(label="CTR bucket × DT bin heatmaps", type="filepath", elem_id="orca-heatmaps")
         button.click(run, [strength, impressions, backbone, epochs, seed, csv_file], [table, image], api_name="compare")
     return demo
+
+
+def browser_check(page) -> None:
+    """How a visitor uses the Space (run in headless Chromium by tests/test_spaces_browser.py): small settings,
+    press the button, then the metric table and the heatmap image must show."""
+    from hf_ext.core import browser as b
+
+    b.set_slider(page, "clickbait shortcut strength s", 3)
+    b.set_slider(page, "impressions", 4_000)
+    b.set_slider(page, "epochs", 1)
+    b.choose(page, "mmoe")
+    b.set_number(page, "seed", 0)
+    b.press(page, "Train baseline and ORCA")
+    b.expect_cell(page, "orca-metrics", "CTR AUC")
+    auc = b.row_cells(page, "orca-metrics", "CTR AUC")
+    assert len(auc) == 3 and all(0.0 <= float(v) <= 1.0 for v in auc[1:]), auc
+    share = b.row_cells(page, "orca-metrics", "true share in moderate bins 2–5")
+    assert 0.0 <= float(share[1]) <= 1.0, share
+    b.expect_image(page, "orca-heatmaps")
+
+
+def browser_check_bad_input(page) -> None:
+    """A CSV without Tenrec's columns: the page shows which columns are missing, not a stack trace."""
+    import re
+
+    from hf_ext.core import browser as b
+
+    bad = Path(tempfile.mkdtemp(prefix="orca_bad_csv_")) / "qk_article.csv"
+    bad.write_text("user_id,item_id,click\n1,2,1\n")
+    b.set_slider(page, "impressions", 4_000)
+    b.set_slider(page, "epochs", 1)
+    b.upload(page, "orca-csv", bad)
+    b.press(page, "Train baseline and ORCA")
+    b.expect_readable_error(page, re.compile(r"missing column\(s\).*read_time"))

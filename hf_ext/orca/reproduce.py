@@ -181,8 +181,10 @@ def _splits(strength: float, num_impressions: int, num_users: int, num_items: in
 def _worker_init() -> None:
     # Small models: two single-threaded processes beat one two-threaded one on a 2-core machine.
     torch.set_num_threads(1)
+    import datasets
     from transformers.utils import logging as hf_logging
 
+    datasets.disable_progress_bars()
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
 

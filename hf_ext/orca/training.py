@@ -191,14 +191,13 @@ def load_training_data(script: OrcaScriptArguments, seed: int):
         SyntheticOrcaConfig,
         field_vocab_sizes,
         generate_synthetic,
-        load_tenrec_qk_article,
         to_model_features,
         train_val_test_split,
     )
+    from .tenrec import load_tenrec_qk_article
 
     if script.tenrec_csv:
-        ds, names, sizes = load_tenrec_qk_article(script.tenrec_csv)[:3]
-        post_click: list[str] = []
+        ds, names, sizes, post_click = load_tenrec_qk_article(script.tenrec_csv)
     else:
         gen = SyntheticOrcaConfig(
             num_impressions=script.num_impressions, shortcut_strength=script.shortcut_strength, seed=script.generator_seed

@@ -12,17 +12,15 @@ from hf_ext.orca.configuration_orca import ORCA_BIN_EDGES
 from hf_ext.orca.data import (
     FIELD_NAMES,
     POST_CLICK_FIELDS,
-    TENREC_FIELD_NAMES,
-    TENREC_QK_ARTICLE_COLUMNS,
     SyntheticOrcaConfig,
     bin_dwell_time,
     field_vocab_sizes,
     generate_synthetic,
-    load_tenrec_qk_article,
     to_model_features,
     train_val_test_split,
     validate_orca_frame,
 )
+from hf_ext.orca.tenrec import TENREC_FIELD_NAMES, TENREC_QK_ARTICLE_COLUMNS, load_tenrec_qk_article
 
 
 def _arrays(ds):
