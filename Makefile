@@ -13,8 +13,12 @@ export GRADIO_ANALYTICS_ENABLED := False
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1
 export DO_NOT_TRACK := 1
+# The Space browser test drives Debian's Chromium; Playwright's Python package never downloads a browser.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
+CHROMIUM := /usr/bin/chromium
+SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test install clean
+.PHONY: run test install screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,13 +28,22 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# Debian's headless Chromium (+ ChromeDriver) for tests/test_spaces_browser.py, installed only when missing.
+$(CHROMIUM):
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver
+
+install: $(STAMP) $(CHROMIUM)
 
 run: $(STAMP)
 	$(VENV)/bin/hf-ext reproduce
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q
+
+# Refresh docs/spaces/<method>.png (the README's Space screenshots).
+screenshots: $(STAMP) $(CHROMIUM)
+	$(PY) scripts/refresh_space_screenshots.py
 
 clean:
 	rm -rf $(VENV) runs

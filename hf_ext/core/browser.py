@@ -57,7 +57,9 @@ VIEWPORT = {"width": 1280, "height": 900}
 
 CHECK_FUNCTIONS: tuple[str, ...] = ("browser_check", "browser_check_bad_input")
 
-TRACEBACK_MARKERS: tuple[str, ...] = ("Traceback (most recent call last)", "Traceback")
+TRACEBACK_MARKERS: tuple[str, ...] = ("Traceback",)  # Python's "Traceback (most recent call last)"
+
+_NOT_LOCAL = re.compile(r"^(?!(?:https?|wss?)://(?:127\.0\.0\.1|localhost)[:/]).+://")
 
 
 class BrowserCheckMissing(LookupError):
@@ -99,6 +101,8 @@ def chromium(viewport: dict[str, int] | None = None) -> Iterator[BrowserContext]
                 timezone_id="UTC",
                 reduced_motion="reduce",
             )
+            # Hermetic: the Space is local; any other host (fonts, CDNs, telemetry) is refused at once.
+            context.route(_NOT_LOCAL, lambda route: route.abort())
             context.set_default_timeout(ACTION_TIMEOUT_MS)
             context.set_default_navigation_timeout(ACTION_TIMEOUT_MS)
             try:
@@ -235,18 +239,23 @@ def press(page: Page, button: str) -> None:
 
 
 def expect_cell(page: Page, elem_id: str, text: str | re.Pattern) -> Locator:
-    """Waits (up to [`RESULT_TIMEOUT_MS`]) for a cell of the Gradio Dataframe `elem_id` showing `text`."""
+    """Waits (up to [`RESULT_TIMEOUT_MS`]) for a cell of the Gradio Dataframe `elem_id` showing `text` (a string
+    matches the whole cell)."""
     from playwright.sync_api import expect
 
-    cell = page.locator(f"#{elem_id} td").filter(has_text=text).first
+    cell = page.locator(f"#{elem_id}").get_by_role("gridcell", name=text, exact=isinstance(text, str)).first
     expect(cell).to_be_visible(timeout=RESULT_TIMEOUT_MS)
     return cell
 
 
 def row_cells(page: Page, elem_id: str, first_cell: str) -> list[str]:
-    """The texts of the Dataframe row whose first cell is `first_cell`."""
-    row = page.locator(f"#{elem_id} tr").filter(has=page.locator("td").first.filter(has_text=first_cell)).first
-    return [t.strip() for t in row.locator("td").all_inner_texts()]
+    """The texts of the visible Dataframe row whose first cell is exactly `first_cell`."""
+    from playwright.sync_api import expect
+
+    first = page.locator('[role=gridcell][aria-colindex="1"]').filter(has=page.get_by_text(first_cell, exact=True))
+    row = page.locator(f"#{elem_id}").get_by_role("row").filter(has=first).first
+    expect(row).to_be_visible()
+    return [t.strip() for t in row.get_by_role("gridcell").all_inner_texts()]
 
 
 def expect_image(page: Page, elem_id: str) -> Locator:

@@ -349,6 +349,57 @@ class OrcaModel(OrcaPreTrainedModel):
                     f"got values in [{int(valid.min())}, {int(valid.max())}]"
                 )
 
+    def _shared_forward(self, input_ids: torch.LongTensor):
+        """Embeddings, shallow terms, backbone, CTR logit and raw DT logits."""
+        e, s = self.embeddings(input_ids)
+        h_c, h_t = self.backbone(e.flatten(1))
+        click_logit = self.ctr_head(torch.cat([s, self.ctr_tower(h_c)], dim=1)).squeeze(-1)
+        z_t = self.dt_head(torch.cat([s, self.dt_tower(h_t)], dim=1))
+        return s, h_c, h_t, click_logit, z_t
+
+    def _nde_input(self, h_c: torch.Tensor, h_t: torch.Tensor) -> torch.Tensor:
+        """`[a, h_T]` with `a` the task interaction over the detached task features (or `h_T` alone)."""
+        h_t_nde = h_t.detach() if self.config.detach_nde_input else h_t
+        if self.interaction is None:
+            return h_t_nde
+        return torch.cat([self.interaction(h_c.detach(), h_t.detach()), h_t_nde], dim=1)
+
+    def _nde_logits(self, s: torch.Tensor, nde_input: torch.Tensor) -> torch.Tensor:
+        return self.nde_head(torch.cat([s.detach(), self.nde_tower(nde_input)], dim=1))
+
+    def counterfactual_nde_loss(
+        self, input_ids: torch.LongTensor, click_labels: torch.Tensor, dwell_labels: torch.LongTensor
+    ) -> torch.Tensor:
+        """`β·L3` on a (masked) batch, with everything outside the NDE tower and head evaluated without autograd.
+
+        Its gradient with respect to the NDE tower and head equals that of the full loss `L` (L1 and L2 do not
+        depend on them), so the counterfactual step uses it and skips the rest of the backward graph.
+        """
+        if not self.config.use_orca:
+            raise ValueError("counterfactual_nde_loss needs config.use_orca=True")
+        self._check_inputs(input_ids, click_labels, dwell_labels)
+        with torch.no_grad():
+            s, h_c, h_t, click_logit, z_t = self._shared_forward(input_ids)
+            nde_input = self._nde_input(h_c, h_t)
+        z_nde = self._nde_logits(s, nde_input)
+        clicked = (click_labels > 0.5) & (dwell_labels != IGNORE_INDEX)
+        if not clicked.any():
+            return z_nde.sum() * 0.0
+        y = dwell_labels[clicked]
+        ce_t = F.cross_entropy(z_t[clicked], y, reduction="none")
+        nde_loss = self._nde_loss((z_t - z_nde)[clicked], y, torch.sigmoid(click_logit)[clicked], ce_t)
+        return self.config.beta * nde_loss
+
+    def _nde_loss(self, debiased: torch.Tensor, y: torch.Tensor, click_probs: torch.Tensor, ce_t: torch.Tensor):
+        """L3 on clicked samples: the (instance-weighted) cross-entropy of the *debiased* logits
+        `stopgrad(z_T) − z_NDE`, so that z_NDE learns the part of z_T to remove. This is what the released code
+        trains (its loss reads the model's last output, the debiased one); the spec's summary "CE(z_NDE, y)" would
+        make ORCA divide p_T by a second DT predictor."""
+        ce = F.cross_entropy(debiased, y, reduction="none")
+        if self.config.use_inst:
+            ce = ce * self._instance_weights(click_probs, ce_t)
+        return ce.mean()
+
     def forward(
         self,
         input_ids: torch.LongTensor,
@@ -365,20 +416,10 @@ class OrcaModel(OrcaPreTrainedModel):
                 `-100` for the others. The DT losses use clicked samples only.
         """
         self._check_inputs(input_ids, click_labels, dwell_labels)
-        cfg = self.config
-        e, s = self.embeddings(input_ids)
-        h_c, h_t = self.backbone(e.flatten(1))
-        click_logit = self.ctr_head(torch.cat([s, self.ctr_tower(h_c)], dim=1)).squeeze(-1)
-        z_t = self.dt_head(torch.cat([s, self.dt_tower(h_t)], dim=1))
+        s, h_c, h_t, click_logit, z_t = self._shared_forward(input_ids)
         z_nde = None
-        if cfg.use_orca:
-            h_t_nde = h_t.detach() if cfg.detach_nde_input else h_t
-            if self.interaction is not None:
-                a = self.interaction(h_c.detach(), h_t.detach())
-                nde_in = torch.cat([a, h_t_nde], dim=1)
-            else:
-                nde_in = h_t_nde
-            z_nde = self.nde_head(torch.cat([s.detach(), self.nde_tower(nde_in)], dim=1))
+        if self.config.use_orca:
+            z_nde = self._nde_logits(s, self._nde_input(h_c, h_t))
             dt_logits = z_t.detach() - z_nde
         else:
             dt_logits = z_t
@@ -415,13 +456,7 @@ class OrcaModel(OrcaPreTrainedModel):
             dt_loss = ce_t.mean()
             nde_loss = None
             if has_nde:
-                # L3 trains the *debiased* logits stopgrad(z_T) − z_NDE (so z_NDE learns the part of z_T to remove),
-                # as the released code does (its loss reads the last model output, the debiased one). The spec's
-                # summary "CE(z_NDE, y)" would make ORCA divide p_T by a second DT predictor.
-                ce_nde = F.cross_entropy(out.dt_logits[clicked], y, reduction="none")
-                if cfg.use_inst:
-                    ce_nde = ce_nde * self._instance_weights(out.click_probs[clicked], ce_t)
-                nde_loss = ce_nde.mean()
+                nde_loss = self._nde_loss(out.dt_logits[clicked], y, out.click_probs[clicked], ce_t)
         loss = ctr_loss + cfg.alpha * dt_loss
         if nde_loss is not None:
             loss = loss + cfg.beta * nde_loss

@@ -77,7 +77,8 @@ def counterfactual_nde_step(
     model: OrcaModel, inputs: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, reduce=None
 ) -> torch.Tensor:
     """The feature-level counterfactual intervention on one batch: the same loss on the batch with its post-click
-    fields blocked, stepping only the NDE tower and head with their own optimiser.
+    fields blocked, stepping only the NDE tower and head with their own optimiser (through
+    [`~OrcaModel.counterfactual_nde_loss`], which has the same gradient for them as the full loss).
 
     `autograd.grad` leaves any pending main-step `.grad` untouched (restored after the step) and bypasses DDP's
     reducer; `reduce` (e.g. a cross-rank mean) is applied to each gradient instead. BatchNorm running statistics
@@ -93,7 +94,7 @@ def counterfactual_nde_step(
     params = [p for p in model.nde_parameters() if p.requires_grad]
     masked = dict(inputs, input_ids=model.mask_post_click(inputs["input_ids"]))
     with _frozen_batchnorm_stats(model, keep=model.nde_modules()):
-        loss = model(**masked).loss
+        loss = model.counterfactual_nde_loss(**{k: masked[k] for k in ("input_ids", "click_labels", "dwell_labels")})
     grads = torch.autograd.grad(loss, params, allow_unused=True)
     saved = [p.grad for p in params]
     for p, g in zip(params, grads):

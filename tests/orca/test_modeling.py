@@ -143,3 +143,16 @@ def test_bad_config_names_the_field(kwargs, field):
     base.update(kwargs)
     with pytest.raises(ValueError, match=field):
         OrcaConfig(**base)
+
+
+@pytest.mark.parametrize("use_inst", [True, False])
+def test_counterfactual_nde_loss_has_the_full_loss_gradient_for_the_nde_branch(use_inst):
+    torch.manual_seed(0)
+    model = OrcaModel(tiny_config(beta=0.7, use_inst=use_inst)).eval()  # eval: no dropout, fixed BN statistics
+    batch = tiny_batch(32)
+    batch["input_ids"] = model.mask_post_click(batch["input_ids"])
+    params = model.nde_parameters()
+    full = torch.autograd.grad(model(**batch).loss, params)
+    cheap = torch.autograd.grad(model.counterfactual_nde_loss(**batch), params)
+    for a, b in zip(full, cheap):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
