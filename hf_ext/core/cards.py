@@ -39,6 +39,8 @@ class CardError(ValueError):
 
 
 def _usage(spec: MethodSpec, repo_id: str) -> str:
+    if spec.usage:
+        return spec.usage.format(repo_id=repo_id)
     if spec.kind in ("model", "adapter") and spec.auto_classes:
         auto = next(iter(spec.auto_classes))
         return (
@@ -82,7 +84,7 @@ def render_card(
     card = ModelCard.from_template(
         data,
         template_str=CARD_TEMPLATE,
-        title=f"{spec.name.upper() if len(spec.name) <= 5 else spec.name} — {spec.title}",
+        title=spec.title if spec.title.lower().startswith(spec.name.replace("_", "-")) else f"{spec.name} — {spec.title}",
         summary=spec.summary,
         paper_title=spec.title,
         paper_url=spec.arxiv_url or "",

@@ -67,6 +67,8 @@ class MethodSpec:
         library_name (`str`): the library a Hub user loads the artifact with.
         license (`str`): licence of the released code and artifacts.
         status (`str`): one line for the README table.
+        usage (`str`, *optional*): Python snippet for the card's "How to use", with `{repo_id}` as placeholder;
+            defaults to loading through the first Auto class.
     """
 
     name: str
@@ -87,6 +89,7 @@ class MethodSpec:
     library_name: str = "transformers"
     license: str = "apache-2.0"
     status: str = "implemented"
+    usage: str | None = None
 
     def __post_init__(self):
         if not self.name.isidentifier() or self.name.lower() != self.name:

@@ -25,6 +25,12 @@ SPEC = register_method(
         pipeline_tag="tabular-classification",
         library_name="hf_ext",
         status="implemented (Yeast from the river wheel; planted synthetic data)",
+        usage=(
+            "from hf_ext.gpmfs import GPMFSSelector\n\n"
+            "selector = GPMFSSelector.from_pretrained(\"{repo_id}\")\n"
+            "X_global = selector.transform(X)             # the global feature set\n"
+            "X_label3 = selector.transform(X, label=3)    # global + personal features of label 3"
+        ),
     )
 )
 
