@@ -6,7 +6,7 @@ registers itself in its own `__init__.py`; this file only imports them.
 
 from hf_ext.core.registry import MethodSpec, get_method, list_methods, register_method
 
-from . import gpmfs, orca  # noqa: F401  (registration)
+from . import amplitudes, gpmfs, h2tune, orca, proto_evfl  # noqa: F401  (registration)
 
 __version__ = "0.1.0"
 

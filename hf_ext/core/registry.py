@@ -67,6 +67,8 @@ class MethodSpec:
         library_name (`str`): the library a Hub user loads the artifact with.
         license (`str`): licence of the released code and artifacts.
         status (`str`): one line for the README table.
+        extra_auto_classes (`tuple[tuple[type, Mapping[str, type]], ...]`): further `(config class, {Auto class
+            name: model class})` pairs, for methods that ship several artifacts (e.g. one model per party).
         usage (`str`, *optional*): Python snippet for the card's "How to use", with `{repo_id}` as placeholder;
             defaults to loading through the first Auto class.
     """
@@ -89,6 +91,7 @@ class MethodSpec:
     library_name: str = "transformers"
     license: str = "apache-2.0"
     status: str = "implemented"
+    extra_auto_classes: tuple[tuple[type, Mapping[str, type]], ...] = ()
     usage: str | None = None
 
     def __post_init__(self):
@@ -153,25 +156,29 @@ def _guard_from_pretrained(model_class: type) -> None:
     model_class._hf_ext_guarded = True
 
 
+def _register_auto(method: str, config_class: type, auto_classes: Mapping[str, type]) -> None:
+    import transformers
+
+    transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+    # Hub artifacts carry the modeling code: a pushed repo loads with trust_remote_code=True without hf_ext.
+    config_class.register_for_auto_class()
+    for auto_name, model_class in auto_classes.items():
+        auto_class = getattr(transformers, auto_name, None)
+        if auto_class is None:
+            raise RegistryError(f"{method}: transformers has no Auto class {auto_name!r}")
+        auto_class.register(config_class, model_class, exist_ok=True)
+        model_class.register_for_auto_class(auto_name)
+        _guard_from_pretrained(model_class)
+
+
 def register_method(spec: MethodSpec) -> MethodSpec:
     """Registers a method and its Auto classes. Call once, from the method subpackage's `__init__.py`."""
     existing = _REGISTRY.get(spec.name)
     if existing is not None and existing != spec:
         raise RegistryError(f"method {spec.name!r} is already registered with a different spec")
-    if spec.config_class is not None and spec.auto_classes:
-        import transformers
-
-        config_class = spec.config_class
-        transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
-        # Hub artifacts carry the modeling code: a pushed repo loads with trust_remote_code=True without hf_ext.
-        config_class.register_for_auto_class()
-        for auto_name, model_class in spec.auto_classes.items():
-            auto_class = getattr(transformers, auto_name, None)
-            if auto_class is None:
-                raise RegistryError(f"{spec.name}: transformers has no Auto class {auto_name!r}")
-            auto_class.register(config_class, model_class, exist_ok=True)
-            model_class.register_for_auto_class(auto_name)
-            _guard_from_pretrained(model_class)
+    pairs = [(spec.config_class, spec.auto_classes)] if spec.config_class is not None and spec.auto_classes else []
+    for config_class, auto_classes in [*pairs, *spec.extra_auto_classes]:
+        _register_auto(spec.name, config_class, auto_classes)
     _REGISTRY[spec.name] = spec
     return spec
 

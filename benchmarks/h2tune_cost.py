@@ -1,0 +1,98 @@
+"""Communication and compute cost of H2Tune, as measured in one run.
+
+1. Bytes each client sends per round against the hidden size d: H2Tune sends G_c (L_max × 7 × R × R floats), which
+   does not depend on d; HetLoRA sends its LoRA factors, which grow with d.
+2. Server aggregation time (unweighted mean with validation) for 3 and 30 clients.
+3. Train step (forward + backward + AdamW step + H2Tune's post-step write-back) of the H2Tune adapter against plain
+   LoRA of the same rank on the same tiny Llama; target ≤ 1.3×. Interleaved, medians.
+
+    python benchmarks/h2tune_cost.py [--repeats 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from hf_ext.h2tune import H2TuneConfig
+from hf_ext.h2tune.aggregation import aggregate_mean
+from hf_ext.h2tune.baselines import lora_factors
+from hf_ext.h2tune.model import MODULE_SLOTS, sync_middle
+from hf_ext.h2tune.testing import tiny_base, tiny_base_config
+
+L_MAX, R = 4, 16
+
+
+def payload_bytes(hidden: int, rank: int = 8) -> tuple[int, int]:
+    """(H2Tune bytes, HetLoRA bytes) one client with width `hidden` sends per round."""
+    from peft import LoraConfig, get_peft_model
+
+    base = tiny_base(tiny_base_config("llama", L_MAX, hidden))
+    lora = get_peft_model(base, LoraConfig(r=rank, target_modules="all-linear"))
+    het = sum(4 * (a.numel() + b.numel()) for a, b in lora_factors(lora).values())
+    return 4 * L_MAX * len(MODULE_SLOTS) * R * R, het
+
+
+def aggregation_seconds(num_clients: int, repeats: int) -> float:
+    shape = (L_MAX, len(MODULE_SLOTS), R, R)
+    updates = {str(i): torch.randn(shape) for i in range(num_clients)}
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        aggregate_mean(updates, shape)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def step_ratio(repeats: int, hidden: int = 128, rank: int = 8) -> tuple[float, float]:
+    from peft import LoraConfig, get_peft_model
+
+    ids = torch.randint(3, 64, (8, 32))
+    models = {
+        "lora": get_peft_model(tiny_base(tiny_base_config("llama", L_MAX, hidden)),
+                               LoraConfig(r=rank, lora_alpha=16, target_modules="all-linear")),
+        "h2tune": get_peft_model(tiny_base(tiny_base_config("llama", L_MAX, hidden)),
+                                 H2TuneConfig(r=rank, global_rank=R)),
+    }
+    opts = {k: torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-3) for k, m in models.items()}
+    times = {k: [] for k in models}
+    for i in range(repeats + 3):
+        for k, m in models.items():
+            t = time.perf_counter()
+            loss = m(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opts[k].step()
+            opts[k].zero_grad()
+            if k == "h2tune":
+                sync_middle(m)
+            if i >= 3:  # warm-up
+                times[k].append(time.perf_counter() - t)
+    lora, h2 = statistics.median(times["lora"]), statistics.median(times["h2tune"])
+    return h2 / lora, lora
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--repeats", type=int, default=30)
+    args = p.parse_args(argv)
+    out: dict = {"payload": {}}
+    print("hidden d | H2Tune bytes/round | HetLoRA bytes/round")
+    for d in (32, 64, 128, 256):
+        h2, het = payload_bytes(d)
+        out["payload"][d] = {"h2tune": h2, "hetlora": het}
+        print(f"{d:>8} | {h2:>18,} | {het:>19,}")
+    for n in (3, 30):
+        s = aggregation_seconds(n, args.repeats)
+        out[f"aggregation_s_{n}"] = s
+        print(f"aggregation, {n:>2} clients: {1e3 * s:.2f} ms")
+    ratio, lora = step_ratio(args.repeats)
+    out["step_ratio"] = ratio
+    print(f"train step H2Tune / LoRA: {ratio:.2f}× (LoRA {1e3 * lora:.1f} ms; target ≤ 1.3×)")
+    return out
+
+
+if __name__ == "__main__":
+    main()

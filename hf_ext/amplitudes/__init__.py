@@ -1,0 +1,55 @@
+"""Stringy Tr(φ³) and superstring amplitudes from surfaceology (https://arxiv.org/abs/2504.21676).
+
+A verified numerics library: planar kinematics, the stringy Tr(φ³) amplitude as a curve / worldsheet integral,
+field-theory Tr(φ³), the scaffolded bosonic string as one shift, the superstring as the (2n-3)!! reduced-Pfaffian
+sum of shifted amplitudes, gluon amplitudes from scaffolding residues, and Hub-native amplitude tables.
+"""
+
+from hf_ext.core.registry import MethodSpec, register_method
+
+from .config import AmplitudeTableConfig
+from .field_theory import field_theory_amplitude, triangulations
+from .gluons import GluonKinematics, t8f4, type_i_four_gluon
+from .kinematics import mandelstams, planar_from_mandelstams, planar_variables, random_planar_kinematics
+from .residues import laurent_coefficient
+from .stringy import Evaluation, stringy_amplitude
+from .superstring import scaffolded_bosonic_amplitude, superstring_amplitude, superstring_terms
+
+SPEC = register_method(
+    MethodSpec(
+        name="amplitudes",
+        kind="numerics",
+        title="Superstring amplitudes meet surfaceology",
+        arxiv_id="2504.21676",
+        summary=(
+            "Stringy Tr(φ³) amplitudes as curve integrals, the superstring as (2n-3)!! shifted Tr(φ³) amplitudes "
+            "from a reduced Pfaffian, gluons from scaffolding residues; vectorised numerics checked against "
+            "closed forms, with amplitude tables published as Hub datasets."
+        ),
+        tags=("physics", "scattering-amplitudes", "string-theory", "numerics", "datasets"),
+        config_class=AmplitudeTableConfig,
+        reproduce="hf_ext.amplitudes.reproduce:main",
+        demo="hf_ext.amplitudes.demo:build_demo",
+        contract="hf_ext.amplitudes.testing:contract_fixture",
+        library_name="datasets",
+        status="implemented (identities of spec §2.7 at N <= 6 and 3-4 gluons; 5 gluons not done)",
+    )
+)
+
+
+
+def __getattr__(name: str):
+    # `datasets` is imported only when a table is used, so `import hf_ext` stays light
+    if name in ("AmplitudeTable", "AmplitudeTableBuilder"):
+        from . import tables
+
+        return getattr(tables, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "SPEC", "AmplitudeTable", "AmplitudeTableBuilder", "AmplitudeTableConfig", "Evaluation", "GluonKinematics",
+    "field_theory_amplitude", "laurent_coefficient", "mandelstams", "planar_from_mandelstams", "planar_variables",
+    "random_planar_kinematics", "scaffolded_bosonic_amplitude", "stringy_amplitude", "superstring_amplitude",
+    "superstring_terms", "t8f4", "triangulations", "type_i_four_gluon",
+]

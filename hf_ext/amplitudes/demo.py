@@ -1,0 +1,217 @@
+"""Gradio demo: the 4- and 5-point stringy Tr(φ³) amplitudes against α′ and against one planar variable, with the
+field-theory limit overlaid; a small amplitude table built with the `datasets` builder.
+
+Paper: [Superstring amplitudes meet surfaceology](https://arxiv.org/abs/2504.21676). `build_demo()` only builds
+the Blocks; nothing launches on import.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .field_theory import field_theory_amplitude
+from .kinematics import x_labels
+from .stringy import stringy_amplitude
+
+DEFAULT_X = {4: "0.7, 1.3", 5: "0.9, 1.7, 1.2, 0.8, 1.4"}
+MAX_POINTS_PER_CURVE = 400
+
+
+def parse_kinematics(n_points: int, text: str) -> np.ndarray:
+    """Comma-separated planar variables in the order of `x_labels(N)`; raises ValueError on bad input."""
+    N = int(n_points)
+    if N not in (4, 5):
+        raise ValueError(f"the demo plots N = 4 or 5 points, got {n_points!r}")
+    try:
+        values = np.array([float(v) for v in str(text).replace(";", ",").split(",") if v.strip()])
+    except ValueError as err:
+        raise ValueError(f"planar variables must be numbers separated by commas ({err})") from None
+    if values.size != len(x_labels(N)):
+        raise ValueError(f"N = {N} needs {len(x_labels(N))} planar variables ({', '.join(x_labels(N))}), "
+                         f"got {values.size}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("planar variables must be finite")
+    return values
+
+
+def amplitude_curves(n_points: int, text: str, scan: str, lo: float, hi: float, alpha: float,
+                     method: str = "closed_form", points: int = 120) -> dict:
+    """The data behind the plot: x grid, α′^{N-3} A_N and the field-theory value along the scan.
+
+    Args:
+        n_points (`int`): 4 or 5.
+        text (`str`): planar variables, comma-separated.
+        scan (`str`): `"alpha"` (α′ from lo to hi, log-spaced) or a planar-variable label such as `"X13"`.
+        lo, hi (`float`): scan range.
+        alpha (`float`): α′ when scanning a planar variable.
+        method (`str`): `"closed_form"` (continued everywhere) or `"curve"` (convergent region only).
+        points (`int`): grid size.
+
+    Raises:
+        ValueError: bad kinematics, range or method (shown in the demo as one message).
+    """
+    N = int(n_points)
+    X = parse_kinematics(N, text)
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"need a scan range lo < hi, got {lo} and {hi}")
+    points = int(min(max(points, 10), MAX_POINTS_PER_CURVE))
+    if method not in ("closed_form", "curve"):
+        raise ValueError(f"method must be 'closed_form' or 'curve', got {method!r}")
+    if scan == "alpha":
+        if lo <= 0:
+            raise ValueError("α′ must be > 0: choose a scan range with lo > 0")
+        grid = np.geomspace(lo, hi, points)
+        A = stringy_amplitude(np.broadcast_to(X, (points, X.size)), grid, N, method=method).value
+        ft = np.full(points, field_theory_amplitude(X))
+        return {"x": grid, "string": grid ** (N - 3) * A, "field_theory": ft, "xlabel": "α′", "log": True}
+    labels = x_labels(N)
+    if scan not in labels:
+        raise ValueError(f"scan must be 'alpha' or one of {labels}, got {scan!r}")
+    if not np.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"α′ must be > 0, got {alpha}")
+    k = labels.index(scan)
+    grid = np.linspace(lo, hi, points)
+    grid = grid[np.abs(alpha * grid - np.round(alpha * grid)) > 1e-6]  # skip the exact poles α′X = 0, -1, ...
+    batch = np.repeat(X[None, :], grid.size, axis=0)
+    batch[:, k] = grid
+    A = stringy_amplitude(batch, alpha, N, method=method).value
+    with np.errstate(divide="ignore"):
+        ft = np.where(grid != 0, field_theory_amplitude(np.where(batch == 0, np.nan, batch), N), np.nan)
+    return {"x": grid, "string": alpha ** (N - 3) * A, "field_theory": ft, "xlabel": scan, "log": False}
+
+
+def plot_amplitude(n_points, text, scan, lo, hi, alpha, method="closed_form"):
+    """Matplotlib figure and a Markdown summary for the demo; errors become `gr.Error` (no stack trace)."""
+    import gradio as gr
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    try:
+        data = amplitude_curves(int(n_points), text, scan, float(lo), float(hi), float(alpha), method)
+    except (ValueError, TypeError) as err:
+        raise gr.Error(str(err)) from None
+    N = int(n_points)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(data["x"], data["string"], label=f"α′^{N - 3} A_{N} (string)")
+    ax.plot(data["x"], data["field_theory"], "--", label="field theory (sum over cubic diagrams)")
+    if data["log"]:
+        ax.set_xscale("log")
+    finite = data["string"][np.isfinite(data["string"])]
+    if finite.size:
+        lo_y, hi_y = np.percentile(finite, [5, 95])
+        pad = 0.5 * (hi_y - lo_y + 1e-12)
+        ax.set_ylim(lo_y - pad, hi_y + pad)
+    ax.set_xlabel(data["xlabel"])
+    ax.set_ylabel("amplitude")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    last = data["string"][np.argmin(data["x"])]
+    md = (f"N = {N}; at the smallest {data['xlabel']} = {data['x'].min():.4g}: string {last:.6g}, field theory "
+          f"{data['field_theory'][np.argmin(data['x'])]:.6g}. The string curve approaches the field-theory line as "
+          "α′ → 0; scanning a planar variable crosses the string poles at α′X = 0, -1, -2, ... (closed form).")
+    return fig, md
+
+
+def build_table(theories, alphas_text: str, samples: float, seed: float = 0):
+    """A small table from the `datasets` builder, as a DataFrame; errors become `gr.Error`."""
+    import gradio as gr
+
+    from .config import AmplitudeTableConfig
+    from .tables import AmplitudeTable
+
+    try:
+        alphas = tuple(float(a) for a in str(alphas_text).split(",") if a.strip())
+        if int(samples) > 16:
+            raise ValueError("the demo builds at most 16 samples per cell")
+        config = AmplitudeTableConfig(theories=tuple(theories or ()), points=(4, 5), gluons=(3, 4), alphas=alphas,
+                                      samples=int(samples), seed=int(seed))
+        table = AmplitudeTable(config)
+    except (ValueError, TypeError) as err:
+        raise gr.Error(str(err)) from None
+    df = table.dataset.to_pandas()
+    df["x"] = df["x"].map(lambda v: ", ".join(f"{x:.4g}" for x in v))
+    return df.drop(columns=["x_labels", "polarisation"])
+
+
+def build_demo():
+    """The amplitudes Gradio app (`gradio.Blocks`); launch it with `build_demo().launch()`."""
+    import gradio as gr
+
+    from .config import THEORIES
+
+    with gr.Blocks(title="Stringy Tr(φ³) and superstring amplitudes") as demo:
+        gr.Markdown("# Superstring amplitudes meet surfaceology\n"
+                    "Paper: [arXiv:2504.21676](https://arxiv.org/abs/2504.21676). The stringy Tr(φ³) amplitude "
+                    "A_N is a curve integral over u-variables; α′^{N-3} A_N tends to the sum over cubic diagrams.")
+        with gr.Tab("4 and 5 points"):
+            with gr.Row():
+                n_points = gr.Radio([4, 5], value=5, label="N (points)")
+                text = gr.Textbox(DEFAULT_X[5], label="planar variables (X13, X24 | X13, X14, X24, X25, X35)",
+                                  elem_id="amplitudes-x")
+                method = gr.Radio(["closed_form", "curve"], value="closed_form", label="evaluator")
+            with gr.Row():
+                scan = gr.Dropdown(["alpha"] + x_labels(5), value="alpha", label="scan")
+                lo = gr.Number(0.01, label="from")
+                hi = gr.Number(3.0, label="to")
+                alpha = gr.Number(1.0, label="α′ (when scanning an X)")
+            button = gr.Button("Plot", variant="primary")
+            plot = gr.Plot(elem_id="amplitudes-plot")
+            summary = gr.Markdown(elem_id="amplitudes-summary")
+            n_points.change(lambda n: (DEFAULT_X[int(n)], gr.Dropdown(choices=["alpha"] + x_labels(int(n)),
+                                                                          value="alpha")),
+                            n_points, [text, scan])
+            button.click(plot_amplitude, [n_points, text, scan, lo, hi, alpha, method], [plot, summary])
+        with gr.Tab("Amplitude table"):
+            theories = gr.CheckboxGroup(list(THEORIES), value=["tr_phi3", "field_theory"], label="theories")
+            alphas = gr.Textbox("0.5, 1.0", label="α′ values")
+            samples = gr.Slider(1, 16, value=2, step=1, label="samples per cell")
+            seed = gr.Number(0, label="seed", precision=0)
+            make = gr.Button("Build table")
+            frame = gr.Dataframe()
+            make.click(build_table, [theories, alphas, samples, seed], frame)
+    return demo
+
+
+def browser_check(page) -> None:
+    """How a visitor uses the Space (run in headless Chromium by tests/test_spaces_browser.py): N = 4, scan α′ from
+    0.01 to 3, press Plot, then the plot image and the summary (string ≈ field theory at small α′) must show."""
+    import re
+
+    from playwright.sync_api import expect
+
+    from hf_ext.core import browser as b
+
+    b.choose(page, "4")
+    box = page.locator("#amplitudes-x textarea")
+    expect(box).to_have_value(DEFAULT_X[4])  # the N = 4 default, filled in by the radio's change event
+    box.fill("0.7, 1.3")
+    b.choose(page, "closed_form")
+    b.set_number(page, "from", 0.01)
+    b.set_number(page, "to", 3)
+    b.press(page, "Plot")
+    summary = page.locator("#amplitudes-summary")
+    expect(summary).to_contain_text("N = 4; at the smallest α′ = 0.01", timeout=b.RESULT_TIMEOUT_MS)
+    number = r"(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)"
+    found = re.search(rf"string {number}, field theory {number}", summary.inner_text())
+    assert found, summary.inner_text()
+    string, field = float(found[1]), float(found[2])
+    assert abs(string - field) < 0.01 * abs(field), (string, field)  # α′ → 0: the field-theory limit
+    b.expect_image(page, "amplitudes-plot")
+
+
+def browser_check_bad_input(page) -> None:
+    """Two planar variables for N = 5: the page says how many are needed, not a stack trace."""
+    from hf_ext.core import browser as b
+
+    b.choose(page, "5")
+    page.locator("#amplitudes-x textarea").fill("0.9, 1.7")
+    b.press(page, "Plot")
+    b.expect_readable_error(page, "N = 5 needs 5 planar variables (X13, X14, X24, X25, X35), got 2")
+
+
+if __name__ == "__main__":
+    build_demo().launch()

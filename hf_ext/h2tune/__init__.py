@@ -1,0 +1,47 @@
+"""H2Tune: federated fine-tuning across heterogeneous foundation models (arXiv 2507.22633), as a PEFT adapter
+(triple-matrix LoRA ΔW = (α/r)·B(T+I)A) plus relation-guided layer alignment and a Flower aggregation strategy."""
+
+from hf_ext.core.registry import MethodSpec, register_method
+
+from .config import TESTED_PEFT_RANGE, H2TuneConfig
+from .hooks import install_config_hook
+from .layer import H2TuneLinear, H2TuneVariant
+from .model import H2TuneCallback, H2TuneTrainer, get_middle, set_middle, sync_middle
+
+install_config_hook()
+
+SPEC = register_method(
+    MethodSpec(
+        name="h2tune",
+        title="H2Tune: Federated Foundation Model Fine-Tuning with Hybrid Heterogeneity",
+        arxiv_id="2507.22633",
+        kind="adapter",
+        summary=(
+            "A PEFT LoRA variant ΔW = (α/r)·B(T+I)A whose middle block T is picked from a shared R×R matrix by a "
+            "top-k of a learnable score matrix; clients with different decoders share only the middle matrices, "
+            "mapped across depths by a learned relation matrix and averaged on a Flower server."
+        ),
+        tags=("peft", "lora", "federated-learning", "flower", "heterogeneous-models"),
+        config_class=H2TuneConfig,
+        reproduce="hf_ext.h2tune.reproduce:main",
+        demo="hf_ext.h2tune.demo:build_demo",
+        contract="hf_ext.h2tune.testing:contract_fixture",
+        datasets=("synthetic-modular-arithmetic",),
+        metrics=("exact_match",),
+        pipeline_tag="text-generation",
+        library_name="peft",
+        status="adapter + alignment + aggregation (tiny decoders; see model card)",
+        usage=(
+            "from transformers import AutoModelForCausalLM\n"
+            "from peft import PeftModel\n"
+            "import hf_ext  # registers the H2Tune LoRA variant\n\n"
+            "base = AutoModelForCausalLM.from_pretrained('<base model named on this card>')\n"
+            "model = PeftModel.from_pretrained(base, '{repo_id}')"
+        ),
+    )
+)
+
+__all__ = [
+    "H2TuneConfig", "H2TuneLinear", "H2TuneVariant", "H2TuneCallback", "H2TuneTrainer", "get_middle", "set_middle",
+    "sync_middle", "TESTED_PEFT_RANGE", "SPEC",
+]

@@ -1,0 +1,70 @@
+"""Relation-guided matrix layer alignment: a client's persistent relation matrix P_c (L_max × L_c) maps the global
+tensor G (L_max × M × R × R) onto the client's L_c layers and back.
+
+- download: M̃_c[l, m] = Σ_j P_c[j, l] · G[j, m]
+- upload:   G_c[j, m] = Σ_l P_c[j, l] · M̃_c[l, m]   (computed from the *trained* M̃; the released code used the
+  pre-training copy)
+
+P_c stays on the client and persists across rounds (the released code reloaded it under a wrong key, so it was
+re-randomised every round). It is trained: it sits in the shared parameter group and carries the paper's L2 penalty.
+Because M̃ is *loaded* from P_c·G (as in the paper's code) rather than recomputed in every forward pass, the
+cross-entropy does not reach P_c; its only gradient is the norm penalty. This is stated, not hidden.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class RelationMatrix(nn.Module):
+    """P_c ∈ R^{L_max × L_c}, kaiming-uniform init (seeded) or a fixed index alignment (ablation).
+
+    Args:
+        max_layers (`int`): L_max, the depth of the deepest client (rows of G).
+        num_layers (`int`): L_c, this client's depth.
+        seed (`int`, defaults to 0): seed of the kaiming init.
+        index_aligned (`bool`, defaults to `False`): the "index-aligned layers" ablation: P_c[j, l] = 1 for
+            j = L_max − L_c + l (a shallower model's layers map onto the top layers of the deepest one, the released
+            code's commented-out baseline), frozen.
+    """
+
+    def __init__(self, max_layers: int, num_layers: int, seed: int = 0, index_aligned: bool = False):
+        super().__init__()
+        if num_layers > max_layers:
+            raise ValueError(f"client depth {num_layers} exceeds L_max {max_layers}")
+        weight = torch.zeros(max_layers, num_layers)
+        if index_aligned:
+            offset = max_layers - num_layers
+            weight[torch.arange(num_layers) + offset, torch.arange(num_layers)] = 1.0
+        else:
+            g = torch.Generator().manual_seed(seed)
+            bound = 1.0 / math.sqrt(num_layers)  # kaiming_uniform(a=√5) bound for fan_in = L_c
+            weight.uniform_(-bound, bound, generator=g)
+        self.weight = nn.Parameter(weight, requires_grad=not index_aligned)
+        self.index_aligned = index_aligned
+
+    def download(self, global_tensor: torch.Tensor) -> torch.Tensor:
+        """M̃_c (L_c, M, R, R) from G (L_max, M, R, R)."""
+        self._check(global_tensor)
+        return torch.einsum("jl,jmab->lmab", self.weight.detach(), global_tensor.to(self.weight.dtype))
+
+    def upload(self, middle: torch.Tensor) -> torch.Tensor:
+        """G_c (L_max, M, R, R) from the trained M̃_c (L_c, M, R, R)."""
+        if middle.shape[0] != self.weight.shape[1]:
+            raise ValueError(f"middle has {middle.shape[0]} layers, P_c expects {self.weight.shape[1]}")
+        return torch.einsum("jl,lmab->jmab", self.weight.detach(), middle.to(self.weight.dtype))
+
+    def _check(self, global_tensor: torch.Tensor) -> None:
+        if global_tensor.ndim != 4 or global_tensor.shape[0] != self.weight.shape[0]:
+            raise ValueError(f"G must be (L_max={self.weight.shape[0]}, M, R, R), got {tuple(global_tensor.shape)}")
+
+
+def initial_global(max_layers: int, num_slots: int, global_rank: int, seed: int = 0) -> torch.Tensor:
+    """The common G⁰ the server sends in round 0: kaiming-uniform with a fixed seed (the released code let every
+    client draw its own random G, so the first average mixed unrelated matrices)."""
+    g = torch.Generator().manual_seed(seed)
+    bound = 1.0 / math.sqrt(global_rank)
+    return torch.empty(max_layers, num_slots, global_rank, global_rank).uniform_(-bound, bound, generator=g)

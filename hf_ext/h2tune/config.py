@@ -1,0 +1,72 @@
+"""Configuration of the H2Tune triple-matrix LoRA adapter (arXiv 2507.22633).
+
+PEFT 0.21 has no public way to add a tuner type, so H2Tune is a [`~peft.LoraConfig`] subclass: the `use_h2tune`
+field is tagged `is_lora_variant`, which makes PEFT's LoRA layers pick the [`~hf_ext.h2tune.layer.H2TuneVariant`],
+and `__post_init__` registers [`~hf_ext.h2tune.layer.H2TuneLinear`] for `nn.Linear` and GPT-2's `Conv1D`
+(`_register_custom_module`; the mapping is not serialized, so it is redone on every construction).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from peft import LoraConfig
+
+# PEFT versions this module was tested against. The variant and config hooks are private PEFT API
+# (see `hf_ext/h2tune/hooks.py` and tests/h2tune/test_hooks.py, which fail loudly when they change).
+TESTED_PEFT_RANGE = (">=0.21.2", "<0.22")
+
+H2TUNE_MARKER = "use_h2tune"
+
+
+@dataclass
+class H2TuneConfig(LoraConfig):
+    """Config of a client's H2Tune adapter: ΔW = (α/r)·B(T+I)A with T an r×r block picked out of a shared R×R
+    middle matrix by a top-k (k = r²) of a learnable score matrix S.
+
+    Paper: [H2Tune: Federated Foundation Model Fine-Tuning with Hybrid Heterogeneity](https://arxiv.org/abs/2507.22633).
+
+    Args:
+        r (`int`, defaults to 8): the client's LoRA rank r_c (its resource budget; k = r_c² entries of the shared
+            matrix are trained).
+        global_rank (`int`, defaults to 16): R = max_c r_c, the side of the shared middle matrix (`lora_lT`) and of
+            the score matrix S (`lora_S`). Must be ≥ every layer's rank.
+        sparsify (`bool`, defaults to `True`): pick T by top-k of S. `False` is the "no sparsification" ablation:
+            T is the whole R×R matrix, which needs r == R.
+        use_h2tune (`bool`, defaults to `True`): the LoRA-variant switch PEFT dispatches on; also the marker that
+            lets plain `PeftModel.from_pretrained` rebuild an `H2TuneConfig` (see `hf_ext.h2tune.hooks`).
+        lora_alpha (`int`, defaults to 16) and lora_dropout (`float`, defaults to 0.05): the paper's code defaults.
+        target_modules (defaults to `"all-linear"`): every linear layer of the decoder except the output head.
+    """
+
+    r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.05
+    target_modules: Any = "all-linear"
+    global_rank: int = field(default=16, metadata={"help": "R: side of the shared middle matrix and of S."})
+    sparsify: bool = field(default=True, metadata={"help": "Top-k selection of T; False = no-sparsification ablation."})
+    use_h2tune: bool = field(default=True, metadata={"is_lora_variant": True, "help": "H2Tune LoRA variant switch."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        ranks = [self.r, *(self.rank_pattern or {}).values()]
+        if self.global_rank < max(ranks):
+            raise ValueError(f"global_rank R={self.global_rank} must be >= every LoRA rank, got ranks {ranks}")
+        if not self.sparsify and any(r != self.global_rank for r in ranks):
+            raise ValueError("sparsify=False (k = R²) is only possible when the LoRA rank equals global_rank")
+        if self.use_dora:
+            raise ValueError("H2Tune does not combine with DoRA")
+        from transformers.pytorch_utils import Conv1D
+        from torch import nn
+
+        from .layer import H2TuneLinear
+
+        self._register_custom_module({nn.Linear: H2TuneLinear, Conv1D: H2TuneLinear})
+
+    @classmethod
+    def from_dict(cls, config_dict: dict) -> "H2TuneConfig":
+        """Inverse of `to_dict()` (keys that are not fields, such as PEFT's bookkeeping, are ignored)."""
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        return cls(**{k: v for k, v in config_dict.items() if k in names and k != "peft_type"})

@@ -1,0 +1,113 @@
+"""The H2Tune Space: pick one of the three heterogeneous clients and prompt it, with and without its federated
+H2Tune adapter. Loads the artifacts `hf-ext reproduce h2tune` writes (`runs/h2tune/clients/<client>/`); without them
+it builds the client's untrained tiny decoder and says so."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from hf_ext.core.registry import REPO_ROOT
+
+ARTIFACTS = REPO_ROOT / "runs" / "h2tune" / "clients"
+
+
+@functools.lru_cache(maxsize=4)
+def load_client(name: str, root: str = str(ARTIFACTS)):
+    """`(peft_model, source)` for client `name`: the saved base + adapter, or a fresh untrained client."""
+    from .task import CLIENTS, H2TuneClient, RunConfig
+
+    specs = {c.name: c for c in CLIENTS}
+    if name not in specs:
+        raise ValueError(f"unknown client {name!r}; choose one of {sorted(specs)}")
+    folder = Path(root) / name
+    if (folder / "adapter" / "adapter_config.json").is_file() and (folder / "base" / "config.json").is_file():
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
+        base = AutoModelForCausalLM.from_pretrained(folder / "base")
+        return PeftModel.from_pretrained(base, folder / "adapter"), f"saved artifact {folder}"
+    index = [c.name for c in CLIENTS].index(name)
+    client = H2TuneClient(specs[name], RunConfig(), max(c.layers for c in CLIENTS), index=index)
+    return client.model, "untrained client (run `hf-ext reproduce h2tune` for the federated adapters)"
+
+
+def generate(client: str, prompt: str, max_new_tokens: int = 4) -> tuple[list[list[str]], str]:
+    """Greedy answers of `client` to `prompt` with and without the adapter. Raises `ValueError` on bad input."""
+    from .data import encode, greedy
+    from .task import CLIENTS
+
+    if not prompt or not prompt.strip():
+        raise ValueError("the prompt is empty; try one like " + ", ".join(_examples()))
+    encode(prompt)  # raises ValueError naming unsupported characters
+    if len(prompt) > 40:
+        raise ValueError(f"the prompt has {len(prompt)} characters; the tiny decoders take at most 40")
+    model, source = load_client(client)
+    with model.disable_adapter():
+        plain = greedy(model, prompt, max_new_tokens)
+    adapted = greedy(model, prompt, max_new_tokens)
+    spec = {c.name: c for c in CLIENTS}[client]
+    rows = [["without adapter", plain], ["with federated H2Tune adapter", adapted]]
+    info = (f"{spec.name}: {spec.family}-style decoder, {spec.layers} layers, width {spec.hidden}, LoRA rank "
+            f"{spec.rank}, task {spec.task}; {source}")
+    return rows, info
+
+
+def _examples() -> list[str]:
+    return ["3+4=", "3+4? A1 B7 C2 D9:", "print((3+4)%10)>"]
+
+
+def build_demo():
+    """The Gradio Blocks of the H2Tune Space."""
+    import gradio as gr
+
+    from .task import CLIENTS
+
+    def run(client, prompt):
+        try:
+            return generate(client, prompt)
+        except ValueError as err:  # bad input: a readable message, not a stack trace
+            raise gr.Error(str(err)) from None
+
+    with gr.Blocks(title="H2Tune: federated fine-tuning across heterogeneous models") as demo:
+        gr.Markdown(
+            "# H2Tune — one adapter family, three different decoders\n"
+            "[arXiv 2507.22633](https://arxiv.org/abs/2507.22633) · hf_ext. Three clients with different tiny "
+            "decoders (Llama-, Qwen2-, GPT-2-style) shared only their LoRA middle matrices. Pick a client, prompt "
+            "it, and compare its answer with and without its federated adapter. Examples: " + " · ".join(_examples())
+        )
+        with gr.Row():
+            client = gr.Radio([c.name for c in CLIENTS], value=CLIENTS[0].name, label="client")
+            prompt = gr.Textbox(value="3+4=", label="prompt", elem_id="h2tune-prompt")
+        button = gr.Button("Generate", variant="primary")
+        table = gr.Dataframe(headers=["model", "answer"], label="greedy answers", elem_id="h2tune-answers")
+        info = gr.Markdown(elem_id="h2tune-info")
+        button.click(run, [client, prompt], [table, info], api_name="generate")
+    return demo
+
+
+def browser_check(page) -> None:
+    """A visitor picks the GPT-2-style client, types a program-output prompt and gets both answers."""
+    from playwright.sync_api import expect
+
+    from hf_ext.core import browser as b
+
+    b.choose(page, "client-2")
+    box = page.get_by_label("prompt", exact=True)
+    box.fill("print((3+4)%10)>")
+    b.press(page, "Generate")
+    b.expect_cell(page, "h2tune-answers", "with federated H2Tune adapter")
+    row = b.row_cells(page, "h2tune-answers", "without adapter")
+    assert len(row) == 2, row
+    expect(page.locator("#h2tune-info")).to_contain_text("gpt2-style decoder")
+
+
+def browser_check_bad_input(page) -> None:
+    """A prompt with characters the tiny decoders cannot read: the page names them."""
+    import re
+
+    from hf_ext.core import browser as b
+
+    page.get_by_label("prompt", exact=True).fill("what is 3 + 4?")
+    b.press(page, "Generate")
+    b.expect_readable_error(page, re.compile(r"unsupported character\(s\)"))

@@ -1,0 +1,203 @@
+"""What an H2Tune client does, independent of how it is run (in-process loop, Flower simulation or deployment).
+
+A [`H2TuneClient`] owns a tiny decoder with an H2Tune adapter, its relation matrix P_c and its task data. `fit(G)`
+loads M̃_c = P_c·G, trains one local round with `H2TuneTrainer`, and returns only G_c = P_c·M̃_c (plus nothing that
+depends on the hidden size).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np  # noqa: F401  (type hints)
+import torch
+
+from .alignment import RelationMatrix
+from .config import H2TuneConfig
+from .data import TASKS, VOCAB_SIZE, exact_match, make_split, to_features
+from .model import MODULE_SLOTS, get_middle, num_layers, set_middle
+from .testing import tiny_base, tiny_base_config
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """One heterogeneous client: decoder family, depth, width, LoRA rank and task."""
+
+    name: str
+    family: str
+    layers: int
+    hidden: int
+    rank: int
+    task: str
+
+
+CLIENTS = (
+    ClientSpec("client-0", "llama", 4, 64, 4, "fill_in"),
+    ClientSpec("client-1", "qwen2", 3, 48, 8, "choice"),
+    ClientSpec("client-2", "gpt2", 2, 32, 16, "program"),
+)
+GLOBAL_RANK = 16
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Knobs of one federated run (parsed once; frozen)."""
+
+    rounds: int = 3
+    local_steps: int = 20
+    batch_size: int = 16
+    learning_rate: float = 2e-3
+    num_train: int = 200
+    num_test: int = 50
+    seed: int = 0
+    sparsify: bool = True
+    index_aligned: bool = False
+    pretrain_steps: int = 0  # >0: briefly pretrain each base on the shared corpus (cached under cache_dir)
+    cache_dir: str = "runs/h2tune/bases"
+    alternating: bool = True  # False = the "joint instead of alternating" ablation
+    corrupt_partition: int = -1  # tests: this partition sends NaNs (the server must reject them)
+
+    @classmethod
+    def from_run_config(cls, run_config) -> "RunConfig":
+        """Parses a Flower run config (`num-server-rounds`, `local-steps`, `seed`, `num-train`, `num-test`, ...)."""
+        get = run_config.get
+        return cls(
+            rounds=int(get("num-server-rounds", cls.rounds)), local_steps=int(get("local-steps", cls.local_steps)),
+            batch_size=int(get("batch-size", cls.batch_size)), learning_rate=float(get("lr", cls.learning_rate)),
+            num_train=int(get("num-train", cls.num_train)), num_test=int(get("num-test", cls.num_test)),
+            seed=int(get("seed", cls.seed)), index_aligned=bool(get("index-aligned", False)),
+            alternating=bool(get("alternating", True)),
+            corrupt_partition=int(get("corrupt-partition", -1)),
+        )
+
+
+class H2TuneClient:
+    """A federated H2Tune client (see the module docstring)."""
+
+    def __init__(self, spec: ClientSpec, run: RunConfig, max_layers: int, base=None, index: int = 0,
+                 plain_lora: bool = False):
+        self.spec, self.run, self.plain_lora = spec, run, plain_lora
+        self.output_dir = tempfile.mkdtemp(prefix=f"h2tune_{spec.name}_")  # Trainer scratch (nothing is saved)
+        if base is None:
+            base = tiny_base(tiny_base_config(spec.family, spec.layers, spec.hidden, VOCAB_SIZE), seed=1000 + index)
+            if run.pretrain_steps > 0:
+                base = pretrained_base(base, spec, run)
+        config = H2TuneConfig(r=spec.rank, global_rank=GLOBAL_RANK, task_type="CAUSAL_LM",
+                              sparsify=run.sparsify or spec.rank != GLOBAL_RANK)
+        from peft import LoraConfig, get_peft_model
+
+        if plain_lora:  # the local-only / HetLoRA baselines: vanilla LoRA with the same rank and defaults
+            config = LoraConfig(r=spec.rank, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear",
+                                task_type="CAUSAL_LM")
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(run.seed * 100 + index)
+            self.model = get_peft_model(base, config)
+        self.relation = RelationMatrix(max_layers, spec.layers, seed=run.seed * 100 + index,
+                                       index_aligned=run.index_aligned)
+        self.train_pairs = make_split(spec.task, run.num_train, seed=run.seed * 100 + index)
+        self.prev_t: dict[str, torch.Tensor] | None = None  # T at the end of the previous round
+        self.test_pairs = make_split(spec.task, run.num_test, seed=10_000 + run.seed * 100 + index)
+
+    @property
+    def num_layers(self) -> int:
+        return num_layers(self.model)
+
+    def fit(self, global_tensor: torch.Tensor | None) -> torch.Tensor:
+        """One round: download G (if any), train locally, return G_c."""
+        if global_tensor is not None:
+            set_middle(self.model, self.relation.download(global_tensor))
+        self.train_local()
+        return self.relation.upload(get_middle(self.model))
+
+    def train_local(self) -> None:
+        from datasets import Dataset
+        from transformers import PrinterCallback, TrainingArguments
+
+        from .model import H2TuneTrainer
+        from .training import H2TuneAlternatingTrainer, previous_t
+
+        ds = Dataset.from_dict(to_features(self.train_pairs))
+        args = TrainingArguments(
+            output_dir=self.output_dir, use_cpu=True, report_to="none",
+            max_steps=self.run.local_steps, per_device_train_batch_size=self.run.batch_size,
+            learning_rate=self.run.learning_rate, weight_decay=0.1, adam_beta2=0.95, lr_scheduler_type="cosine",
+            warmup_steps=0, save_strategy="no", disable_tqdm=True, seed=self.run.seed, logging_strategy="no",
+        )
+        extra = [self.relation.weight] if self.relation.weight.requires_grad and not self.plain_lora else []
+        if self.run.alternating and self.prev_t and not self.plain_lora:  # rounds >= 1: two passes per step
+            trainer = H2TuneAlternatingTrainer(model=self.model, args=args, train_dataset=ds, extra_shared=extra,
+                                               prev_t=self.prev_t)
+        else:  # round 0 (or the joint ablation): L = CE + mean ||theta||
+            trainer = H2TuneTrainer(model=self.model, args=args, train_dataset=ds, extra_shared=extra)
+        trainer.remove_callback(PrinterCallback)  # no per-round metric dicts on stdout
+        if extra:  # P_c joins the optimiser (its gradient is the norm penalty; see alignment.py)
+            trainer.create_optimizer()
+            trainer.optimizer.add_param_group({"params": extra, "weight_decay": 0.0})
+        self.model.train()
+        trainer.train()
+        self.prev_t = previous_t(self.model)
+
+    def state_arrays(self) -> dict[str, "np.ndarray"]:
+        """Everything the client keeps between rounds (A, B, T, S, M̃, idx and P_c); it never leaves the node."""
+        from peft import get_peft_model_state_dict
+
+        state = get_peft_model_state_dict(self.model, save_embedding_layers=False)
+        state = {k: v.detach().cpu().numpy() for k, v in state.items()}
+        state["relation.weight"] = self.relation.weight.detach().cpu().numpy()
+        for name, t in (self.prev_t or {}).items():
+            state[f"prev_t:{name}"] = t.cpu().numpy()
+        return state
+
+    def load_state_arrays(self, state) -> None:
+        """Restores what [`state_arrays`] returned (in a fresh process or round)."""
+        from peft import set_peft_model_state_dict
+
+        state = {k: torch.as_tensor(v) for k, v in state.items()}
+        with torch.no_grad():
+            self.relation.weight.copy_(state.pop("relation.weight"))
+        prev = {k.split(":", 1)[1]: state.pop(k) for k in [k for k in state if k.startswith("prev_t:")]}
+        self.prev_t = prev or None
+        result = set_peft_model_state_dict(self.model, state)
+        if result.unexpected_keys:
+            raise ValueError(f"client state has unexpected keys {list(result.unexpected_keys)[:5]}")
+
+    def evaluate(self) -> float:
+        return exact_match(self.model, self.test_pairs)
+
+
+def pretrain_corpus(n: int, seed: int) -> list[tuple[str, str]]:
+    """The shared synthetic corpus: plain sums `a+b=` → `a+b` (no modulo), related to but not the clients' tasks."""
+    import random
+
+    rng = random.Random(seed)
+    return [(f"{a}+{b}=", str(a + b)) for a, b in ((rng.randrange(10), rng.randrange(10)) for _ in range(n))]
+
+
+def pretrained_base(base, spec: ClientSpec, run: RunConfig):
+    """Briefly pretrains `base` (all weights) on [`pretrain_corpus`]; cached under `run.cache_dir/<client>`."""
+    from pathlib import Path
+
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, PrinterCallback, Trainer, TrainingArguments
+
+    folder = Path(run.cache_dir) / f"{spec.name}-{run.pretrain_steps}"
+    if (folder / "config.json").is_file():
+        return AutoModelForCausalLM.from_pretrained(folder)
+    ds = Dataset.from_dict(to_features(pretrain_corpus(2000, seed=7)))
+    args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="h2tune_pre_"), use_cpu=True, report_to="none",
+                             max_steps=run.pretrain_steps, per_device_train_batch_size=32, learning_rate=3e-3,
+                             save_strategy="no", disable_tqdm=True, logging_strategy="no", seed=0)
+    trainer = Trainer(model=base, args=args, train_dataset=ds)
+    trainer.remove_callback(PrinterCallback)
+    trainer.train()
+    base.save_pretrained(folder)
+    return base
+
+
+def global_shape(max_layers: int) -> tuple[int, int, int, int]:
+    return (max_layers, len(MODULE_SLOTS), GLOBAL_RANK, GLOBAL_RANK)
+
+
+__all__ = ["CLIENTS", "ClientSpec", "GLOBAL_RANK", "H2TuneClient", "RunConfig", "TASKS", "global_shape"]

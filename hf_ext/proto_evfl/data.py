@@ -1,0 +1,271 @@
+"""Vertically partitioned data in the paper's setting, from scikit-learn's bundled tables (offline).
+
+* Entities are the table's rows; each party holds one contiguous block of feature columns (sklearn `digits`: the
+  8×8 image split into vertical stripes, left/right halves for two parties; `breast_cancer`: blocks of the 30
+  measurements).
+* A few **aligned** entities (class-balanced, `aligned_per_class` per class) are held by every party; only the
+  active party knows their labels.
+* Each party also holds many **unaligned** entities that no other party has (disjoint pools), with long-tail class
+  frequencies `n_max · IR^(−rank/(C−1))`; the class ranking is rotated by party, so dominant classes differ
+  between parties (intra- and inter-party imbalance).
+* **Zero-shot variant**: `unseen_class` has no aligned (labelled) sample at all; it is placed at rank 1 of the last
+  (passive) party's long tail, so only the unaligned pools contain it.
+* The test set is aligned and class-balanced (`test_per_class` per class).
+
+[`VerticalSplit.party`] returns what one party holds (features only) and [`VerticalSplit.labels`] what the active
+party's label holder holds; the unaligned pools' true labels are kept for diagnostics only.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DATASETS = ("digits", "breast_cancer")
+NUM_CLASSES = {"digits": 10, "breast_cancer": 2}
+
+
+@dataclass(frozen=True)
+class VerticalDataConfig:
+    """How to build a vertical split.
+
+    Args:
+        dataset (`str`, defaults to `"digits"`): `"digits"` (1,797 × 64, 10 classes) or `"breast_cancer"`
+            (569 × 30, 2 classes).
+        num_parties (`int`, defaults to 2): number of parties (feature blocks).
+        aligned_per_class (`int`, defaults to 10): aligned labelled samples per class (100 for digits).
+        test_per_class (`int`, defaults to 30): aligned test samples per class.
+        imbalance_ratio (`float`, defaults to 50): head/tail ratio of each party's unaligned pool.
+        max_unaligned_per_class (`int`, defaults to 120): cap on a party's head-class count.
+        unseen_class (`int`, *optional*): the class never labelled (zero-shot variant); `None` for none.
+        seed (`int`, defaults to 0): seed of the split.
+    """
+
+    dataset: str = "digits"
+    num_parties: int = 2
+    aligned_per_class: int = 10
+    test_per_class: int = 30
+    imbalance_ratio: float = 50.0
+    max_unaligned_per_class: int = 120
+    unseen_class: int | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
+        if self.num_parties < 2:
+            raise ValueError(f"vertical FL needs at least 2 parties, got num_parties={self.num_parties}")
+        if self.aligned_per_class < 1 or self.test_per_class < 1:
+            raise ValueError("aligned_per_class and test_per_class must be >= 1")
+        if not self.imbalance_ratio >= 1:
+            raise ValueError(f"imbalance_ratio must be >= 1, got {self.imbalance_ratio}")
+
+
+@dataclass(frozen=True)
+class PartyData:
+    """What one party holds: its feature block of the aligned, unaligned and test entities, and entity ids."""
+
+    party_index: int
+    aligned_ids: np.ndarray
+    aligned_features: np.ndarray
+    unaligned_features: np.ndarray
+    test_ids: np.ndarray
+    test_features: np.ndarray
+
+    @property
+    def width(self) -> int:
+        return int(self.aligned_features.shape[1])
+
+
+@dataclass(frozen=True)
+class LabelData:
+    """What the active party's label holder holds: the aligned and test entity ids and their labels."""
+
+    aligned_ids: np.ndarray
+    aligned_labels: np.ndarray
+    test_ids: np.ndarray
+    test_labels: np.ndarray
+    num_classes: int
+    class_names: tuple[str, ...]
+    unseen_class: int | None
+
+
+@dataclass(frozen=True)
+class VerticalSplit:
+    """A complete simulated vertical federation (see the module docstring). Arrays are read-only."""
+
+    config: VerticalDataConfig
+    features: np.ndarray
+    labels_all: np.ndarray
+    column_blocks: tuple[np.ndarray, ...]
+    class_names: tuple[str, ...]
+    aligned_ids: np.ndarray
+    test_ids: np.ndarray
+    unaligned_ids: tuple[np.ndarray, ...]
+    class_ranks: np.ndarray = field(repr=False)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def party(self, k: int) -> PartyData:
+        if not 0 <= k < self.config.num_parties:
+            raise ValueError(f"party index {k} is out of range for {self.config.num_parties} parties")
+        cols = self.column_blocks[k]
+        x = self.features[:, cols]
+        return PartyData(
+            party_index=k,
+            aligned_ids=self.aligned_ids,
+            aligned_features=x[self.aligned_ids],
+            unaligned_features=x[self.unaligned_ids[k]],
+            test_ids=self.test_ids,
+            test_features=x[self.test_ids],
+        )
+
+    def labels(self) -> LabelData:
+        return LabelData(
+            aligned_ids=self.aligned_ids,
+            aligned_labels=self.labels_all[self.aligned_ids],
+            test_ids=self.test_ids,
+            test_labels=self.labels_all[self.test_ids],
+            num_classes=self.num_classes,
+            class_names=self.class_names,
+            unseen_class=self.config.unseen_class,
+        )
+
+    def unaligned_labels(self, k: int) -> np.ndarray:
+        """True classes of party `k`'s unaligned pool: for diagnostics and tests only, never for training."""
+        return self.labels_all[self.unaligned_ids[k]]
+
+    def class_counts(self) -> dict[str, np.ndarray]:
+        """Per-class counts of the aligned set, the test set and each party's unaligned pool."""
+        c = self.num_classes
+        out = {
+            "aligned": np.bincount(self.labels_all[self.aligned_ids], minlength=c),
+            "test": np.bincount(self.labels_all[self.test_ids], minlength=c),
+        }
+        for k in range(self.config.num_parties):
+            out[f"unaligned_party_{k}"] = np.bincount(self.unaligned_labels(k), minlength=c)
+        return out
+
+
+def _load_table(dataset: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], str]:
+    from sklearn import datasets
+
+    if dataset == "digits":
+        bunch = datasets.load_digits()
+        return bunch.data / 16.0, bunch.target, tuple(str(c) for c in range(10)), "image"
+    bunch = datasets.load_breast_cancer()
+    return bunch.data, bunch.target, tuple(str(n) for n in bunch.target_names), "table"
+
+
+def column_blocks(dataset: str, num_parties: int) -> tuple[np.ndarray, ...]:
+    """The feature columns of each party: vertical image stripes for digits, contiguous blocks for tables."""
+    if dataset == "digits":
+        stripes = np.array_split(np.arange(8), num_parties)
+        if min(len(s) for s in stripes) == 0:
+            raise ValueError(f"digits has 8 pixel columns; cannot split them among {num_parties} parties")
+        return tuple(np.array([r * 8 + c for r in range(8) for c in s]) for s in stripes)
+    n_features = 30
+    if num_parties > n_features:
+        raise ValueError(f"breast_cancer has {n_features} features; cannot split them among {num_parties} parties")
+    return tuple(np.array_split(np.arange(n_features), num_parties))
+
+
+def feature_widths(dataset: str, num_parties: int) -> list[int]:
+    """Each party's feature-block width: what the federation agrees on before training (no data needed)."""
+    return [len(b) for b in column_blocks(dataset, num_parties)]
+
+
+def long_tail_fractions(ranks: np.ndarray, imbalance_ratio: float) -> np.ndarray:
+    """`IR^(−rank/(C−1))`: 1 for the head class, `1/IR` for the tail class."""
+    c = ranks.shape[-1]
+    return imbalance_ratio ** (-ranks / max(c - 1, 1))
+
+
+def _class_ranks(base_order: np.ndarray, num_parties: int) -> np.ndarray:
+    """`ranks[k, c]`: rank of class `c` in party `k`'s long tail (party `k`'s order is the base order rotated by
+    `k · C/K`, so the parties' dominant classes differ)."""
+    c = base_order.shape[0]
+    shift = max(c // num_parties, 1)
+    ranks = np.empty((num_parties, c), dtype=np.int64)
+    for k in range(num_parties):
+        order = np.roll(base_order, -k * shift)  # order[r] = class at rank r
+        ranks[k, order] = np.arange(c)
+    return ranks
+
+
+@functools.lru_cache(maxsize=16)
+def build_vertical_split(config: VerticalDataConfig) -> VerticalSplit:
+    """Builds (and caches; the result is immutable) the vertical split described by `config`."""
+    x, y, class_names, _ = _load_table(config.dataset)
+    num_classes = len(class_names)
+    if config.unseen_class is not None and not 0 <= config.unseen_class < num_classes:
+        raise ValueError(f"unseen_class must be in [0, {num_classes}) or None, got {config.unseen_class}")
+    blocks = column_blocks(config.dataset, config.num_parties)
+    rng = np.random.default_rng(config.seed)
+    test, aligned, pools = [], [], []
+    for c in range(num_classes):
+        rows = rng.permutation(np.flatnonzero(y == c))
+        n_aligned = 0 if c == config.unseen_class else config.aligned_per_class
+        if len(rows) < config.test_per_class + n_aligned + config.num_parties:
+            raise ValueError(f"class {c} has only {len(rows)} rows: too few for the requested test/aligned sizes")
+        test.append(rows[: config.test_per_class])
+        aligned.append(rows[config.test_per_class : config.test_per_class + n_aligned])
+        pools.append(rows[config.test_per_class + n_aligned :])
+    base_order = rng.permutation(num_classes)
+    if config.unseen_class is not None:
+        # Put the unseen class at rank 1 of the last party: frequent there, rare at the others.
+        shift = max(num_classes // config.num_parties, 1)
+        target = (1 + (config.num_parties - 1) * shift) % num_classes
+        here = int(np.flatnonzero(base_order == config.unseen_class)[0])
+        base_order[[here, target]] = base_order[[target, here]]
+    ranks = _class_ranks(base_order, config.num_parties)
+    fractions = long_tail_fractions(ranks, config.imbalance_ratio)  # (K, C)
+    available = np.array([len(p) for p in pools])
+    head = min(config.max_unaligned_per_class, int(np.floor((available / fractions.sum(0)).min())))
+    counts = np.maximum(1, np.round(head * fractions)).astype(np.int64)
+    unaligned = [[] for _ in range(config.num_parties)]
+    for c in range(num_classes):
+        start = 0
+        for k in range(config.num_parties):
+            take = min(int(counts[k, c]), len(pools[c]) - start - (config.num_parties - k - 1))
+            unaligned[k].append(pools[c][start : start + take])
+            start += take
+    if config.dataset == "breast_cancer":
+        x = x.copy()
+        for k, cols in enumerate(blocks):
+            # Each party standardises its own block with its own training rows (aligned + its unaligned pool).
+            own = np.concatenate([np.concatenate(aligned), np.concatenate(unaligned[k])])
+            mean, std = x[np.ix_(own, cols)].mean(0), x[np.ix_(own, cols)].std(0) + 1e-8
+            x[:, cols] = (x[:, cols] - mean) / std
+    x = x.astype(np.float32)
+    arrays = dict(
+        features=x,
+        labels_all=y.astype(np.int64),
+        aligned_ids=np.sort(np.concatenate(aligned)),
+        test_ids=np.sort(np.concatenate(test)),
+        unaligned_ids=tuple(np.sort(np.concatenate(u)) for u in unaligned),
+        column_blocks=blocks,
+        class_ranks=ranks,
+    )
+    for value in arrays.values():
+        for arr in value if isinstance(value, tuple) else (value,):
+            arr.flags.writeable = False
+    return VerticalSplit(config=config, class_names=class_names, **arrays)
+
+
+__all__ = [
+    "DATASETS",
+    "NUM_CLASSES",
+    "LabelData",
+    "PartyData",
+    "VerticalDataConfig",
+    "VerticalSplit",
+    "build_vertical_split",
+    "column_blocks",
+    "feature_widths",
+    "long_tail_fractions",
+]

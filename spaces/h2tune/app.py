@@ -1,0 +1,6 @@
+"""Gradio Space for H2Tune (arXiv 2507.22633), built on hf_ext: a thin shell over `hf_ext.h2tune.demo`."""
+
+from hf_ext.h2tune.demo import build_demo
+
+if __name__ == "__main__":
+    build_demo().launch()

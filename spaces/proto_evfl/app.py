@@ -1,0 +1,6 @@
+"""Gradio Space for Proto-EVFL (arXiv 2507.22488), built on hf_ext: a thin shell over `hf_ext.proto_evfl.demo`."""
+
+from hf_ext.proto_evfl.demo import build_demo
+
+if __name__ == "__main__":
+    build_demo().launch()

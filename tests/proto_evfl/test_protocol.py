@@ -1,0 +1,188 @@
+"""The Proto-EVFL protocol over Flower's Message API, in-process (`LocalGrid`): what crosses the wire (never raw
+features, unaligned samples or OT plans), determinism, the zero-shot prototype path, vanilla VFL's zero on the
+unseen class, and clear errors for misbehaving parties."""
+
+import dataclasses
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from flwr.app import Array
+from flwr.clientapp import ClientApp
+
+from hf_ext.core.federated import ClientAppError
+from hf_ext.proto_evfl import party as party_module
+from hf_ext.proto_evfl.client_app import app as client_app
+from hf_ext.proto_evfl.data import VerticalDataConfig, build_vertical_split
+from hf_ext.proto_evfl.reproduce import run_settings
+from hf_ext.proto_evfl.task import ProtoEvflRunConfig
+from hf_ext.proto_evfl.training import ProtoEvflTrainingArguments, run_federation
+
+UNALIGNED_BATCH = 48  # distinct from every size that may cross the wire, so an OT plan would be recognisable
+
+
+def small(unseen=3, **training) -> ProtoEvflRunConfig:
+    args = dict(rounds=4, warmup_rounds=1, local_steps=1, unaligned_batch_size=UNALIGNED_BATCH, aligned_batch_size=40)
+    args.update(training)
+    return ProtoEvflRunConfig(data=VerticalDataConfig(unseen_class=unseen), training=ProtoEvflTrainingArguments(**args))
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return run_federation(small(), record_messages=True)
+
+
+ALLOWED = {
+    "to-party": {"config", "global-prior", "step", "gradients"},
+    "to-active-party": {"metrics", "prototypes", "embeddings", "layout"},
+}
+
+
+def test_only_embeddings_gradients_prototypes_priors_and_ids_cross(recorded):
+    split = build_vertical_split(small().data)
+    shared_ids = set(split.aligned_ids.tolist()) | set(split.test_ids.tolist())
+    pool_sizes = {len(u) for u in split.unaligned_ids}
+    widths = set(small().party_widths())  # 32: a raw feature row would have it
+    types = {entry["type"] for entry in recorded.messages}
+    assert types == {"train.local", "train.step", "evaluate"}
+    assert len(recorded.messages) == 2 * 2 * (4 * 3 + 1)  # 2 parties x (out + back) x (4 rounds x 3 batches + eval)
+    for entry in recorded.messages:
+        assert set(entry["records"]) <= ALLOWED[entry["direction"]], entry["records"].keys()
+        for name, record in entry["records"].items():
+            for key, value in record.items():
+                if not isinstance(value, np.ndarray):
+                    continue
+                assert not set(value.shape) & widths, (name, key, value.shape)
+                assert not set(value.shape) & pool_sizes and UNALIGNED_BATCH not in value.shape, (name, key)
+                if value.dtype.kind in "iu":  # entity ids: only aligned and test entities, never unaligned ones
+                    assert set(value.tolist()) <= shared_ids, (name, key)
+    up = [e for e in recorded.messages if e["direction"] == "to-active-party" and "prototypes" in e["records"]]
+    assert up and all(e["records"]["prototypes"]["prototypes"].shape == (10, 16) for e in up)
+    np.testing.assert_allclose([e["records"]["prototypes"]["prior"].sum() for e in up], 1.0)
+
+
+def test_gradients_come_back_for_exactly_the_embedded_batch(recorded):
+    sent = [e for e in recorded.messages if e["direction"] == "to-party"]
+    received = [e for e in recorded.messages if e["direction"] == "to-active-party"]
+    steps = [e["records"]["step"]["ids"] for e in sent if "step" in e["records"]]
+    grads = [e["records"]["gradients"] for e in sent if "gradients" in e["records"]]
+    assert len(steps) == len(grads) == 2 * 12  # every embedded batch is answered by its gradients
+    for ids, g in zip(steps[::2], grads[::2]):
+        np.testing.assert_array_equal(ids, g["ids"])
+        assert g["embeddings"].shape == (len(ids), 16) and np.abs(g["embeddings"]).sum() > 0
+    embedded = [e["records"]["embeddings"]["embeddings"] for e in received if "embeddings" in e["records"]]
+    assert embedded and all(z.shape[1] == 16 for z in embedded)
+
+
+def test_runs_are_deterministic_and_the_unseen_prototype_is_projected(recorded):
+    again = run_federation(small())
+    assert again.metrics.keys() == recorded.metrics.keys()
+    for key, value in recorded.metrics.items():
+        if key != "seconds":
+            assert again.metrics[key] == value, key
+    top = recorded.top_model
+    assert top.unseen_classes.tolist() == [3]
+    final = [e["records"]["prototypes"]["prototypes"] for e in recorded.messages
+             if e["type"] == "evaluate" and e["direction"] == "to-active-party"]  # fmt: skip
+    local = torch.from_numpy(np.stack(final))  # party order = node order in LocalGrid
+    g, w = top.aggregation.gate_mean, top.aggregation.projection
+    expected = F.normalize(sum(g[k] * local[k, 3] @ w[k] for k in range(2)), dim=-1)
+    torch.testing.assert_close(top.head.prototypes[3], expected)
+    for k, party in enumerate(recorded.party_models):
+        torch.testing.assert_close(party.normalized_prototypes(), local[k])
+
+
+def test_vanilla_vfl_scores_exactly_zero_on_the_unseen_class():
+    settings = run_settings("vanilla_vfl", "zero_shot", seed=3, imbalance_ratio=50.0, rounds=12)
+    result = run_federation(settings)
+    assert settings.data.unseen_class == 3
+    assert result.metrics["unseen_accuracy"] == 0.0
+    assert 3 not in result.predictions["predictions"]  # a softmax trained without the class never predicts it
+    assert result.metrics["seen_accuracy"] > 0.5
+
+
+def test_ot_that_does_not_converge_is_a_counted_fallback_not_nan():
+    result = run_federation(small(sinkhorn_epsilon=1e-4, sinkhorn_iterations=1))
+    assert sum(result.history["ot-fallbacks"]) > 0
+    assert all(np.isfinite(v) for v in result.history["loss"])
+    assert np.isfinite(result.metrics["accuracy"])
+
+
+class Tampering(ClientApp):
+    """A ClientApp that lets party 1 tamper with its replies."""
+
+    def __init__(self, tamper):
+        super().__init__()
+        self.tamper = tamper
+
+    def __call__(self, message, context):
+        reply = client_app(message, context)
+        if int(context.node_config["partition-id"]) == 1:
+            self.tamper(message.metadata.message_type, reply.content)
+        return reply
+
+
+def _shift_aligned_ids(kind, content):
+    if "layout" in content:
+        content["layout"]["aligned-ids"] = Array(content["layout"]["aligned-ids"].numpy() + 1)
+
+
+def _bad_prior(kind, content):
+    if kind == "train.local":
+        content["prototypes"]["prior"] = Array(np.full(10, 0.2))
+
+
+def _nan_embeddings(kind, content):
+    if kind == "train.step":
+        content["embeddings"]["embeddings"] = Array(np.full((40, 16), np.nan, dtype=np.float32))
+
+
+@pytest.mark.parametrize(
+    "tamper, error, match",
+    [
+        (_shift_aligned_ids, ValueError, r"party 1's aligned-ids disagree with the active party's: \d+ of the"),
+        (_bad_prior, ValueError, "local prior sent by party 1 sums to 2.000000, not 1"),
+        (_nan_embeddings, ValueError, "party 1: embeddings/embeddings contains NaN or inf"),
+    ],
+    ids=["aligned-ids", "prior", "nan-embeddings"],
+)
+def test_misbehaving_parties_are_refused_by_name(tamper, error, match):
+    with pytest.raises(error, match=match):
+        run_federation(small(rounds=2), client_app=Tampering(tamper))
+
+
+def test_a_feature_block_of_the_wrong_width_stops_the_party(monkeypatch):
+    real = build_vertical_split
+
+    class NarrowRightHalf:
+        def __init__(self, config):
+            self.split = real(config)
+
+        def party(self, k):
+            data = self.split.party(k)
+            if k != 1:
+                return data
+            cut = {f: getattr(data, f)[:, :31] for f in ("aligned_features", "unaligned_features", "test_features")}
+            return dataclasses.replace(data, **cut)
+
+    monkeypatch.setattr(party_module, "build_vertical_split", NarrowRightHalf)
+    with pytest.raises(ClientAppError, match="party 1: feature block has 31 columns, but the federation's encoder"):
+        run_federation(small(rounds=1))
+
+
+def test_run_config_round_trip_and_the_flower_app_declares_every_key():
+    settings = small(selection="threshold", prototype_ema=False)
+    flat = settings.to_run_config()
+    assert flat["unseen-class"] == 3 and flat["prototype-ema"] is False
+    assert ProtoEvflRunConfig.from_run_config(flat) == settings
+    assert ProtoEvflRunConfig.from_run_config({**flat, "prototype-ema": "true"}).training.prototype_ema is True
+    with pytest.raises(ValueError, match=r"unknown Proto-EVFL run-config keys: \['roundz'\]"):
+        ProtoEvflRunConfig.from_run_config({"roundz": 3})
+    with pytest.raises(ValueError, match="'rounds' must be a int"):
+        ProtoEvflRunConfig.from_run_config({"rounds": "many"})
+    app = tomllib.loads((Path(__file__).parent / "flower_app" / "pyproject.toml").read_text())
+    declared = app["tool"]["flwr"]["app"]["config"]
+    assert declared == ProtoEvflRunConfig().to_run_config()
