@@ -7,16 +7,15 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import PrinterCallback
+
+from hf_ext.core.parallel import run_jobs
 
 from .configuration_orca import OrcaConfig
 from .data import (
@@ -178,17 +177,6 @@ def _splits(strength: float, num_impressions: int, num_users: int, num_items: in
     return train_val_test_split(to_model_features(generate_synthetic(gen), list(FIELD_NAMES), sizes), seed=0), sizes
 
 
-def _worker_init() -> None:
-    # Small models: two single-threaded processes beat one two-threaded one on a 2-core machine.
-    torch.set_num_threads(1)
-    import datasets
-    from transformers.utils import logging as hf_logging
-
-    datasets.disable_progress_bars()
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-
-
 def _run_job(run: OrcaReproduceArguments, strength: float, backbone: str, variant: str, seed: int, keep: bool):
     """Trains and evaluates one (strength, backbone, variant, seed); with `keep`, also returns heatmaps and saves
     the ORCA artifact."""
@@ -226,13 +214,10 @@ def main(argv: list[str] | None = None) -> dict:
     jobs = [(s, b, v, seed, s == top and b == run.backbones[0] and seed == run.seeds[0] and v in ("baseline", "orca"))
             for s in run.strengths for b in run.backbones for v in variants for seed in run.seeds]
     done, heatmaps = {}, {}
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=run.workers, mp_context=ctx, initializer=_worker_init) as pool:
-        futures = [pool.submit(_run_job, run, *job) for job in jobs]
-        for future in tqdm(as_completed(futures), total=len(futures), desc="orca reproduce", unit="run"):
-            key, metrics, maps = future.result()
-            done[key] = metrics
-            heatmaps.update(maps)
+    for key, metrics, maps in run_jobs(_run_job, [(run, *job) for job in jobs], workers=run.workers,
+                                       desc="orca reproduce"):
+        done[key] = metrics
+        heatmaps.update(maps)
     rows = []
     for s in run.strengths:
         for b in run.backbones:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from hf_ext.core.parallel import run_jobs
 
 # Each variant: overrides of the run settings' model fields and of the training arguments.
 VARIANTS: dict[str, dict[str, dict]] = {
@@ -79,17 +79,6 @@ def run_settings(variant: str, setting: str, seed: int, imbalance_ratio: float, 
     return ProtoEvflRunConfig(data=data, training=training, **spec["model"])
 
 
-def _worker_init() -> None:
-    import logging
-
-    import torch
-    from transformers.utils import logging as hf_logging
-
-    torch.set_num_threads(1)  # tiny models: two single-threaded processes beat one two-threaded one
-    hf_logging.disable_progress_bar()
-    logging.getLogger("hf_ext.proto_evfl.ot_selection").setLevel(logging.ERROR)  # fallbacks are counted instead
-
-
 def _run_job(job: tuple, rounds: int, out: str | None):
     variant, setting, seed, ratio = job
     from .training import run_federation
@@ -140,16 +129,11 @@ def main(argv: list[str] | None = None) -> dict:
             for seed in run.seeds]  # fmt: skip
     keep = next((j for j in jobs if j[0] == "proto_evfl" and j[1] == run.settings[-1]), None)
     done: dict[tuple, dict] = {}
-    if run.workers <= 1:  # in this process (tests, debugging)
-        for job in jobs:
-            done[job] = _run_job(job, run.rounds, str(out) if job == keep else None)[1]
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=run.workers, mp_context=ctx, initializer=_worker_init) as pool:
-            futures = [pool.submit(_run_job, job, run.rounds, str(out) if job == keep else None) for job in jobs]
-            for future in as_completed(futures):
-                job, metrics = future.result()
-                done[job] = metrics
+    calls = [(job, run.rounds, str(out) if job == keep else None) for job in jobs]
+    # OT fallbacks are counted in the metrics instead of logged by every worker.
+    for job, metrics in run_jobs(_run_job, calls, workers=run.workers, desc="proto_evfl reproduce",
+                                 quiet_loggers=("hf_ext.proto_evfl.ot_selection",)):
+        done[job] = metrics
     rows = []
     for s in run.settings:
         for r in run.imbalance_ratios:
