@@ -54,7 +54,7 @@ class RunConfig:
     sparsify: bool = True
     index_aligned: bool = False
     pretrain_steps: int = 0  # >0: briefly pretrain each base on the shared corpus (cached under cache_dir)
-    cache_dir: str = "runs/h2tune/bases"
+    cache_dir: str = "runs/h2tune/pretrained"
     alternating: bool = True  # False = the "joint instead of alternating" ablation
     corrupt_partition: int = -1  # tests: this partition sends NaNs (the server must reject them)
 
@@ -82,7 +82,7 @@ class H2TuneClient:
         if base is None:
             base = tiny_base(tiny_base_config(spec.family, spec.layers, spec.hidden, VOCAB_SIZE), seed=1000 + index)
             if run.pretrain_steps > 0:
-                base = pretrained_base(base, spec, run)
+                base = pretrained_base(base, spec, run, init_seed=1000 + index)
         config = H2TuneConfig(r=spec.rank, global_rank=GLOBAL_RANK, task_type="CAUSAL_LM",
                               sparsify=run.sparsify or spec.rank != GLOBAL_RANK)
         from peft import LoraConfig, get_peft_model
@@ -175,24 +175,49 @@ def pretrain_corpus(n: int, seed: int) -> list[tuple[str, str]]:
     return [(f"{a}+{b}=", str(a + b)) for a, b in ((rng.randrange(10), rng.randrange(10)) for _ in range(n))]
 
 
-def pretrained_base(base, spec: ClientSpec, run: RunConfig):
-    """Briefly pretrains `base` (all weights) on [`pretrain_corpus`]; cached under `run.cache_dir/<client>`."""
+PRETRAIN_CORPUS = {"n": 2000, "seed": 7}
+PRETRAIN_ARGS = {"per_device_train_batch_size": 32, "learning_rate": 3e-3, "seed": 0}
+
+
+def pretrain_key(base, spec: ClientSpec, steps: int, init_seed: int | None = None) -> str:
+    """Cache key of a pretrained base: client, family, depth, width, init seed, steps, plus a short hash of the full
+    model config, the corpus and the pretraining hyperparameters (so a changed config never reuses a stale base)."""
+    import hashlib
+    import json
+
+    blob = json.dumps({"config": base.config.to_diff_dict(), "init_seed": init_seed, "steps": steps,
+                       "corpus": PRETRAIN_CORPUS, "args": PRETRAIN_ARGS}, sort_keys=True, default=str)
+    digest = hashlib.sha256(blob.encode()).hexdigest()[:10]
+    return f"{spec.name}-{spec.family}-L{spec.layers}-d{spec.hidden}-init{init_seed}-steps{steps}-{digest}"
+
+
+def pretrained_base(base, spec: ClientSpec, run: RunConfig, init_seed: int | None = None):
+    """Briefly pretrains `base` (all weights) on [`pretrain_corpus`]; cached under
+    `run.cache_dir/<pretrain_key>` (written atomically, so parallel workers never read a half-written base)."""
+    import os
+    import shutil
     from pathlib import Path
 
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, PrinterCallback, Trainer, TrainingArguments
 
-    folder = Path(run.cache_dir) / f"{spec.name}-{run.pretrain_steps}"
+    folder = Path(run.cache_dir) / pretrain_key(base, spec, run.pretrain_steps, init_seed)
     if (folder / "config.json").is_file():
         return AutoModelForCausalLM.from_pretrained(folder)
-    ds = Dataset.from_dict(to_features(pretrain_corpus(2000, seed=7)))
+    ds = Dataset.from_dict(to_features(pretrain_corpus(PRETRAIN_CORPUS["n"], seed=PRETRAIN_CORPUS["seed"])))
     args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="h2tune_pre_"), use_cpu=True, report_to="none",
-                             max_steps=run.pretrain_steps, per_device_train_batch_size=32, learning_rate=3e-3,
-                             save_strategy="no", disable_tqdm=True, logging_strategy="no", seed=0)
+                             max_steps=run.pretrain_steps, save_strategy="no", disable_tqdm=True,
+                             logging_strategy="no", **PRETRAIN_ARGS)
     trainer = Trainer(model=base, args=args, train_dataset=ds)
     trainer.remove_callback(PrinterCallback)
     trainer.train()
-    base.save_pretrained(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    base.save_pretrained(tmp)
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process cached the same base meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
     return base
 
 
