@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+from timing import best_of
 
 from hf_ext.amplitudes import closed_forms as C
 from hf_ext.amplitudes.kinematics import random_planar_kinematics
@@ -33,15 +34,6 @@ def _reference(aX: np.ndarray) -> np.ndarray:
     return np.array([float(C.five_point_closed_form_mp(r, dps=30)) for r in aX])
 
 
-def _best(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def measure(N: int, batch: int, n_ref: int, n_mp: int, repeats: int, seed: int = 0) -> list[dict]:
     aX = random_planar_kinematics(N, batch, rng=np.random.default_rng(seed), low=0.3, high=3.0)
     ref = _reference(aX[:n_ref])
@@ -49,7 +41,7 @@ def measure(N: int, batch: int, n_ref: int, n_mp: int, repeats: int, seed: int =
     methods = ["closed_form", "curve"] + (["worldsheet"] if N == 5 else [])
     for method in methods:
         stringy_amplitude(aX[:2], 1.0, N, method=method)  # warm the caches (rule tables)
-        seconds = _best(lambda m=method: stringy_amplitude(aX, 1.0, N, method=m), repeats)
+        seconds = best_of(lambda m=method: stringy_amplitude(aX, 1.0, N, method=m), repeats)
         value = stringy_amplitude(aX[:n_ref], 1.0, N, method=method).value
         rows.append({"N": N, "method": method, "points": batch, "evals_per_s": batch / seconds,
                      "max_rel_error": float(np.max(np.abs(value / ref - 1)))})

@@ -20,10 +20,10 @@ Usage: `python benchmarks/gpmfs_scaling.py [--quick]`.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+from timing import best_of
 
 from hf_ext.gpmfs.baselines import l21_regression
 from hf_ext.gpmfs.data import make_planted
@@ -32,22 +32,13 @@ from hf_ext.gpmfs.selector import GPMFSSelector, knn_laplacian, minmax_scale
 ITERS = 20
 
 
-def _best(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def measure(n: int, d: int, repeats: int) -> dict:
     data = make_planted(n_samples=n, n_features=d, n_shared=min(10, d // 4), n_labels=8,
                         n_private=max(1, min(5, d // 32)), seed=0)
     X, Y = data.X, data.Y
-    gp = _best(lambda: GPMFSSelector(max_iter=ITERS, tol=1e-300).fit(X, Y), repeats)
-    rfs = _best(lambda: l21_regression(X, Y, lam=1.0, max_iter=ITERS, tol=1e-300), repeats)
-    graph = _best(lambda: knn_laplacian(minmax_scale(X)[0], 5), repeats)
+    gp = best_of(lambda: GPMFSSelector(max_iter=ITERS, tol=1e-300).fit(X, Y), repeats)
+    rfs = best_of(lambda: l21_regression(X, Y, lam=1.0, max_iter=ITERS, tol=1e-300), repeats)
+    graph = best_of(lambda: knn_laplacian(minmax_scale(X)[0], 5), repeats)
     return {"n": n, "d": d, "gpmfs_s": gp, "rfs_s": rfs, "graph_s": graph, "ratio": gp / rfs}
 
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
-from contextlib import nullcontext
 
 import torch
 
 from hf_ext.orca import OrcaConfig, OrcaModel
 from hf_ext.orca.data import FIELD_NAMES, POST_CLICK_FIELDS, SyntheticOrcaConfig, field_vocab_sizes
 from hf_ext.orca.training import counterfactual_nde_step
+from timing import timed
 
 
 def make_batch(config: OrcaConfig, n: int, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -57,12 +56,6 @@ class Stepper:
         self.model.train()
 
 
-def timed(fn, *args) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - start
-
-
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=512)
@@ -82,12 +75,11 @@ def main(argv=None) -> dict:
         times = {k: [] for k in ("base_train", "orca_train", "base_infer", "orca_infer")}
         for _ in range(5):  # warm-up
             base.train_step(train_batch), orca.train_step(train_batch)
-        with nullcontext():
-            for _ in range(args.repeats):
-                times["base_train"].append(timed(base.train_step, train_batch))
-                times["orca_train"].append(timed(orca.train_step, train_batch))
-                times["base_infer"].append(timed(base.infer, infer_batch))
-                times["orca_infer"].append(timed(orca.infer, infer_batch))
+        for _ in range(args.repeats):
+            times["base_train"].append(timed(base.train_step, train_batch))
+            times["orca_train"].append(timed(orca.train_step, train_batch))
+            times["base_infer"].append(timed(base.infer, infer_batch))
+            times["orca_infer"].append(timed(orca.infer, infer_batch))
         med = {k: statistics.median(v) for k, v in times.items()}
         results[backbone] = {
             **{f"{k}_ms": round(v * 1000, 2) for k, v in med.items()},
