@@ -6,7 +6,12 @@ registers itself in its own `__init__.py`; this file only imports them.
 
 from hf_ext.core.registry import MethodSpec, get_method, list_methods, register_method
 
-from . import amplitudes, gpmfs, h2tune, orca, proto_evfl  # noqa: F401  (registration)
+# One line per method (registration happens on import).
+from . import amplitudes  # noqa: F401
+from . import gpmfs  # noqa: F401
+from . import h2tune  # noqa: F401
+from . import orca  # noqa: F401
+from . import proto_evfl  # noqa: F401
 
 __version__ = "0.1.0"
 
