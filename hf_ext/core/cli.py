@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         if spec.train:
             scripts.add_parser("train", help=f"same as `hf-ext train {spec.name}`; pass --help for options",
                                add_help=False)
+        for command in spec.commands:
+            scripts.add_parser(command, help="pass --help for options", add_help=False)
     return parser
 
 

@@ -71,6 +71,8 @@ class MethodSpec:
             name: model class})` pairs, for methods that ship several artifacts (e.g. one model per party).
         usage (`str`, *optional*): Python snippet for the card's "How to use", with `{repo_id}` as placeholder;
             defaults to loading through the first Auto class.
+        commands (`Mapping[str, str]`): further `hf-ext <name> <command>` scripts, command name to
+            `"module:function"` taking `argv` (e.g. CodeBC's `score`).
     """
 
     name: str
@@ -93,6 +95,7 @@ class MethodSpec:
     status: str = "implemented"
     extra_auto_classes: tuple[tuple[type, Mapping[str, type]], ...] = ()
     usage: str | None = None
+    commands: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.name.isidentifier() or self.name.lower() != self.name:
@@ -102,6 +105,9 @@ class MethodSpec:
         for attr in ("reproduce", "demo", "contract") + (("train",) if self.train else ()):
             if ":" not in getattr(self, attr):
                 raise RegistryError(f"MethodSpec.{attr} must look like 'module:function', got {getattr(self, attr)!r}")
+        for command, path in self.commands.items():
+            if command in ("reproduce", "train") or not command.replace("-", "_").isidentifier() or ":" not in path:
+                raise RegistryError(f"MethodSpec.commands: bad entry {command!r} -> {path!r}")
         if self.kind in ("model", "adapter") and self.config_class is None:
             raise RegistryError(f"method {self.name!r} of kind {self.kind!r} needs a config_class")
 
@@ -125,8 +131,9 @@ class MethodSpec:
     def card_file(self) -> Path:
         return REPO_ROOT / "model_cards" / f"{self.name}.md"
 
-    def load(self, entry: Literal["reproduce", "train", "demo", "contract"]) -> Callable[..., Any]:
-        path = getattr(self, entry)
+    def load(self, entry: str) -> Callable[..., Any]:
+        """The entry point `entry`: "reproduce", "train", "demo", "contract" or one of [`commands`]."""
+        path = self.commands[entry] if entry in self.commands else getattr(self, entry, None)
         if path is None:
             raise RegistryError(f"method {self.name!r} has no {entry} entry point")
         return _load_object(path)
