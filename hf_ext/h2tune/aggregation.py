@@ -57,59 +57,82 @@ def aggregate_mean(
     return torch.stack(valid).mean(0), rejected
 
 
-def hetlora_aggregate(factors: Mapping[str, torch.Tensor], ranks: Mapping[str, int]) -> dict[str, torch.Tensor]:
-    """HetLoRA-style baseline for one LoRA factor of one module: zero-pad each client's factor to the max rank along
-    dim 0 (A: r×d) , average, and truncate back to each client's rank. All clients must share the other dimension
-    (same width), which is why HetLoRA cannot mix hidden sizes and H2Tune can.
+def server_update(
+    mode: str, payloads: Mapping[str, Mapping[str, np.ndarray]], global_shape: tuple[int, ...],
+    current: Mapping[str, np.ndarray] | None = None,
+) -> tuple[dict[str, np.ndarray] | None, dict[str, str]]:
+    """The server's step for every compared method, on what the clients sent (client id → named arrays).
 
-    Returns client id → its truncated average.
+    - `"h2tune"`: G ← unweighted mean of the valid G_c (key `"g"`); with none valid, `current` is kept.
+    - `"hetlora"`: pad → mean per LoRA factor ([`~hf_ext.h2tune.baselines.hetlora_mean`]).
+    - `"local"`: nothing is exchanged.
+
+    Returns `(message, rejected)`: the arrays sent back to every client (`None`: nothing), client id → reason.
     """
-    max_r = max(ranks.values())
-    padded = []
-    for cid, f in factors.items():
-        pad = torch.zeros(max_r, *f.shape[1:], dtype=f.dtype)
-        pad[: f.shape[0]] = f
-        padded.append(pad)
-    mean = torch.stack(padded).mean(0)
-    return {cid: mean[: ranks[cid]].clone() for cid in factors}
+    from .baselines import hetlora_mean
+
+    if mode == "local":
+        return None, {}
+    if mode == "hetlora":
+        mean, rejected = hetlora_mean(payloads)
+        return (mean or (dict(current) if current else None)), rejected
+    if mode != "h2tune":
+        raise ValueError(f"unknown aggregation mode {mode!r}")
+    prev = torch.from_numpy(np.asarray(current["g"])) if current and "g" in current else None
+    updates = {cid: p["g"] if "g" in p else np.zeros(0, dtype=np.float32) for cid, p in payloads.items()}
+    glob, rejected = aggregate_mean(updates, global_shape, current=prev)
+    return (None if glob is None else {"g": glob.numpy().astype(np.float32)}), rejected
 
 
-def make_strategy(global_shape: tuple[int, ...], **kwargs):
-    """An [`H2TuneStrategy`] (built lazily so importing this module does not import Flower)."""
+def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", **kwargs):
+    """An [`H2TuneStrategy`] for `mode` ("h2tune", "hetlora" or "local"; built lazily so importing this module does
+    not import Flower). Extra keyword arguments go to Flower's `FedAvg`."""
     from flwr.app import Array, ArrayRecord, MetricRecord
     from flwr.serverapp.strategy import FedAvg
 
     class H2TuneStrategy(FedAvg):
-        """FedAvg with H2Tune's aggregation: G ← unweighted mean of the valid G_c (key `"g"`).
+        """FedAvg with the aggregation of [`server_update`]: H2Tune's unweighted mean of the valid G_c, HetLoRA's
+        pad → mean, or nothing (local-only).
 
         Replies carrying an error (a client that crashed or timed out) are dropped by FedAvg's reply check and the
-        round completes with the others; a G_c with the wrong shape or dtype, or with NaN/Inf, is rejected with a
-        logged reason. The reasons are kept in `self.rejected` (round → client → reason).
+        round completes with the others; an update with the wrong shape or dtype, or with NaN/Inf, is rejected with
+        a logged reason. Kept per round: `rejected` (client → reason), `client_accuracy` (partition → the accuracy
+        the client measured after its local training) and `bytes_received` (what the clients sent).
         """
 
         def __init__(self, **kw):
             super().__init__(**kw)
             self.global_shape = tuple(global_shape)
+            self.mode = mode
             self.rejected: dict[int, dict[str, str]] = {}
-            self.current = None
+            self.client_accuracy: dict[int, dict[str, float]] = {}
+            self.bytes_received: dict[int, int] = {}
+            self.current: dict[str, np.ndarray] | None = None
 
         def aggregate_train(self, server_round, replies):
-            valid, _ = self._check_and_log_replies(list(replies), is_train=True)
-            updates = {}
+            # Flower's own consistency check would skip the whole round when one reply's keys differ (and HetLoRA
+            # clients of different depths legitimately send different keys); each payload is validated per client
+            # by server_update instead, so one malformed peer is rejected alone.
+            valid, _ = self._check_and_log_replies(list(replies), is_train=True, validate=False)
+            payloads = {}
             for msg in valid:
-                cid = str(msg.content["metrics"].get("partition-id", msg.metadata.src_node_id))
-                record = msg.content["arrays"]
-                updates[cid] = record["g"].numpy() if "g" in record else np.zeros(0, dtype=np.float32)
-            glob, rejected = aggregate_mean(updates, self.global_shape, current=self.current)
+                metrics = msg.content["metrics"] if "metrics" in msg.content else {}
+                cid = str(metrics.get("partition-id", msg.metadata.src_node_id))
+                arrays = msg.content["arrays"] if "arrays" in msg.content else {}
+                payloads[cid] = {k: v.numpy() for k, v in arrays.items()}
+                if "accuracy" in metrics:
+                    self.client_accuracy.setdefault(server_round, {})[cid] = float(metrics["accuracy"])
+            self.bytes_received[server_round] = int(sum(a.nbytes for p in payloads.values() for a in p.values()))
+            message, rejected = server_update(self.mode, payloads, self.global_shape, current=self.current)
             self.rejected[server_round] = rejected
-            self.current = glob
-            if glob is None:
-                return None, None
-            accepted = [m.content for m in valid if str(m.content["metrics"].get(
+            self.current = message
+            accepted = [m.content for m in valid if "metrics" in m.content and str(m.content["metrics"].get(
                 "partition-id", m.metadata.src_node_id)) not in rejected]
             metrics = self.train_metrics_aggr_fn(accepted, self.weighted_by_key) if accepted else None
             if metrics is not None:
                 metrics = MetricRecord({**dict(metrics), "num-rejected": len(rejected), "num-accepted": len(accepted)})
-            return ArrayRecord({"g": Array(glob.numpy().astype(np.float32))}), metrics
+            if message is None and self.mode != "local":
+                return None, metrics
+            return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in (message or {}).items()}), metrics
 
     return H2TuneStrategy(**kwargs)

@@ -3,16 +3,25 @@
 HetLoRA zero-pads every client's LoRA factors to the largest rank, averages them and truncates back to each client's
 rank. Our clients also differ in width, which HetLoRA does not handle; as a stated extension [INF] the factors are
 zero-padded in the feature dimension too (A: r×d_in → R×d_max, B: d_out×r → d_max×R), averaged per (layer index,
-module slot), and cut back to each client's shape. Its payload therefore grows with the hidden size, unlike H2Tune's.
+module slot) over the clients that have that module, and cut back to each client's shape. Its payload therefore grows
+with the hidden size, unlike H2Tune's.
+
+The round is split the way a federation runs it: [`hetlora_payload`] on each client (what it sends),
+[`hetlora_mean`] on the server, [`load_hetlora`] on each client; [`hetlora_round`] chains them in-process.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 
 from .model import module_slot
+
+logger = logging.getLogger(__name__)
 
 
 def lora_factors(model, adapter: str = "default") -> dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]]:
@@ -24,26 +33,80 @@ def lora_factors(model, adapter: str = "default") -> dict[tuple[int, int], tuple
     return out
 
 
+def hetlora_payload(model, adapter: str = "default") -> dict[str, np.ndarray]:
+    """What a HetLoRA client sends: `"A:<layer>:<slot>"` and `"B:<layer>:<slot>"` → float32 factor."""
+    out = {}
+    for (layer, slot), (a, b) in lora_factors(model, adapter).items():
+        out[f"A:{layer}:{slot}"] = a.detach().float().cpu().numpy()
+        out[f"B:{layer}:{slot}"] = b.detach().float().cpu().numpy()
+    return out
+
+
+def payload_problem(payload: Mapping[str, np.ndarray]) -> str | None:
+    """Why a HetLoRA payload cannot be averaged (bad key, not a float matrix, NaN/Inf), or `None`."""
+    if not payload:
+        return "empty payload"
+    for key, arr in payload.items():
+        parts = key.split(":")
+        if len(parts) != 3 or parts[0] not in ("A", "B") or not (parts[1].isdigit() and parts[2].isdigit()):
+            return f"malformed key {key!r} (expected 'A|B:<layer>:<slot>')"
+        arr = np.asarray(arr)
+        if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.floating):
+            return f"{key}: expected a 2-D float matrix, got shape {arr.shape} dtype {arr.dtype}"
+        if not np.isfinite(arr).all():
+            return f"{key}: {int((~np.isfinite(arr)).sum())} non-finite value(s) (NaN/Inf)"
+    return None
+
+
+def hetlora_mean(payloads: Mapping[str, Mapping[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Server side: per key, zero-pad every client's factor to the largest shape and average over the clients that
+    sent that key. Invalid payloads are rejected (logged) and never averaged in.
+
+    Returns `(mean, rejected)`: key → padded mean, and client id → reason.
+    """
+    groups: dict[str, list[np.ndarray]] = defaultdict(list)
+    rejected = {}
+    for cid, payload in payloads.items():
+        reason = payload_problem(payload)
+        if reason is not None:
+            logger.warning("hetlora: rejected update from client %s: %s", cid, reason)
+            rejected[cid] = reason
+            continue
+        for key, arr in payload.items():
+            groups[key].append(np.asarray(arr, dtype=np.float32))
+    mean = {}
+    for key, arrs in groups.items():
+        rows, cols = max(a.shape[0] for a in arrs), max(a.shape[1] for a in arrs)
+        acc = np.zeros((rows, cols), dtype=np.float32)
+        for a in arrs:
+            acc[: a.shape[0], : a.shape[1]] += a / len(arrs)
+        mean[key] = acc
+    return mean, rejected
+
+
 @torch.no_grad()
-def hetlora_round(models, adapter: str = "default") -> int:
-    """Averages the LoRA factors of `models` in place (pad → mean over the clients having that module → truncate).
-    Returns the bytes each client sends (float32), summed over clients."""
-    groups: dict[tuple[int, int], list[tuple[torch.Tensor, torch.Tensor]]] = defaultdict(list)
-    sent = 0
-    for model in models:
-        for key, (a, b) in lora_factors(model, adapter).items():
-            groups[key].append((a, b))
-            sent += 4 * (a.numel() + b.numel())
-    for pairs in groups.values():
-        r = max(a.shape[0] for a, _ in pairs)
-        d_in = max(a.shape[1] for a, _ in pairs)
-        d_out = max(b.shape[0] for _, b in pairs)
-        mean_a = torch.zeros(r, d_in)
-        mean_b = torch.zeros(d_out, r)
-        for a, b in pairs:
-            mean_a[: a.shape[0], : a.shape[1]] += a.float() / len(pairs)
-            mean_b[: b.shape[0], : b.shape[1]] += b.float() / len(pairs)
-        for a, b in pairs:
-            a.copy_(mean_a[: a.shape[0], : a.shape[1]])
-            b.copy_(mean_b[: b.shape[0], : b.shape[1]])
-    return sent
+def load_hetlora(model, mean: Mapping[str, np.ndarray], adapter: str = "default") -> None:
+    """Client side: truncate the server's padded means to this client's factor shapes and load them."""
+    for (layer, slot), (a, b) in lora_factors(model, adapter).items():
+        for name, factor in (("A", a), ("B", b)):
+            key = f"{name}:{layer}:{slot}"
+            if key in mean:
+                arr = np.asarray(mean[key])
+                if arr.shape[0] < factor.shape[0] or arr.shape[1] < factor.shape[1]:
+                    raise ValueError(f"HetLoRA mean {key} has shape {arr.shape}, smaller than the client's "
+                                     f"{tuple(factor.shape)}")
+                factor.copy_(torch.from_numpy(arr[: factor.shape[0], : factor.shape[1]].copy()).to(factor.dtype))
+
+
+def payload_bytes(payload: Mapping[str, np.ndarray]) -> int:
+    return int(sum(np.asarray(a).nbytes for a in payload.values()))
+
+
+def hetlora_round(models: Sequence, adapter: str = "default") -> int:
+    """One in-process HetLoRA round over `models` (pad → mean → truncate, in place). Returns the bytes the clients
+    send (float32), summed over clients."""
+    payloads = {str(i): hetlora_payload(m, adapter) for i, m in enumerate(models)}
+    mean, _ = hetlora_mean(payloads)
+    for m in models:
+        load_hetlora(m, mean, adapter)
+    return sum(payload_bytes(p) for p in payloads.values())

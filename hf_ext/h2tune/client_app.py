@@ -1,13 +1,15 @@
-"""H2Tune Flower ClientApp: thin; routes the message to [`~hf_ext.h2tune.task.H2TuneClient`].
+"""H2Tune Flower ClientApp: thin; routes the message to [`~hf_ext.h2tune.task.H2TuneClient.run_round`].
 
-The node's `partition-id` picks its client (decoder family, depth, width, rank, task). The client's local state
-(A, B, T, S, M̃ and P_c) persists across rounds in the node's `context.state`; only G_c is sent.
+The node's `partition-id` picks its client (decoder family, depth, width, rank, task); the run config's `variant`
+picks the compared method (H2Tune and its ablations send only G_c; HetLoRA sends its LoRA factors; local-only sends
+nothing). The client's local state (A, B, T, S, M̃ and P_c) persists across rounds in the node's `context.state`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
-import torch
 from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
@@ -24,17 +26,19 @@ def train(msg: Message, context: Context) -> Message:
     client = H2TuneClient(CLIENTS[pid], run, max(c.layers for c in CLIENTS), index=pid)
     if STATE_KEY in context.state:
         client.load_state_arrays({k: v.numpy() for k, v in context.state[STATE_KEY].items()})
-    g_c = client.fit(torch.from_numpy(msg.content["arrays"]["g"].numpy().copy()))
+    incoming = {k: v.numpy() for k, v in msg.content["arrays"].items()} if "arrays" in msg.content else {}
+    outgoing = client.run_round(incoming)
     context.state[STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in
                                             client.state_arrays().items()})
-    g_c = g_c.numpy().astype(np.float32)
-    if pid == run.corrupt_partition:
-        g_c[0, 0, 0, 0] = np.nan
+    if pid == run.corrupt_partition and outgoing:  # tests: a faulty peer
+        first = next(iter(outgoing))
+        outgoing[first] = outgoing[first].copy()
+        outgoing[first].reshape(-1)[0] = np.nan
     marker_dir = str(context.run_config.get("marker-dir", ""))
     if marker_dir:  # tests: lets a test see which node finished which round (e.g. to kill one afterwards)
-        from pathlib import Path
-
         Path(marker_dir, f"round-{int(msg.content['config'].get('server-round', 0))}-partition-{pid}").touch()
+    if run.save_dir and int(msg.content["config"].get("server-round", 0)) == run.rounds:
+        client.save_artifact(run.save_dir)  # the final round's adapted model, as the in-process run saves it
     metrics = {"num-examples": len(client.train_pairs), "partition-id": pid, "accuracy": client.evaluate()}
-    return Message(RecordDict({"arrays": ArrayRecord({"g": Array(g_c)}), "metrics": MetricRecord(metrics)}),
-                   reply_to=msg)
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in outgoing.items()})
+    return Message(RecordDict({"arrays": arrays, "metrics": MetricRecord(metrics)}), reply_to=msg)

@@ -34,7 +34,8 @@ class H2TuneConfig(LoraConfig):
         global_rank (`int`, defaults to 16): R = max_c r_c, the side of the shared middle matrix (`lora_lT`) and of
             the score matrix S (`lora_S`). Must be ≥ every layer's rank.
         sparsify (`bool`, defaults to `True`): pick T by top-k of S. `False` is the "no sparsification" ablation:
-            T is the whole R×R matrix, which needs r == R.
+            no learned selection, T is the fixed leading r×r block of the shared matrix (the whole R×R matrix,
+            k = R², when r == R; the spec's ablation, extended to smaller ranks).
         use_h2tune (`bool`, defaults to `True`): the LoRA-variant switch PEFT dispatches on; also the marker that
             lets plain `PeftModel.from_pretrained` rebuild an `H2TuneConfig` (see `hf_ext.h2tune.hooks`).
         lora_alpha (`int`, defaults to 16) and lora_dropout (`float`, defaults to 0.05): the paper's code defaults.
@@ -46,7 +47,7 @@ class H2TuneConfig(LoraConfig):
     lora_dropout: float = 0.05
     target_modules: Any = "all-linear"
     global_rank: int = field(default=16, metadata={"help": "R: side of the shared middle matrix and of S."})
-    sparsify: bool = field(default=True, metadata={"help": "Top-k selection of T; False = no-sparsification ablation."})
+    sparsify: bool = field(default=True, metadata={"help": "Top-k selection of T; False = fixed leading block (ablation)."})
     use_h2tune: bool = field(default=True, metadata={"is_lora_variant": True, "help": "H2Tune LoRA variant switch."})
 
     def __post_init__(self):
@@ -54,8 +55,6 @@ class H2TuneConfig(LoraConfig):
         ranks = [self.r, *(self.rank_pattern or {}).values()]
         if self.global_rank < max(ranks):
             raise ValueError(f"global_rank R={self.global_rank} must be >= every LoRA rank, got ranks {ranks}")
-        if not self.sparsify and any(r != self.global_rank for r in ranks):
-            raise ValueError("sparsify=False (k = R²) is only possible when the LoRA rank equals global_rank")
         if self.use_dora:
             raise ValueError("H2Tune does not combine with DoRA")
         from transformers.pytorch_utils import Conv1D

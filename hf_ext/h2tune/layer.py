@@ -28,11 +28,17 @@ H2TUNE_BUFFERS = ("lora_lT", "lora_idx")
 
 
 def select_indices(scores: torch.Tensor, rank: int, sparsify: bool = True) -> torch.Tensor:
-    """Flat positions of the `rank²` largest entries of `scores`, in ascending order (so T keeps M̃'s row-major
-    layout; ties break deterministically). With `sparsify=False` all R² positions are kept."""
-    flat = scores.detach().reshape(-1)
+    """Flat positions in the R×R shared matrix that T holds.
+
+    With `sparsify=True`: the `rank²` largest entries of `scores`, in ascending order (so T keeps M̃'s row-major
+    layout; ties break deterministically). With `sparsify=False` (the "no sparsification" ablation): no learned
+    selection, T is the fixed leading `rank×rank` block of M̃ — all R² entries (k = R², the spec's case) when
+    `rank == R`, the natural extension for smaller ranks."""
+    side = scores.shape[-1]
     if not sparsify:
-        return torch.arange(flat.numel(), device=flat.device)
+        rows = torch.arange(rank, device=scores.device)
+        return (rows[:, None] * side + rows[None, :]).reshape(-1)
+    flat = scores.detach().reshape(-1)
     return torch.topk(flat, rank * rank, sorted=False).indices.sort().values
 
 

@@ -111,14 +111,29 @@ def norm_penalty(params: list[torch.Tensor]) -> torch.Tensor:
 
 
 class H2TuneCallback(TrainerCallback):
-    """Scatters every T back into the shared matrix and re-selects it after each optimiser step."""
+    """Scatters every T back into the shared matrix and re-selects it after each optimiser step.
 
-    def __init__(self, adapter: str = "default"):
-        self.adapter = adapter
+    Also clears the gradients of `extra_params` (P_c) at the start of training and after every step: they live
+    outside the model, and `Trainer` only zeroes the model's own gradients, so they would otherwise accumulate
+    across steps and rounds.
+    """
+
+    def __init__(self, adapter: str = "default", extra_params=()):
+        self.adapter, self.extra_params = adapter, list(extra_params)
+
+    def _clear_extra_grads(self):
+        for p in self.extra_params:
+            p.grad = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._clear_extra_grads()
 
     def on_optimizer_step(self, args, state, control, model=None, **kwargs):
         if model is not None:
             sync_middle(model, self.adapter)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._clear_extra_grads()
 
 
 class H2TuneTrainer(Trainer):
@@ -133,7 +148,7 @@ class H2TuneTrainer(Trainer):
     def __init__(self, *args, norm_weight: float = 1.0, extra_shared=None, adapter: str = "default", **kwargs):
         super().__init__(*args, **kwargs)
         self.norm_weight, self.extra_shared, self.adapter = norm_weight, list(extra_shared or []), adapter
-        self.add_callback(H2TuneCallback(adapter))
+        self.add_callback(H2TuneCallback(adapter, extra_params=self.extra_shared))
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)

@@ -6,15 +6,18 @@ and joint instead of alternating training; per-client exact match after each rou
 sent per round. Prints the table, writes `results.json` and each H2Tune client's adapted model (base + adapter +
 card) under `--out/clients`.
 
-The federation runs in-process (the same client code the Flower apps wrap); the (variant, seed) runs are spread over
-`--workers` single-threaded processes after the three bases are pretrained (or loaded from the cache under
-`--out/pretrained`, keyed by config, init seed and steps). Quick scale: 2 seeds, 3 rounds of 20 local steps;
-`--full`: 3 seeds, 5 rounds of 40 steps; both pretrain 300 steps.
+Two engines run the same client and server code (`H2TuneClient.run_round`, `server_update`): `--engine simulation`
+runs the Flower ServerApp and ClientApps on Flower's simulation engine (Ray), one federation at a time (the `--full`
+default); `--engine inprocess` loops over the clients in worker processes, spreading the (variant, seed) runs over
+`--workers` single-threaded processes (the quick default: no Ray start-up per run). Either way the three bases are
+pretrained first (or loaded from the cache under `--out/pretrained`, keyed by config, init seed and steps). Quick
+scale: 2 seeds, 3 rounds of 20 local steps; `--full`: 3 seeds, 5 rounds of 40 steps; both pretrain 300 steps.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -23,22 +26,10 @@ import numpy as np
 
 from hf_ext.core.parallel import run_jobs
 
-from .aggregation import aggregate_mean
+from .aggregation import server_update
 from .alignment import initial_global
-from .baselines import hetlora_round
 from .model import MODULE_SLOTS
-from .task import CLIENTS, GLOBAL_RANK, H2TuneClient, RunConfig, global_shape, pretrained_base
-
-VARIANTS = {
-    "local-only": {"federated": False, "plain_lora": True},
-    "hetlora": {"federated": False, "plain_lora": True, "hetlora": True},
-    "h2tune": {"federated": True},
-    "h2tune-index-aligned": {"federated": True, "index_aligned": True},
-    "h2tune-joint": {"federated": True, "alternating": False},
-}
-# The "no sparsification" ablation (k = R²) is not run: with top-k over all R² entries it is identical to H2Tune for
-# the rank-R client and impossible for the others (see the model card).
-
+from .task import CLIENTS, GLOBAL_RANK, VARIANTS, H2TuneClient, RunConfig, global_shape, pretrained_base
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce h2tune", description=__doc__)
@@ -47,52 +38,66 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, help="federated rounds")
     p.add_argument("--seeds", nargs="+", type=int, help="seeds")
     p.add_argument("--local-steps", type=int, help="optimiser steps per client per round")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (one thread each)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (one thread each; in-process engine)")
+    p.add_argument("--engine", choices=("inprocess", "simulation"),
+                   help="inprocess: the client and server code in worker processes (quick default); simulation: "
+                        "the Flower apps on Flower's simulation engine, Ray (--full default)")
+    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), help="subset of the compared methods")
     return p
 
 
 def run_variant(variant: str, run: RunConfig) -> dict:
-    """One federated run of `variant`; returns per-client accuracy per round and bytes sent per round."""
-    opts = VARIANTS[variant]
-    run = RunConfig(**{**run.__dict__, "index_aligned": opts.get("index_aligned", False),
-                       "alternating": opts.get("alternating", True)})
+    """One federated run of `variant` in this process: the same [`H2TuneClient.run_round`] and
+    [`server_update`] calls the Flower apps make. Returns per-client accuracy per round (measured after local
+    training, before aggregation, as the paper's code does) and the bytes all clients send per round."""
+    run = run.for_variant(variant)
     max_layers = max(c.layers for c in CLIENTS)
-    clients = [H2TuneClient(spec, run, max_layers, index=i, plain_lora=opts.get("plain_lora", False))
-               for i, spec in enumerate(CLIENTS)]
+    clients = [H2TuneClient(spec, run, max_layers, index=i) for i, spec in enumerate(CLIENTS)]
     shape = global_shape(max_layers)
-    glob = initial_global(max_layers, len(MODULE_SLOTS), GLOBAL_RANK, seed=run.seed) if opts["federated"] else None
+    message = None
+    if run.mode == "h2tune":
+        message = {"g": initial_global(max_layers, len(MODULE_SLOTS), GLOBAL_RANK, seed=run.seed).numpy()}
     acc = {c.spec.name: [] for c in clients}
     bytes_per_round = 0
     for _ in range(run.rounds):
-        updates = {}
-        for c in clients:
-            if opts["federated"]:
-                updates[c.spec.name] = c.fit(glob)
-            else:
-                c.train_local()
-            # evaluated after local training, before aggregation (as the paper's code does), for every variant
+        payloads = {}
+        for i, c in enumerate(clients):
+            payloads[str(i)] = c.run_round(message)
             acc[c.spec.name].append(c.evaluate())
-        if opts["federated"]:
-            glob, rejected = aggregate_mean(updates, shape, current=glob)
-            bytes_per_round = sum(u.numel() * 4 for u in updates.values())
-        elif opts.get("hetlora"):
-            bytes_per_round = hetlora_round([c.model for c in clients])
-    return {"accuracy": acc, "bytes_sent_per_round": bytes_per_round, "clients": clients}
+        bytes_per_round = sum(int(a.nbytes) for p in payloads.values() for a in p.values())
+        message, _ = server_update(run.mode, payloads, shape, current=message)
+    return {"accuracy": acc, "bytes_sent_per_round": bytes_per_round, "clients": clients, "final_message": message}
+
+
+def run_variant_flower(variant: str, run: RunConfig, engine: str = "simulation") -> dict:
+    """One federated run of `variant` through the Flower apps (`server_app.app`, `client_app.app`): on Flower's
+    simulation engine (Ray, `engine="simulation"`) or in-process (`engine="local"`). Same result format as
+    [`run_variant`], without the client objects (they live in the nodes)."""
+    from hf_ext.core.federated import run_local, run_simulation
+
+    from .client_app import app as client_app
+    from .server_app import app as server_app
+
+    run = run.for_variant(variant)
+    config = {**run.to_run_config(), "min-nodes": len(CLIENTS)}
+    if engine == "simulation":
+        state = run_simulation(server_app, client_app, num_supernodes=len(CLIENTS), run_config=config)
+    elif engine == "local":
+        state = run_local(server_app, client_app, num_nodes=len(CLIENTS), run_config=config,
+                          node_configs=[{"partition-id": i} for i in range(len(CLIENTS))])
+    else:
+        raise ValueError(f"unknown engine {engine!r}; use 'simulation' or 'local'")
+    per = dict(state["client-accuracy"])
+    acc = {c.name: [float(per[f"{r}:{i}"]) for r in range(1, run.rounds + 1)] for i, c in enumerate(CLIENTS)}
+    sent = dict(state["bytes-received"])
+    final = {k: v.numpy() for k, v in state["arrays"].items()} if "arrays" in state else None
+    return {"accuracy": acc, "bytes_sent_per_round": int(sent[str(run.rounds)]), "final_message": final or None}
 
 
 def save_clients(clients, out: Path) -> None:
-    """Each client's adapted model as a Hub artifact pair: `base/` (the unmodified base decoder) and `adapter/`
-    (the H2Tune adapter, whose `adapter_config.json` and card name the base)."""
-    import copy
-
+    """Each client's adapted model as a Hub artifact pair (see [`H2TuneClient.save_artifact`])."""
     for c in clients:
-        folder = out / "clients" / c.spec.name
-        base_ref = str(folder / "base")
-        c.model.peft_config["default"].base_model_name_or_path = base_ref
-        c.model.get_base_model().name_or_path = base_ref  # what PEFT's adapter card names as `base_model`
-        c.model.save_pretrained(folder / "adapter")
-        copy.deepcopy(c.model).unload().save_pretrained(folder / "base")
-        (folder / "client.json").write_text(json.dumps(c.spec.__dict__, indent=2))
+        c.save_artifact(out)
 
 
 def _pretrain_job(index: int, run: RunConfig) -> float:
@@ -107,12 +112,16 @@ def _pretrain_job(index: int, run: RunConfig) -> float:
     return time.perf_counter() - t0
 
 
-def _variant_job(variant: str, run: RunConfig, out: str | None) -> tuple[str, int, dict, float]:
-    """One (variant, seed) run in a worker; with `out`, also saves its clients there."""
+def _variant_job(variant: str, run: RunConfig, out: str | None, engine: str = "inprocess"
+                 ) -> tuple[str, int, dict, float]:
+    """One (variant, seed) run (in a worker for the in-process engine); with `out`, also saves its clients there."""
     t0 = time.perf_counter()
-    res = run_variant(variant, run)
-    if out is not None:
-        save_clients(res["clients"], Path(out))
+    if engine == "simulation":
+        res = run_variant_flower(variant, dataclasses.replace(run, save_dir=out or ""), engine="simulation")
+    else:
+        res = run_variant(variant, run)
+        if out is not None:
+            save_clients(res["clients"], Path(out))
     return variant, run.seed, {"accuracy": res["accuracy"], "bytes_sent_per_round": res["bytes_sent_per_round"]}, \
         time.perf_counter() - t0
 
@@ -136,12 +145,14 @@ def main(argv: list[str] | None = None) -> dict:
                     cache_dir=str(out / "pretrained"))
     seeds = ns.seeds or ([0, 1, 2] if ns.full else [0, 1])
     if ns.rounds:
-        run = RunConfig(**{**run.__dict__, "rounds": ns.rounds})
+        run = dataclasses.replace(run, rounds=ns.rounds)
     if ns.local_steps:
-        run = RunConfig(**{**run.__dict__, "local_steps": ns.local_steps})
+        run = dataclasses.replace(run, local_steps=ns.local_steps)
+    engine = ns.engine or ("simulation" if ns.full else "inprocess")
+    variants = ns.variants or list(VARIANTS)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    results: dict = {"scale": "full" if ns.full else "quick", "run": run.__dict__, "seeds": seeds,
+    results: dict = {"scale": "full" if ns.full else "quick", "engine": engine, "run": run.__dict__, "seeds": seeds,
                      "clients": [c.__dict__ for c in CLIENTS], "variants": {}}
     done: dict[tuple[str, int], dict] = {}
     workers = max(1, ns.workers)
@@ -150,14 +161,16 @@ def main(argv: list[str] | None = None) -> dict:
                                       desc="h2tune pretraining")):
         print(f"pretrained base {i + 1}/{len(CLIENTS)} ({secs:.0f} s)", flush=True)
     results["seconds_pretrain"] = time.perf_counter() - start
-    # phase 2: every (variant, seed) federated run; the first seed's H2Tune clients are saved
-    jobs = [(v, RunConfig(**{**run.__dict__, "seed": seed}), str(out) if v == "h2tune" and seed == seeds[0] else None)
-            for v in VARIANTS for seed in seeds]
-    for variant, seed, res, secs in run_jobs(_variant_job, jobs, workers=workers, desc="h2tune reproduce"):
+    # phase 2: every (variant, seed) federated run; the first seed's H2Tune clients are saved. The simulation engine
+    # runs one federation at a time in this process (Ray spreads its clients over the cores).
+    jobs = [(v, dataclasses.replace(run, seed=seed), str(out) if v == "h2tune" and seed == seeds[0] else None, engine)
+            for v in variants for seed in seeds]
+    for variant, seed, res, secs in run_jobs(_variant_job, jobs, workers=1 if engine == "simulation" else workers,
+                                             desc="h2tune reproduce"):
         done[(variant, seed)] = res
         final = {k: v[-1] for k, v in res["accuracy"].items()}
         print(f"{variant} seed {seed}: final exact match {final} ({secs:.0f} s)", flush=True)
-    for variant in VARIANTS:
+    for variant in variants:
         per_seed = [done[(variant, seed)] for seed in seeds]
         final = {c.name: [r["accuracy"][c.name][-1] for r in per_seed] for c in CLIENTS}
         results["variants"][variant] = {

@@ -1,8 +1,8 @@
-"""H2Tune Flower ServerApp: thin; sends the common seeded G⁰, then the unweighted mean of the clients' G_c."""
+"""H2Tune Flower ServerApp: thin; sends the common seeded G⁰ (H2Tune variants) or nothing (baselines), then each
+round what [`~hf_ext.h2tune.aggregation.server_update`] makes of the clients' replies."""
 
 from __future__ import annotations
 
-import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 
@@ -22,15 +22,25 @@ def main(grid: Grid, context: Context) -> None:
     min_nodes = int(context.run_config.get("min-nodes", len(CLIENTS)))
     max_layers = max(c.layers for c in CLIENTS)
     strategy = make_strategy(
-        global_shape(max_layers), fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=min_nodes,
-        min_available_nodes=min_nodes,
+        global_shape(max_layers), mode=run.mode, fraction_train=1.0, fraction_evaluate=0.0,
+        min_train_nodes=min_nodes, min_available_nodes=min_nodes,
     )
-    g0 = initial_global(max_layers, len(MODULE_SLOTS), GLOBAL_RANK, seed=run.seed).numpy()
-    result = strategy.start(grid=grid, initial_arrays=ArrayRecord({"g": Array(g0)}), num_rounds=run.rounds,
-                            train_config=ConfigRecord(), timeout=float(context.run_config.get("timeout", 600)))
+    initial = ArrayRecord()
+    if run.mode == "h2tune":
+        initial = ArrayRecord({"g": Array(initial_global(max_layers, len(MODULE_SLOTS), GLOBAL_RANK,
+                                                         seed=run.seed).numpy())})
+    result = strategy.start(grid=grid, initial_arrays=initial, num_rounds=run.rounds, train_config=ConfigRecord(),
+                            timeout=float(context.run_config.get("timeout", 600)))
     rejected = sum(len(v) for v in strategy.rejected.values())
-    accuracy = {f"round-{r}": float(m.get("accuracy", np.nan)) for r, m in result.train_metrics_clientapp.items()}
-    summary = MetricRecord({"num-rejected": rejected, "rounds": len(result.train_metrics_clientapp), **accuracy})
-    save_result(context, {"arrays": result.arrays, "summary": summary,
-                          "rejected": ConfigRecord({f"{r}:{c}": why for r, v in strategy.rejected.items()
-                                                    for c, why in v.items()})})
+    summary = MetricRecord({"num-rejected": rejected, "rounds": len(result.train_metrics_clientapp),
+                            **{f"round-{r}": float(m.get("accuracy", float("nan")))
+                               for r, m in result.train_metrics_clientapp.items()}})
+    save_result(context, {
+        "arrays": result.arrays,
+        "summary": summary,
+        "rejected": ConfigRecord({f"{r}:{c}": why for r, v in strategy.rejected.items() for c, why in v.items()}),
+        # per round and partition: the accuracy each client measured after its local training
+        "client-accuracy": MetricRecord({f"{r}:{c}": a for r, v in strategy.client_accuracy.items()
+                                         for c, a in v.items()}),
+        "bytes-received": MetricRecord({str(r): b for r, b in strategy.bytes_received.items()}),
+    })

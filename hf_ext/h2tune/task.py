@@ -7,10 +7,13 @@ depends on the hidden size).
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
+from collections.abc import Mapping
+from pathlib import Path
 from dataclasses import dataclass
 
-import numpy as np  # noqa: F401  (type hints)
+import numpy as np
 import torch
 
 from .alignment import RelationMatrix
@@ -39,6 +42,17 @@ CLIENTS = (
 )
 GLOBAL_RANK = 16
 
+# The compared methods, all run by the same client and server code (in-process or on Flower): `mode` says what a
+# client sends ("h2tune": G_c; "hetlora": padded LoRA factors; "local": nothing), the other keys set RunConfig fields.
+VARIANTS: dict[str, dict] = {
+    "local-only": {"mode": "local"},
+    "hetlora": {"mode": "hetlora"},
+    "h2tune": {"mode": "h2tune"},
+    "h2tune-no-sparsify": {"mode": "h2tune", "sparsify": False},
+    "h2tune-index-aligned": {"mode": "h2tune", "index_aligned": True},
+    "h2tune-joint": {"mode": "h2tune", "alternating": False},
+}
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -57,34 +71,66 @@ class RunConfig:
     cache_dir: str = "runs/h2tune/pretrained"
     alternating: bool = True  # False = the "joint instead of alternating" ablation
     corrupt_partition: int = -1  # tests: this partition sends NaNs (the server must reject them)
+    variant: str = "h2tune"  # a key of VARIANTS; `for_variant` sets the fields it implies
+    save_dir: str = ""  # Flower runs: where the ClientApps save their adapted models after the last round
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise ValueError(f"unknown H2Tune variant {self.variant!r}; choose from {sorted(VARIANTS)}")
+
+    @property
+    def mode(self) -> str:
+        return VARIANTS[self.variant]["mode"]
+
+    def for_variant(self, variant: str) -> "RunConfig":
+        """This config for `variant`, with the fields the variant implies (sparsify, index_aligned, alternating)."""
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown H2Tune variant {variant!r}; choose from {sorted(VARIANTS)}")
+        implied = {"sparsify": True, "index_aligned": False, "alternating": True}
+        implied.update({k: v for k, v in VARIANTS[variant].items() if k != "mode"})
+        return dataclasses.replace(self, variant=variant, **implied)
+
+    def to_run_config(self) -> dict:
+        """The Flower run config that [`from_run_config`] parses back into this config."""
+        return {"num-server-rounds": self.rounds, "local-steps": self.local_steps, "batch-size": self.batch_size,
+                "lr": self.learning_rate, "num-train": self.num_train, "num-test": self.num_test, "seed": self.seed,
+                "variant": self.variant, "pretrain-steps": self.pretrain_steps, "cache-dir": self.cache_dir,
+                "corrupt-partition": self.corrupt_partition, "save-dir": self.save_dir}
 
     @classmethod
     def from_run_config(cls, run_config) -> "RunConfig":
-        """Parses a Flower run config (`num-server-rounds`, `local-steps`, `seed`, `num-train`, `num-test`, ...)."""
+        """Parses a Flower run config (`num-server-rounds`, `local-steps`, `seed`, `variant`, `num-train`, ...).
+        The variant's implied fields win; `index-aligned` / `alternating` keys (older configs) still apply to the
+        default variant."""
         get = run_config.get
-        return cls(
+        run = cls(
             rounds=int(get("num-server-rounds", cls.rounds)), local_steps=int(get("local-steps", cls.local_steps)),
             batch_size=int(get("batch-size", cls.batch_size)), learning_rate=float(get("lr", cls.learning_rate)),
             num_train=int(get("num-train", cls.num_train)), num_test=int(get("num-test", cls.num_test)),
-            seed=int(get("seed", cls.seed)), index_aligned=bool(get("index-aligned", False)),
-            alternating=bool(get("alternating", True)),
-            corrupt_partition=int(get("corrupt-partition", -1)),
+            seed=int(get("seed", cls.seed)), pretrain_steps=int(get("pretrain-steps", 0)),
+            cache_dir=str(get("cache-dir", cls.cache_dir)), corrupt_partition=int(get("corrupt-partition", -1)),
+            save_dir=str(get("save-dir", "")),
         )
+        variant = str(get("variant", "h2tune"))
+        if variant != "h2tune":
+            return run.for_variant(variant)
+        return dataclasses.replace(run, index_aligned=bool(get("index-aligned", False)),
+                                   alternating=bool(get("alternating", True)))
 
 
 class H2TuneClient:
     """A federated H2Tune client (see the module docstring)."""
 
-    def __init__(self, spec: ClientSpec, run: RunConfig, max_layers: int, base=None, index: int = 0,
-                 plain_lora: bool = False):
+    def __init__(self, spec: ClientSpec, run: RunConfig, max_layers: int, base=None, index: int = 0):
+        # the local-only and HetLoRA baselines train vanilla LoRA; every H2Tune variant trains the H2Tune adapter
+        plain_lora = run.mode != "h2tune"
         self.spec, self.run, self.plain_lora = spec, run, plain_lora
         self.output_dir = tempfile.mkdtemp(prefix=f"h2tune_{spec.name}_")  # Trainer scratch (nothing is saved)
         if base is None:
             base = tiny_base(tiny_base_config(spec.family, spec.layers, spec.hidden, VOCAB_SIZE), seed=1000 + index)
             if run.pretrain_steps > 0:
                 base = pretrained_base(base, spec, run, init_seed=1000 + index)
-        config = H2TuneConfig(r=spec.rank, global_rank=GLOBAL_RANK, task_type="CAUSAL_LM",
-                              sparsify=run.sparsify or spec.rank != GLOBAL_RANK)
+        config = H2TuneConfig(r=spec.rank, global_rank=GLOBAL_RANK, task_type="CAUSAL_LM", sparsify=run.sparsify)
         from peft import LoraConfig, get_peft_model
 
         if plain_lora:  # the local-only / HetLoRA baselines: vanilla LoRA with the same rank and defaults
@@ -103,6 +149,20 @@ class H2TuneClient:
     @property
     def num_layers(self) -> int:
         return num_layers(self.model)
+
+    def run_round(self, incoming: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+        """One federated round in this run's mode: apply what the server sent (nothing in the first round), train
+        locally, and return what the client sends — `{"g": G_c}` for H2Tune, its padded-able LoRA factors for
+        HetLoRA, nothing for local-only. The in-process loop and the Flower ClientApp both call this."""
+        from .baselines import hetlora_payload, load_hetlora
+
+        if self.run.mode == "h2tune":
+            g = torch.from_numpy(np.array(incoming["g"], dtype=np.float32)) if incoming and "g" in incoming else None
+            return {"g": self.fit(g).numpy().astype(np.float32)}
+        if self.run.mode == "hetlora" and incoming:
+            load_hetlora(self.model, incoming)
+        self.train_local()
+        return hetlora_payload(self.model) if self.run.mode == "hetlora" else {}
 
     def fit(self, global_tensor: torch.Tensor | None) -> torch.Tensor:
         """One round: download G (if any), train locally, return G_c."""
@@ -166,6 +226,21 @@ class H2TuneClient:
     def evaluate(self) -> float:
         return exact_match(self.model, self.test_pairs)
 
+    def save_artifact(self, out: str | Path) -> Path:
+        """This client's adapted model as a Hub artifact pair under `out/clients/<name>/`: `base/` (the unmodified
+        base decoder) and `adapter/` (the adapter, whose `adapter_config.json` and card name the base)."""
+        import copy
+        import json
+
+        folder = Path(out) / "clients" / self.spec.name
+        base_ref = str(folder / "base")
+        self.model.peft_config["default"].base_model_name_or_path = base_ref
+        self.model.get_base_model().name_or_path = base_ref  # what PEFT's adapter card names as `base_model`
+        self.model.save_pretrained(folder / "adapter")
+        copy.deepcopy(self.model).unload().save_pretrained(folder / "base")
+        (folder / "client.json").write_text(json.dumps(self.spec.__dict__, indent=2))
+        return folder
+
 
 def pretrain_corpus(n: int, seed: int) -> list[tuple[str, str]]:
     """The shared synthetic corpus: plain sums `a+b=` → `a+b` (no modulo), related to but not the clients' tasks."""
@@ -225,4 +300,4 @@ def global_shape(max_layers: int) -> tuple[int, int, int, int]:
     return (max_layers, len(MODULE_SLOTS), GLOBAL_RANK, GLOBAL_RANK)
 
 
-__all__ = ["CLIENTS", "ClientSpec", "GLOBAL_RANK", "H2TuneClient", "RunConfig", "TASKS", "global_shape"]
+__all__ = ["CLIENTS", "ClientSpec", "GLOBAL_RANK", "H2TuneClient", "RunConfig", "TASKS", "VARIANTS", "global_shape"]

@@ -107,14 +107,20 @@ def test_step_writes_back_and_reselects():
     assert torch.equal(m.lora_T["default"].detach().flatten(), written.flatten()[new_idx])
 
 
-def test_no_sparsify_uses_whole_matrix_and_rank_checks():
-    model = _adapter("llama", r=8, sparsify=False)
+def test_no_sparsify_uses_fixed_leading_block_and_rank_checks():
+    model = _adapter("llama", r=8, sparsify=False)  # r == R: T is the whole shared matrix (k = R²)
     m = next(m for m in model.modules() if isinstance(m, H2TuneLinear))
     assert torch.equal(m.lora_T["default"].detach(), m.lora_lT["default"])
     with pytest.raises(ValueError, match="global_rank"):
         H2TuneConfig(r=32, global_rank=16)
-    with pytest.raises(ValueError, match="sparsify=False"):
-        H2TuneConfig(r=4, global_rank=16, sparsify=False)
+    small = _adapter("llama", r=4, sparsify=False)  # r < R: the leading 4×4 block, whatever S says
+    m = next(m for m in small.modules() if isinstance(m, H2TuneLinear))
+    assert torch.equal(m.lora_T["default"].detach(), m.lora_lT["default"][:4, :4])
+    with torch.no_grad():
+        m.lora_S["default"].copy_(torch.randn_like(m.lora_S["default"]))
+    sync_middle(small)
+    assert torch.equal(m.lora_T["default"].detach(), m.lora_lT["default"][:4, :4])
+    assert select_indices(torch.zeros(4, 4), 2, sparsify=False).tolist() == [0, 1, 4, 5]
     assert select_indices(torch.arange(16.0).reshape(4, 4), 2).tolist() == [12, 13, 14, 15]
 
 

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from hf_ext.h2tune.aggregation import aggregate_mean, hetlora_aggregate, update_problem
+from hf_ext.h2tune.aggregation import aggregate_mean, update_problem
+from hf_ext.h2tune.baselines import hetlora_mean, hetlora_payload
 from hf_ext.h2tune.alignment import RelationMatrix, initial_global
+from hf_ext.h2tune.task import RunConfig
 
 
 def test_relation_matrix_closed_forms():
@@ -47,11 +49,17 @@ def test_aggregate_unweighted_mean_rejects_bad_updates(caplog):
     assert update_problem(good[0], shape) is None
 
 
-def test_hetlora_pad_average_truncate():
-    a = {"c0": torch.ones(2, 5), "c1": 3 * torch.ones(4, 5)}
-    out = hetlora_aggregate(a, {"c0": 2, "c1": 4})
-    torch.testing.assert_close(out["c0"], 2 * torch.ones(2, 5))
-    torch.testing.assert_close(out["c1"], torch.cat([2 * torch.ones(2, 5), 1.5 * torch.ones(2, 5)]))
+def test_hetlora_pad_average_truncate_and_reject(caplog):
+    ok0 = {"A:0:0": np.ones((2, 5), np.float32)}
+    ok1 = {"A:0:0": 3 * np.ones((4, 6), np.float32), "A:1:0": np.ones((4, 6), np.float32)}
+    bad = {"A:0:0": np.full((2, 5), np.nan, np.float32)}
+    mean, rejected = hetlora_mean({"c0": ok0, "c1": ok1, "c2": bad, "c3": {"weird": np.ones((1, 1))}})
+    expected = np.full((4, 6), 1.5, np.float32)
+    expected[:2, :5] = 2.0  # (1 + 3) / 2 where both clients have entries; c0's zero padding elsewhere
+    np.testing.assert_allclose(mean["A:0:0"], expected)
+    np.testing.assert_allclose(mean["A:1:0"], np.ones((4, 6)))  # only c1 has layer 1
+    assert "NaN/Inf" in rejected["c2"] and "malformed key" in rejected["c3"]
+    assert "rejected update from client c2" in caplog.text
 
 
 def test_client_sends_payload_independent_of_width_and_keeps_state():
@@ -62,6 +70,8 @@ def test_client_sends_payload_independent_of_width_and_keeps_state():
     client = H2TuneClient(CLIENTS[2], run, 4, index=2)  # GPT-2-style, 2 layers, width 32
     g_c = client.fit(g)
     assert g_c.shape == global_shape(4) and torch.isfinite(g_c).all()
+    # P_c lives outside the model, so Trainer does not zero its gradient: the callback must (no accumulation)
+    assert client.relation.weight.grad is None
     state = client.state_arrays()
     again = H2TuneClient(CLIENTS[2], run, 4, index=2)
     again.load_state_arrays(state)
@@ -84,3 +94,37 @@ def test_flower_apps_local_grid_three_heterogeneous_clients():
     assert summary["rounds"] == 2 and summary["num-rejected"] == 2  # client 1's NaN update, both rounds
     assert all("NaN/Inf" in why for why in dict(state["rejected"]).values())
     assert {k.split(":")[1] for k in dict(state["rejected"])} == {"1"}
+
+
+def _assert_same_run(a: dict, b: dict):
+    assert a["accuracy"] == b["accuracy"]
+    assert a["bytes_sent_per_round"] == b["bytes_sent_per_round"]
+    if a["final_message"] is None:
+        assert b["final_message"] is None
+        return
+    assert a["final_message"].keys() == b["final_message"].keys()
+    for key in a["final_message"]:
+        np.testing.assert_allclose(a["final_message"][key], b["final_message"][key], rtol=1e-5, atol=1e-6,
+                                   err_msg=key)
+
+
+@pytest.mark.parametrize("variant", ["h2tune", "hetlora"])
+def test_flower_apps_reproduce_the_in_process_run(variant):
+    """The reproduction's in-process loop and the Flower apps are the same computation (same G / HetLoRA means)."""
+    from hf_ext.h2tune.reproduce import run_variant, run_variant_flower
+
+    run = RunConfig(rounds=2, local_steps=2, num_train=16, num_test=8, batch_size=8)
+    inproc = run_variant(variant, run)
+    flower = run_variant_flower(variant, run, engine="local")
+    _assert_same_run(inproc, flower)
+    if variant == "hetlora":  # every client sends all its A and B factors (float32)
+        assert inproc["bytes_sent_per_round"] == sum(4 * a.size for c in inproc["clients"]
+                                                     for a in hetlora_payload(c.model).values())
+
+
+@pytest.mark.slow
+def test_simulation_engine_reproduces_the_in_process_run():
+    from hf_ext.h2tune.reproduce import run_variant, run_variant_flower
+
+    run = RunConfig(rounds=2, local_steps=2, num_train=16, num_test=8, batch_size=8)
+    _assert_same_run(run_variant("h2tune", run), run_variant_flower("h2tune", run, engine="simulation"))
