@@ -4,7 +4,8 @@
    does not depend on d; HetLoRA sends its LoRA factors, which grow with d.
 2. Server aggregation time (unweighted mean with validation) for 3 and 30 clients.
 3. Train step (forward + backward + AdamW step + H2Tune's post-step write-back) of the H2Tune adapter against plain
-   LoRA of the same rank on the same tiny Llama; target ≤ 1.3×. Interleaved, medians.
+   LoRA of the same rank and dropout (0.05, the paper's default and the reproduce baseline's) on the same tiny Llama;
+   target ≤ 1.3×. Interleaved, medians.
 
     python benchmarks/h2tune_cost.py [--repeats 30]
 """
@@ -53,7 +54,7 @@ def step_ratio(repeats: int, hidden: int = 128, rank: int = 8) -> tuple[float, f
     ids = torch.randint(3, 64, (8, 32))
     models = {
         "lora": get_peft_model(tiny_base(tiny_base_config("llama", L_MAX, hidden)),
-                               LoraConfig(r=rank, lora_alpha=16, target_modules="all-linear")),
+                               LoraConfig(r=rank, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear")),
         "h2tune": get_peft_model(tiny_base(tiny_base_config("llama", L_MAX, hidden)),
                                  H2TuneConfig(r=rank, global_rank=R)),
     }
