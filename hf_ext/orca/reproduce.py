@@ -42,7 +42,7 @@ class OrcaReproduceArguments:
     out: str = "runs/orca"
     backbones: list[str] = field(default_factory=lambda: ["mmoe", "ple"])
     strengths: list[float] = field(default_factory=lambda: [0.0, 1.0, 2.0, 3.0])
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = field(default_factory=lambda: [0, 1])  # --full: 3 seeds
     num_impressions: int = 48_000
     num_users: int = 1_000
     num_items: int = 600
@@ -54,7 +54,7 @@ class OrcaReproduceArguments:
     def __post_init__(self):
         if self.full:
             self.num_impressions, self.num_users, self.num_items = 300_000, 3_000, 2_000
-            self.epochs, self.ablations = 5.0, True
+            self.epochs, self.ablations, self.seeds = 5.0, True, [0, 1, 2]
 
 
 def make_parser() -> argparse.ArgumentParser:
