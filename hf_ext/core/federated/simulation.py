@@ -84,6 +84,11 @@ def run_simulation(
         `dict[str, ArrayRecord | MetricRecord | ConfigRecord]`: the ServerApp's `context.state` at the end.
     """
     _disable_flwr_telemetry()
+    # Ray's workers inherit this process's environment: no per-actor progress bars or advisory warnings from
+    # transformers / datasets flooding the driver's log (a variable the caller already set wins).
+    for key, value in (("TRANSFORMERS_VERBOSITY", "error"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+                       ("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")):
+        os.environ.setdefault(key, value)
     from flwr.simulation import run_simulation as flwr_run_simulation
 
     run_config = dict(run_config or {})
