@@ -1,0 +1,53 @@
+"""FL-LLaMA (FedSEA-LLaMA): federated split learning and split KV-cache generation for any HF LLaMA
+(arXiv 2505.15683)."""
+
+from hf_ext.core.registry import MethodSpec, register_method
+
+from .configuration_fl_llama import FlLlamaClientConfig, FlLlamaConfig, FlLlamaServerConfig
+from .modeling_fl_llama import FlLlamaClientModel, FlLlamaServerModel, merge_parts, split_llama
+
+SPEC = register_method(
+    MethodSpec(
+        name="fl_llama",
+        title="FL-LLaMA: A Federated Splitting Framework for LLMs: Security, Efficiency, and Adaptability",
+        arxiv_id="2505.15683",
+        kind="model",
+        summary=(
+            "Split federated learning of any `LlamaForCausalLM`: the client keeps the embeddings, the first `a` and "
+            "the last `c` blocks, the head and the labels (`FlLlamaClientModel`); the server holds the middle blocks "
+            "(`FlLlamaServerModel`). Noisy hidden states and gradients cross a counted transport (in-process or "
+            "gRPC on loopback), with attention-mask compression, three multi-client modes, LoRA per part and split "
+            "generation with a KV cache on each side."
+        ),
+        tags=("federated-learning", "split-learning", "llama", "kv-cache", "lora", "privacy", "grpc"),
+        config_class=FlLlamaClientConfig,
+        auto_classes={"AutoModel": FlLlamaClientModel},
+        # The server's part is a second artifact, published by a different party, with its own config class.
+        extra_auto_classes=((FlLlamaServerConfig, {"AutoModel": FlLlamaServerModel}),),
+        reproduce="hf_ext.fl_llama.reproduce:main",
+        train="hf_ext.fl_llama.training:main",
+        demo="hf_ext.fl_llama.demo:build_demo",
+        contract="hf_ext.fl_llama.testing:contract_fixture",
+        commands={"serve": "hf_ext.fl_llama.serve:main"},
+        datasets=("super_glue",),
+        metrics=("accuracy", "rouge"),
+        pipeline_tag="text-generation",
+        status="implemented (tiny random Llama + MultiRC; in-process and gRPC loopback transports)",
+        usage=(
+            "from transformers import AutoModel\n"
+            "client = AutoModel.from_pretrained(\"{repo_id}\", trust_remote_code=True)  # the client's part only\n"
+            "# pair it with the server's part over hf_ext.fl_llama.transport.GrpcTransport; see the model card"
+        ),
+    )
+)
+
+__all__ = [
+    "FlLlamaClientConfig",
+    "FlLlamaClientModel",
+    "FlLlamaConfig",
+    "FlLlamaServerConfig",
+    "FlLlamaServerModel",
+    "SPEC",
+    "merge_parts",
+    "split_llama",
+]

@@ -1,0 +1,112 @@
+"""Training knobs of FL-LLaMA (kept apart from the partition config), the per-part optimiser, and LoRA on a part."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class FlLlamaTrainingArguments:
+    """Optimisation of each part, as in the official scripts: one AdamW per part with a linear decay to 0.
+
+    Args:
+        learning_rate (`float`): AdamW learning rate of every part.
+        adam_beta1, adam_beta2 (`float`): AdamW betas (0.9, 0.999).
+        adam_epsilon (`float`): AdamW eps (1e-5 in the official code).
+        weight_decay (`float`): AdamW weight decay (0.01).
+        max_grad_norm (`float`, *optional*): per-part gradient-norm clip (1.0); `None` disables it.
+        max_steps (`int`): steps of the linear schedule `1 -> 0` (`LinearLR`).
+        dp_gradient (`bool`): the optional `--add_DP_gradient`: per-sample clip of `g_B` then Gaussian noise with the
+            client's `σ` before it is sent.
+        dp_grad_clip (`float`): per-sample L2 bound of `g_B` (0.04 in the official code).
+        seed (`int`): seed of the client's noise generator and of the data order.
+    """
+
+    learning_rate: float = 1e-3
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-5
+    weight_decay: float = 0.01
+    max_grad_norm: float | None = 1.0
+    max_steps: int = 100
+    dp_gradient: bool = False
+    dp_grad_clip: float = 0.04
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.learning_rate <= 0:
+            raise ValueError(f"FlLlamaTrainingArguments.learning_rate must be > 0, got {self.learning_rate}")
+        if self.max_steps < 1:
+            raise ValueError(f"FlLlamaTrainingArguments.max_steps must be >= 1, got {self.max_steps}")
+        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
+            raise ValueError("FlLlamaTrainingArguments.max_grad_norm must be > 0 or None")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class PartOptimizer:
+    """AdamW + `LinearLR(1 -> 0 over max_steps)` + gradient-norm clip for one part's trainable parameters."""
+
+    def __init__(self, params: Iterable[nn.Parameter], args: FlLlamaTrainingArguments):
+        self.params = [p for p in params if p.requires_grad]
+        self.args = args
+        self.optimizer = torch.optim.AdamW(self.params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                                           eps=args.adam_epsilon, weight_decay=args.weight_decay)  # fmt: skip
+        self.scheduler = torch.optim.lr_scheduler.LinearLR(self.optimizer, 1.0, 0.0, total_iters=args.max_steps)
+
+    def step(self) -> float:
+        """Clips, steps, advances the schedule and zeroes the gradients; returns the pre-clip gradient norm."""
+        grads = [p for p in self.params if p.grad is not None]
+        norm = float(torch.nn.utils.get_total_norm([p.grad for p in grads])) if grads else 0.0
+        if self.args.max_grad_norm is not None and grads:
+            torch.nn.utils.clip_grads_with_norm_(grads, self.args.max_grad_norm, torch.tensor(norm))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.zero_grad()
+        return norm
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def state_tensors(self, prefix: str) -> dict[str, torch.Tensor]:
+        """The optimiser and schedule state as flat tensors (for safetensors checkpoints, no pickle)."""
+        out = {f"{prefix}.scheduler_epoch": torch.tensor(self.scheduler.last_epoch)}
+        for i, p in enumerate(self.params):
+            for key, value in self.optimizer.state.get(p, {}).items():
+                out[f"{prefix}.{i}.{key}"] = value if torch.is_tensor(value) else torch.tensor(value)
+        return out
+
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor], prefix: str) -> None:
+        for i, p in enumerate(self.params):
+            state = {key.rsplit(".", 1)[1]: v.clone() for key, v in tensors.items() if key.startswith(f"{prefix}.{i}.")}
+            if state:
+                self.optimizer.state[p] = state
+        epoch = int(tensors[f"{prefix}.scheduler_epoch"])
+        self.scheduler.last_epoch = epoch
+        for group, base_lr in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base_lr * max(0.0, 1.0 - epoch / self.args.max_steps)
+
+
+def apply_lora(module: nn.Module, layer_prefixes: list[str], rank: int, alpha: float, dropout: float,
+               target_modules: list[str]) -> list[nn.Parameter]:  # fmt: skip
+    """Injects PEFT LoRA into the attention projections of the given blocks of a part (e.g. `head_layers.0`) and
+    returns the LoRA parameters; everything else in those blocks is frozen by the caller."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    if not layer_prefixes:
+        return []
+    blocks = "|".join(p.replace(".", r"\.") for p in layer_prefixes)
+    targets = "|".join(target_modules)
+    cfg = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout,
+                     target_modules=rf"^({blocks})\.(self_attn|mlp)\.({targets})$")  # fmt: skip
+    inject_adapter_in_model(cfg, module)
+    return [p for n, p in module.named_parameters()
+            if "lora_" in n and any(n.startswith(x + ".") for x in layer_prefixes)]  # fmt: skip
+
+
+__all__ = ["FlLlamaTrainingArguments", "PartOptimizer", "apply_lora"]

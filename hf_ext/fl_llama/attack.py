@@ -1,0 +1,109 @@
+"""The inversion attack of the FL-LLaMA privacy analysis, and ROUGE.
+
+A curious server colludes with client 0, which also hands over its raw token ids. The server trains a decoder
+`D` = the last `attack_layers` LLaMA blocks (random init) + RMSNorm + `lm_head` with cross-entropy between `D(h̃_A)`
+and the ids at the same positions, then decodes another client's `h̃_A` and the reconstruction is scored with
+ROUGE-1/2/L F against that client's true text. Expected: ROUGE falls as the noise scale `s` and the depth `a` grow.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+from torch import nn
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
+
+from .modeling_fl_llama import causal_mask_4d, position_ids_from_mask, run_blocks
+
+
+def _ngrams(tokens: list[str], n: int) -> Counter:
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _f1(overlap: int, n_pred: int, n_ref: int) -> float:
+    if overlap == 0 or n_pred == 0 or n_ref == 0:
+        return 0.0
+    p, r = overlap / n_pred, overlap / n_ref
+    return 2 * p * r / (p + r)
+
+
+def _lcs(a: list[str], b: list[str]) -> int:
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge(prediction: str, reference: str) -> dict[str, float]:
+    """ROUGE-1, ROUGE-2 and ROUGE-L F-measures on lower-cased whitespace tokens (the `rouge` package's defaults
+    without stemming)."""
+    p, r = prediction.lower().split(), reference.lower().split()
+    out = {}
+    for n in (1, 2):
+        pn, rn = _ngrams(p, n), _ngrams(r, n)
+        out[f"rouge{n}"] = _f1(sum((pn & rn).values()), sum(pn.values()), sum(rn.values()))
+    out["rougeL"] = _f1(_lcs(p, r), len(p), len(r))
+    return out
+
+
+class InversionDecoder(nn.Module):
+    """`D`: `attack_layers` randomly initialised LLaMA blocks + RMSNorm + `lm_head`, mapping `h̃_A` to token logits."""
+
+    def __init__(self, llama_config, attack_layers: int = 1, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        cfg = llama_config
+        cfg._attn_implementation = "sdpa"
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(attack_layers))
+        self.norm = LlamaRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.rotary = LlamaRotaryEmbedding(cfg)
+
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        mask = attention_mask.bool()
+        h = run_blocks(self.layers, self.rotary, hidden, causal_mask_4d(mask, mask.shape[1]),
+                       position_ids_from_mask(mask))  # fmt: skip
+        return self.lm_head(self.norm(h))
+
+
+def train_inversion(decoder: InversionDecoder, hidden: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor,
+                    steps: int = 200, batch_size: int = 16, lr: float = 2e-3,
+                    seed: int = 0) -> list[float]:  # fmt: skip
+    """Fits `D` on the colluding client's `(h̃_A, ids)` pairs (real tokens only)."""
+    opt = torch.optim.AdamW(decoder.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    losses = []
+    decoder.train()
+    for _ in range(steps):
+        idx = torch.randint(0, len(ids), (batch_size,), generator=g)
+        logits = decoder(hidden[idx], mask[idx])
+        target = ids[idx].masked_fill(~mask[idx].bool(), -100)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=-100)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+    return losses
+
+
+@torch.no_grad()
+def reconstruct(decoder: InversionDecoder, hidden: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
+    """The decoder's arg-max token at every real position of each row."""
+    decoder.eval()
+    pred = decoder(hidden, mask).argmax(-1)
+    return [row[m.bool()].tolist() for row, m in zip(pred, mask)]
+
+
+def attack_rouge(decoder: InversionDecoder, tokenizer, hidden: torch.Tensor, ids: torch.Tensor,
+                 mask: torch.Tensor) -> dict[str, float]:  # fmt: skip
+    """Mean ROUGE-1/2/L F of the victim's reconstructed texts against its true texts."""
+    recon = reconstruct(decoder, hidden, mask)
+    scores = [rouge(tokenizer.decode(r), tokenizer.decode(t[m.bool()].tolist())) for r, t, m in zip(recon, ids, mask)]
+    return {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
+
+
+__all__ = ["InversionDecoder", "attack_rouge", "reconstruct", "rouge", "train_inversion"]

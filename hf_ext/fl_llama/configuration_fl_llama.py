@@ -1,0 +1,134 @@
+"""FL-LLaMA partition configurations: one per party's artifact (the client's head + tail, the server's body).
+
+This file is copied next to the weights when a part is saved (transformers' `register_for_auto_class`), so it
+imports nothing from hf_ext: a Hub user loads a part with `trust_remote_code=True` without hf_ext installed.
+
+Two configuration classes, not one with a `role` field: the client and the server are different organisations that
+each hold (and publish) only their own part, and `AutoModel` maps one model class per config class.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from transformers import LlamaConfig, PreTrainedConfig
+
+
+class FlLlamaConfig(PreTrainedConfig):
+    r"""Partition of a LLaMA causal LM between a client and a server
+    ([FL-LLaMA / FedSEA-LLaMA, arXiv 2505.15683](https://arxiv.org/abs/2505.15683)).
+
+    The client holds part A (`embed_tokens` + blocks `[0, a)`) and part C (blocks `[L - c, L)` + final RMSNorm +
+    `lm_head` + the loss); the server holds part B (blocks `[a, L - c)`). Labels and token ids never leave the client.
+
+    Args:
+        llama_config (`dict`): `LlamaConfig.to_dict()` of the full model being split (L = its `num_hidden_layers`).
+        num_input_blocks (`int`, defaults to 1): `a`, blocks in the client's head.
+        num_output_blocks (`int`, defaults to 1): `c`, blocks in the client's tail.
+        client_stored_blocks (`int`, *optional*): `K`, how many first and last blocks the client artifact stores
+            (defaults to `max(a, c)`). The server artifact stores blocks `[1, L - 1)`. Any `(a, c)` with
+            `1 <= a, c <= K` and `a + c < L` re-partitions the same stored weights, as the official code's
+            "adaptive" partition does (it stores 5 + 5 client blocks and 30 server blocks).
+        noise_scale (`float`, defaults to 0.0): `s`; the client adds `N(0, σ²)` with `σ = s·sqrt(π/2)` (so that
+            `E|ε| = s`) to every hidden state it sends.
+        lora_rank (`int`, defaults to 0): LoRA rank on each part (0: full fine-tuning of the part).
+        lora_alpha (`float`, defaults to 16.0): LoRA scaling numerator.
+        lora_dropout (`float`, defaults to 0.05): LoRA dropout.
+        lora_target_modules (`list[str]`, *optional*): modules carrying LoRA (defaults to q, k, v, o projections).
+        lora_parts (`list[str]`, *optional*): which parts carry LoRA, a subset of `["head", "body", "tail"]`
+            (defaults to all three).
+    """
+
+    model_type = "hf_ext_fl_llama"
+
+    llama_config: dict | None = None
+    num_input_blocks: int = 1
+    num_output_blocks: int = 1
+    client_stored_blocks: int | None = None
+    noise_scale: float = 0.0
+    lora_rank: int = 0
+    lora_alpha: float = 16.0
+    lora_dropout: float = 0.05
+    lora_target_modules: list[str] | None = None
+    lora_parts: list[str] | None = None
+
+    def __post_init__(self, **kwargs):
+        if self.llama_config is None:
+            self.llama_config = LlamaConfig(
+                vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=256,
+            ).to_dict()  # fmt: skip
+        # JSON-canonical (int dict keys become strings) so the config is the same before and after a save/load
+        self.llama_config = json.loads(json.dumps(dict(self.llama_config)))
+        if self.client_stored_blocks is None:
+            self.client_stored_blocks = max(int(self.num_input_blocks), int(self.num_output_blocks))
+        if self.lora_target_modules is None:
+            self.lora_target_modules = ["q_proj", "k_proj", "v_proj", "o_proj"]
+        if self.lora_parts is None:
+            self.lora_parts = ["head", "body", "tail"]
+        # The parts tie lm_head to the embeddings exactly when the split model does (SmolLM2 does, tiny ones not).
+        self.tie_word_embeddings = bool(self.llama_config.get("tie_word_embeddings", False))
+        super().__post_init__(**kwargs)
+        self.validate_partition()
+
+    @property
+    def base(self) -> LlamaConfig:
+        """The full model's `LlamaConfig` (eager attention is not forced: the parts pass an explicit 4-D mask)."""
+        return LlamaConfig.from_dict(self.llama_config)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.llama_config["num_hidden_layers"])
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.llama_config["hidden_size"])
+
+    @property
+    def noise_std(self) -> float:
+        """`σ = s·sqrt(π/2)`: the half-normal mean identity `E|N(0, σ²)| = σ·sqrt(2/π)` makes `E|ε| = s`."""
+        return float(self.noise_scale) * math.sqrt(math.pi / 2)
+
+    def validate_partition(self, a: int | None = None, c: int | None = None) -> None:
+        """Checks a partition (this config's, or `(a, c)`); every failure is a `ValueError` naming the field."""
+        name = type(self).__name__
+        a = int(self.num_input_blocks if a is None else a)
+        c = int(self.num_output_blocks if c is None else c)
+        n = self.num_layers
+        if a < 1 or c < 1:
+            raise ValueError(f"{name}: num_input_blocks (a={a}) and num_output_blocks (c={c}) must both be >= 1")
+        if a + c >= n:
+            raise ValueError(
+                f"{name}: a + c must be < the number of layers so the server keeps at least one block; "
+                f"got a={a}, c={c}, num_hidden_layers={n}"
+            )
+        k = int(self.client_stored_blocks)
+        if a > k or c > k:
+            raise ValueError(
+                f"{name}: the client stores only its first and last client_stored_blocks={k} blocks; "
+                f"a={a}, c={c} needs a new client artifact with client_stored_blocks >= {max(a, c)}"
+            )
+        if not self.noise_scale >= 0:
+            raise ValueError(f"{name}.noise_scale must be >= 0, got {self.noise_scale}")
+        if self.lora_rank < 0:
+            raise ValueError(f"{name}.lora_rank must be >= 0, got {self.lora_rank}")
+        bad = set(self.lora_parts) - {"head", "body", "tail"}
+        if bad:
+            raise ValueError(f"{name}.lora_parts must be a subset of ['head', 'body', 'tail'], got {sorted(bad)}")
+
+
+class FlLlamaClientConfig(FlLlamaConfig):
+    r"""[`FlLlamaConfig`] of the client's artifact: embeddings, the first and last `client_stored_blocks` blocks,
+    the final norm and `lm_head` (see [`FlLlamaClientModel`])."""
+
+    model_type = "hf_ext_fl_llama_client"
+
+
+class FlLlamaServerConfig(FlLlamaConfig):
+    r"""[`FlLlamaConfig`] of the server's artifact: blocks `[1, L - 1)` (see [`FlLlamaServerModel`])."""
+
+    model_type = "hf_ext_fl_llama_server"
+
+
+__all__ = ["FlLlamaClientConfig", "FlLlamaConfig", "FlLlamaServerConfig"]

@@ -1,0 +1,170 @@
+"""MultiRC (SuperGLUE) as yes/no cloze prompts, a byte-level BPE tokenizer trained on the corpus, and batching.
+
+The paper's MultiRC template (Table 5 of the appendix) is `[passage]. Question: q? Is it [answer a]? [M].` with the
+mask filled by `yes`/`no`. The data is read from `../shared/data/multirc` (the JSONL files shipped in the authors'
+repository); with a network the loader also accepts `datasets.load_dataset("super_glue", "multirc")`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from hf_ext.core.registry import REPO_ROOT
+
+MULTIRC_DIR = REPO_ROOT.parent / "shared" / "data" / "multirc"
+SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]
+
+
+@dataclass(frozen=True)
+class ClozeExample:
+    """One (passage, question, answer option) triple of MultiRC, with its 0/1 label and passage id."""
+
+    passage_id: int
+    passage: str
+    question: str
+    answer: str
+    label: int
+
+    def prompt(self, max_passage_words: int | None = None) -> str:
+        words = self.passage.split()
+        passage = " ".join(words[:max_passage_words]) if max_passage_words else self.passage
+        return f"{passage.rstrip('. ')}. Question: {self.question.rstrip('?')}? Is it {self.answer}?"
+
+    @property
+    def target(self) -> str:
+        return " yes" if self.label == 1 else " no"
+
+
+def load_multirc(split: str = "train", source: str | Path | None = None,
+                 limit: int | None = None) -> list[ClozeExample]:  # fmt: skip
+    """MultiRC answer options as [`ClozeExample`]s.
+
+    Args:
+        split (`str`): `"train"`, `"val"` (alias `"validation"`) or `"test"`.
+        source (`str` or `Path`, *optional*): a folder with `<split>.jsonl` (defaults to `../shared/data/multirc`),
+            or `"super_glue"` to read `load_dataset("super_glue", "multirc")` (needs a network or a local cache).
+        limit (`int`, *optional*): keep the first `limit` passages.
+    """
+    split = {"validation": "val"}.get(split, split)
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"MultiRC split must be 'train', 'val' or 'test', got {split!r}")
+    if str(source) == "super_glue":
+        return _from_hub(split, limit)
+    path = Path(source or MULTIRC_DIR) / f"{split}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"MultiRC file {path} not found (see ../shared/data/README.md), or pass "
+                                "source='super_glue' with a network")  # fmt: skip
+    out = []
+    with path.open() as fh:
+        for n, line in enumerate(fh):
+            if limit is not None and n >= limit:
+                break
+            row = json.loads(line)
+            text = row["passage"]["text"]
+            for q in row["passage"]["questions"]:
+                for ans in q["answers"]:
+                    label = int(ans.get("label", 0))
+                    out.append(ClozeExample(int(row["idx"]), text, q["question"], ans["text"], label))
+    return out
+
+
+def _from_hub(split: str, limit: int | None) -> list[ClozeExample]:
+    from datasets import load_dataset
+
+    ds = load_dataset("super_glue", "multirc", split={"val": "validation"}.get(split, split))
+    out, seen = [], set()
+    for row in ds:
+        pid = int(row["idx"]["paragraph"])
+        seen.add(pid)
+        if limit is not None and len(seen) > limit:
+            break
+        out.append(ClozeExample(pid, row["paragraph"], row["question"], row["answer"], int(row["label"])))
+    return out
+
+
+def train_tokenizer(texts: list[str], vocab_size: int = 1000, required_words: tuple[str, ...] = (" yes", " no")):
+    """A byte-level BPE (`tokenizers`) trained on `texts`, wrapped as a left-padding `PreTrainedTokenizerFast`.
+
+    `required_words` (the cloze answers) are added to the training stream often enough that BPE merges each into a
+    single token, so the answer is one prediction.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    tok.train_from_iterator(list(texts) + [w for w in required_words for _ in range(2000)], trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   unk_token="<unk>", padding_side="left")  # fmt: skip
+
+
+def corpus(examples: list[ClozeExample], max_passage_words: int | None = None) -> list[str]:
+    return [e.prompt(max_passage_words) + e.target for e in examples]
+
+
+def encode_cloze(tokenizer, examples: list[ClozeExample], max_length: int = 96,
+                 max_passage_words: int | None = 60) -> dict[str, torch.Tensor]:  # fmt: skip
+    """Left-padded `input_ids`, `attention_mask`, `labels` (`-100` except the answer token) and `label` (0/1).
+
+    The prompt is truncated from the left (the question and answer option are at its end) so that prompt + target
+    fits `max_length`.
+    """
+    yes, no = answer_token_ids(tokenizer)
+    rows, masks, labels = [], [], []
+    for e in examples:
+        prompt = tokenizer(e.prompt(max_passage_words), add_special_tokens=False)["input_ids"][-(max_length - 1) :]
+        ids = prompt + [yes if e.label == 1 else no]
+        pad = max_length - len(ids)
+        rows.append([tokenizer.pad_token_id] * pad + ids)
+        masks.append([0] * pad + [1] * len(ids))
+        labels.append([-100] * (max_length - 1) + [ids[-1]])
+    return {"input_ids": torch.tensor(rows), "attention_mask": torch.tensor(masks), "labels": torch.tensor(labels),
+            "label": torch.tensor([e.label for e in examples])}  # fmt: skip
+
+
+def answer_token_ids(tokenizer) -> tuple[int, int]:
+    """Token ids of `" yes"` and `" no"`; each must be one token (the BPE is trained on a corpus that has them)."""
+    ids = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in (" yes", " no")]
+    if any(len(i) != 1 for i in ids):
+        raise ValueError(f"' yes' / ' no' must be single tokens of the tokenizer, got {ids}")
+    return ids[0][0], ids[1][0]
+
+
+def partition_by_passage(examples: list[ClozeExample], num_clients: int) -> list[list[ClozeExample]]:
+    """Client m holds the passages with `passage_id % num_clients == m` (no passage is shared)."""
+    return [[e for e in examples if e.passage_id % num_clients == m] for m in range(num_clients)]
+
+
+def iter_batches(data: dict[str, torch.Tensor], batch_size: int, seed: int = 0, steps: int | None = None):
+    """Shuffled mini-batches (reshuffled every epoch), `steps` of them (default: one epoch)."""
+    n = len(data["input_ids"])
+    rng = random.Random(seed)
+    order: list[int] = []
+    total = steps if steps is not None else max(1, n // batch_size)
+    for _ in range(total):
+        if len(order) < batch_size:
+            perm = list(range(n))
+            rng.shuffle(perm)
+            order += perm
+        idx, order = order[:batch_size], order[batch_size:]
+        yield {k: v[idx] for k, v in data.items()}
+
+
+__all__ = [
+    "ClozeExample",
+    "answer_token_ids",
+    "corpus",
+    "encode_cloze",
+    "iter_batches",
+    "load_multirc",
+    "partition_by_passage",
+    "train_tokenizer",
+]

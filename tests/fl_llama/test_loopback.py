@@ -1,0 +1,109 @@
+"""Client and server as two processes on 127.0.0.1 (gRPC): 3 training steps and 16 generated tokens with KV caches
+must match the in-process run exactly; a server that dies mid-run gives a clear error and the client resumes from
+its last checkpoint against a fresh server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+import torch
+
+from hf_ext.fl_llama import FlLlamaClientModel, FlLlamaServerModel, split_llama
+from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
+from hf_ext.fl_llama.serve import READY
+from hf_ext.fl_llama.server import SplitServer
+from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
+from hf_ext.fl_llama.testing import tiny_batch
+from hf_ext.fl_llama.training import tiny_llama
+from hf_ext.fl_llama.transport import GrpcTransport, InProcessTransport, PeerDisconnected
+
+ARGS = dict(learning_rate=1e-2, max_steps=10, seed=3)
+
+
+def _start_server(server_dir, timeout=240):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "hf_ext.fl_llama.serve", str(server_dir), "--lr", "1e-2", "--max-steps", "10"]
+    # stderr to a file, not a pipe: an unread pipe could fill up and block the server
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith(READY):
+            return proc, int(line.split()[1])
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {open(log.name).read()[-2000:]}")
+    proc.kill()
+    raise TimeoutError("server did not start")
+
+
+def _run(split: FlLlamaSplitForCausalLM, batches, prompt):
+    losses = [split.train_step(b) for b in batches]
+    tokens = split.generate(prompt, max_new_tokens=16, use_cache=True)
+    return losses, tokens
+
+
+@pytest.fixture(scope="module")
+def saved_parts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fl_llama_parts")
+    model = tiny_llama(vocab_size=64, hidden_size=32, num_layers=4, max_positions=64, seed=0)
+    client, server = split_llama(model, 1, 2, noise_scale=0.01)
+    client.save_pretrained(root / "client")
+    server.save_pretrained(root / "server")
+    return root
+
+
+def test_two_processes_match_in_process(saved_parts, tmp_path):
+    batches = [tiny_batch(4, 8, seed=s, vocab=64) for s in range(3)]
+    prompt = torch.tensor([[5, 9, 11, 3, 17]])
+    args = FlLlamaTrainingArguments(**ARGS)
+
+    ref_server = SplitServer(FlLlamaServerModel.from_pretrained(saved_parts / "server"), args)
+    ref = FlLlamaSplitForCausalLM(FlLlamaClientModel.from_pretrained(saved_parts / "client"),
+                                  InProcessTransport(ref_server.handle_bytes), args)  # fmt: skip
+    ref_losses, ref_tokens = _run(ref, batches, prompt)
+
+    proc, port = _start_server(saved_parts / "server")
+    try:
+        transport = GrpcTransport(f"127.0.0.1:{port}")
+        split = FlLlamaSplitForCausalLM(FlLlamaClientModel.from_pretrained(saved_parts / "client"), transport, args)
+        losses, tokens = _run(split, batches, prompt)
+        assert losses == pytest.approx(ref_losses, abs=1e-6)
+        assert torch.equal(tokens, ref_tokens)
+        for (name, p), q in zip(split.client.named_parameters(), ref.client.parameters()):
+            torch.testing.assert_close(p, q, rtol=0, atol=1e-6, msg=name)
+        # bytes were counted per message, in both directions, and generation sent one vector per new token
+        stats = transport.stats
+        assert stats.messages["forward"] == 3 and stats.messages["backward"] == 3 and stats.messages["decode"] == 15
+        assert stats.sent["decode"] < 15 * (32 * 4 + 600)
+        assert stats.as_dict() == ref.transport.stats.as_dict()
+
+        # the server dies mid-run: a clear error, and the client's weights are untouched by the failed step
+        split.save_checkpoint(tmp_path / "ckpt")
+        saved = {k: v.clone() for k, v in split.client.state_dict().items()}
+        proc.terminate()
+        proc.wait(timeout=30)
+        with pytest.raises(PeerDisconnected, match="disconnected|no FL-LLaMA server"):
+            split.train_step(batches[0])
+        assert all(torch.equal(v, split.client.state_dict()[k]) for k, v in saved.items())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # resume: a fresh client process state from the checkpoint, against a fresh server, continues exactly like
+    # the in-process pair continues (same server weights: the in-process server has also taken 3 steps)
+    proc2, port2 = _start_server(saved_parts / "server")
+    try:
+        resumed = FlLlamaSplitForCausalLM(FlLlamaClientModel.from_pretrained(saved_parts / "client"),
+                                          GrpcTransport(f"127.0.0.1:{port2}"), args)  # fmt: skip
+        resumed.load_checkpoint(tmp_path / "ckpt")
+        assert resumed.steps == 3
+        for (name, p), q in zip(resumed.client.named_parameters(), ref.client.parameters()):
+            torch.testing.assert_close(p, q, rtol=0, atol=1e-6, msg=name)
+        assert resumed.train_step(batches[0]) > 0  # trains again
+    finally:
+        proc2.kill()
