@@ -1,0 +1,84 @@
+"""FedE4RAG Flower ClientApp: thin; routes messages to [`~hf_ext.fede4rag.task.FedE4RAGClient`].
+
+The node's `partition-id` picks its company. A `query` message answers the client's data size and adapter size (for
+the server's size-proportional sampling and ciphertext checks). A `train` message carries the global adapter: empty
+in round 1 (every client starts from the same seeded adapter), in clear, or as CKKS ciphertexts that the client
+decrypts with the secret context (`he-secret-path` in the run config, from the key authority). The reply carries
+only the new adapter, encrypted when `encrypt` is on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from hf_ext.core.federated import arrays_to_state_dict, state_dict_to_arrays
+
+from .he import ClientCipher, flatten_state, make_keys, unflatten_state
+from .strategy import CHUNK_PREFIX, chunks_to_record, record_to_chunks
+from .encoder import adapter_arrays
+from .task import FedE4RAGClient, RunConfig, build_model, client_pairs
+
+app = ClientApp()
+MESSAGE_LIMIT = 500 * 2**20  # below the 512 MiB gRPC limit of Flower's deployment engine
+
+
+def _cipher(context: Context) -> ClientCipher:
+    cfg = context.run_config
+    if "he-secret-path" not in cfg or "he-public-path" not in cfg:
+        raise ValueError("encrypt is on but the run config names no 'he-secret-path' / 'he-public-path'")
+    return ClientCipher(Path(str(cfg["he-secret-path"])).read_bytes(), Path(str(cfg["he-public-path"])).read_bytes())
+
+
+def _global_state(record: ArrayRecord, client: FedE4RAGClient, context: Context):
+    if len(record.keys()) == 0:
+        return None  # round 1: the common seeded adapter
+    reference = client.get_state()
+    if any(k.startswith(CHUNK_PREFIX) for k in record.keys()):
+        flat, layout = flatten_state(reference)
+        return unflatten_state(_cipher(context).decrypt(record_to_chunks(record), flat.size), layout)
+    return {k: v.numpy() for k, v in arrays_to_state_dict(record, reference=reference).items()}
+
+
+@app.query()
+def query(msg: Message, context: Context) -> Message:
+    run = RunConfig.from_run_config(context.run_config)
+    pairs = client_pairs(int(context.node_config["partition-id"]), run)  # no training: no caches needed
+    n_params = sum(v.size for v in adapter_arrays(build_model(run)[0]).values())
+    return Message(RecordDict({"metrics": MetricRecord({"num-examples": len(pairs),
+                                                        "num-params": int(n_params)})}), reply_to=msg)
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    run = RunConfig.from_run_config(context.run_config)
+    pid = int(context.node_config["partition-id"])
+    client = FedE4RAGClient(pid, run)
+    client.rounds_done = int(msg.content["config"].get("server-round", 1)) - 1
+    state = client.fit(_global_state(msg.content["arrays"], client, context))
+    metrics = {"num-examples": client.num_examples, "partition-id": pid,
+               **{f"loss-{k}": float(v) for k, v in client.last_loss.items()}}
+    content = {"metrics": MetricRecord(metrics)}
+    if run.encrypt:
+        flat, _ = flatten_state(state)
+        cipher = _cipher(context)
+        if pid == int(context.run_config.get("foreign-key-partition", -1)):  # tests: a client under another key
+            keys = make_keys()
+            cipher = ClientCipher(keys.secret, keys.public)
+        chunks = cipher.encrypt(flat)
+        if pid == int(context.run_config.get("corrupt-partition", -1)):  # tests: bytes that do not deserialise
+            chunks = [b"\x00corrupt" + blob[:64] for blob in chunks]
+        size = sum(len(b) for b in chunks)
+        if size > MESSAGE_LIMIT:  # e.g. the full encoder: ~1.7 GiB of ciphertexts per client per round
+            raise ValueError(f"encrypted upload is {size / 2**20:.0f} MiB, over Flower's {MESSAGE_LIMIT / 2**20:.0f} "
+                             "MiB message limit: encrypt a smaller trainable subset (the LoRA adapter)")
+        content["arrays"] = chunks_to_record(chunks)
+        content["he"] = ConfigRecord({"context-id": cipher.context_id})
+    else:
+        if pid == int(context.run_config.get("corrupt-partition", -1)):
+            state = {k: np.full_like(v, np.nan) for k, v in state.items()}
+        content["arrays"] = state_dict_to_arrays(state)
+    return Message(RecordDict(content), reply_to=msg)

