@@ -1,0 +1,39 @@
+"""TBA: the dual-heterogeneous-noise-generator adversarial attack on expressive human pose and shape estimation
+(arXiv 2504.17457), against victims trained here on a differentiable body model."""
+
+from hf_ext.core.registry import MethodSpec, register_method
+
+from .configuration_tba import TbaDhngConfig, TbaVictimConfig
+from .modeling_tba import TbaDhngModel, TbaDhngOutput, TbaPoseOutput, TbaPoseRegressor
+
+SPEC = register_method(
+    MethodSpec(
+        name="tba",
+        title="TBA: Unveiling Hidden Vulnerabilities in Digital Human Generation via Adversarial Attacks",
+        arxiv_id="2504.17457",
+        kind="model",
+        summary=(
+            "An adversarial attack on human pose and shape regressors: a dual heterogeneous noise generator "
+            "(diffusers `AutoencoderKL` + `ControlNetModel`, `TbaDhngModel`) whose noise is refined inside the "
+            "L-infinity ball with gradients from both the generators and the victim (`TbaPoseRegressor`, an HF "
+            "ViT / ConvNext regressor of body-model parameters), compared with FGSM, PGD and MI-FGSM."
+        ),
+        tags=("adversarial-attack", "human-pose-estimation", "human-mesh-recovery", "diffusers", "controlnet",
+              "vae", "robustness"),  # fmt: skip
+        config_class=TbaVictimConfig,
+        auto_classes={"AutoModel": TbaPoseRegressor},
+        # The noise generator is a second artifact with its own config class.
+        extra_auto_classes=((TbaDhngConfig, {"AutoModel": TbaDhngModel}),),
+        reproduce="hf_ext.tba.reproduce:main",
+        train="hf_ext.tba.training:main",
+        demo="hf_ext.tba.demo:build_demo",
+        contract="hf_ext.tba.testing:contract_fixture",
+        datasets=("rendered-procedural-body", "rendered-anny-body"),
+        metrics=("mpjpe", "pa-mpjpe", "pve"),
+        pipeline_tag="image-feature-extraction",
+        status="implemented (rendered procedural / anny bodies; tiny ViT + ConvNext victims; tiny random-init DHNG)",
+    )
+)
+
+__all__ = ["SPEC", "TbaDhngConfig", "TbaDhngModel", "TbaDhngOutput", "TbaPoseOutput", "TbaPoseRegressor",
+           "TbaVictimConfig"]  # fmt: skip

@@ -1,0 +1,142 @@
+"""TBA configurations: the victim pose/shape regressor and the dual heterogeneous noise generator (DHNG).
+
+This file is copied next to the weights when a TBA artifact is saved (transformers' `register_for_auto_class`), so
+it imports nothing from hf_ext: a Hub user loads it with `trust_remote_code=True` without hf_ext installed.
+
+Two configuration classes, not one with a `role` field: the victim and the generator are separate Hub artifacts
+(the attacker ships the generator; the victim is whatever EHPS model is attacked), and `AutoModel` maps one model
+class per config class.
+"""
+
+from __future__ import annotations
+
+from transformers import PreTrainedConfig
+
+BACKBONES = ("vit", "convnext")
+BODY_MODELS = ("procedural", "anny")
+
+_VIT_DEFAULTS = dict(patch_size=8, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=128)
+_CONVNEXT_DEFAULTS = dict(patch_size=4, hidden_sizes=[24, 48, 96, 192], depths=[1, 1, 2, 1])
+
+
+class TbaVictimConfig(PreTrainedConfig):
+    r"""Configuration of a victim expressive-human-pose-and-shape regressor for TBA
+    ([Unveiling Hidden Vulnerabilities in Digital Human Generation via Adversarial Attacks, arXiv
+    2504.17457](https://arxiv.org/abs/2504.17457)): an HF image backbone with `problem_type="regression"`
+    predicting the body model's pose and shape parameters from an image in [0, 1].
+
+    Args:
+        backbone (`str`, defaults to `"vit"`): `"vit"` (`ViTForImageClassification`) or `"convnext"`
+            (`ConvNextForImageClassification`), both randomly initialised and trained here.
+        backbone_kwargs (`dict`, *optional*): extra fields of the backbone's config (`ViTConfig` /
+            `ConvNextConfig`); defaults to a tiny model (ViT: patch 8, width 64, 4 layers; ConvNext: widths
+            24-192).
+        image_size (`int`, defaults to 64): side of the square input image.
+        body_model (`str`, defaults to `"procedural"`): the body whose parameters are regressed (`"procedural"` or
+            `"anny"`); an attack checks that its body matches.
+        num_params (`int`, defaults to 39): output width (pose then shape parameters of `body_model`).
+        initializer_range (`float`, defaults to 0.02): standard deviation of the initial weights.
+    """
+
+    model_type = "hf_ext_tba_victim"
+
+    backbone: str = "vit"
+    backbone_kwargs: dict | None = None
+    image_size: int = 64
+    body_model: str = "procedural"
+    num_params: int = 39
+    initializer_range: float = 0.02
+
+    def __post_init__(self, **kwargs):
+        defaults = _VIT_DEFAULTS if self.backbone == "vit" else _CONVNEXT_DEFAULTS
+        self.backbone_kwargs = {**defaults, **(self.backbone_kwargs or {})}
+        super().__post_init__(**kwargs)
+        self.validate_victim()
+
+    def validate_victim(self):
+        """Checks the fields; every failure is a `ValueError` that names the field."""
+        name = type(self).__name__
+        if self.backbone not in BACKBONES:
+            raise ValueError(f"{name}.backbone must be one of {BACKBONES}, got {self.backbone!r}")
+        if self.body_model not in BODY_MODELS:
+            raise ValueError(f"{name}.body_model must be one of {BODY_MODELS}, got {self.body_model!r}")
+        if self.image_size < 8:
+            raise ValueError(f"{name}.image_size must be >= 8, got {self.image_size}")
+        if self.num_params < 1:
+            raise ValueError(f"{name}.num_params must be >= 1, got {self.num_params}")
+
+
+class TbaDhngConfig(PreTrainedConfig):
+    r"""Configuration of TBA's dual heterogeneous noise generator (DHNG): a diffusers `AutoencoderKL` (the VAE
+    branch: feature-aligned, diverse noise from the reparameterisation sample) and a diffusers `ControlNetModel`
+    conditioned on the image (the ControlNet branch: structure-aligned noise), both tiny and random-initialised
+    here; the VAE is then trained on the rendered images.
+
+    Args:
+        image_size (`int`, defaults to 64): side of the square images the generator is used on.
+        latent_channels (`int`, defaults to 4): channels of the VAE latent (the latent is `image_size / 2` wide).
+        vae_block_out_channels (`list[int]`, defaults to `[16, 32]`): VAE encoder/decoder widths (the spec's
+            `[32, 64]` costs 2.5x more per attack step on CPU).
+        vae_mid_attention (`bool`, defaults to `False`): self-attention in the VAE's mid block (Stable Diffusion's
+            VAE has it; off by default for CPU cost, on 32x32 latents it is a 1024-token attention).
+        layers_per_block (`int`, defaults to 1): ResNet layers per VAE / ControlNet block.
+        norm_num_groups (`int`, defaults to 8): GroupNorm groups.
+        controlnet_block_out_channels (`list[int]`, defaults to `[16, 32]`): ControlNet widths.
+        cross_attention_dim (`int`, defaults to 32): ControlNet cross-attention width (fed a null embedding).
+        conditioning_embedding_out_channels (`list[int]`, defaults to `[16, 32]`): the condition encoder (one
+            2x downsampling, so a `image_size` condition matches the latent).
+        controlnet_init_std (`float`, defaults to 0.02): std of the normal re-initialisation of the ControlNet's
+            zero-initialised output convolutions (`controlnet_down_blocks`, `controlnet_mid_block`,
+            `controlnet_cond_embedding.conv_out`); with exact zeros the branch outputs 0 and passes no gradient.
+        timestep (`int`, defaults to 500): diffusion step `t` at which the ControlNet sees the noised latent.
+        num_train_timesteps (`int`, defaults to 1000): length of the linear beta schedule (DDPM/DDIM default).
+        beta_start (`float`, defaults to 1e-4), beta_end (`float`, defaults to 0.02): the linear beta schedule.
+        kl_weight (`float`, defaults to 1e-3): weight of the KL term when the VAE is trained.
+    """
+
+    model_type = "hf_ext_tba_dhng"
+
+    image_size: int = 64
+    latent_channels: int = 4
+    vae_block_out_channels: list[int] | None = None
+    vae_mid_attention: bool = False
+    layers_per_block: int = 1
+    norm_num_groups: int = 8
+    controlnet_block_out_channels: list[int] | None = None
+    cross_attention_dim: int = 32
+    conditioning_embedding_out_channels: list[int] | None = None
+    controlnet_init_std: float = 0.02
+    timestep: int = 500
+    num_train_timesteps: int = 1000
+    beta_start: float = 1e-4
+    beta_end: float = 0.02
+    kl_weight: float = 1e-3
+
+    def __post_init__(self, **kwargs):
+        self.vae_block_out_channels = [int(v) for v in (self.vae_block_out_channels or [16, 32])]
+        self.controlnet_block_out_channels = [int(v) for v in (self.controlnet_block_out_channels or [16, 32])]
+        cond = self.conditioning_embedding_out_channels or [16, 32]
+        self.conditioning_embedding_out_channels = [int(v) for v in cond]
+        super().__post_init__(**kwargs)
+        self.validate_dhng()
+
+    def validate_dhng(self):
+        """Checks the fields; every failure is a `ValueError` that names the field."""
+        name = type(self).__name__
+        down = 2 ** (len(self.vae_block_out_channels) - 1)
+        if self.image_size % down:
+            raise ValueError(f"{name}.image_size must be divisible by {down}, got {self.image_size}")
+        if 2 ** (len(self.conditioning_embedding_out_channels) - 1) != down:
+            raise ValueError(
+                f"{name}.conditioning_embedding_out_channels must downsample the condition {down}x to the latent size"
+            )
+        for field in ("vae_block_out_channels", "controlnet_block_out_channels"):
+            if any(c % self.norm_num_groups or c % self.latent_channels for c in getattr(self, field)):
+                raise ValueError(f"{name}.{field} must be multiples of norm_num_groups and latent_channels")
+        if not 0 <= self.timestep < self.num_train_timesteps:
+            raise ValueError(f"{name}.timestep must be in [0, num_train_timesteps), got {self.timestep}")
+        if self.controlnet_init_std < 0 or self.kl_weight < 0:
+            raise ValueError(f"{name}.controlnet_init_std and kl_weight must be >= 0")
+
+
+__all__ = ["BACKBONES", "BODY_MODELS", "TbaDhngConfig", "TbaVictimConfig"]

@@ -1,0 +1,203 @@
+"""The TBA Space: pick a rendered example (with ground truth) or upload an image, choose ε, the attack and its number
+of steps, and see the perturbation and the victim's predicted skeleton before and after the attack.
+
+The Space loads the artifacts written by `hf-ext reproduce tba` (or `TBA_ARTIFACTS=<folder>`); without them it
+trains a small victim and generator once (about a minute on two CPU cores) into `runs/tba/demo-artifacts`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ATTACKS = ("TBA", "PGD", "MI-FGSM", "FGSM")
+EXAMPLES = tuple(f"example {i}" for i in range(6))
+UPLOAD = "uploaded image"
+
+
+def _artifact_folder() -> Path:
+    env = os.environ.get("TBA_ARTIFACTS")
+    if env:
+        return Path(env)
+    from hf_ext.core.registry import REPO_ROOT
+
+    runs = REPO_ROOT / "runs" / "tba"
+    found = sorted(runs.glob("artifacts-*/training.json"), key=lambda p: p.stat().st_mtime)
+    found = [p for p in found if json.loads(p.read_text())["training_args"]["body"] == "procedural"] or found
+    if found:
+        return found[-1].parent
+    from .training import TbaTrainingArguments, train_all
+
+    folder = runs / "demo-artifacts"
+    if not (folder / "training.json").is_file():
+        train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25), folder)
+    return folder
+
+
+@functools.lru_cache(maxsize=1)
+def load_models():
+    """`(victim, dhng, body, examples, ground truth)` from the artifact folder (cached for the Space's lifetime)."""
+    from transformers import AutoModel
+
+    import hf_ext.tba  # noqa: F401  (registers the Auto classes)
+
+    from .body import build_body
+    from .data import render_batch
+
+    meta = json.loads((_artifact_folder() / "training.json").read_text())
+    victim = AutoModel.from_pretrained(meta["paths"]["victim_a"]).eval().requires_grad_(False)
+    dhng = AutoModel.from_pretrained(meta["paths"]["dhng"]).eval().requires_grad_(False)
+    body = build_body(victim.config.body_model)
+    images, gt = render_batch(body, len(EXAMPLES), seed=424242, image_size=victim.config.image_size)
+    return victim, dhng, body, images, gt
+
+
+def _validate(eps_255, steps, seed) -> tuple[float, int, int]:
+    try:
+        eps_255, steps, seed = float(eps_255), int(steps), int(seed)
+    except (TypeError, ValueError):
+        raise ValueError("eps, steps and seed must be numbers") from None
+    if not eps_255 > 0:
+        raise ValueError(f"eps (the L-infinity budget) must be > 0, got {eps_255:g}/255")
+    if eps_255 > 64:
+        raise ValueError(f"eps must be at most 64/255 here, got {eps_255:g}/255")
+    if not 1 <= steps <= 50:
+        raise ValueError(f"steps must be between 1 and 50, got {steps}")
+    if seed < 0:
+        raise ValueError(f"seed must be 0 or a positive whole number, got {seed}")
+    return eps_255 / 255, steps, seed
+
+
+def _uploaded(image, size: int) -> torch.Tensor:
+    from PIL import Image
+
+    if image is None:
+        raise ValueError("choose an example or upload an image first")
+    arr = np.asarray(image)
+    if arr.ndim == 2:
+        arr = np.stack([arr] * 3, -1)
+    if arr.ndim != 3 or arr.shape[-1] not in (3, 4):
+        raise ValueError(f"the image must be RGB, got an array of shape {arr.shape}")
+    pil = Image.fromarray(arr[..., :3].astype(np.uint8)).resize((size, size), Image.BILINEAR)
+    return torch.from_numpy(np.asarray(pil).astype(np.float32) / 255).permute(2, 0, 1)[None]
+
+
+def run_attack(source: str = EXAMPLES[0], image=None, eps_255: float = 8, attack: str = "TBA", steps: int = 10,
+               seed: int = 0):  # fmt: skip
+    """Attacks one image; returns `(clean view, perturbation, adversarial view, table rows)`. Raises `ValueError`
+    with a readable message on bad input."""
+    from .attacks import AdversarialObjective, fgsm, mifgsm, pgd
+    from .dhng import TbaAttackConfig, tba_attack
+    from .metrics import body_errors, mpjpe
+    from .viz import perturbation_image, skeleton_view, to_pil
+
+    eps, steps, seed = _validate(eps_255, steps, seed)
+    if attack not in ATTACKS:
+        raise ValueError(f"attack must be one of {ATTACKS}, got {attack!r}")
+    victim, dhng, body, examples, truths = load_models()
+    if source == UPLOAD:
+        x, gt = _uploaded(image, victim.config.image_size), None
+    elif source in EXAMPLES:
+        i = EXAMPLES.index(source)
+        x, gt = examples[i : i + 1], truths[i : i + 1]
+    else:
+        raise ValueError(f"source must be one of {EXAMPLES + (UPLOAD,)}, got {source!r}")
+    objective = AdversarialObjective(victim, body, x, eps, reference_params=gt)
+    gen = torch.Generator().manual_seed(seed)
+    # Without ground truth the loss is flat at x (reference = clean prediction): FGSM / MI-FGSM start at random.
+    random = gt is None
+    if attack == "TBA":
+        adv = tba_attack(objective, dhng, x, TbaAttackConfig(eps=eps, steps=steps, seed=seed))
+    elif attack == "PGD":
+        adv = pgd(objective, x, eps, steps, generator=gen)
+    elif attack == "MI-FGSM":
+        adv = mifgsm(objective, x, eps, steps, random_start=random, generator=gen)
+    else:
+        adv = fgsm(objective, x, eps, random_start=random, generator=gen)
+    with torch.no_grad():
+        p_clean, p_adv = victim(pixel_values=x).params, victim(pixel_values=adv).params
+        j_clean, _ = body(p_clean)
+        j_adv, _ = body(p_adv)
+        rows = [["prediction shift (MPJPE, mm)", round(float(1000 * mpjpe(j_adv, j_clean, body.root_joints)[0]), 1)],
+                ["L-inf of the perturbation (x/255)", round(float((adv - x).abs().max()) * 255, 2)],
+                ["victim gradient evaluations", objective.grad_evals]]  # fmt: skip
+        if gt is not None:
+            clean_err, adv_err = body_errors(body, p_clean, gt), body_errors(body, p_adv, gt)
+            for m, name in (("mpjpe", "MPJPE"), ("pa_mpjpe", "PA-MPJPE"), ("pve", "PVE")):
+                rows.append([f"{name} vs truth, clean -> adversarial (mm)",
+                             f"{float(clean_err[m][0]):.1f} -> {float(adv_err[m][0]):.1f}"])  # fmt: skip
+    clean_view = skeleton_view(x[0], p_clean[0], body, scale=5)
+    adv_view = skeleton_view(adv[0], p_adv[0], body, scale=5, color=(0, 255, 255))
+    return clean_view, to_pil(perturbation_image(adv[0], x[0], eps), 5), adv_view, rows
+
+
+def build_demo():
+    """The Gradio Blocks of the TBA Space."""
+    import gradio as gr
+
+    def run(source, image, eps_255, attack, steps, seed):
+        try:
+            return run_attack(source, image, eps_255, attack, steps, seed)
+        except ValueError as err:  # bad input: a readable message in the page, not a stack trace
+            raise gr.Error(str(err)) from None
+
+    with gr.Blocks(title="TBA: adversarial attack on human pose and shape estimation") as demo:
+        gr.Markdown(
+            "# TBA — adversarial noise from a VAE + ControlNet generator against a pose-and-shape regressor\n"
+            "[arXiv 2504.17457](https://arxiv.org/abs/2504.17457) · hf_ext. The victim is a small ViT regressor of "
+            "body-model parameters trained on rendered bodies. Pick a rendered example (its ground truth is known) "
+            "or upload an image (resized to 64x64), choose the L-infinity budget and the attack, and compare the "
+            "predicted skeleton before (yellow) and after (cyan). The perturbation is shown scaled from [-eps, eps] "
+            "to [0, 1]."
+        )
+        with gr.Row():
+            source = gr.Dropdown(list(EXAMPLES) + [UPLOAD], value=EXAMPLES[0], label="image source")
+            upload = gr.Image(type="numpy", label="upload (used with 'uploaded image')", height=160)
+        with gr.Row():
+            eps = gr.Number(value=8, label="eps (x/255)")
+            attack = gr.Radio(list(ATTACKS), value="TBA", label="attack")
+            steps = gr.Slider(1, 50, value=10, step=1, label="steps")
+            seed = gr.Number(value=0, precision=0, label="seed")
+        button = gr.Button("Attack", variant="primary")
+        with gr.Row():
+            clean = gr.Image(label="clean + predicted skeleton", elem_id="tba-clean", type="pil")
+            delta = gr.Image(label="perturbation", elem_id="tba-delta", type="pil")
+            adv = gr.Image(label="adversarial + predicted skeleton", elem_id="tba-adv", type="pil")
+        table = gr.Dataframe(headers=["quantity", "value"], label="effect of the attack", elem_id="tba-metrics")
+        button.click(run, [source, upload, eps, attack, steps, seed], [clean, delta, adv, table], api_name="attack")
+    return demo
+
+
+def browser_check(page) -> None:
+    """How a visitor uses the Space (run in headless Chromium by tests/test_spaces_browser.py): eps 8/255, TBA with
+    5 steps on the first example; the three images and the metric table must show, with the perturbation inside
+    the budget."""
+    from hf_ext.core import browser as b
+
+    b.set_number(page, "eps (x/255)", 8)
+    b.choose(page, "TBA")
+    b.set_slider(page, "steps", 5)
+    b.press(page, "Attack")
+    b.expect_cell(page, "tba-metrics", "prediction shift (MPJPE, mm)")
+    linf = float(b.row_cells(page, "tba-metrics", "L-inf of the perturbation (x/255)")[1])
+    assert 0 < linf <= 8.0 + 1e-3, linf
+    assert float(b.row_cells(page, "tba-metrics", "prediction shift (MPJPE, mm)")[1]) > 0
+    for elem in ("tba-clean", "tba-delta", "tba-adv"):
+        b.expect_image(page, elem)
+
+
+def browser_check_bad_input(page) -> None:
+    """An eps of 0 typed into the budget box: the page says what eps must be, not a stack trace."""
+    from hf_ext.core import browser as b
+
+    b.set_number(page, "eps (x/255)", 0)
+    b.press(page, "Attack")
+    b.expect_readable_error(page, "eps (the L-infinity budget) must be > 0, got 0/255")
+
+
+__all__ = ["build_demo", "browser_check", "browser_check_bad_input", "load_models", "run_attack"]

@@ -1,0 +1,216 @@
+"""TBA models: the victim pose/shape regressor ([`TbaPoseRegressor`]) and the dual heterogeneous noise generator
+([`TbaDhngModel`]) of [TBA, arXiv 2504.17457](https://arxiv.org/abs/2504.17457).
+
+Self-contained (relative imports plus torch / transformers / diffusers only): this file is copied next to the
+weights, so a Hub user loads either artifact with `trust_remote_code=True` without hf_ext.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .configuration_tba import TbaDhngConfig, TbaVictimConfig
+
+
+def check_pixel_values(pixel_values: torch.Tensor, image_size: int, who: str) -> None:
+    """Raises a `ValueError` naming the problem unless `pixel_values` is `(B, 3, image_size, image_size)` in [0, 1]."""
+    if not isinstance(pixel_values, torch.Tensor) or pixel_values.ndim != 4 or pixel_values.shape[1] != 3:
+        shape = tuple(pixel_values.shape) if isinstance(pixel_values, torch.Tensor) else type(pixel_values).__name__
+        raise ValueError(f"{who} expects images of shape (batch, 3, {image_size}, {image_size}), got {shape}")
+    if tuple(pixel_values.shape[-2:]) != (image_size, image_size):
+        raise ValueError(
+            f"{who} expects {image_size}x{image_size} images, got {pixel_values.shape[-2]}x{pixel_values.shape[-1]}"
+        )
+    lo, hi = float(pixel_values.detach().min()), float(pixel_values.detach().max())
+    if lo < 0.0 or hi > 1.0 or math.isnan(lo) or math.isnan(hi):
+        raise ValueError(f"{who} expects pixel values in [0, 1], got values in [{lo:.4g}, {hi:.4g}]")
+
+
+@dataclass
+class TbaPoseOutput(ModelOutput):
+    """Output of [`TbaPoseRegressor`].
+
+    Args:
+        loss (`torch.FloatTensor`, *optional*): MSE against `labels` (the backbone's regression loss).
+        params (`torch.FloatTensor` of shape `(batch, num_params)`): predicted pose and shape parameters.
+    """
+
+    loss: torch.FloatTensor | None = None
+    params: torch.FloatTensor | None = None
+
+
+class TbaPoseRegressor(PreTrainedModel):
+    """A victim EHPS model: `ViTForImageClassification` or `ConvNextForImageClassification` with
+    `problem_type="regression"` and `num_labels = num_params`, on images in [0, 1] (normalised inside to [-1, 1]).
+    """
+
+    config_class = TbaVictimConfig
+    config: TbaVictimConfig
+    base_model_prefix = "regressor"
+    main_input_name = "pixel_values"
+
+    def __init__(self, config: TbaVictimConfig):
+        super().__init__(config)
+        kwargs = dict(config.backbone_kwargs)
+        common = dict(num_channels=3, image_size=config.image_size, num_labels=config.num_params,
+                      problem_type="regression", initializer_range=config.initializer_range)  # fmt: skip
+        if config.backbone == "vit":
+            from transformers import ViTConfig, ViTForImageClassification
+
+            self.regressor = ViTForImageClassification(ViTConfig(**common, **kwargs))
+        else:
+            from transformers import ConvNextConfig, ConvNextForImageClassification
+
+            self.regressor = ConvNextForImageClassification(ConvNextConfig(**common, **kwargs))
+        self.post_init()
+
+    def _init_weights(self, module):
+        # The backbone initialises itself (its own post_init); nothing here owns raw parameters.
+        pass
+
+    def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None, **kwargs) -> TbaPoseOutput:
+        check_pixel_values(pixel_values, self.config.image_size, type(self).__name__)
+        if labels is not None and labels.shape[-1] != self.config.num_params:
+            raise ValueError(f"labels must have {self.config.num_params} columns, got {labels.shape[-1]}")
+        out = self.regressor(pixel_values=pixel_values * 2 - 1, labels=labels)
+        return TbaPoseOutput(loss=out.loss, params=out.logits)
+
+
+@dataclass
+class TbaDhngOutput(ModelOutput):
+    """Output of [`TbaDhngModel`]'s training forward.
+
+    Args:
+        loss (`torch.FloatTensor`, *optional*): VAE reconstruction MSE (in [-1, 1] units) + `kl_weight` x KL.
+        reconstruction (`torch.FloatTensor`): the decoded reparameterised sample, in [0, 1] units.
+    """
+
+    loss: torch.FloatTensor | None = None
+    reconstruction: torch.FloatTensor | None = None
+
+
+class TbaDhngModel(PreTrainedModel):
+    """TBA's dual heterogeneous noise generator: a diffusers `AutoencoderKL` (VAE branch) and a diffusers
+    `ControlNetModel` conditioned on the image (ControlNet branch).
+
+    `forward(pixel_values)` is the VAE's training step (reconstruction + KL), so the generator trains on
+    `transformers.Trainer`. The attack uses [`prepare`], [`vae_noise`] and [`controlnet_noise`]: image-space noise
+    (in [0, 1] units) as a differentiable function of the attack's free variables. The ControlNet is not trained
+    (no pretrained UNet exists offline to train it against); its zero-initialised output convolutions are
+    re-initialised with small normal noise so that it produces, and passes gradients through, non-zero residuals.
+    """
+
+    config_class = TbaDhngConfig
+    config: TbaDhngConfig
+    base_model_prefix = "dhng"
+    main_input_name = "pixel_values"
+
+    def __init__(self, config: TbaDhngConfig):
+        super().__init__(config)
+        from diffusers import AutoencoderKL, ControlNetModel
+
+        n_vae = len(config.vae_block_out_channels)
+        self.vae = AutoencoderKL(
+            in_channels=3, out_channels=3, latent_channels=config.latent_channels,
+            block_out_channels=tuple(config.vae_block_out_channels), down_block_types=("DownEncoderBlock2D",) * n_vae,
+            up_block_types=("UpDecoderBlock2D",) * n_vae, layers_per_block=config.layers_per_block,
+            norm_num_groups=config.norm_num_groups, sample_size=config.image_size,
+            mid_block_add_attention=config.vae_mid_attention,
+        )  # fmt: skip
+        n_cn = len(config.controlnet_block_out_channels)
+        self.controlnet = ControlNetModel(
+            in_channels=config.latent_channels, conditioning_channels=3,
+            down_block_types=("DownBlock2D",) + ("CrossAttnDownBlock2D",) * (n_cn - 1),
+            block_out_channels=tuple(config.controlnet_block_out_channels), layers_per_block=config.layers_per_block,
+            norm_num_groups=config.norm_num_groups, cross_attention_dim=config.cross_attention_dim,
+            conditioning_embedding_out_channels=tuple(config.conditioning_embedding_out_channels),
+        )  # fmt: skip
+        self._reinit_zero_convs()
+        # Frozen: only the VAE is trained (see the class docstring); the attack still differentiates through it.
+        self.controlnet.requires_grad_(False)
+        self.post_init()
+
+    def _init_weights(self, module):
+        # diffusers modules initialise themselves; transformers' generic init would overwrite their scheme.
+        pass
+
+    @torch.no_grad()
+    def _reinit_zero_convs(self):
+        cn, std = self.controlnet, self.config.controlnet_init_std
+        convs = [*cn.controlnet_down_blocks, cn.controlnet_mid_block, cn.controlnet_cond_embedding.conv_out]
+        for conv in convs:
+            conv.weight.normal_(0.0, std)
+            conv.bias.zero_()
+
+    @property
+    def alpha_bar(self) -> float:
+        """`ᾱ_t` of the linear beta schedule at the configured timestep."""
+        c = self.config
+        betas = torch.linspace(c.beta_start, c.beta_end, c.num_train_timesteps, dtype=torch.float64)
+        return float(torch.cumprod(1 - betas, 0)[c.timestep])
+
+    @property
+    def num_residuals(self) -> int:
+        return len(self.controlnet.controlnet_down_blocks) + 1
+
+    def forward(self, pixel_values: torch.Tensor, **kwargs) -> TbaDhngOutput:
+        check_pixel_values(pixel_values, self.config.image_size, type(self).__name__)
+        x = pixel_values * 2 - 1
+        posterior = self.vae.encode(x).latent_dist
+        recon = self.vae.decode(posterior.sample()).sample
+        loss = F.mse_loss(recon, x) + self.config.kl_weight * posterior.kl().mean() / recon[0].numel()
+        return TbaDhngOutput(loss=loss, reconstruction=(recon + 1) / 2)
+
+    @torch.no_grad()
+    def prepare(self, pixel_values: torch.Tensor, generator: torch.Generator | None = None) -> dict:
+        """Everything about the clean images the noise branches reuse at every attack step.
+
+        Returns a dict with the VAE mean `mu`, a reparameterised sample `z = mu + σ ξ`, the noised latent
+        `z_t = sqrt(ᾱ_t) mu + sqrt(1 - ᾱ_t) ξ'`, the condition (the image itself) and the decoded references.
+        """
+        check_pixel_values(pixel_values, self.config.image_size, type(self).__name__)
+        posterior = self.vae.encode(pixel_values * 2 - 1).latent_dist
+        mu, std = posterior.mean, posterior.std
+        xi = torch.randn(mu.shape, generator=generator, dtype=mu.dtype)
+        xi_t = torch.randn(mu.shape, generator=generator, dtype=mu.dtype)
+        a = self.alpha_bar
+        z_t = math.sqrt(a) * mu + math.sqrt(1 - a) * xi_t
+        return {
+            "mu": mu, "z": mu + std * xi, "z_t": z_t, "cond": pixel_values,
+            "ref_vae": self.vae.decode(mu).sample, "ref_controlnet": self.vae.decode(z_t).sample,
+        }  # fmt: skip
+
+    def vae_noise(self, state: dict, eta_v: torch.Tensor) -> torch.Tensor:
+        """VAE branch: `(decode(z + η_v) - decode(mu)) / 2`, image-space noise tailored to the image's features."""
+        return (self.vae.decode(state["z"] + eta_v).sample - state["ref_vae"]) / 2
+
+    def controlnet_residuals(self, latent: torch.Tensor, cond: torch.Tensor) -> list[torch.Tensor]:
+        b = latent.shape[0]
+        null = torch.zeros(b, 1, self.config.cross_attention_dim, dtype=latent.dtype)
+        t = torch.full((b,), self.config.timestep, dtype=torch.long)
+        down, mid = self.controlnet(latent, t, encoder_hidden_states=null, controlnet_cond=cond, return_dict=False)
+        return [*down, mid]
+
+    def controlnet_noise(self, state: dict, eta_latent: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
+        """ControlNet branch: the residuals of `ControlNet(z_t + η, t, cond=x)` pooled to the latent (channel groups
+        averaged down to `latent_channels`, bilinear resize), weighted by per-residual `gains (B, num_residuals)`,
+        added to the latent and decoded: `(decode(z_t + η + P(res; gains)) - decode(z_t)) / 2`."""
+        latent = state["z_t"] + eta_latent
+        size = latent.shape[-2:]
+        c = self.config.latent_channels
+        push = torch.zeros_like(latent)
+        for i, res in enumerate(self.controlnet_residuals(latent, state["cond"])):
+            pooled = res.reshape(res.shape[0], c, res.shape[1] // c, *res.shape[-2:]).mean(2)
+            if pooled.shape[-2:] != size:
+                pooled = F.interpolate(pooled, size=size, mode="bilinear", align_corners=False)
+            push = push + gains[:, i, None, None, None] * pooled
+        return (self.vae.decode(latent + push).sample - state["ref_controlnet"]) / 2
+
+
+__all__ = ["TbaDhngModel", "TbaDhngOutput", "TbaPoseOutput", "TbaPoseRegressor", "check_pixel_values"]

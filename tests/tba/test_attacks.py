@@ -1,0 +1,187 @@
+"""Properties of the attacks (never the TBA-vs-PGD headline, which reproduce reports): the ε-ball and [0, 1], error
+under attack above clean error, seeded determinism, the generator step's direction, bad input, and the baselines'
+agreement with torchattacks on a classification proxy."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hf_ext.tba.attacks import AdversarialLossConfig, AdversarialObjective, fgsm, mifgsm, pgd
+from hf_ext.tba.body import ProceduralBody
+from hf_ext.tba.data import render_batch
+from hf_ext.tba.dhng import DhngNoise, TbaAttackConfig, tba_attack
+from hf_ext.tba.metrics import body_errors
+from hf_ext.tba.modeling_tba import TbaDhngModel, TbaPoseRegressor
+from hf_ext.tba.testing import tiny_dhng_config, tiny_victim_config
+
+SIZE = 32
+EPS = 8 / 255
+
+
+@pytest.fixture(scope="module")
+def setup():
+    """A small victim fitted for a few dozen steps on 32 px renders (enough that it tracks the pose), a tiny DHNG
+    and a fixed held-out batch."""
+    torch.manual_seed(0)
+    body = ProceduralBody()
+    images, params = render_batch(body, 384, seed=0, image_size=SIZE)
+    victim = TbaPoseRegressor(tiny_victim_config(image_size=SIZE, backbone_kwargs=dict(
+        patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)))  # fmt: skip
+    opt = torch.optim.AdamW(victim.parameters(), lr=3e-3)
+    for step in range(40):
+        idx = torch.randint(0, len(images), (64,))
+        loss = victim(pixel_values=images[idx], labels=params[idx]).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    victim.eval()
+    dhng = TbaDhngModel(tiny_dhng_config(image_size=SIZE)).eval()
+    x, p = render_batch(body, 12, seed=99, image_size=SIZE)
+    return body, victim, dhng, x, p
+
+
+def _objective(setup, **kw):
+    body, victim, _, x, p = setup
+    return AdversarialObjective(victim, body, x, EPS, reference_params=p, **kw)  # untargeted, away from the truth
+
+
+def _attacks(setup):
+    _, _, dhng, x, _ = setup
+    return {
+        "fgsm": lambda: fgsm(_objective(setup), x, EPS),
+        "pgd": lambda: pgd(_objective(setup), x, EPS, steps=3, generator=torch.Generator().manual_seed(0)),
+        "mifgsm": lambda: mifgsm(_objective(setup), x, EPS, steps=3),
+        "tba": lambda: tba_attack(_objective(setup), dhng, x, TbaAttackConfig(eps=EPS, steps=3)),
+        "tba_no_generator_grad": lambda: tba_attack(
+            _objective(setup), dhng, x, TbaAttackConfig(eps=EPS, steps=3, generator_grad=False)
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def adversarials(setup):
+    return {name: run() for name, run in _attacks(setup).items()}
+
+
+@pytest.mark.parametrize("name", ["fgsm", "pgd", "mifgsm", "tba", "tba_no_generator_grad"])
+def test_perturbation_stays_in_the_ball_and_in_range(setup, adversarials, name):
+    x = setup[3]
+    adv = adversarials[name]
+    assert adv.shape == x.shape and adv.min() >= 0 and adv.max() <= 1
+    assert (adv - x).abs().max() <= EPS + 1e-6
+    assert (adv - x).abs().max() > EPS / 4  # it did perturb
+
+
+@pytest.mark.parametrize("name", ["fgsm", "pgd", "mifgsm", "tba"])
+def test_error_under_attack_exceeds_clean_error(setup, adversarials, name):
+    body, victim, _, x, p = setup
+    with torch.no_grad():
+        clean = body_errors(body, victim(pixel_values=x).params, p)
+        adv = body_errors(body, victim(pixel_values=adversarials[name]).params, p)
+    for metric in ("mpjpe", "pve"):
+        assert adv[metric].mean() > clean[metric].mean(), (metric, clean[metric].mean(), adv[metric].mean())
+
+
+def test_fixed_seed_gives_identical_results(setup):
+    runs = _attacks(setup)
+    torch.testing.assert_close(runs["tba"](), runs["tba"](), rtol=0, atol=0)
+    torch.testing.assert_close(runs["pgd"](), runs["pgd"](), rtol=0, atol=0)
+    _, _, dhng, x, _ = setup
+    other = tba_attack(_objective(setup), dhng, x, TbaAttackConfig(eps=EPS, steps=3, seed=1))
+    assert not torch.equal(other, runs["tba"]())
+
+
+def test_tba_counts_one_victim_gradient_per_step(setup):
+    _, _, dhng, x, _ = setup
+    objective = _objective(setup)
+    tba_attack(objective, dhng, x, TbaAttackConfig(eps=EPS, steps=4))
+    assert objective.grad_evals == 4
+    objective = _objective(setup)
+    pgd(objective, x, EPS, steps=4)
+    assert objective.grad_evals == 4
+
+
+def test_generator_step_increases_the_loss_on_a_fixed_batch(setup):
+    """Untargeted: a small step along the generator gradient raises the adversarial loss; targeted: it lowers the
+    distance to the target (raises the negated loss)."""
+    body, victim, dhng, x, _ = setup
+    from hf_ext.tba.attacks import project
+
+    for targeted in (False, True):
+        target = body.sample_params(len(x), torch.Generator().manual_seed(5)) if targeted else None
+        objective = AdversarialObjective(victim, body, x, EPS, AdversarialLossConfig(targeted=targeted), target)
+        # untargeted here: away from the clean prediction (the reference when no ground truth is given)
+        noise = DhngNoise(dhng, x, TbaAttackConfig(eps=EPS))
+        free = list(noise.free.values())
+        for v in free:
+            v.requires_grad_(True)
+        loss0 = objective(project(x + noise(), x, EPS))
+        grads = torch.autograd.grad(loss0.sum(), free)
+        noise.step(list(grads), beta=0.02)
+        with torch.no_grad():
+            loss1 = objective(project(x + noise(), x, EPS))
+        assert loss1.mean() > loss0.detach().mean(), (targeted, loss0.mean(), loss1.mean())
+
+
+def test_ablations_and_bad_input(setup):
+    body, victim, dhng, x, _ = setup
+    for kw in (dict(use_controlnet=False), dict(use_vae=False)):
+        adv = tba_attack(_objective(setup), dhng, x, TbaAttackConfig(eps=EPS, steps=1, **kw))
+        assert (adv - x).abs().max() <= EPS + 1e-6
+    with pytest.raises(ValueError, match="eps"):
+        TbaAttackConfig(eps=0.0)
+    with pytest.raises(ValueError, match="must be > 0"):
+        pgd(_objective(setup), x, -0.1, steps=1)
+    with pytest.raises(ValueError, match="must be > 0"):
+        AdversarialObjective(victim, body, x, 0.0)
+    with pytest.raises(ValueError, match=r"pixel values in \[0, 1\]"):
+        AdversarialObjective(victim, body, x * 2, EPS)
+    with pytest.raises(ValueError, match="32x32 images"):
+        AdversarialObjective(victim, body, torch.rand(2, 3, 24, 24), EPS)
+    with pytest.raises(ValueError, match="at least one noise branch"):
+        TbaAttackConfig(use_vae=False, use_controlnet=False)
+    wide = TbaPoseRegressor(tiny_victim_config(image_size=SIZE, num_params=body.num_params + 2)).eval()
+    with pytest.raises(ValueError, match="victim and body model do not match"):
+        AdversarialObjective(wide, body, x, EPS)
+    # Against the clean prediction the gradient at x is zero: plain FGSM cannot move, the random start can.
+    still = fgsm(AdversarialObjective(victim, body, x, EPS), x, EPS)
+    torch.testing.assert_close(still, x, rtol=0, atol=0)
+    moved = fgsm(AdversarialObjective(victim, body, x, EPS), x, EPS, random_start=True,
+                 generator=torch.Generator().manual_seed(0))  # fmt: skip
+    assert (moved - x).abs().max() > EPS / 2
+    with pytest.raises(ValueError, match="targeted attack needs reference_params"):
+        AdversarialObjective(victim, body, x, EPS, AdversarialLossConfig(targeted=True))
+
+
+# ---- cross-check against torchattacks on a classification proxy -------------------------------------------------
+
+torchattacks = pytest.importorskip(
+    "torchattacks",
+    reason="torchattacks is installed with --no-deps (its wheel requires torchvision, which does not import beside "
+    "the local torch CPU wheel; its attack code never imports torchvision)",
+)
+
+
+def _proxy():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 8 * 8, 5)).eval()  # fmt: skip
+    x = torch.rand(6, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    y = torch.arange(6) % 5
+    ce = lambda adv: torch.nn.functional.cross_entropy(model(adv), y, reduction="none")  # noqa: E731
+    return model, x, y, ce
+
+
+def test_baselines_match_torchattacks_on_a_classifier():
+    model, x, y, ce = _proxy()
+    eps, alpha, steps = 8 / 255, 2 / 255, 4
+    torch.testing.assert_close(fgsm(ce, x, eps), torchattacks.FGSM(model, eps=eps)(x, y), rtol=0, atol=1e-6)
+    torch.manual_seed(7)
+    ours = pgd(ce, x, eps, steps=steps, alpha=alpha)
+    torch.manual_seed(7)
+    theirs = torchattacks.PGD(model, eps=eps, alpha=alpha, steps=steps, random_start=True)(x, y)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
+    ours = mifgsm(ce, x, eps, steps=steps, alpha=alpha, decay=1.0)
+    theirs = torchattacks.MIFGSM(model, eps=eps, alpha=alpha, steps=steps, decay=1.0)(x, y)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
