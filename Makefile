@@ -18,7 +18,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 CHROMIUM := /usr/bin/chromium
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test install screenshots clean
+.PHONY: run test install tools screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ $(STAMP): pyproject.toml
 	# torch first and pinned: the CPU wheel lies on local disk; an unpinned torch pulls a multi-GB CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[test]'
+	# TBA's cross-check against torchattacks: its wheel declares torchvision and an old `requests` it never imports,
+	# so it goes in without dependencies (torchvision from PyPI does not import beside the local torch wheel).
+	$(PY) -m pip install --quiet --no-deps torchattacks==3.5.1
 	touch $(STAMP)
 
 # Debian's headless Chromium (+ ChromeDriver) for tests/test_spaces_browser.py, installed only when missing.
@@ -33,17 +36,28 @@ $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver
 
-install: $(STAMP) $(CHROMIUM)
+# CodeBC: solc-js (npm `solc`, pinned by tools/solc/package-lock.json) in a project-local folder; Slither reaches it
+# through the tools/solc/solc shim. Node.js comes from Debian when it is missing.
+SOLCJS := tools/solc/node_modules/solc/soljson.js
 
-run: $(STAMP)
+$(SOLCJS): tools/solc/package.json tools/solc/package-lock.json
+	@command -v npm >/dev/null || { $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nodejs npm; }
+	cd tools/solc && npm ci --no-audit --no-fund --loglevel=error
+	touch $(SOLCJS)
+
+tools: $(SOLCJS)
+
+install: $(STAMP) $(CHROMIUM) $(SOLCJS)
+
+run: $(STAMP) $(SOLCJS)
 	$(VENV)/bin/hf-ext reproduce
 
-test: $(STAMP) $(CHROMIUM)
+test: $(STAMP) $(CHROMIUM) $(SOLCJS)
 	$(PY) -m pytest -q
 
 # Refresh docs/spaces/<method>.png (the README's Space screenshots).
-screenshots: $(STAMP) $(CHROMIUM)
+screenshots: $(STAMP) $(CHROMIUM) $(SOLCJS)
 	$(PY) scripts/refresh_space_screenshots.py
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs tools/solc/node_modules

@@ -14,6 +14,7 @@ from . import orca  # noqa: F401
 from . import proto_evfl  # noqa: F401
 from . import fl_llama  # noqa: F401
 from . import fede4rag  # noqa: F401
+from . import codebc  # noqa: F401
 from . import tba  # noqa: F401
 
 __version__ = "0.1.0"

@@ -1,0 +1,158 @@
+"""CodeBC data: the secure-contract corpus, comment handling, OpenZeppelin leakage filter, Blockchain-HumanEval.
+
+Read from `../shared/data/codebc/` relative to the project root (or `$HF_EXT_CODEBC_DATA`):
+`secure_contracts/part_*.csv` (header-less `code,label` rows, label `[4]` = no Slither finding),
+`blockchain_humaneval/{prompt,clean_code}/` and `released_outputs/codellama/`.
+
+Deliberate fixes of the official preprocessing:
+- the official comment stripper deletes **every line containing `*`**, so `c = a * b;` vanished from the training
+  code; [`strip_comments`] is a small lexer that removes only real `//` and `/* */` comments (strings respected);
+- Blockchain-HumanEval's references are OpenZeppelin 5.x files, so every contract that mentions OpenZeppelin or
+  declares a contract/library/interface named like one of the 41 tasks is dropped from every training set
+  ([`is_leaky`]).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from hf_ext.core.registry import REPO_ROOT
+
+DATA_ENV = "HF_EXT_CODEBC_DATA"
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get(DATA_ENV, REPO_ROOT.parent / "shared" / "data" / "codebc"))
+
+
+def default_references_dir() -> Path:
+    return data_dir() / "blockchain_humaneval" / "clean_code"
+
+
+def released_outputs_dir(model: str = "codellama") -> Path:
+    return data_dir() / "released_outputs" / model
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        raise FileNotFoundError(f"CodeBC data {path} is missing; put the shared data at {data_dir()} or set "
+                                f"${DATA_ENV}")
+    return path
+
+
+_LEXEMES = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
+
+
+def strip_comments(code: str) -> tuple[str, list[str]]:
+    """Removes `//` and `/* */` comments (not inside string literals) and blank lines.
+
+    Returns `(code, comments)`: the comment-free code with trailing spaces and empty lines removed (the style of the
+    Blockchain-HumanEval references), and the comment texts, one stripped line each (the TI instruction).
+    Lines with `*` that are code (`c = a * b;`) are kept — the official stripper's bug is not reproduced.
+    """
+    comments: list[str] = []
+
+    def repl(m: re.Match) -> str:
+        tok = m.group(0)
+        if tok.startswith("//"):
+            comments.append(tok[2:].lstrip("/ ").strip())
+            return ""
+        if tok.startswith("/*"):
+            comments.extend(line.strip().lstrip("*").strip() for line in (tok[2:-2] if tok.endswith("*/") and len(tok) > 3 else tok[2:]).splitlines())
+            return " "
+        return tok  # a string literal: kept verbatim, even if it contains // or /*
+
+    stripped = _LEXEMES.sub(repl, code)
+    lines = [ln.rstrip() for ln in stripped.splitlines()]
+    return "\n".join(ln for ln in lines if ln.strip()), [c for c in comments if c]
+
+
+def humaneval_tasks() -> list[str]:
+    """The 41 Blockchain-HumanEval task names (`Address`, ..., `draft-IERC6093`)."""
+    folder = _need(data_dir() / "blockchain_humaneval" / "prompt")
+    return sorted(p.stem for p in folder.glob("*.txt"))
+
+
+def humaneval_prompt(task: str) -> str:
+    return _need(data_dir() / "blockchain_humaneval" / "prompt" / f"{task}.txt").read_text().strip()
+
+
+def humaneval_reference(task: str) -> str:
+    return _need(default_references_dir() / f"{task}_clean.sol").read_text()
+
+
+@lru_cache(maxsize=1)
+def _leak_pattern() -> re.Pattern:
+    names = {t.replace("draft-", "") for t in humaneval_tasks()}
+    alt = "|".join(sorted(map(re.escape, names)))
+    return re.compile(rf"\b(?:contract|library|interface)\s+(?:{alt})\b|openzeppelin", re.IGNORECASE)
+
+
+def _windows(code: str, width: int = 2, min_len: int = 25) -> set[str]:
+    lines = [ln.strip() for ln in code.splitlines() if len(ln.strip()) > min_len]
+    return {"\n".join(lines[i:i + width]) for i in range(len(lines) - width + 1)}
+
+
+@lru_cache(maxsize=1)
+def _reference_windows() -> frozenset[str]:
+    return frozenset().union(*(_windows(humaneval_reference(t)) for t in humaneval_tasks()))
+
+
+def is_leaky(code: str) -> bool:
+    """True for OpenZeppelin code, a contract that declares one of the 41 Blockchain-HumanEval names, or one that
+    shares any 2 consecutive non-trivial lines with a Blockchain-HumanEval reference (e.g. copies of Compound's
+    Timelock, the `CompTimelock` reference)."""
+    if _leak_pattern().search(code) is not None:
+        return True
+    return not _reference_windows().isdisjoint(_windows(strip_comments(code)[0]))
+
+
+@dataclass
+class Contract:
+    """One corpus contract: `code` is comment-free, `comments` the extracted comment lines, `raw` the original."""
+
+    code: str
+    comments: list[str]
+    raw: str
+    label: str = "[4]"
+
+    @property
+    def pragma(self) -> str | None:
+        m = re.search(r"pragma\s+solidity\s*([^;]*);", self.code)
+        return m.group(1).strip() if m else None
+
+    @property
+    def is_08(self) -> bool:
+        """Pragma satisfiable by the installed solc-js 0.8.37."""
+        return bool(self.pragma and re.match(r"^(\^|>=|~)?\s*0\.8\.", self.pragma))
+
+
+def load_secure_contracts(limit: int | None = None) -> list[Contract]:
+    """The secure corpus after the official filters (single `pragma`) and the leakage filter, in file order."""
+    return list(_load_secure(limit, str(data_dir())))
+
+
+@lru_cache(maxsize=4)
+def _load_secure(limit: int | None, _folder: str) -> tuple[Contract, ...]:
+    folder = _need(data_dir() / "secure_contracts")
+    csv.field_size_limit(sys.maxsize)
+    out: list[Contract] = []
+    for part in sorted(folder.glob("part_*.csv"), key=lambda p: int(p.stem.split("_")[1])):
+        with part.open(newline="", encoding="utf-8") as f:
+            for row in csv.reader(f):
+                if len(row) < 2 or row[1].strip() != "[4]":
+                    continue
+                raw = row[0]
+                if len(re.findall(r"pragma\s+solidity", raw)) != 1 or is_leaky(raw):
+                    continue  # multi-file flattenings (official filter) and OpenZeppelin leakage (ours)
+                code, comments = strip_comments(raw)
+                out.append(Contract(code, comments, raw))
+                if limit is not None and len(out) >= limit:
+                    return tuple(out)
+    return tuple(out)

@@ -1,0 +1,138 @@
+"""The CodeBC Space: write a requirement, pick the security tag, see the generated contract, whether solc-js compiles
+it, and Slither's findings. Loads the model `hf-ext reproduce codebc` writes (`runs/codebc/model/`: base + TI adapter +
+tokenizer); without it, a tiny untrained model with a tokenizer trained on a slice of the corpus, and says so."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from hf_ext.core.registry import REPO_ROOT
+
+ARTIFACT = REPO_ROOT / "runs" / "codebc" / "model"
+MAX_CHARS = 2000
+EXAMPLE = ("Generate smart contract code that meets the following requirements:\n"
+           "Programming with solidity ^ version number 0.8.20\n"
+           "Implement an interface named IERC165 for contract introspection\n"
+           "The following functions need to be implemented, with the following names and functions:\n"
+           "supportsInterface: Returns true if this contract implements the interface.\n"
+           "Please give the contract code")
+TAG_CHOICES = ("correct", "bug", "none")
+
+
+@functools.lru_cache(maxsize=2)
+def load_model(root: str = str(ARTIFACT)):
+    """`(model, tokenizer, source)`: the saved CodeBC artifact or an untrained tiny fallback."""
+    folder = Path(root)
+    if (folder / "adapter" / "adapter_config.json").is_file() and (folder / "config.json").is_file():
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
+        from .tokenizer import load_tokenizer
+
+        base = AutoModelForCausalLM.from_pretrained(folder)
+        return (PeftModel.from_pretrained(base, folder / "adapter"), load_tokenizer(folder),
+                f"saved model {folder}")
+    import torch
+
+    from .data import load_secure_contracts
+    from .testing import tiny_config
+    from .tokenizer import codebc_token_ids, train_tokenizer
+    from .training import add_adapter
+
+    tok = train_tokenizer([c.code for c in load_secure_contracts(limit=60)], vocab_size=512)
+    config = tiny_config(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id, tag_token_ids=codebc_token_ids(tok), max_position_embeddings=512)
+    from .modeling_codebc import CodeBCForCausalLM
+
+    torch.manual_seed(0)
+    return (add_adapter(CodeBCForCausalLM(config)), tok,
+            "untrained tiny model (run `hf-ext reproduce codebc` for the trained CodeBC adapter)")
+
+
+def run_requirement(requirement: str, tag: str, max_new_tokens: int = 200) -> dict:
+    """Generates, compiles and analyses one contract. Raises `ValueError` on bad input."""
+    from .solidity import analyze, compile_once
+    from .tags import generate_with_tag
+
+    if not requirement or not requirement.strip():
+        raise ValueError("the requirement is empty: describe the contract to generate (see the example)")
+    if len(requirement) > MAX_CHARS:
+        raise ValueError(f"the requirement has {len(requirement)} characters; at most {MAX_CHARS}")
+    if tag not in TAG_CHOICES:
+        raise ValueError(f"security tag must be one of {TAG_CHOICES}, got {tag!r}")
+    model, tok, source = load_model()
+    gen = generate_with_tag(model, tok, requirement, None if tag == "none" else tag,
+                            max_new_tokens=max_new_tokens)[0]
+    code = gen["code"] or "(empty)"
+    comp = compile_once(code, "Generated.sol")
+    findings = []
+    if comp.ok:
+        a = analyze(code, "Generated.sol")
+        if a.ok:
+            findings = [[f["impact"], f["check"], f["description"].splitlines()[0][:160]] for f in a.findings]
+            status = (f"**compiles** with solc-js {comp.warnings and f'({comp.warnings} warnings)' or ''}; Slither: "
+                      + ", ".join(f"{k} {v}" for k, v in a.counts.items()))
+        else:
+            status = f"**compiles**; Slither could not analyse it ({a.reason}: {(a.error or '')[:200]})"
+    else:
+        first = comp.errors[0].splitlines()[0] if comp.errors else ""
+        status = f"**does not compile** ({comp.reason}): {first}"
+    if tag != "none":
+        status = f"response forced to start with `[Tag] {tag} [/Tag]` · " + status
+    return {"response": gen["response"], "code": code, "status": status, "findings": findings, "source": source}
+
+
+def build_demo():
+    """The Gradio Blocks of the CodeBC Space."""
+    import gradio as gr
+
+    def run(requirement, tag):
+        try:
+            r = run_requirement(requirement, tag)
+        except ValueError as err:  # bad input: a readable message, not a stack trace
+            raise gr.Error(str(err)) from None
+        rows = r["findings"] or [["-", "no findings", "(or the contract did not compile)"]]
+        return r["code"], r["status"] + f"\n\n_{r['source']}_", rows
+
+    with gr.Blocks(title="CodeBC: security-tag guided Solidity generation") as demo:
+        gr.Markdown(
+            "# CodeBC — Solidity generation steered by a security tag\n"
+            "[arXiv 2504.21043](https://arxiv.org/abs/2504.21043) · hf_ext. One LoRA adapter trained code infilling → "
+            "vulnerability detection → tag-guided instruction tuning; the tag you pick is forced at the start of the "
+            "response. The contract is compiled with solc-js 0.8.37 and analysed by Slither."
+        )
+        requirement = gr.Textbox(value=EXAMPLE, lines=7, label="requirement", elem_id="codebc-requirement")
+        tag = gr.Radio(list(TAG_CHOICES), value="correct", label="security tag")
+        button = gr.Button("Generate", variant="primary")
+        code = gr.Code(label="generated contract", elem_id="codebc-code")
+        status = gr.Markdown(elem_id="codebc-status")
+        findings = gr.Dataframe(headers=["impact", "detector", "description"], label="Slither findings",
+                                elem_id="codebc-findings")
+        button.click(run, [requirement, tag], [code, status, findings], api_name="generate")
+    return demo
+
+
+def browser_check(page) -> None:
+    """A visitor asks for a contract with the `bug` tag and sees the code, the compile verdict and Slither's table."""
+    import re
+
+    from playwright.sync_api import expect
+
+    from hf_ext.core import browser as b
+
+    b.choose(page, "bug")
+    b.press(page, "Generate")
+    expect(page.locator("#codebc-status")).to_contain_text(re.compile(r"compile"), timeout=b.RESULT_TIMEOUT_MS)
+    b.expect_cell(page, "codebc-findings", re.compile(r".+"))
+
+
+def browser_check_bad_input(page) -> None:
+    """An empty requirement: the page says so."""
+    import re
+
+    from hf_ext.core import browser as b
+
+    page.get_by_label("requirement", exact=True).fill("   ")
+    b.press(page, "Generate")
+    b.expect_readable_error(page, re.compile(r"requirement is empty"))

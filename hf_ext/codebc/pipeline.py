@@ -1,0 +1,192 @@
+"""The CodeBC pipeline at toy scale: corpus → tokenizer + tiny LLaMA (CLM) → Slither-labelled VD/TI data →
+CI → VD → TI with one LoRA adapter → generation on Blockchain-HumanEval with a forced tag → scoring.
+
+Everything expensive is cached under `runs/codebc/cache/` (keyed by the settings): the tokenizer + pretrained base,
+and Slither's verdict per contract (keyed by a hash of the source).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from .data import Contract, humaneval_prompt, humaneval_reference, humaneval_tasks, load_secure_contracts
+from .inject import PATTERNS, inject, injected_patterns
+from .scoring import score_sources
+from .solidity import SolcServer, analyze
+from .tags import generate_with_tag
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class ScaleConfig:
+    """Sizes of one toy-scale run (the model, the data, the steps, the evaluation)."""
+
+    vocab_size: int = 2048
+    hidden_size: int = 128
+    layers: int = 2
+    heads: int = 4
+    block_size: int = 128
+    pretrain_steps: int = 200
+    pretrain_lr: float = 3e-3
+    max_chars: int = 900           # contracts used for VD/TI are at most this long (whole, never cut)
+    n_secure: int = 32             # secure contracts for VD/TI (each also gets CI samples)
+    n_injected_per_pattern: int = 2
+    stage_steps: int = 40
+    stage_lr: float = 1e-2
+    stage_batch: int = 8
+    max_length: int = 384          # tokens of prompt + answer in the stages (longer prompts are cut on the left)
+    samples: int = 1               # generations per Blockchain-HumanEval task
+    max_new_tokens: int = 128
+    max_prompt_tokens: int = 384
+    temperature: float = 0.8
+    seed: int = 0
+
+    def key(self, *fields: str) -> str:
+        d = asdict(self)
+        blob = json.dumps({f: d[f] for f in fields} if fields else d, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def with_version_line(contract: Contract) -> list[str]:
+    """TI instruction lines: the Blockchain-HumanEval-style version line, then the contract's comments.
+
+    Deviation ([INF]): the official TI instruction is the comments alone; the version line mirrors the
+    Blockchain-HumanEval prompt ("Programming with solidity ^ version number 0.8.20") so the pragma the model writes
+    can follow the instruction — without it a corpus of mostly 0.4-0.6 code cannot target the 0.8 compiler.
+    """
+    version = (contract.pragma or "").replace(" ", "")
+    return [f"Programming with solidity {version}"] + contract.comments[:12]
+
+
+def label_contracts(codes: list[str], cache_file: Path) -> list[dict]:
+    """Slither's verdict on each contract (`vulnerable`, `checks`, `ok`), cached by the hash of the source."""
+    cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+    out = []
+    for code in codes:
+        h = hashlib.sha256(code.encode()).hexdigest()
+        if h not in cache and not re.search(r"pragma\s+solidity\s*(\^|>=|~)?\s*0\.8\.", code):
+            # only solc-js 0.8.37 is installed: older code cannot be analysed (its dataset label is kept)
+            out.append({"ok": False, "vulnerable": False, "checks": [], "reason": "version_pragma"})
+            continue
+        if h not in cache:
+            a = analyze(code)
+            cache[h] = {"ok": a.ok, "vulnerable": a.vulnerable, "checks": sorted(a.checks), "reason": a.reason}
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(cache))
+            tmp.replace(cache_file)
+        out.append(cache[h])
+    return out
+
+
+def build_examples(scale: ScaleConfig, cache_dir: Path, corpus: list[Contract] | None = None) -> dict:
+    """Secure contracts for CI, and Slither-labelled secure + injected contracts for VD and TI (train/test split).
+
+    Only whole contracts of at most `max_chars` characters are used; injection needs a 0.8 contract that compiles.
+    """
+    corpus = corpus if corpus is not None else load_secure_contracts()
+    rng = random.Random(scale.seed)
+    short = [c for c in corpus if len(c.code) <= scale.max_chars]
+    rng.shuffle(short)
+    with SolcServer() as solc:
+        hosts = [c for c in corpus if c.is_08 and len(c.code) <= scale.max_chars - 400
+                 and re.search(r"^(?:abstract\s+)?contract\s", c.code, re.M) and solc.compile(c.code).ok]
+        injected = []
+        for p_i, pattern in enumerate(PATTERNS):
+            for k in range(scale.n_injected_per_pattern):
+                host = hosts[(p_i * scale.n_injected_per_pattern + k) % len(hosts)]
+                code = inject(host.code, pattern, seed=k)
+                if solc.compile(code).ok:
+                    injected.append((Contract(code, host.comments, host.raw), pattern))
+    secure = short[: scale.n_secure]
+    items = [(c, None) for c in secure] + injected
+    labels = label_contracts([c.code for c, _ in items], cache_dir / "slither_labels.json")
+    rows = []
+    for (c, pattern), lab in zip(items, labels):
+        # the training tag is Slither's verdict (the paper labels with Slither); a contract Slither cannot analyse
+        # (pre-0.8 pragma, compile error) keeps its dataset label: secure corpus -> correct, injected -> bug
+        tag = ("bug" if lab["vulnerable"] else "correct") if lab["ok"] else ("correct" if pattern is None else "bug")
+        rows.append({"contract": c, "pattern": pattern, "tag": tag, "slither_ok": lab["ok"],
+                     "slither_checks": lab["checks"]})
+    rng.shuffle(rows)
+    n_test = max(2, len(rows) // 10)
+    agreement = {p: [r["tag"] == "bug" for r in rows if r["pattern"] == p and r["slither_ok"]] for p in PATTERNS}
+    return {
+        "ci_codes": [c.code for c in short[scale.n_secure:]] + [c.code for c in secure],
+        "train": rows[n_test:], "test": rows[:n_test],
+        "slither_agreement": {p: [sum(v), len(v)] for p, v in agreement.items()},
+        "secure_flagged": [sum(1 for r in rows if r["pattern"] is None and r["tag"] == "bug"),
+                           sum(1 for r in rows if r["pattern"] is None and r["slither_ok"])],
+    }
+
+
+def build_base(scale: ScaleConfig, cache_dir: Path, texts: list[str]):
+    """Tokenizer + tiny LLaMA pretrained by causal LM on `texts` (cached by the scale's model/pretrain fields)."""
+    from .configuration_codebc import CodeBCConfig
+    from .modeling_codebc import CodeBCForCausalLM
+    from .tokenizer import TOKENIZER_VERSION, codebc_token_ids, load_tokenizer, train_tokenizer
+    from .training import CodeBCStageArguments, clm_dataset, train_stage
+
+    key = scale.key("vocab_size", "hidden_size", "layers", "heads", "block_size", "pretrain_steps", "pretrain_lr",
+                    "seed") + f"-t{TOKENIZER_VERSION}-" + hashlib.sha256("".join(texts).encode()).hexdigest()[:8]
+    folder = cache_dir / f"base-{key}"
+    if (folder / "model.safetensors").is_file():
+        return CodeBCForCausalLM.from_pretrained(folder), load_tokenizer(folder)
+    tok = train_tokenizer(texts, vocab_size=scale.vocab_size)
+    config = CodeBCConfig(
+        vocab_size=len(tok), hidden_size=scale.hidden_size, intermediate_size=int(2.75 * scale.hidden_size),
+        num_hidden_layers=scale.layers, num_attention_heads=scale.heads, num_key_value_heads=scale.heads,
+        max_position_embeddings=2048, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, tag_token_ids=codebc_token_ids(tok), tie_word_embeddings=True,
+    )
+    torch.manual_seed(scale.seed)
+    model = CodeBCForCausalLM(config)
+    args = CodeBCStageArguments(learning_rate=scale.pretrain_lr, max_steps=scale.pretrain_steps,
+                                batch_size=16, seed=scale.seed)
+    loss = train_stage(model, clm_dataset(tok, texts, scale.block_size), tok, args, str(cache_dir / "tmp"))
+    LOG.info("pretraining loss %.3f", loss)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return model, tok
+
+
+def generate_humaneval(model, tok, security_tag: str | None, scale: ScaleConfig, tasks: list[str] | None = None
+                       ) -> dict[str, str]:
+    """`{"<Task>.txt_<k>.sol": code}` for every task and sample, the tag forced at the start of each response."""
+    tasks = tasks or humaneval_tasks()
+    out = {}
+    for k in range(scale.samples):
+        greedy = scale.samples == 1
+        gens = generate_with_tag(model, tok, [humaneval_prompt(t) for t in tasks], security_tag,
+                                 max_new_tokens=scale.max_new_tokens, do_sample=not greedy,
+                                 temperature=scale.temperature, seed=scale.seed * 100 + k,
+                                 max_prompt_tokens=scale.max_prompt_tokens)
+        for t, g in zip(tasks, gens):
+            out[f"{t}.txt_{k}.sol"] = g["code"]
+    return out
+
+
+def score_generations(gens: dict[str, str], analyse: bool, server: SolcServer | None = None,
+                      text_metrics: bool = True) -> dict:
+    """Scores generated files against the Blockchain-HumanEval references; adds the injected-pattern rate."""
+    refs = {n: humaneval_reference(n.split(".txt_")[0]) for n in gens}
+    s = score_sources(gens, refs, analyse=analyse, server=server, text_metrics=text_metrics)
+    hits = [n for n, code in gens.items() if injected_patterns(code)]
+    s["injected_pattern_files"] = len(hits)
+    s["injected_pattern_rate"] = len(hits) / len(gens) if gens else None
+    s["mean_chars"] = sum(len(c) for c in gens.values()) / max(1, len(gens))
+    return s
+
+
+__all__ = ["ScaleConfig", "build_base", "build_examples", "generate_humaneval", "score_generations",
+           "label_contracts", "with_version_line"]

@@ -1,0 +1,175 @@
+"""`hf-ext codebc score`: scores a folder of generated contracts like the CodeBC paper does.
+
+Files are named like the released outputs, `<Task>.txt_<k>.sol` (sample `k` of Blockchain-HumanEval task `<Task>`);
+the reference of `<Task>` is `<Task>_clean.sol` (or `<Task>.sol`) in the references folder, by default the shipped
+Blockchain-HumanEval `clean_code/`. Reported:
+
+- `bleu`, `codebleu`: mean over samples × 100 (see [`~hf_ext.codebc.metrics`]);
+- `compiled` / `total`: files solc-js 0.8.37 compiles (bytecode generation included, warnings allowed);
+- `vulnerability_rate`: share of **compiled** files on which Slither (all detectors, through the solc-js shim)
+  reports at least one **High or Medium** impact finding. The paper's exact formula is unknown (its released logs
+  only hold `--print human-summary` counts); this is the definition used throughout hf_ext.codebc.
+
+A file that cannot be read, has no reference, does not compile, asks for another compiler version, or crashes the
+analyser is reported in `files` with its reason; the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+from .data import default_references_dir
+from .metrics import bleu, codebleu_scores, wilson_interval
+from .solidity import SolcServer, analyze
+
+NAME = re.compile(r"^(?P<task>.+)\.txt_(?P<k>\d+)\.sol$")
+
+
+def find_reference(task: str, references: Path) -> Path | None:
+    for cand in (references / f"{task}_clean.sol", references / f"{task}.sol"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def score_sources(
+    predictions: dict[str, str], references: dict[str, str | None], *, analyse: bool = True,
+    server: SolcServer | None = None, text_metrics: bool = True,
+) -> dict:
+    """Scores in-memory contracts. `predictions` maps file name to source; `references` file name to reference text
+    (`None`: no reference, so no BLEU/CodeBLEU for that file); `text_metrics=False` skips BLEU and CodeBLEU.
+    Returns the summary dict with per-file `files`."""
+    own = server is None
+    server = server or SolcServer()
+    files: dict[str, dict] = {}
+    try:
+        for name, src in predictions.items():
+            res = server.compile(src, name)
+            files[name] = {"compiled": res.ok, "compile_reason": res.reason,
+                           "compile_errors": [e.splitlines()[0] for e in res.errors][:3]}
+    finally:
+        if own:
+            server.close()
+    scored = [n for n in predictions if references.get(n) is not None] if text_metrics else []
+    for n in scored:
+        files[n]["bleu"] = 100 * bleu(references[n], predictions[n])
+    for n, cb in zip(scored, codebleu_scores([references[n] for n in scored], [predictions[n] for n in scored])):
+        files[n]["codebleu"] = 100 * cb["codebleu"]
+    compiled = [n for n in predictions if files[n]["compiled"]]
+    analysed = vulnerable = 0
+    impacts: Counter = Counter()
+    if analyse:
+        for n in compiled:
+            a = analyze(predictions[n], n)
+            files[n]["analysis"] = {"ok": a.ok, "reason": a.reason, "counts": a.counts, "checks": sorted(a.checks),
+                                    "error": a.error and a.error.splitlines()[0][:300]}
+            if a.ok:
+                analysed += 1
+                vulnerable += a.vulnerable
+                impacts.update(a.counts)
+    total = len(predictions)
+    summary = {
+        "total": total,
+        "scored": len(scored),
+        "bleu": sum(files[n]["bleu"] for n in scored) / len(scored) if scored else None,
+        "codebleu": sum(files[n]["codebleu"] for n in scored) / len(scored) if scored else None,
+        "compiled": len(compiled),
+        "compile_rate": len(compiled) / total if total else None,
+        "compile_rate_ci95": list(wilson_interval(len(compiled), total)),
+        "analysed": analysed if analyse else None,
+        "vulnerable": vulnerable if analyse else None,
+        "vulnerability_rate": (vulnerable / analysed if analysed else None) if analyse else None,
+        "vulnerability_rate_ci95": list(wilson_interval(vulnerable, analysed)) if analyse and analysed else None,
+        "vulnerability_definition": "share of compiled files with >= 1 Slither High or Medium finding",
+        "impact_counts": dict(impacts) if analyse else None,
+        "failure_reasons": dict(Counter(f["compile_reason"] for f in files.values() if not f["compiled"])),
+        "files": files,
+    }
+    return summary
+
+
+def score_folder(predictions_dir: str | Path, references_dir: str | Path | None = None, *, analyse: bool = True,
+                 server: SolcServer | None = None) -> dict:
+    """Scores every `*.sol` in `predictions_dir` (see the module docstring); unreadable files are reported."""
+    pred_dir = Path(predictions_dir)
+    if not pred_dir.is_dir():
+        raise FileNotFoundError(f"predictions folder {pred_dir} does not exist")
+    ref_dir = Path(references_dir) if references_dir else default_references_dir()
+    if not ref_dir.is_dir():
+        raise FileNotFoundError(f"references folder {ref_dir} does not exist")
+    predictions, references, problems = {}, {}, {}
+    for path in sorted(pred_dir.glob("*.sol")):
+        try:
+            predictions[path.name] = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError) as err:
+            problems[path.name] = {"compiled": False, "compile_reason": "unreadable", "compile_errors": [str(err)]}
+            continue
+        m = NAME.match(path.name)
+        ref = find_reference(m["task"], ref_dir) if m else None
+        references[path.name] = ref.read_text(encoding="utf-8") if ref else None
+        if ref is None:
+            problems.setdefault(path.name, {})["reference"] = (
+                "file name is not <Task>.txt_<k>.sol" if m is None else f"no reference for task {m['task']!r}")
+    summary = score_sources(predictions, references, analyse=analyse, server=server)
+    for name, info in problems.items():
+        if name in summary["files"]:
+            summary["files"][name].update(info)
+        else:  # unreadable: counts as a sample that did not compile
+            summary["files"][name] = info
+            summary["total"] += 1
+            summary["failure_reasons"]["unreadable"] = summary["failure_reasons"].get("unreadable", 0) + 1
+    if problems:
+        summary["compile_rate"] = summary["compiled"] / summary["total"]
+        summary["compile_rate_ci95"] = list(wilson_interval(summary["compiled"], summary["total"]))
+    summary["predictions"] = str(pred_dir)
+    summary["references"] = str(ref_dir)
+    return summary
+
+
+def format_summary(s: dict) -> str:
+    def f(x, spec=".2f"):
+        return "n/a" if x is None else format(x, spec)
+
+    lines = [
+        f"files: {s['total']}  (with reference: {s['scored']})",
+        f"BLEU: {f(s['bleu'])}   CodeBLEU: {f(s['codebleu'])}",
+        f"compiled: {s['compiled']}/{s['total']} = {f(s['compile_rate'] and 100 * s['compile_rate'], '.1f')}%",
+    ]
+    if s["vulnerability_rate"] is not None or s["analysed"] is not None:
+        lines.append(f"vulnerability rate (High/Medium, of {s['analysed']} analysed): {s['vulnerable']}/"
+                     f"{s['analysed']} = {f(s['vulnerability_rate'] and 100 * s['vulnerability_rate'], '.1f')}%")
+    if s["failure_reasons"]:
+        lines.append("not compiled: " + ", ".join(f"{k} {v}" for k, v in sorted(s["failure_reasons"].items())))
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hf-ext codebc score",
+        description="Score generated Solidity contracts (<Task>.txt_<k>.sol) the CodeBC way: BLEU, CodeBLEU, "
+                    "solc-js compile rate, Slither vulnerability rate.")
+    p.add_argument("--predictions", required=True, help="folder of <Task>.txt_<k>.sol files")
+    p.add_argument("--references", default=None,
+                   help="folder of <Task>_clean.sol references (default: the shipped Blockchain-HumanEval)")
+    p.add_argument("--no-analyse", action="store_true", help="skip Slither (vulnerability_rate is null)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (per-file details under 'files')")
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    try:
+        summary = score_folder(args.predictions, args.references, analyse=not args.no_analyse)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(format_summary(summary))
+    return summary

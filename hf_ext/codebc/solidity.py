@@ -1,0 +1,259 @@
+"""The real Solidity toolchain behind CodeBC's metrics: solc-js (npm `solc`) for compilation, Slither for analysis.
+
+Both run offline from the project-local install in `tools/solc/` (`make tools` runs `npm ci` there):
+
+- [`SolcServer`] keeps **one** node process with solc-js loaded and sends it one JSON request per contract, which
+  avoids the ~1 s `soljson.js` start-up of a process per file (see `benchmarks/codebc_compile.py`).
+- [`analyze`] runs Slither's Python API on a contract, with crytic-compile pointed at `tools/solc/solc`, a small
+  node executable that answers `--version` and `--standard-json` through solc-js (the native `solc` binary is not
+  installable offline).
+
+Every failure is reported per file as a [`CompileResult`] / [`AnalysisResult`] with a reason (`"syntax"`,
+`"version_pragma"`, `"type"`, `"node_missing"`, `"analyser_crash"`, ...) instead of an exception, so a scoring run
+never aborts on one bad file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hf_ext.core.registry import REPO_ROOT
+
+TOOLS_DIR = Path(os.environ.get("HF_EXT_SOLC_DIR", REPO_ROOT / "tools" / "solc"))
+SERVER_JS = TOOLS_DIR / "server.js"
+SHIM = TOOLS_DIR / "solc"
+SOLC_JS_VERSION = "0.8.37"
+
+
+class ToolchainError(RuntimeError):
+    """node or solc-js is missing or the compile server died; the message names the fix."""
+
+
+def node_executable() -> str | None:
+    return os.environ.get("HF_EXT_NODE") or shutil.which("node")
+
+
+def toolchain_problem() -> str | None:
+    """`None` when node and the project-local solc-js are usable, else one line saying what is missing."""
+    if node_executable() is None:
+        return "node is not installed (solc-js needs Node.js >= 12 on PATH)"
+    if not (TOOLS_DIR / "node_modules" / "solc" / "soljson.js").is_file():
+        return f"solc-js is not installed in {TOOLS_DIR} (run `make tools`)"
+    return None
+
+
+@dataclass
+class CompileResult:
+    """Outcome of compiling one source file.
+
+    Args:
+        name (`str`): the file name.
+        ok (`bool`): no error-severity diagnostics (warnings allowed).
+        reason (`str`, *optional*): why it failed: `"syntax"`, `"version_pragma"`, `"declaration"`, `"type"`,
+            `"codegen"`, `"empty"`, `"node_missing"`, `"server_error"` or `"other"`.
+        errors (`list[str]`): the error messages.
+        warnings (`int`): number of warnings.
+        contracts (`list[str]`): `file:Contract` names produced.
+    """
+
+    name: str
+    ok: bool
+    reason: str | None = None
+    errors: list[str] = field(default_factory=list)
+    warnings: int = 0
+    contracts: list[str] = field(default_factory=list)
+
+
+def _reason(errors: list[dict]) -> str:
+    types = [e.get("type", "") for e in errors if e.get("severity") == "error"]
+    messages = " ".join(e.get("message", "") for e in errors if e.get("severity") == "error")
+    if "requires different compiler version" in messages:
+        return "version_pragma"
+    for t, reason in (("ParserError", "syntax"), ("SyntaxError", "syntax"), ("DeclarationError", "declaration"),
+                      ("TypeError", "type"), ("CodeGenerationError", "codegen"), ("CompilerError", "codegen"),
+                      ("ServerError", "server_error")):
+        if t in types:
+            return reason
+    return "other"
+
+
+class SolcServer:
+    """A long-lived `node tools/solc/server.js` process compiling contracts with solc-js.
+
+    Use as a context manager or call [`close`]. Thread-safe (one request in flight at a time).
+
+    Args:
+        codegen (`bool`, defaults to `True`): also generate bytecode, so code-generation errors count as failures
+            (the paper's check ran `solc --combined-json bin,...`).
+    """
+
+    def __init__(self, codegen: bool = True):
+        self.codegen = codegen
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._next_id = 1
+        self.version: str | None = None
+
+    def _start(self) -> None:
+        problem = toolchain_problem()
+        if problem:
+            raise ToolchainError(problem)
+        self._proc = subprocess.Popen(
+            [node_executable(), str(SERVER_JS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, bufsize=1,
+        )
+        hello = self._proc.stdout.readline()
+        try:
+            msg = json.loads(hello)
+        except json.JSONDecodeError:
+            self.close()
+            raise ToolchainError(f"solc-js compile server did not start (said {hello!r})") from None
+        if not msg.get("ready"):
+            self.close()
+            raise ToolchainError(f"solc-js compile server failed: {msg.get('fatal', msg)}")
+        self.version = msg["version"]
+
+    def compile(self, source: str, name: str = "Contract.sol") -> CompileResult:
+        """Compiles one file; never raises for bad source or a missing toolchain (the reason says why)."""
+        if not source.strip():
+            return CompileResult(name, False, "empty", ["empty source"])
+        with self._lock:
+            try:
+                if self._proc is None or self._proc.poll() is not None:
+                    self._start()
+                req_id = self._next_id
+                self._next_id += 1
+                self._proc.stdin.write(json.dumps({"id": req_id, "sources": {name: source},
+                                                   "codegen": self.codegen}) + "\n")
+                self._proc.stdin.flush()
+                line = self._proc.stdout.readline()
+                if not line:
+                    self._proc = None
+                    return CompileResult(name, False, "server_error", ["solc-js compile server exited"])
+                reply = json.loads(line)
+            except ToolchainError as err:
+                reason = "node_missing" if "node" in str(err).split(" ")[0] else "solc_missing"
+                return CompileResult(name, False, reason, [str(err)])
+            except (BrokenPipeError, OSError) as err:
+                self._proc = None
+                return CompileResult(name, False, "server_error", [f"solc-js compile server failed: {err}"])
+        errors = [e for e in reply["errors"] if e["severity"] == "error"]
+        warnings = sum(e["severity"] == "warning" for e in reply["errors"])
+        if errors:
+            return CompileResult(name, False, _reason(reply["errors"]), [e["message"] for e in errors], warnings)
+        return CompileResult(name, True, None, [], warnings, reply["contracts"])
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self._proc.kill()
+            self._proc = None
+
+    def __enter__(self) -> SolcServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+def compile_once(source: str, name: str = "Contract.sol", codegen: bool = True) -> CompileResult:
+    """Compiles one file with a fresh node process (the slow baseline of the benchmark)."""
+    with SolcServer(codegen=codegen) as server:
+        return server.compile(source, name)
+
+
+# Slither's detector impacts that count as a security finding for the vulnerability rate.
+SECURITY_IMPACTS = ("High", "Medium")
+
+
+@dataclass
+class AnalysisResult:
+    """Slither's findings on one contract.
+
+    Args:
+        name (`str`): the file name.
+        ok (`bool`): Slither ran to the end.
+        reason (`str`, *optional*): why not (`"compile"`, `"analyser_crash"`, `"node_missing"`, ...).
+        counts (`dict[str, int]`): findings per impact (`High`, `Medium`, `Low`, `Informational`, `Optimization`),
+            like Slither's `--print human-summary`.
+        findings (`list[dict]`): `{"check", "impact", "confidence", "description"}` per finding.
+        error (`str`, *optional*): the error text when `ok` is false.
+    """
+
+    name: str
+    ok: bool
+    reason: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    findings: list[dict] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def vulnerable(self) -> bool:
+        """At least one High or Medium impact finding (the vulnerability-rate definition used here)."""
+        return any(self.counts.get(i, 0) > 0 for i in SECURITY_IMPACTS)
+
+    @property
+    def checks(self) -> set[str]:
+        return {f["check"] for f in self.findings}
+
+
+def analyze(source: str, name: str = "Contract.sol") -> AnalysisResult:
+    """Runs every Slither detector on one contract through crytic-compile and the solc-js shim.
+
+    Never raises for a bad contract: a compile failure or a crash inside Slither is returned with its reason.
+    """
+    problem = toolchain_problem()
+    if problem:
+        return AnalysisResult(name, False, "node_missing" if problem.startswith("node") else "solc_missing",
+                              error=problem)
+    try:
+        from crytic_compile import CryticCompile
+        from crytic_compile.platform.solc_standard_json import SolcStandardJson
+        from slither import Slither
+        from slither.detectors import all_detectors
+        from slither.detectors.abstract_detector import AbstractDetector
+    except ImportError as err:  # pragma: no cover - slither is a declared dependency
+        return AnalysisResult(name, False, "analyser_missing", error=str(err))
+    detectors = [d for d in vars(all_detectors).values()
+                 if isinstance(d, type) and issubclass(d, AbstractDetector) and d is not AbstractDetector]
+    with tempfile.TemporaryDirectory(prefix="codebc_slither_") as tmp:
+        path = Path(tmp) / Path(name).name
+        path.write_text(source)
+        cwd = os.getcwd()
+        try:
+            os.chdir(tmp)  # crytic-compile resolves and reports paths relative to the working directory
+            standard = SolcStandardJson()
+            standard.add_source_file(str(path))
+            cc = CryticCompile(standard, solc=str(SHIM))
+            slither = Slither(cc)
+            for d in detectors:
+                slither.register_detector(d)
+            results = [r for per_detector in slither.run_detectors() for r in per_detector]
+        except Exception as err:  # noqa: BLE001 - any crash inside crytic-compile/Slither is a per-file result
+            text = f"{type(err).__name__}: {err}".strip()
+            reason = "compile" if "InvalidCompilation" in type(err).__name__ or "ompil" in text[:200] else \
+                "analyser_crash"
+            return AnalysisResult(name, False, reason, error=text[:2000])
+        finally:
+            os.chdir(cwd)
+    counts = {k: 0 for k in ("High", "Medium", "Low", "Informational", "Optimization")}
+    findings = []
+    for r in results:
+        impact = r.get("impact", "Informational")
+        counts[impact] = counts.get(impact, 0) + 1
+        findings.append({"check": r.get("check"), "impact": impact, "confidence": r.get("confidence"),
+                         "description": (r.get("description") or "").strip()})
+    return AnalysisResult(name, True, None, counts, findings)

@@ -1,0 +1,180 @@
+"""CodeBC's text formats (the three training stages and inference) and security-tag forcing at generation time.
+
+Formats follow the authors' CodeLlama-Instruct templates (spec §3):
+
+- **CI** (code infilling, PSM order): `<s><PRE>{code[:s]}<SUF>{code[e:]}<MID>{code[s:e]}\\n<EOT></s>`, with
+  `s ~ U[L/5, 2L/5]`, `e ~ U[3L/5, 4L/5]` (characters), 5 samples per contract with seeds k = 0..4. CodeLlama writes
+  `▁<PRE>`: `▁` is its SentencePiece word-boundary marker, which a byte-level BPE does not need.
+- **VD** (vulnerability detection as generation): prompt
+  `<s>[INST]Please determine whether this smart contract code is a correct solution:\\n```\\n{code}\\n```\\n[/INST]\\n[Tag]`
+  and answer `\\n{correct|bug}\\n[/Tag]\\n</s>`; loss on the answer only.
+- **TI** (tag-guided instruction tuning): `<s>[INST]{header}\\n{comments}\\nPlease give the contract code[/INST]\\n`
+  then the response `[Tag]\\n{tag}\\n[/Tag]\\n```\\n{code}\\n```\\n[Tag]\\n{tag}\\n[/Tag]\\n</s>` — the tag on both
+  sides of the code; loss on the response.
+
+Deviation (a fix): the authors' VD training JSON spells the block `[TAG]…[/TAG]` while their TI data and generation
+script use `[Tag]…[/Tag]`; one spelling, `[Tag]`, is used everywhere here so the three stages share the tag tokens.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import torch
+
+FIM_TOKENS = ("<PRE>", "<SUF>", "<MID>", "<EOT>")
+INST_TOKENS = ("[INST]", "[/INST]")
+TAG_OPEN, TAG_CLOSE = "[Tag]", "[/Tag]"
+TAG_TOKENS = (TAG_OPEN, TAG_CLOSE)
+SECURITY_TAGS = ("correct", "bug")
+VD_INSTRUCTION = "Please determine whether this smart contract code is a correct solution:"
+TI_HEADER = "Generate smart contract code that meets the following requirements:"
+TI_TAIL = "Please give the contract code"
+
+
+def tag_block(tag: str) -> str:
+    """`[Tag]\\n{tag}\\n[/Tag]\\n` for `tag` in `("correct", "bug")`."""
+    if tag not in SECURITY_TAGS:
+        raise ValueError(f"security tag must be one of {SECURITY_TAGS}, got {tag!r}")
+    return f"{TAG_OPEN}\n{tag}\n{TAG_CLOSE}\n"
+
+
+def fim_split(code: str, seed: int) -> tuple[str, str, str]:
+    """Character-level prefix / suffix / middle with `s ~ U[L/5, 2L/5]`, `e ~ U[3L/5, 4L/5]` (seeded)."""
+    r = random.Random(seed)
+    n = len(code)
+    s = r.randint(n // 5, 2 * n // 5)
+    e = r.randint(3 * n // 5, 4 * n // 5)
+    return code[:s], code[e:], code[s:e]
+
+
+def ci_text(code: str, seed: int, bos: str = "<s>", eos: str = "</s>") -> str:
+    """One code-infilling sample (PSM order)."""
+    pre, suf, mid = fim_split(code, seed)
+    return f"{bos}<PRE>{pre}<SUF>{suf}<MID>{mid}\n<EOT>{eos}"
+
+
+def vd_example(code: str, tag: str, bos: str = "<s>", eos: str = "</s>") -> tuple[str, str]:
+    """`(prompt, answer)` of the vulnerability-detection stage."""
+    tag_block(tag)  # validates
+    prompt = f"{bos}[INST]{VD_INSTRUCTION}\n```\n{code}\n```\n[/INST]\n{TAG_OPEN}"
+    return prompt, f"\n{tag}\n{TAG_CLOSE}\n{eos}"
+
+
+def ti_instruction(comments: list[str] | str) -> str:
+    body = comments if isinstance(comments, str) else "\n".join(comments)
+    return f"{TI_HEADER}\n{body}\n{TI_TAIL}" if body else f"{TI_HEADER}\n{TI_TAIL}"
+
+
+def ti_example(code: str, comments: list[str] | str, tag: str | None, bos: str = "<s>",
+               eos: str = "</s>") -> tuple[str, str]:
+    """`(prompt, response)` of the tag-guided instruction-tuning stage; `tag=None` gives the plain instruction-tuning
+    format with no tag (the "instruction tuning without tags" control)."""
+    prompt = f"{bos}[INST]{ti_instruction(comments)}[/INST]\n"
+    if tag is None:
+        return prompt, f"```\n{code}\n```\n{eos}"
+    block = tag_block(tag)
+    return prompt, f"{block}```\n{code}\n```\n{block}{eos}"
+
+
+def inference_prompt(instruction: str, bos: str = "<s>") -> str:
+    """The prompt for a Blockchain-HumanEval instruction (which already ends with "Please give the contract code")."""
+    return f"{bos}[INST]{instruction.strip()}[/INST]\n"
+
+
+def extract_code(generated: str) -> str:
+    """The contract in a generated response: the first fenced block, else the text after the tag block."""
+    text = re.sub(r"^\s*\[Tag\]\s*\w*\s*\[/Tag\]\s*", "", generated)
+    m = re.search(r"```(?:solidity)?\n?(.*?)(?:```|\[Tag\]|$)", text, re.S)
+    code = m.group(1) if m else text
+    return code.split("[Tag]")[0].strip()
+
+
+class ForcedTagLogitsProcessor:
+    """Forces a token sequence (the security-tag block) at the first generated positions.
+
+    At generation step `i < len(forced_ids)` every logit except `forced_ids[i]` is set to `-inf`, so the response
+    starts with the tag whatever the sampling settings; afterwards the scores pass through unchanged.
+
+    Args:
+        prompt_length (`int`): length of the (left-padded) prompt batch; steps are counted from there.
+        forced_ids (`list[int]`): the token ids to force.
+    """
+
+    def __init__(self, prompt_length: int, forced_ids: list[int]):
+        self.prompt_length = prompt_length
+        self.forced_ids = list(forced_ids)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        step = input_ids.shape[1] - self.prompt_length
+        if 0 <= step < len(self.forced_ids):
+            forced = torch.full_like(scores, float("-inf"))
+            forced[:, self.forced_ids[step]] = 0.0
+            return forced
+        return scores
+
+
+@torch.no_grad()
+def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_tag: str | None = "correct", *,
+                      force: str = "processor", max_new_tokens: int = 256, do_sample: bool = False,
+                      temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
+                      max_prompt_tokens: int = 1024, batch_size: int = 8) -> list[dict]:
+    """Generates contracts for instructions with the security tag forced at the start of the response.
+
+    Args:
+        model: a causal LM (plain or a `PeftModel`).
+        tokenizer: the CodeBC tokenizer (with `[Tag]` tokens).
+        instructions (`list[str]` or `str`): Blockchain-HumanEval-style requirements.
+        security_tag (`str`, *optional*, defaults to `"correct"`): `"correct"` (ask for secure code), `"bug"`, or
+            `None` (no tag: the model writes whatever it wants first).
+        force (`str`, defaults to `"processor"`): `"processor"` forces the tag block token by token through a
+            [`ForcedTagLogitsProcessor`] in `generate()`; `"prefix"` appends it to the prompt instead. Both give a
+            response that starts with the tag block.
+        max_new_tokens, do_sample, temperature, top_p: passed to `generate()`.
+        seed (`int`, *optional*): torch seed for sampling.
+        max_prompt_tokens (`int`, defaults to 1024): longer prompts lose their start (the authors' left
+            truncation, max prompt 1024).
+        batch_size (`int`, defaults to 8): prompts per `generate()` call (sorted by length to limit padding).
+
+    Returns:
+        `list[dict]` with `response` (decoded text after the prompt, tag included) and `code` (the extracted contract).
+    """
+    from transformers import LogitsProcessorList
+
+    if isinstance(instructions, str):
+        instructions = [instructions]
+    if force not in ("processor", "prefix"):
+        raise ValueError(f"force must be 'processor' or 'prefix', got {force!r}")
+    block = tag_block(security_tag) if security_tag is not None else ""
+    prompts = [inference_prompt(i, bos=tokenizer.bos_token or "") for i in instructions]
+    if security_tag is not None and force == "prefix":
+        prompts = [p + block for p in prompts]
+    forced_ids: list[int] = []
+    if security_tag is not None and force == "processor":
+        forced_ids = tokenizer(block, add_special_tokens=False)["input_ids"]
+    ids = [tokenizer(p, add_special_tokens=False)["input_ids"][-max_prompt_tokens:] for p in prompts]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    texts: list[str] = [""] * len(ids)
+    if seed is not None:
+        torch.manual_seed(seed)
+    model.eval()
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        width = max(len(ids[i]) for i in chunk)
+        # left padding, so every prompt ends where generation starts
+        input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(ids[i])) + ids[i] for i in chunk])
+        mask = torch.tensor([[0] * (width - len(ids[i])) + [1] * len(ids[i]) for i in chunk])
+        processors = LogitsProcessorList()
+        if forced_ids:
+            processors.append(ForcedTagLogitsProcessor(width, forced_ids))
+        gen_kwargs = dict(max_new_tokens=max_new_tokens + len(forced_ids), do_sample=do_sample,
+                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                          logits_processor=processors)
+        if do_sample:
+            gen_kwargs.update(temperature=temperature, top_p=top_p)
+        out = model.generate(input_ids=input_ids, attention_mask=mask, **gen_kwargs)
+        for i, text in zip(chunk, tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)):
+            texts[i] = text
+    prefix = block if (security_tag is not None and force == "prefix") else ""
+    return [{"response": prefix + t, "code": extract_code(prefix + t)} for t in texts]
