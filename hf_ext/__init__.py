@@ -13,6 +13,7 @@ from . import h2tune  # noqa: F401
 from . import orca  # noqa: F401
 from . import proto_evfl  # noqa: F401
 from . import fl_llama  # noqa: F401
+from . import tinyalign  # noqa: F401
 from . import fede4rag  # noqa: F401
 from . import codebc  # noqa: F401
 from . import tba  # noqa: F401

@@ -1,0 +1,109 @@
+"""Configuration of TinyAlign (arXiv 2505.12884): a vision encoder, a causal LM, the `mlp2x_gelu` connector, the
+memory-retrieval branch (query pooling, top-k, value connector) and the frozen random Perceiver that writes values."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from transformers import AutoConfig, PreTrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+
+class TinyAlignConfig(PreTrainedConfig):
+    r"""Configuration for [`TinyAlignForConditionalGeneration`].
+
+    Composes any Hugging Face vision encoder (`vision_config`, loaded with `AutoModel.from_config`) and any causal LM
+    (`text_config`, loaded with `AutoModelForCausalLM.from_config`), as in TinyLLaVA Factory, plus TinyAlign's memory
+    branch. Paper: [TinyAlign](https://arxiv.org/abs/2505.12884).
+
+    Args:
+        vision_config (`dict` or `PreTrainedConfig`): the vision encoder; default a one-stage ConvNeXt for 8×8 digits
+            (stride-2 stem, so 4×4 = 16 visual tokens).
+        text_config (`dict` or `PreTrainedConfig`): the causal LM; default a 1-block Llama with width 64.
+        image_size (`int`): expected height and width of `pixel_values` (checked on every forward).
+        num_channels (`int`): expected channels of `pixel_values`.
+        vision_feature_layer (`int`): which hidden state of the vision encoder feeds the connector (−1 = last).
+        vision_feature_select_strategy (`str`): `"default"` drops the CLS token of token-sequence encoders (ViT-like),
+            `"full"` keeps every token. Ignored for convolutional encoders (feature maps have no CLS).
+        num_image_tokens (`int`): visual tokens per image produced by the encoder (validated at run time).
+        connector_type (`str`): only `"mlp2x_gelu"` (Linear → GELU → Linear), the connector of the paper's scripts.
+        use_retrieval (`bool`): `False` gives the baseline (connector only, no memory tokens).
+        memory_top_k (`int`): neighbours retrieved per image; their values go along the token axis
+            (`k·num_latents` tokens).
+        alpha (`float`): weight of the visual tokens in the fused key/query (`1−alpha` for the text tokens), 0.4.
+        query_includes_answer (`bool`): **ablation only**, the released code's behaviour: the training query pools
+            the answer tokens too (leakage). Default `False` (honest: image + prompt tokens only).
+        value_num_latents (`int`), value_latent_dim (`int`): shape of one memory value (Perceiver latents, 32×96).
+        value_d_model (`int`), value_num_self_attends (`int`), value_num_heads (`int`), value_text_length (`int`):
+            the frozen random Perceiver that writes values (image conv1x1 + trainable positions, byte text).
+        image_token_id (`int`), rag_token_id (`int`): placeholder ids in `input_ids` (expanded: one per token).
+    """
+
+    model_type = "hf_ext_tinyalign"
+    sub_configs_defaults = {
+        "vision_config": SubConfigSpec(
+            config_class=AutoConfig,
+            model_type="convnext",
+            init_kwargs={"num_channels": 1, "patch_size": 2, "num_stages": 1, "hidden_sizes": [64], "depths": [2],
+                         "image_size": 8},
+        ),
+        "text_config": SubConfigSpec(
+            config_class=AutoConfig,
+            model_type="llama",
+            init_kwargs={"vocab_size": 64, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+                         "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512},
+        ),
+    }
+
+    vision_config: dict | PreTrainedConfig | None = None
+    text_config: dict | PreTrainedConfig | None = None
+    image_size: int = 8
+    num_channels: int = 1
+    vision_feature_layer: int = -1
+    vision_feature_select_strategy: Literal["default", "full"] = "default"
+    num_image_tokens: int = 16
+    connector_type: str = "mlp2x_gelu"
+    use_retrieval: bool = True
+    memory_top_k: int = 4
+    alpha: float = 0.4
+    query_includes_answer: bool = False
+    value_num_latents: int = 32
+    value_latent_dim: int = 96
+    value_d_model: int = 128
+    value_num_self_attends: int = 8
+    value_num_heads: int = 8
+    value_text_length: int = 64
+    image_token_id: int = 4
+    rag_token_id: int = 5
+    tie_word_embeddings: bool = False
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        if self.connector_type != "mlp2x_gelu":
+            raise ValueError(f"connector_type must be 'mlp2x_gelu', got {self.connector_type!r}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha must lie in [0, 1], got {self.alpha}")
+        if self.memory_top_k < 1:
+            raise ValueError(f"memory_top_k must be >= 1, got {self.memory_top_k}")
+        if self.vision_feature_select_strategy not in ("default", "full"):
+            raise ValueError(f"vision_feature_select_strategy must be 'default' or 'full', "
+                             f"got {self.vision_feature_select_strategy!r}")
+        if self.image_token_id == self.rag_token_id:
+            raise ValueError("image_token_id and rag_token_id must differ")
+        for name in ("image_token_id", "rag_token_id"):
+            if not 0 <= getattr(self, name) < self.text_config.vocab_size:
+                raise ValueError(f"{name}={getattr(self, name)} is outside the LM vocabulary "
+                                 f"(vocab_size={self.text_config.vocab_size})")
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of the LM embeddings: the connector output width and the memory key width."""
+        return self.text_config.hidden_size
+
+    @property
+    def num_memory_tokens(self) -> int:
+        """Extra tokens placed after the image tokens: `memory_top_k · value_num_latents` (0 for the baseline)."""
+        return self.memory_top_k * self.value_num_latents if self.use_retrieval else 0
+
+
+__all__ = ["TinyAlignConfig"]

@@ -1,0 +1,136 @@
+"""Data for TinyAlign: real handwritten digits (scikit-learn's bundled `load_digits`, 1,797 images of 8×8) with
+captions from the class plus attributes measured on each image, memory/train/test splits, and a loader for any
+image–caption `datasets.Dataset` or a local folder of image–caption pairs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+THICKNESS = ("thin", "medium", "thick")
+WIDTH = ("narrow", "regular", "wide")
+SLANT = ("slanted left", "upright", "slanted right")
+SPLIT_FRACTIONS = {"memory": 0.4, "train": 0.4, "test": 0.2}
+
+
+def measure_attributes(images: np.ndarray) -> dict[str, np.ndarray]:
+    """Per image (`(N, 8, 8)` in [0, 1]): ink mass (stroke thickness), ink bounding-box width, and slant = the
+    regression slope of x on y (y pointing up) over the ink distribution, so > 0 leans right."""
+    n, s, _ = images.shape
+    ys, xs = np.mgrid[0:s, 0:s].astype(np.float64)
+    ys = (s - 1) - ys
+    mass = images.sum(axis=(1, 2))
+    w = images / np.maximum(mass[:, None, None], 1e-9)
+    mx, my = (w * xs).sum(axis=(1, 2)), (w * ys).sum(axis=(1, 2))
+    cov = (w * (xs - mx[:, None, None]) * (ys - my[:, None, None])).sum(axis=(1, 2))
+    var_y = (w * (ys - my[:, None, None]) ** 2).sum(axis=(1, 2))
+    cols = (images > 0.25).any(axis=1)
+    width = np.array([np.ptp(np.flatnonzero(c)) + 1 if c.any() else 0 for c in cols], dtype=np.float64)
+    return {"ink": mass, "width": width, "slant": cov / np.maximum(var_y, 1e-9)}
+
+
+def tercile_edges(values: np.ndarray) -> np.ndarray:
+    return np.quantile(values, [1 / 3, 2 / 3])
+
+
+def caption_for(label: int, attrs: dict[str, float], edges: dict[str, np.ndarray]) -> str:
+    """E.g. `"a thick narrow seven , slanted right"`: the class alone does not determine the caption."""
+    t = THICKNESS[int(np.searchsorted(edges["ink"], attrs["ink"]))]
+    w = WIDTH[int(np.searchsorted(edges["width"], attrs["width"]))]
+    sl = SLANT[int(np.searchsorted(edges["slant"], attrs["slant"]))]
+    return f"a {t} {w} {DIGIT_WORDS[label]} , {sl}"
+
+
+def load_digit_captions(seed: int = 0):
+    """The digits as a `datasets.DatasetDict` with splits `memory` (40 %), `train` (40 %), `test` (20 %), stratified
+    by class with a fixed `seed`. Columns: `pixel_values` (1×8×8 in [0, 1]), `caption`, `label`, `index`.
+    Attribute terciles are fitted on the memory split only and applied to all splits."""
+    from datasets import Dataset, DatasetDict
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    images = (digits.images / 16.0).astype(np.float32)
+    labels = digits.target.astype(int)
+    idx = np.arange(len(labels))
+    mem, rest = train_test_split(idx, train_size=SPLIT_FRACTIONS["memory"], stratify=labels, random_state=seed)
+    train, test = train_test_split(rest, test_size=SPLIT_FRACTIONS["test"] / (1 - SPLIT_FRACTIONS["memory"]),
+                                   stratify=labels[rest], random_state=seed)
+    attrs = measure_attributes(images)
+    edges = {k: tercile_edges(v[mem]) for k, v in attrs.items()}
+
+    def split(ids):
+        ids = np.sort(ids)
+        return Dataset.from_dict({
+            "pixel_values": images[ids][:, None].tolist(),
+            "caption": [caption_for(labels[i], {k: v[i] for k, v in attrs.items()}, edges) for i in ids],
+            "label": labels[ids].tolist(),
+            "index": ids.tolist(),
+        })
+
+    return DatasetDict({"memory": split(mem), "train": split(train), "test": split(test)})
+
+
+def to_model_images(images, image_size: int = 8, num_channels: int = 1) -> np.ndarray:
+    """PIL images or arrays → float32 `(N, C, S, S)` in [0, 1] (grey or RGB, resized)."""
+    from PIL import Image
+
+    out = []
+    for img in images:
+        if not isinstance(img, Image.Image):
+            arr = np.asarray(img, dtype=np.float32)
+            arr = arr / 255.0 if arr.max() > 1.0 else arr
+            img = Image.fromarray((np.clip(arr.squeeze(), 0, 1) * 255).astype(np.uint8))
+        img = img.convert("L" if num_channels == 1 else "RGB").resize((image_size, image_size), Image.BILINEAR)
+        arr = np.asarray(img, dtype=np.float32) / 255.0
+        out.append(arr[None] if num_channels == 1 else arr.transpose(2, 0, 1))
+    return np.stack(out)
+
+
+def from_image_caption_dataset(dataset, image_column: str = "image", caption_column: str = "caption",
+                               image_size: int = 8, num_channels: int = 1, invert: bool = False):
+    """Any image–caption `datasets.Dataset` → TinyAlign columns (`pixel_values`, `caption`).
+
+    Args:
+        invert (`bool`): map dark-on-light photos to light-on-dark, the digits' convention.
+    """
+    for col in (image_column, caption_column):
+        if col not in dataset.column_names:
+            raise ValueError(f"dataset has no column {col!r} (columns: {dataset.column_names})")
+
+    def convert(batch):
+        px = to_model_images(batch[image_column], image_size, num_channels)
+        return {"pixel_values": (1.0 - px if invert else px).tolist(),
+                "caption": [str(c) for c in batch[caption_column]]}
+
+    return dataset.map(convert, batched=True, remove_columns=dataset.column_names)
+
+
+def load_caption_folder(folder: str | Path, **kwargs):
+    """A local folder of COCO-style pairs: images plus `metadata.jsonl` (one `{"file_name", "caption"}` per line, the
+    `imagefolder` convention) or `captions.json` (COCO: `images` with `id`/`file_name`, `annotations` with
+    `image_id`/`caption`). Returns TinyAlign columns, see [`from_image_caption_dataset`]."""
+    from datasets import Dataset
+    from PIL import Image
+
+    folder = Path(folder)
+    pairs = []
+    if (folder / "metadata.jsonl").is_file():
+        for line in (folder / "metadata.jsonl").read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                pairs.append((row["file_name"], row["caption"]))
+    elif (folder / "captions.json").is_file():
+        coco = json.loads((folder / "captions.json").read_text())
+        names = {im["id"]: im["file_name"] for im in coco["images"]}
+        pairs = [(names[a["image_id"]], a["caption"]) for a in coco["annotations"]]
+    else:
+        raise FileNotFoundError(f"{folder} has neither metadata.jsonl nor captions.json")
+    if not pairs:
+        raise ValueError(f"{folder} lists no image–caption pairs")
+    ds = Dataset.from_dict({"image": [Image.open(folder / f).copy() for f, _ in pairs],
+                           "caption": [c for _, c in pairs]})
+    return from_image_caption_dataset(ds, **kwargs)

@@ -1,0 +1,62 @@
+"""Caption metrics: teacher-forced token accuracy, class-word accuracy of generated captions, corpus BLEU-4."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import torch
+
+from .data import DIGIT_WORDS
+
+
+def token_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, int]:
+    """(correct, total) next-token predictions on positions whose label is not -100 (shifted like the LM loss)."""
+    pred = logits[:, :-1].argmax(-1)
+    gold = labels[:, 1:]
+    mask = gold != -100
+    return int(((pred == gold) & mask).sum()), int(mask.sum())
+
+
+def class_word(caption: str) -> str | None:
+    """The first digit word in a caption (None if there is none)."""
+    for w in caption.split():
+        if w in DIGIT_WORDS:
+            return w
+    return None
+
+
+def class_word_accuracy(predictions: list[str], references: list[str]) -> float:
+    """Share of generated captions whose digit word equals the reference's."""
+    hits = [class_word(p) is not None and class_word(p) == class_word(r) for p, r in zip(predictions, references)]
+    return sum(hits) / max(len(hits), 1)
+
+
+def corpus_bleu(predictions: list[str], references: list[str], max_n: int = 4) -> float:
+    """Corpus BLEU (Papineni et al. 2002) with one reference per sentence, whitespace tokens, uniform weights and the
+    brevity penalty, in [0, 100]. Returns 0 when some n-gram order has no match (no smoothing)."""
+    matches, totals = [0] * max_n, [0] * max_n
+    hyp_len = ref_len = 0
+    for p, r in zip(predictions, references):
+        hyp, ref = p.split(), r.split()
+        hyp_len += len(hyp)
+        ref_len += len(ref)
+        for n in range(1, max_n + 1):
+            h = Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1))
+            g = Counter(tuple(ref[i : i + n]) for i in range(len(ref) - n + 1))
+            matches[n - 1] += sum(min(c, g[k]) for k, c in h.items())
+            totals[n - 1] += max(len(hyp) - n + 1, 0)
+    if hyp_len == 0 or min(matches) == 0:
+        return 0.0
+    log_p = sum(math.log(m / t) for m, t in zip(matches, totals)) / max_n
+    bp = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
+    return 100.0 * bp * math.exp(log_p)
+
+
+def steps_to_threshold(losses: list[float], threshold: float, window: int = 5) -> int | None:
+    """First step (1-based) at which the running mean of `window` losses is at or below `threshold`."""
+    for i in range(len(losses)):
+        chunk = losses[max(0, i - window + 1) : i + 1]
+        if len(chunk) == window and sum(chunk) / window <= threshold:
+            return i + 1
+    return None

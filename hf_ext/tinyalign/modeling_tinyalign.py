@@ -1,0 +1,281 @@
+"""TinyAlign (arXiv 2505.12884): a retrieval-augmented vision-language connector as a `PreTrainedModel`.
+
+Vision encoder → `mlp2x_gelu` connector → visual tokens; a fused image+prompt query retrieves the top-k memory
+entries from a faiss bank; their Perceiver values go through connector2 and become `k·32` extra tokens right after
+the image tokens; a causal LM reads `[BOS] [image] [memory] [prompt] [caption]`. Self-contained (relative imports only)
+so the saved artifact loads with `trust_remote_code=True`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoModel, AutoModelForCausalLM, GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from .configuration_tinyalign import TinyAlignConfig
+from .memory import BANK_FILE, MemoryBank, MemoryBankError, TinyAlignValueEncoder, attention_pool
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class TinyAlignOutput(CausalLMOutputWithPast):
+    """[`CausalLMOutputWithPast`] plus what retrieval returned.
+
+    Args:
+        retrieved_ids (`torch.LongTensor` of shape `(B, k)`, *optional*): memory ids, best first.
+        retrieval_scores (`torch.FloatTensor` of shape `(B, k)`, *optional*): their cosine similarities.
+    """
+
+    retrieved_ids: torch.LongTensor | None = None
+    retrieval_scores: torch.FloatTensor | None = None
+
+
+class TinyAlignConnector(nn.Module):
+    """`mlp2x_gelu`: Linear(d_in → H) → GELU → Linear(H → H)."""
+
+    def __init__(self, in_dim: int, hidden_size: int):
+        super().__init__()
+        self.linear_1 = nn.Linear(in_dim, hidden_size)
+        self.act = nn.GELU()
+        self.linear_2 = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear_2(self.act(self.linear_1(x)))
+
+
+def vision_feature_width(config: TinyAlignConfig) -> int:
+    """Width of the selected vision hidden state, for token encoders (`hidden_size`) and staged CNNs
+    (`hidden_sizes`, whose `hidden_states` are the stem output followed by one entry per stage)."""
+    vc = config.vision_config
+    if getattr(vc, "hidden_sizes", None):
+        widths = [vc.hidden_sizes[0], *vc.hidden_sizes]
+        return widths[config.vision_feature_layer]
+    return vc.hidden_size
+
+
+class TinyAlignPreTrainedModel(PreTrainedModel):
+    config_class = TinyAlignConfig
+    base_model_prefix = "model"
+    input_modalities = ("image", "text")
+    main_input_name = "input_ids"
+    _no_split_modules = []
+    _supports_sdpa = True
+
+
+class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixin):
+    """TinyAlign for image captioning / conditional generation.
+
+    Holds `vision_tower` (any HF vision encoder), `connector`, `language_model` (any HF causal LM) and, when
+    `config.use_retrieval`, `connector2` (memory values → LM width), `retrieval_connector` (a frozen snapshot of the
+    connector taken when the bank is built, so that queries stay in the key space while the connector trains) and
+    `value_encoder` (the frozen random Perceiver). The memory bank itself is attached with [`set_memory_bank`] and
+    saved as `memory_bank.safetensors` next to the weights.
+    """
+
+    def __init__(self, config: TinyAlignConfig):
+        super().__init__(config)
+        self.vision_tower = AutoModel.from_config(config.vision_config)
+        self.language_model = AutoModelForCausalLM.from_config(config.text_config)
+        width = vision_feature_width(config)
+        self.connector = TinyAlignConnector(width, config.hidden_size)
+        if config.use_retrieval:
+            self.connector2 = TinyAlignConnector(config.value_latent_dim, config.hidden_size)
+            self.retrieval_connector = TinyAlignConnector(width, config.hidden_size)
+            self.retrieval_connector.requires_grad_(False)
+            self.value_encoder = TinyAlignValueEncoder(config)
+        self.memory_bank: MemoryBank | None = None
+        self.post_init()
+
+    # ---- plumbing -------------------------------------------------------------------------------------------
+    def get_input_embeddings(self):
+        return self.language_model.get_input_embeddings()
+
+    def set_input_embeddings(self, value):
+        self.language_model.set_input_embeddings(value)
+
+    def get_output_embeddings(self):
+        return self.language_model.get_output_embeddings()
+
+    def freeze_for_stage1(self) -> "TinyAlignForConditionalGeneration":
+        """Stage 1 of the recipe: vision tower and LM frozen; connector and connector2 train."""
+        self.vision_tower.requires_grad_(False)
+        self.language_model.requires_grad_(False)
+        if self.config.use_retrieval:
+            self.retrieval_connector.requires_grad_(False)
+            self.value_encoder.requires_grad_(False)
+        return self
+
+    def freeze_for_stage2(self) -> "TinyAlignForConditionalGeneration":
+        """Stage 2: LM, connector and connector2 train; the vision tower stays frozen (the paper also tunes it)."""
+        self.freeze_for_stage1()
+        self.language_model.requires_grad_(True)
+        return self
+
+    def load_components(self, vision_state: dict | None = None, lm_state: dict | None = None) -> None:
+        """Copies pretrained vision-encoder / LM weights in (strict: every key must match)."""
+        if vision_state is not None:
+            self.vision_tower.load_state_dict(vision_state, strict=True)
+        if lm_state is not None:
+            self.language_model.load_state_dict(lm_state, strict=True)
+
+    # ---- inputs -----------------------------------------------------------------------------------------------
+    def check_pixel_values(self, pixel_values: torch.Tensor) -> None:
+        c, s = self.config.num_channels, self.config.image_size
+        if pixel_values.ndim != 4 or tuple(pixel_values.shape[1:]) != (c, s, s):
+            raise ValueError(f"pixel_values must have shape (batch, {c}, {s}, {s}) (channels={c}, image_size={s}); "
+                             f"got {tuple(pixel_values.shape)}")
+
+    def image_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """Vision features `(B, Nv, d_v)` of the selected hidden state (before the connector)."""
+        self.check_pixel_values(pixel_values)
+        out = self.vision_tower(pixel_values=pixel_values, output_hidden_states=True)
+        h = out.hidden_states[self.config.vision_feature_layer]
+        if h.ndim == 4:  # CNN feature map (B, C, H, W) -> tokens
+            h = h.flatten(2).transpose(1, 2)
+        elif self.config.vision_feature_select_strategy == "default" and h.shape[1] == self.config.num_image_tokens + 1:
+            h = h[:, 1:]  # drop CLS (ViT-like encoders)
+        if h.shape[1] != self.config.num_image_tokens:
+            raise ValueError(f"the vision encoder gives {h.shape[1]} tokens but config.num_image_tokens is "
+                             f"{self.config.num_image_tokens}")
+        return h
+
+    # ---- memory -----------------------------------------------------------------------------------------------
+    def set_memory_bank(self, bank: MemoryBank | None) -> None:
+        """Attaches a bank after checking it fits: key width = LM width, value shape = (latents, latent_dim),
+        at least `top_k` entries."""
+        if bank is not None:
+            if not self.config.use_retrieval:
+                raise MemoryBankError("this model was built with use_retrieval=False and has no connector2")
+            if len(bank) == 0:
+                raise MemoryBankError("the memory bank is empty")
+            if bank.key_dim != self.config.hidden_size:
+                raise MemoryBankError(f"bank key width {bank.key_dim} does not match the model's hidden size "
+                                      f"{self.config.hidden_size}")
+            want = (self.config.value_num_latents, self.config.value_latent_dim)
+            if tuple(bank.value_shape) != want:
+                raise MemoryBankError(f"bank values have shape {tuple(bank.value_shape)} per entry, the model "
+                                      f"expects {want}")
+            if self.config.memory_top_k > len(bank):
+                raise MemoryBankError(f"top_k={self.config.memory_top_k} is larger than the memory bank "
+                                      f"({len(bank)} entries)")
+        self.memory_bank = bank
+
+    def text_query_mask(self, input_ids, attention_mask=None, labels=None) -> torch.Tensor:
+        """Text tokens that enter the query: not placeholders, not padding and, unless the `query_includes_answer`
+        ablation is on, not answer tokens (labels != -100) — the released code's leak."""
+        mask = (input_ids != self.config.image_token_id) & (input_ids != self.config.rag_token_id)
+        if attention_mask is not None:
+            mask &= attention_mask.bool()
+        if labels is not None and not self.config.query_includes_answer:
+            mask &= labels == IGNORE_INDEX
+        return mask
+
+    def fused_key(self, visual_features: torch.Tensor, text_embeds: torch.Tensor, text_mask: torch.Tensor,
+                  connector: nn.Module | None = None) -> torch.Tensor:
+        """The pooled key/query (α-weighted attention pooling) from vision features and token embeddings."""
+        connector = connector if connector is not None else self.retrieval_connector
+        return attention_pool(connector(visual_features), text_embeds, text_mask, self.config.alpha)
+
+    @torch.no_grad()
+    def retrieve(self, query: torch.Tensor, k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """faiss top-k: `(scores, ids)` of shape `(B, k)`."""
+        if self.memory_bank is None:
+            raise MemoryBankError("no memory bank attached: call build_memory_bank(...) or set_memory_bank(...)")
+        return self.memory_bank.search(query, k or self.config.memory_top_k)
+
+    # ---- forward ----------------------------------------------------------------------------------------------
+    def forward(self, input_ids=None, pixel_values=None, attention_mask=None, position_ids=None, cache=None,
+                inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, memory_ids=None,
+                **kwargs) -> TinyAlignOutput:
+        """Args follow `LlamaForCausalLM.forward`, plus `pixel_values` `(B, C, S, S)` and, optionally, `memory_ids`
+        `(B, k)`: bank entries to use instead of searching (benchmarks, replaying a retrieval). `input_ids` hold one
+        `image_token_id` per visual token and one `rag_token_id` per memory token (see `TinyAlignProcessor`)."""
+        cfg = self.config
+        retrieved = scores = None
+        if inputs_embeds is None:
+            if input_ids is None:
+                raise ValueError("pass input_ids (or inputs_embeds)")
+            placeholders = (input_ids == cfg.image_token_id) | (input_ids == cfg.rag_token_id)
+            inputs_embeds = self.get_input_embeddings()(input_ids.masked_fill(placeholders, 0))
+        if pixel_values is not None:
+            if input_ids is None:
+                raise ValueError("pixel_values need input_ids that mark where the image tokens go")
+            feats = self.image_features(pixel_values.to(inputs_embeds.dtype))
+            inputs_embeds = self._scatter(inputs_embeds, input_ids, cfg.image_token_id, self.connector(feats), "image")
+            if cfg.use_retrieval:
+                if self.memory_bank is None:
+                    raise MemoryBankError("no memory bank attached: call build_memory_bank(...) or "
+                                          "set_memory_bank(...)")
+                if memory_ids is not None:  # replay given entries: no query, no search
+                    retrieved, scores = memory_ids.cpu(), torch.full(memory_ids.shape, float("nan"))
+                else:
+                    text_mask = self.text_query_mask(input_ids, attention_mask, labels)
+                    with torch.no_grad():
+                        query = self.fused_key(feats, inputs_embeds, text_mask)
+                    scores, retrieved = self.retrieve(query)
+                values = self.memory_bank.gather(retrieved).to(inputs_embeds.device, inputs_embeds.dtype)
+                inputs_embeds = self._scatter(inputs_embeds, input_ids, cfg.rag_token_id, self.connector2(values),
+                                              "memory")
+                retrieved, scores = retrieved.to(inputs_embeds.device), scores.to(inputs_embeds.device)
+        out = self.language_model(inputs_embeds=inputs_embeds, attention_mask=attention_mask, position_ids=position_ids,
+                                  cache=cache, labels=labels, use_cache=use_cache, logits_to_keep=logits_to_keep,
+                                  **kwargs)
+        return TinyAlignOutput(loss=out.loss, logits=out.logits, cache=getattr(out, "cache", None),
+                               hidden_states=out.hidden_states, attentions=out.attentions,
+                               retrieved_ids=retrieved, retrieval_scores=scores)
+
+    @staticmethod
+    def _scatter(embeds, input_ids, token_id, features, what):
+        mask = input_ids == token_id
+        per_row = mask.sum(dim=1)
+        if not bool((per_row == features.shape[1]).all()):
+            raise ValueError(f"input_ids hold {per_row.tolist()} {what} placeholder tokens per row but the model "
+                             f"produces {features.shape[1]} {what} tokens; build inputs with TinyAlignProcessor for "
+                             f"this config")
+        return embeds.masked_scatter(mask[..., None], features.to(embeds.dtype))
+
+    # ---- the bank -----------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def encode_memory(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys `(B, H)` and values `(B, L, D)` of image–caption pairs; `input_ids` hold prompt + caption (no image
+        or memory placeholders)."""
+        feats = self.image_features(pixel_values)
+        text = self.get_input_embeddings()(input_ids)
+        keys = self.fused_key(feats, text, attention_mask)  # same projector as the queries
+        return keys, self.value_encoder(pixel_values, captions)
+
+    def snapshot_retrieval_connector(self) -> None:
+        """Freezes a copy of the current connector as the query/key projector (done when the bank is built)."""
+        self.retrieval_connector.load_state_dict(copy.deepcopy(self.connector.state_dict()))
+
+    # ---- save / load with the bank ------------------------------------------------------------------------------
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if self.memory_bank is not None and kwargs.get("is_main_process", True):
+            self.memory_bank.save(save_directory)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """Loads weights and, if the artifact has `memory_bank.safetensors`, the bank (faiss index + values)."""
+        model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        path = Path(os.fspath(pretrained_model_name_or_path)) / BANK_FILE
+        if not path.is_file():
+            from transformers.utils import cached_file
+
+            found = cached_file(pretrained_model_name_or_path, BANK_FILE, _raise_exceptions_for_missing_entries=False,
+                                _raise_exceptions_for_connection_errors=False)
+            path = Path(found) if found else None
+        if path is not None and model.config.use_retrieval:
+            model.set_memory_bank(MemoryBank.load(path))
+        return model
+
+
+__all__ = ["TinyAlignForConditionalGeneration", "TinyAlignPreTrainedModel", "TinyAlignOutput", "TinyAlignConnector"]

@@ -1,0 +1,303 @@
+"""`hf-ext reproduce tinyalign`: the baseline connector vs TinyAlign (k ∈ {1, 4}) on real handwritten digits with
+measured-attribute captions, for a small and a larger frozen LM, over seeds; loss curves, steps to a loss threshold,
+test token accuracy, class-word accuracy, BLEU, data efficiency over train fractions, and the released code's leaky
+retrieval as a named ablation. Prints the table and writes `results.json`, `loss_curves.png` and `artifact/`."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hf_ext.core.parallel import run_jobs
+
+from .components import LM_CONFIGS, VISION_CONFIG, pretrain_lm, pretrain_vision_encoder
+from .configuration_tinyalign import TinyAlignConfig
+from .data import load_digit_captions
+from .metrics import class_word, steps_to_threshold
+from .modeling_tinyalign import TinyAlignForConditionalGeneration
+from .processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
+from .training import TinyAlignTrainingArguments, evaluate_captions, make_trainer
+
+METRICS = ("final_train_loss", "test_loss", "token_accuracy", "class_word_accuracy", "bleu", "neighbour_class_match")
+
+
+@dataclass
+class TinyAlignReproduceArguments:
+    """Scale of `hf-ext reproduce tinyalign`. Quick by default; `--full` gives 3 seeds, k in {1, 4}, every fraction on
+    both LMs and the released-retrieval ablation."""
+
+    full: bool = False
+    out: str = "runs/tinyalign"
+    lm_sizes: list[str] = field(default_factory=lambda: ["small", "large"])
+    seeds: list[int] = field(default_factory=lambda: [0])
+    ks: list[int] = field(default_factory=lambda: [4])
+    fractions: list[float] = field(default_factory=lambda: [0.4, 1.0])
+    efficiency_lms: list[str] = field(default_factory=lambda: ["small"])
+    efficiency_k: int = 4
+    epochs: float = 2.0
+    stage2_epochs: float = 3.0
+    stage2_lr: float = 1e-3
+    batch_size: int = 32
+    leakage_ablation: bool = False
+    workers: int = 2
+
+    def __post_init__(self):
+        if self.full:
+            self.seeds, self.ks, self.fractions = [0, 1, 2], [1, 4], [0.2, 0.4, 0.6, 0.8, 1.0]
+            self.efficiency_lms, self.leakage_ablation = list(self.lm_sizes), True
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hf-ext reproduce tinyalign", description=__doc__)
+    p.add_argument("--full", action="store_true",
+                   help="3 seeds, k in {1, 4}, fractions 20..100 %% on both LMs, and the released-retrieval ablation")
+    p.add_argument("--out", default="runs/tinyalign", help="output folder (results.json, loss_curves.png, artifact/)")
+    p.add_argument("--lm-sizes", nargs="+", choices=sorted(LM_CONFIGS))
+    p.add_argument("--seeds", nargs="+", type=int)
+    p.add_argument("--ks", nargs="+", type=int, help="top-k values of TinyAlign")
+    p.add_argument("--fractions", nargs="+", type=float, help="train-split fractions for data efficiency")
+    p.add_argument("--epochs", type=float, help="stage-1 epochs (LM frozen)")
+    p.add_argument("--stage2-epochs", type=float, help="stage-2 epochs (LM trained); 0 = stage 1 only")
+    p.add_argument("--workers", type=int, help="parallel training processes (default 2)")
+    p.add_argument("--leakage-ablation", action=argparse.BooleanOptionalAction, default=None,
+                   help="also run the released (leaky) retrieval as `released-k4` (default: only with --full)")
+    return p
+
+
+@functools.lru_cache(maxsize=1)
+def setup():
+    """Data, tokenizer and the pretrained frozen parts (cached on disk and per process)."""
+    data = load_digit_captions(seed=0)
+    tokenizer = build_tokenizer(data["memory"]["caption"])
+    vision_state, vision_info = pretrain_vision_encoder(data["memory"])
+    lms = {size: pretrain_lm(size, tokenizer, data["memory"]["caption"]) for size in LM_CONFIGS}
+    return data, tokenizer, vision_state, vision_info, lms
+
+
+def variant_config(variant: str) -> dict:
+    """`baseline`, `k<k>` (honest TinyAlign) or `released-k<k>` (leaky query + bank containing the train split)."""
+    if variant == "baseline":
+        return {"use_retrieval": False}
+    k = int(variant.rsplit("k", 1)[1])
+    return {"use_retrieval": True, "memory_top_k": k, "query_includes_answer": variant.startswith("released")}
+
+
+def build_model(lm: str, variant: str, seed: int):
+    """A fresh model with the pretrained vision encoder and LM, and (for retrieval variants) its memory bank."""
+    from datasets import concatenate_datasets
+
+    data, tokenizer, vision_state, _, lms = setup()
+    lm_state, lm_info = lms[lm]
+    config = TinyAlignConfig(vision_config=dict(VISION_CONFIG), text_config=dict(lm_info["text_config"]),
+                             **variant_config(variant))
+    torch.manual_seed(seed)
+    model = TinyAlignForConditionalGeneration(config)
+    model.load_components(vision_state, lm_state)
+    processor = TinyAlignProcessor(tokenizer, config)
+    if config.use_retrieval:
+        bank_data = data["memory"]
+        if variant.startswith("released"):  # as released: the bank was built from the training set itself
+            bank_data = concatenate_datasets([data["memory"], data["train"]])
+        build_memory_bank(model, processor, bank_data, progress=False)
+    return model, processor
+
+
+def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, fraction: float, save_to: str = ""):
+    """Stage 1 (LM frozen) then stage 2 (LM trained) on `fraction` of the train split; metrics after each stage."""
+    from transformers import PrinterCallback
+
+    data = setup()[0]
+    model, processor = build_model(lm, variant, seed)
+    train = data["train"].shuffle(seed=seed)
+    train = train.select(range(max(run.batch_size, int(round(fraction * len(train))))))
+    losses, seconds, stages = [], 0.0, {}
+    for stage, epochs, lr in (("pretrain", run.epochs, 1e-3), ("finetune", run.stage2_epochs, run.stage2_lr)):
+        if epochs <= 0:
+            continue
+        args = TinyAlignTrainingArguments(output_dir=str(Path(run.out) / "trainer"), num_train_epochs=epochs,
+                                          learning_rate=lr, per_device_train_batch_size=run.batch_size, seed=seed,
+                                          data_seed=seed)
+        trainer, curve = make_trainer(model, processor, train, args, stage=stage)
+        trainer.remove_callback(PrinterCallback)
+        start = time.perf_counter()
+        trainer.train()
+        seconds += time.perf_counter() - start
+        losses += curve.losses
+        ev = evaluate_captions(model, processor, data["test"])
+        metrics = {k: ev[k] for k in ("test_loss", "token_accuracy", "class_word_accuracy", "bleu")}
+        metrics["final_train_loss"] = float(np.mean(curve.losses[-5:]))
+        metrics["neighbour_class_match"] = float("nan")
+        if ev["neighbours"]:
+            bank_words = [class_word(c) for c in model.memory_bank.captions]
+            hits = [bank_words[j] == class_word(ref) for ids, ref in zip(ev["neighbours"], data["test"]["caption"])
+                    for j in ids]
+            metrics["neighbour_class_match"] = float(np.mean(hits))
+        stages[stage] = metrics
+    if save_to:
+        from hf_ext.core.hub import save_artifact
+
+        from . import SPEC
+
+        save_artifact(model, save_to, SPEC)
+        processor.tokenizer.save_pretrained(save_to)
+    return (lm, variant, seed, fraction), stages, losses, seconds, ev["examples"]
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    values = np.asarray(values, dtype=float)
+    if np.isnan(values).all():  # e.g. neighbour agreement of the baseline, which retrieves nothing
+        return {"mean": float("nan"), "std": float("nan")}
+    return {"mean": float(np.nanmean(values)), "std": float(np.nanstd(values))}
+
+
+def summarise(run: TinyAlignReproduceArguments, done: dict) -> dict:
+    variants = ["baseline"] + [f"k{k}" for k in run.ks] + (
+        [f"released-k{run.efficiency_k}"] if run.leakage_ablation else [])
+    rows, curves, efficiency = [], {}, {}
+    for lm in run.lm_sizes:
+        base_final = np.mean([done[(lm, "baseline", s, 1.0)]["metrics"]["final_train_loss"] for s in run.seeds])
+        for v in variants:
+            cells = [done[(lm, v, s, 1.0)] for s in run.seeds if (lm, v, s, 1.0) in done]
+            if not cells:
+                continue
+            steps = [steps_to_threshold(c["losses"], base_final) for c in cells]
+            row = {"lm": lm, "variant": v, "metrics": {k: _stats([c["metrics"][k] for c in cells]) for k in METRICS},
+                   "steps_to_baseline_final_loss": steps, "train_seconds": _stats([c["seconds"] for c in cells]),
+                   "stage1_metrics": {k: _stats([c["stage1"][k] for c in cells]) for k in METRICS},
+                   "per_seed": [c["metrics"] for c in cells], "examples": cells[0]["examples"]}
+            rows.append(row)
+            n = min(len(c["losses"]) for c in cells)
+            curves[f"{lm} {v}"] = np.mean([c["losses"][:n] for c in cells], axis=0).tolist()
+        if lm in run.efficiency_lms:
+            eff = {}
+            for v in ("baseline", f"k{run.efficiency_k}"):
+                eff[v] = {str(f): {k: _stats([done[(lm, v, s, f)]["metrics"][k] for s in run.seeds])
+                                   for k in ("token_accuracy", "class_word_accuracy", "bleu", "test_loss")}
+                          for f in run.fractions}
+            target = eff["baseline"]["1.0"]["token_accuracy"]["mean"]
+            match = [f for f in run.fractions
+                     if eff[f"k{run.efficiency_k}"][str(f)]["token_accuracy"]["mean"] >= target]
+            eff["smallest_fraction_matching_baseline_100"] = min(match) if match else None
+            eff["criterion"] = "mean test token accuracy of TinyAlign >= baseline at 100 % of the train split"
+            efficiency[lm] = eff
+    return {"rows": rows, "curves": curves, "data_efficiency": efficiency}
+
+
+def plot_curves(curves: dict[str, list[float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lms = sorted({k.split()[0] for k in curves})
+    fig, axes = plt.subplots(1, len(lms), figsize=(6 * len(lms), 4), constrained_layout=True, squeeze=False)
+    for ax, lm in zip(axes[0], lms):
+        for name, losses in curves.items():
+            if name.split()[0] == lm:
+                w = 5
+                smooth = np.convolve(losses, np.ones(w) / w, mode="valid") if len(losses) > w else losses
+                ax.plot(range(w, w + len(smooth)) if len(losses) > w else range(1, len(losses) + 1), smooth,
+                        label=name.split(" ", 1)[1])
+        ax.set_title(f"{lm} LM: training CE, stage 1 then stage 2 (mean over seeds)")
+        ax.set_xlabel("step")
+        ax.set_ylabel("caption cross-entropy")
+        ax.legend()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def format_table(results: dict) -> str:
+    head = ["LM", "variant", "stage-1 token acc", "stage-1 class-word", "final train CE", "test CE", "token acc",
+            "class-word acc", "BLEU", "nbr class match", "steps to base CE"]
+    lines = [" | ".join(head), " | ".join("---" for _ in head)]
+    for row in results["rows"]:
+        m = row["metrics"]
+
+        def cell(k, scale=1.0, d=3):
+            return f"{m[k]['mean'] * scale:.{d}f}±{m[k]['std'] * scale:.{d}f}"
+
+        steps = ",".join("-" if s is None else str(s) for s in row["steps_to_baseline_final_loss"])
+        s1 = row["stage1_metrics"]
+        lines.append(" | ".join([row["lm"], row["variant"],
+                                 f"{s1['token_accuracy']['mean']:.3f}±{s1['token_accuracy']['std']:.3f}",
+                                 f"{s1['class_word_accuracy']['mean']:.3f}±{s1['class_word_accuracy']['std']:.3f}",
+                                 cell("final_train_loss"), cell("test_loss"),
+                                 cell("token_accuracy"), cell("class_word_accuracy"), cell("bleu", 1, 1),
+                                 cell("neighbour_class_match"), steps]))
+    for lm, eff in results["data_efficiency"].items():
+        lines.append(f"\ndata efficiency ({lm} LM, token accuracy by train fraction):")
+        for v, by_f in eff.items():
+            if isinstance(by_f, dict) and v != "criterion":
+                lines.append(f"  {v:>9}: " + "  ".join(f"{float(f):.0%} {s['token_accuracy']['mean']:.3f}"
+                                                        f"±{s['token_accuracy']['std']:.3f}" for f, s in by_f.items()))
+        lines.append(f"  smallest fraction at which TinyAlign matches baseline-100%: "
+                     f"{eff['smallest_fraction_matching_baseline_100']} (paper: 0.4)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ns = make_parser().parse_args(argv)
+    run = TinyAlignReproduceArguments(full=ns.full, out=ns.out)
+    for key in ("lm_sizes", "seeds", "ks", "fractions", "epochs", "stage2_epochs", "workers"):
+        if getattr(ns, key) is not None:
+            setattr(run, key, getattr(ns, key))
+    if ns.leakage_ablation is not None:
+        run.leakage_ablation = ns.leakage_ablation
+    run.efficiency_lms = [lm for lm in run.efficiency_lms if lm in run.lm_sizes]
+    if 1.0 not in run.fractions:
+        run.fractions.append(1.0)
+    out = Path(run.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    setup()  # pretrain (or load) the frozen parts once, before the workers start
+    variants = ["baseline"] + [f"k{k}" for k in run.ks]
+    jobs = [(lm, v, s, 1.0) for lm in run.lm_sizes for v in variants for s in run.seeds]
+    if run.leakage_ablation:
+        jobs += [(lm, f"released-k{run.efficiency_k}", s, 1.0) for lm in run.lm_sizes for s in run.seeds]
+    jobs += [(lm, v, s, f) for lm in run.efficiency_lms for v in ("baseline", f"k{run.efficiency_k}")
+             for s in run.seeds for f in run.fractions if f != 1.0]
+    if f"k{run.efficiency_k}" not in variants:
+        jobs += [(lm, f"k{run.efficiency_k}", s, 1.0) for lm in run.efficiency_lms for s in run.seeds]
+    artifact_job = (run.lm_sizes[0], f"k{max(run.ks)}", run.seeds[0], 1.0)
+    jobs.sort(key=lambda j: (j[0] != "large", -j[3], j[1] == "baseline"))  # longest first, for the worker pool
+    done = {}
+    calls = [(run, *j, str(out / "artifact") if j == artifact_job else "") for j in jobs]
+    log = out / "jobs.jsonl"  # one line per finished job, so an interrupted sweep keeps what it measured
+    log.write_text("")
+    for key, stages, losses, seconds, examples in run_jobs(run_one, calls, workers=run.workers,
+                                                            desc="tinyalign reproduce"):
+        final = stages.get("finetune", stages["pretrain"])
+        done[key] = {"metrics": final, "stage1": stages["pretrain"], "losses": losses, "seconds": seconds,
+                     "examples": examples}
+        with log.open("a") as f:
+            f.write(json.dumps({"job": key, **done[key]}) + "\n")
+    summary = summarise(run, done)
+    data, _, _, vision_info, lms = setup()
+    results = {
+        "method": "tinyalign", "scale": "full" if run.full else "quick", "settings": asdict(run),
+        "data": {"source": "sklearn load_digits (real 8x8 handwritten digits), captions = class + measured thickness, "
+                           "width, slant terciles", **{k: len(v) for k, v in data.items()}},
+        "frozen_parts": {"vision_encoder": vision_info,
+                         "lms": {k: {kk: vv for kk, vv in v[1].items() if kk != "text_config"}
+                                 for k, v in lms.items()}},
+        **summary, "seconds": round(time.perf_counter() - start, 1),
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    plot_curves(summary["curves"], out / "loss_curves.png")
+    table = format_table(results)
+    print(table)
+    print(f"\nwrote {out / 'results.json'}, {out / 'loss_curves.png'} and {out / 'artifact'} "
+          f"({results['seconds']:.0f} s)")
+    results["table"] = table
+    return results
+
+
+if __name__ == "__main__":
+    main()

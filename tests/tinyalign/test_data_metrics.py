@@ -1,0 +1,97 @@
+"""Digit captions from measured attributes, the generic image–caption loaders, and the caption metrics."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from hf_ext.tinyalign.data import (
+    DIGIT_WORDS, load_caption_folder, load_digit_captions, measure_attributes, from_image_caption_dataset,
+)
+from hf_ext.tinyalign.metrics import class_word_accuracy, corpus_bleu, steps_to_threshold, token_accuracy
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digit_captions()
+
+
+def test_splits_are_disjoint_stratified_and_sized(digits):
+    ids = {k: set(v["index"]) for k, v in digits.items()}
+    assert not (ids["memory"] & ids["train"]) and not (ids["memory"] & ids["test"]) and not (ids["train"] & ids["test"])
+    assert sum(map(len, ids.values())) == 1797
+    assert len(ids["memory"]) == 718 and len(ids["test"]) == 360
+    for split in digits.values():
+        counts = np.bincount(split["label"], minlength=10)
+        assert counts.min() >= 0.8 * counts.mean()
+
+
+def test_captions_need_more_than_the_class(digits):
+    train = digits["train"]
+    for cap, label in zip(train["caption"], train["label"]):
+        assert DIGIT_WORDS[label] in cap.split()
+    # within one class the captions vary with the measured attributes
+    sevens = {c for c, y in zip(train["caption"], train["label"]) if y == 7}
+    assert len(sevens) >= 8
+    assert len(set(train["caption"])) > 60
+
+
+def test_measured_attributes_follow_the_image():
+    img = np.zeros((3, 8, 8))
+    img[0, 1:7, 3] = 1.0  # thin vertical bar
+    img[1, 1:7, 2:5] = 1.0  # thick bar
+    for r in range(1, 7):  # a stroke whose top is to the right: leans right
+        img[2, r, 7 - r] = 1.0
+    a = measure_attributes(img)
+    assert a["ink"][1] > a["ink"][0] and a["width"][1] == 3 and a["width"][0] == 1
+    assert abs(a["slant"][0]) < 1e-9 and a["slant"][2] > 0.5
+
+
+def test_caption_folder_loader_reads_imagefolder_and_coco(tmp_path):
+    from PIL import Image
+
+    for i in range(2):
+        Image.fromarray((np.eye(16) * 255 * (i + 1) / 2).astype(np.uint8)).save(tmp_path / f"{i}.png")
+    (tmp_path / "metadata.jsonl").write_text("\n".join(json.dumps({"file_name": f"{i}.png", "caption": f"cap {i}"})
+                                                       for i in range(2)))
+    ds = load_caption_folder(tmp_path)
+    assert ds["caption"] == ["cap 0", "cap 1"]
+    px = np.asarray(ds["pixel_values"])
+    assert px.shape == (2, 1, 8, 8) and 0.0 <= px.min() and px.max() <= 1.0
+    (tmp_path / "metadata.jsonl").unlink()
+    (tmp_path / "captions.json").write_text(json.dumps({
+        "images": [{"id": 7, "file_name": "1.png"}], "annotations": [{"image_id": 7, "caption": "coco"}]}))
+    assert load_caption_folder(tmp_path)["caption"] == ["coco"]
+    with pytest.raises(ValueError, match="no column 'text'"):
+        from_image_caption_dataset(ds, image_column="pixel_values", caption_column="text")
+
+
+def test_token_accuracy_is_shifted_and_masked():
+    labels = torch.tensor([[-100, 3, 4, -100]])
+    logits = torch.zeros(1, 4, 6)
+    logits[0, 0, 3] = 1  # predicts position 1 correctly
+    logits[0, 1, 5] = 1  # wrong for position 2
+    logits[0, 2, 0] = 1  # position 3 is ignored
+    assert token_accuracy(logits, labels) == (1, 2)
+
+
+def test_bleu_closed_forms():
+    assert corpus_bleu(["a b c d e"], ["a b c d e"]) == pytest.approx(100.0)
+    assert corpus_bleu(["x y z w"], ["a b c d"]) == 0.0
+    # hypothesis = first 4 of 5 reference words: all precisions 1, brevity penalty exp(1 - 5/4)
+    assert corpus_bleu(["a b c d"], ["a b c d e"]) == pytest.approx(100 * math.exp(1 - 5 / 4))
+    # one wrong unigram out of 5: p1 = 4/5, p2 = 2/4, p3 = 1/3, p4 = 0/2 -> 0 without smoothing
+    assert corpus_bleu(["a b X d e"], ["a b c d e"]) == 0.0
+    nltk = pytest.importorskip("nltk.translate.bleu_score")
+    hyps = ["a thin narrow seven , upright", "a thick wide one , slanted left"]
+    refs = ["a thin narrow seven , slanted right", "a thick wide one , slanted left"]
+    ref = nltk.corpus_bleu([[r.split()] for r in refs], [h.split() for h in hyps])
+    assert corpus_bleu(hyps, refs) == pytest.approx(100 * ref)
+
+
+def test_class_word_accuracy_and_steps_to_threshold():
+    assert class_word_accuracy(["a thin seven , upright", "a one"], ["a thick seven , upright", "a two"]) == 0.5
+    assert steps_to_threshold([3, 2, 1, 1, 1, 1, 1], 1.5, window=3) == 4
+    assert steps_to_threshold([3, 3, 3], 1.0, window=2) is None

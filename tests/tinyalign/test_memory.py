@@ -1,0 +1,78 @@
+"""The memory mechanism: attention pooling against a direct formula, the faiss bank, its safetensors round trip and
+its errors."""
+
+import math
+
+import pytest
+import torch
+
+from hf_ext.tinyalign.memory import MemoryBank, MemoryBankError, attention_pool, encode_caption_bytes
+
+
+def _pool_reference(v, t, alpha):
+    """k = wᵀF with F = [α V̂; (1−α) T̂], A = softmax(F Fᵀ) row-wise, w = mean of A's rows (one sample)."""
+    rows = [alpha * x / x.norm() for x in v] + [(1 - alpha) * x / x.norm() for x in t]
+    n = len(rows)
+    w = [0.0] * n
+    for i in range(n):
+        s = [float(rows[i] @ rows[j]) for j in range(n)]
+        z = sum(math.exp(x) for x in s)
+        for j in range(n):
+            w[j] += math.exp(s[j]) / z / n
+    return sum(w[j] * rows[j] for j in range(n))
+
+
+def test_attention_pool_matches_reference_and_ignores_masked_tokens():
+    g = torch.Generator().manual_seed(0)
+    v, t = torch.randn(2, 3, 5, generator=g), torch.randn(2, 4, 5, generator=g)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    out = attention_pool(v, t, mask, 0.4)
+    torch.testing.assert_close(out[0], _pool_reference(v[0], t[0], 0.4))
+    torch.testing.assert_close(out[1], _pool_reference(v[1], t[1, :2], 0.4))
+    # changing a masked-out token changes nothing; changing a kept one does
+    t2 = t.clone()
+    t2[1, 3] += 10
+    torch.testing.assert_close(attention_pool(v, t2, mask, 0.4), out)
+    t2[1, 0] += 10
+    assert not torch.allclose(attention_pool(v, t2, mask, 0.4)[1], out[1])
+
+
+def test_alpha_one_is_mean_of_normalised_visual_tokens_when_they_are_orthogonal():
+    v = torch.eye(3)[None] * torch.tensor([2.0, 5.0, 7.0])[None, :, None]  # orthogonal, different norms
+    out = attention_pool(v, torch.randn(1, 2, 3), None, 1.0)
+    # F rows: e1, e2, e3 (α = 1) and two zero rows; every softmax row is symmetric in e1..e3 → equal weights
+    assert torch.allclose(out[0], torch.full((3,), float(out[0, 0])))
+    assert float(out[0, 0]) > 0
+
+
+def test_bank_search_gather_and_roundtrip(tmp_path):
+    keys = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [1.0, 1.0, 0]])
+    values = torch.arange(4 * 2 * 3, dtype=torch.float32).reshape(4, 2, 3)
+    bank = MemoryBank(keys, values, ["a", "b", "c", "d"])
+    scores, ids = bank.search(torch.tensor([[2.0, 0.1, 0]]), k=2)
+    assert ids.tolist() == [[0, 3]]
+    assert scores[0, 0] > scores[0, 1]
+    gathered = bank.gather(ids)
+    assert gathered.shape == (1, 4, 3)  # k·L tokens along the token axis
+    torch.testing.assert_close(gathered[0, :2], values[0])
+    torch.testing.assert_close(gathered[0, 2:], values[3])
+    bank.save(tmp_path)
+    again = MemoryBank.load(tmp_path / "memory_bank.safetensors")
+    assert again.captions == ["a", "b", "c", "d"]
+    assert again.search(torch.tensor([[2.0, 0.1, 0]]), k=2)[1].tolist() == [[0, 3]]
+    torch.testing.assert_close(again.values, values)
+
+
+def test_bank_errors_name_the_problem():
+    with pytest.raises(MemoryBankError, match="empty"):
+        MemoryBank(torch.zeros(0, 3), torch.zeros(0, 2, 3))
+    bank = MemoryBank(torch.eye(3), torch.zeros(3, 2, 3))
+    with pytest.raises(MemoryBankError, match="top_k=4 is larger than the memory bank \\(3"):
+        bank.search(torch.ones(1, 3), k=4)
+    with pytest.raises(MemoryBankError, match="query width 5 does not match the bank's key width 3"):
+        bank.search(torch.ones(1, 5), k=1)
+
+
+def test_caption_bytes_are_perceiver_byte_ids():
+    ids = encode_caption_bytes(["ab", "é"], 4)
+    assert ids.tolist() == [[97 + 6, 98 + 6, 0, 0], [0xC3 + 6, 0xA9 + 6, 0, 0]]
