@@ -49,6 +49,8 @@ CHROMIUM_FLAGS: tuple[str, ...] = (
 
 ACTION_TIMEOUT_MS = 30_000
 """Default for clicks, fills and page-level waits."""
+UPLOAD_TIMEOUT_MS = 90_000
+"""Wait for an upload to show in its File block (the server copies and hashes the file; slow on a loaded machine)."""
 
 RESULT_TIMEOUT_MS = 240_000
 """How long a Space may compute before its output must be on the page (training on two shared CPU cores)."""
@@ -230,7 +232,7 @@ def upload(page: Page, elem_id: str, path: str | os.PathLike) -> None:
 
     block = page.locator(f"#{elem_id}")
     block.locator("input[type=file]").set_input_files(str(path))
-    expect(block.get_by_text(Path(path).name).first).to_be_visible(timeout=ACTION_TIMEOUT_MS)
+    expect(block.get_by_text(Path(path).name).first).to_be_visible(timeout=UPLOAD_TIMEOUT_MS)
 
 
 def press(page: Page, button: str) -> None:
