@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from hf_ext.core.testing import ContractFixture
+from hf_ext.core.testing import ContractFixture, causal_lm_logits
 
 from .configuration_codebc import CodeBCConfig
 from .training import CodeBCStageArguments, add_adapter
@@ -54,12 +54,6 @@ def tiny_inputs(batch: int = 2, length: int = 9, seed: int = 0) -> dict[str, tor
     return {"input_ids": torch.randint(3, VOCAB, (batch, length), generator=g)}
 
 
-def _outputs(model, inputs) -> dict[str, torch.Tensor]:
-    model.eval()
-    with torch.no_grad():
-        return {"logits": model(**inputs).logits}
-
-
 def save(model, path: Path) -> None:
     from .training import save_codebc
 
@@ -90,7 +84,7 @@ def contract_fixture() -> ContractFixture:
         make_config=tiny_config,
         make_artifact=make_adapter,
         example_inputs=tiny_inputs,
-        outputs=_outputs,
+        outputs=causal_lm_logits,
         save=save,
         load=load,
         config_from_dict=CodeBCConfig.from_dict,

@@ -91,3 +91,13 @@ def comparable_config_dict(config: Any) -> dict:
     for key in ("transformers_version", "_name_or_path", "architectures", "auto_map", "dtype", "torch_dtype"):
         d.pop(key, None)
     return d
+
+
+def causal_lm_logits(model: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """`ContractFixture.outputs` for a causal LM (or a PEFT model around one): its logits in eval mode, no grad."""
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        return {"logits": model(**inputs).logits}
+

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from hf_ext.core.testing import ContractFixture
+from hf_ext.core.testing import ContractFixture, causal_lm_logits
 
 from .config import H2TuneConfig
 
@@ -63,12 +63,6 @@ def tiny_inputs(batch: int = 2, length: int = 9, seed: int = 0) -> dict[str, tor
     return {"input_ids": torch.randint(2, VOCAB, (batch, length), generator=g)}
 
 
-def _outputs(model, inputs) -> dict[str, torch.Tensor]:
-    model.eval()
-    with torch.no_grad():
-        return {"logits": model(**inputs).logits}
-
-
 def _save(model, path: Path) -> None:
     model.save_pretrained(path)
     model.get_base_model().config.save_pretrained(path)  # the base model's config.json, to rebuild the base
@@ -111,7 +105,7 @@ def contract_fixture() -> ContractFixture:
         make_config=tiny_config,
         make_artifact=make_adapter,
         example_inputs=tiny_inputs,
-        outputs=_outputs,
+        outputs=causal_lm_logits,
         save=_save,
         load=_load,
         config_from_dict=H2TuneConfig.from_dict,
