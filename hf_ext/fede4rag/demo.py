@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext.core.demo import readable_errors
 from hf_ext.core.registry import REPO_ROOT
 
 ARTIFACT = REPO_ROOT / "runs" / "fede4rag" / "retriever"
@@ -88,11 +89,7 @@ def build_demo():
     """The Gradio Blocks of the FedE4RAG Space."""
     import gradio as gr
 
-    def run(question, k):
-        try:
-            return retrieve(question, k)
-        except ValueError as err:  # bad input: a readable message, not a stack trace
-            raise gr.Error(str(err)) from None
+    run = readable_errors(retrieve)  # bad input: a readable message in the page, not a stack trace
 
     headers = ["rank", "company", "cosine", "passage"]
     with gr.Blocks(title="FedE4RAG: federated retriever for RAG") as demo:

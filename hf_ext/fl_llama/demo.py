@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import time
 
+from hf_ext.core.demo import readable_errors
 from hf_ext.core.registry import REPO_ROOT
 
 ARTIFACT = REPO_ROOT / "runs" / "fl_llama" / "artifact"
@@ -99,11 +100,7 @@ def build_demo():
     """The Gradio Blocks of the FL-LLaMA Space."""
     import gradio as gr
 
-    def run(a, c, s, prompt, n):
-        try:
-            return generate_split(a, c, s, prompt, n)
-        except ValueError as err:  # bad input: a readable message in the page, not a stack trace
-            raise gr.Error(str(err)) from None
+    run = readable_errors(generate_split)  # bad input: a readable message in the page, not a stack trace
 
     with gr.Blocks(title="FL-LLaMA: split generation with KV caches") as demo:
         gr.Markdown(

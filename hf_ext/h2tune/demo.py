@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from hf_ext.core.demo import readable_errors
 from hf_ext.core.registry import REPO_ROOT
 
 ARTIFACTS = REPO_ROOT / "runs" / "h2tune" / "clients"
@@ -63,11 +64,7 @@ def build_demo():
 
     from .task import CLIENTS
 
-    def run(client, prompt):
-        try:
-            return generate(client, prompt)
-        except ValueError as err:  # bad input: a readable message, not a stack trace
-            raise gr.Error(str(err)) from None
+    run = readable_errors(generate)  # bad input: a readable message in the page, not a stack trace
 
     with gr.Blocks(title="H2Tune: federated fine-tuning across heterogeneous models") as demo:
         gr.Markdown(

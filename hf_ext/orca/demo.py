@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext.core.demo import readable_errors
+
 METRIC_ROWS = [
     ("moderate_share_pred", "share of predictions in moderate bins 2–5"),
     ("moderate_share_true", "true share in moderate bins 2–5"),
@@ -81,11 +83,7 @@ def build_demo():
     """The Gradio Blocks of the ORCA Space."""
     import gradio as gr
 
-    def run(strength, impressions, backbone, epochs, seed, csv_file):
-        try:
-            return compare(strength, impressions, backbone, epochs, seed, csv_file)
-        except ValueError as err:  # bad input: a readable message in the page, not a stack trace
-            raise gr.Error(str(err)) from None
+    run = readable_errors(compare)  # bad input: a readable message in the page, not a stack trace
 
     with gr.Blocks(title="ORCA: debiased dwell-time prediction") as demo:
         gr.Markdown(

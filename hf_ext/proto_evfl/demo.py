@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from hf_ext.core.demo import readable_errors
+
 NO_UNSEEN = "none"
 
 
@@ -98,11 +100,7 @@ def build_demo():
     """The Gradio Blocks of the Proto-EVFL Space."""
     import gradio as gr
 
-    def run(ratio, unseen, rounds, seed):
-        try:
-            return compare(ratio, unseen, rounds, seed)
-        except ValueError as err:  # bad input: a readable message in the page, not a stack trace
-            raise gr.Error(str(err)) from None
+    run = readable_errors(compare)  # bad input: a readable message in the page, not a stack trace
 
     with gr.Blocks(title="Proto-EVFL: vertical FL with dual prototypes") as demo:
         gr.Markdown(

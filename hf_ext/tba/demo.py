@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hf_ext.core.demo import readable_errors
+
 ATTACKS = ("TBA", "PGD", "MI-FGSM", "FGSM")
 EXAMPLES = tuple(f"example {i}" for i in range(6))
 UPLOAD = "uploaded image"
@@ -140,11 +142,7 @@ def build_demo():
     """The Gradio Blocks of the TBA Space."""
     import gradio as gr
 
-    def run(source, image, eps_255, attack, steps, seed):
-        try:
-            return run_attack(source, image, eps_255, attack, steps, seed)
-        except ValueError as err:  # bad input: a readable message in the page, not a stack trace
-            raise gr.Error(str(err)) from None
+    run = readable_errors(run_attack)  # bad input: a readable message in the page, not a stack trace
 
     with gr.Blocks(title="TBA: adversarial attack on human pose and shape estimation") as demo:
         gr.Markdown(

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hf_ext.core.demo import readable_errors
 from hf_ext.core.registry import REPO_ROOT
 
 SPACE_DIR = Path(os.environ.get("HF_EXT_TINYALIGN_SPACE_DIR", REPO_ROOT / "runs" / "tinyalign" / "space"))
@@ -79,11 +80,7 @@ def build_demo():
     """The Gradio Blocks of the TinyAlign Space."""
     import gradio as gr
 
-    def run(image, index):
-        try:
-            return caption(image, index)
-        except ValueError as err:  # bad input: a readable message in the page, not a stack trace
-            raise gr.Error(str(err)) from None
+    run = readable_errors(caption)  # bad input: a readable message in the page, not a stack trace
 
     with gr.Blocks(title="TinyAlign: retrieval-augmented connector") as demo:
         gr.Markdown(
