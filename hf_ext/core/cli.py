@@ -19,6 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
+from .parallel import close_process_group
 from .registry import RegistryError, get_method, list_methods
 
 
@@ -57,6 +58,7 @@ def cmd_reproduce(args, extra: list[str]) -> int:
 
 def cmd_train(args, extra: list[str]) -> int:
     get_method(args.method).load("train")(extra)
+    close_process_group()  # under `accelerate launch`; a no-op in a single process
     return 0
 
 
@@ -117,6 +119,7 @@ def cmd_demo(args) -> int:
 def cmd_method(args, extra: list[str]) -> int:
     spec = get_method(args.method_name)
     spec.load(args.script)(extra)
+    close_process_group()
     return 0
 
 

@@ -58,3 +58,17 @@ def run_jobs(
                 bar.update()
     finally:
         bar.close()
+
+
+def close_process_group() -> None:
+    """Ends a `torch.distributed` run cleanly: all ranks meet at a barrier, then the process group is destroyed.
+
+    A gloo process group left alive at interpreter exit lets one rank tear down its communication threads while the
+    other still talks to it; C++ then aborts that rank (`terminate called without an active exception`, SIGABRT) and
+    `accelerate launch` reports the whole run as failed although training finished. No-op outside a distributed run.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
