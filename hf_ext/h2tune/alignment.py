@@ -6,9 +6,10 @@ tensor G (L_max × M × R × R) onto the client's L_c layers and back.
   pre-training copy)
 
 P_c stays on the client and persists across rounds (the released code reloaded it under a wrong key, so it was
-re-randomised every round). It is trained: it sits in the shared parameter group and carries the paper's L2 penalty.
-Because M̃ is *loaded* from P_c·G (as in the paper's code) rather than recomputed in every forward pass, the
-cross-entropy does not reach P_c; its only gradient is the norm penalty. This is stated, not hidden.
+re-randomised every round). It is trained in the shared parameter group, by the task loss and the paper's L2 penalty:
+during a round the client's matrices are M̃_c = P_cᵀ·G + D_c (G this round's download, D_c the change training
+writes through T), so the cross-entropy reaches P_c through the entries T holds (`model.relation_path`). The
+released code loaded M̃ as a constant, so only the norm penalty touched P_c and shrank it every round.
 """
 
 from __future__ import annotations

@@ -99,7 +99,11 @@ class H2TuneVariant(LoraVariant):
     def forward(module, active_adapter, x, result, **kwargs):
         # B·(T·A·drop(x) + A·drop(x)): the identity residual keeps the adapter well defined when T is sparse or 0
         h = module.lora_A[active_adapter](module.lora_dropout[active_adapter](x))
-        h = h + h @ module.lora_T[active_adapter].T
+        t = module.lora_T[active_adapter]
+        offset = getattr(module, "h2tune_t_offset", {}).get(active_adapter)
+        if offset is not None:  # zero-valued; carries the gradient of T to the relation matrix (model.relation_path)
+            t = t + offset
+        h = h + h @ t.T
         return result + module.lora_B[active_adapter](h) * module.scaling[active_adapter]
 
 

@@ -144,6 +144,7 @@ class H2TuneClient:
                                        index_aligned=run.index_aligned)
         self.train_pairs = make_split(spec.task, run.num_train, seed=run.seed * 100 + index)
         self.prev_t: dict[str, torch.Tensor] | None = None  # T at the end of the previous round
+        self.global_tensor: torch.Tensor | None = None  # G downloaded this round (P_c's task gradient goes through it)
         self.test_pairs = make_split(spec.task, run.num_test, seed=10_000 + run.seed * 100 + index)
 
     @property
@@ -168,6 +169,7 @@ class H2TuneClient:
         """One round: download G (if any), train locally, return G_c."""
         if global_tensor is not None:
             set_middle(self.model, self.relation.download(global_tensor))
+        self.global_tensor = global_tensor
         self.train_local()
         return self.relation.upload(get_middle(self.model))
 
@@ -186,13 +188,15 @@ class H2TuneClient:
             warmup_steps=0, save_strategy="no", disable_tqdm=True, seed=self.run.seed, logging_strategy="no",
         )
         extra = [self.relation.weight] if self.relation.weight.requires_grad and not self.plain_lora else []
+        # P_c is trained by the task loss through M̃ = P_cᵀ·G + D_c (model.relation_path) and by its norm penalty
+        relation = {"relation": self.relation.weight, "global_tensor": self.global_tensor} if extra else {}
         if self.run.alternating and self.prev_t and not self.plain_lora:  # rounds >= 1: two passes per step
             trainer = H2TuneAlternatingTrainer(model=self.model, args=args, train_dataset=ds, extra_shared=extra,
-                                               prev_t=self.prev_t)
+                                               prev_t=self.prev_t, **relation)
         else:  # round 0 (or the joint ablation): L = CE + mean ||theta||
-            trainer = H2TuneTrainer(model=self.model, args=args, train_dataset=ds, extra_shared=extra)
+            trainer = H2TuneTrainer(model=self.model, args=args, train_dataset=ds, extra_shared=extra, **relation)
         trainer.remove_callback(PrinterCallback)  # no per-round metric dicts on stdout
-        if extra:  # P_c joins the optimiser (its gradient is the norm penalty; see alignment.py)
+        if extra:  # P_c joins the optimiser
             trainer.create_optimizer()
             trainer.optimizer.add_param_group({"params": extra, "weight_decay": 0.0})
         self.model.train()

@@ -17,7 +17,7 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
-from .model import H2TuneTrainer, h2tune_modules, local_parameters, norm_penalty, shared_parameters
+from .model import H2TuneTrainer, h2tune_modules, local_parameters, norm_penalty, relation_path, shared_parameters
 
 
 @contextlib.contextmanager
@@ -64,7 +64,7 @@ class H2TuneAlternatingTrainer(H2TuneTrainer):
         shared = [p for p in shared_parameters(model, self.adapter) + self.extra_shared]
         local = local_parameters(model, self.adapter)
         labels = inputs.get("labels")
-        with frozen(local):  # pass 1: shared part
+        with frozen(local), relation_path(model, self.relation, self.global_tensor, self.adapter):  # pass 1: shared
             out_a = model(**inputs)
             loss_a = out_a.loss + self.norm_weight * norm_penalty(shared) + t_kl(model, self.prev_t, self.adapter)
         with frozen(shared):  # pass 2: task-specific part, distilled toward the shared pass

@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from transformers import TrainingArguments
 
-from hf_ext.h2tune.model import local_parameters, norm_penalty, shared_parameters
-from hf_ext.h2tune.testing import make_adapter, tiny_config, tiny_inputs
+from hf_ext.h2tune.model import h2tune_modules, local_parameters, norm_penalty, shared_parameters
+from hf_ext.h2tune.testing import make_adapter, tiny_base, tiny_base_config, tiny_config, tiny_inputs
 from hf_ext.h2tune.training import H2TuneAlternatingTrainer, previous_t, t_kl
 
 
@@ -50,3 +50,74 @@ def test_t_kl_zero_at_prev_and_positive_elsewhere():
     assert t_kl(model, prev).item() < 1e-6
     shifted = {k: v * 3 for k, v in prev.items()}
     assert t_kl(model, shifted).item() > 1e-3
+
+
+def _relation_setup(layers: int = 2, max_layers: int = 3):
+    from hf_ext.h2tune.alignment import RelationMatrix, initial_global
+    from hf_ext.h2tune.model import MODULE_SLOTS, set_middle
+
+    model = make_adapter(tiny_config(), base=tiny_base(tiny_base_config(layers=layers))).double()
+    relation = RelationMatrix(max_layers, layers, seed=3).double()
+    g = initial_global(max_layers, len(MODULE_SLOTS), 8, seed=1).double()
+    set_middle(model, relation.download(g))
+    return model, relation, g
+
+
+def test_task_loss_reaches_relation_matrix_with_the_chain_rule_gradient():
+    """∂CE/∂P_c from `relation_path` equals the gradient of the same loss with every T computed *literally* as the
+    selected entries of P_cᵀ·G (right after download, D_c = 0), via `torch.func.functional_call`."""
+    from hf_ext.h2tune.model import module_slot, relation_path
+
+    model, relation, g = _relation_setup()
+    model.eval()
+    ids = tiny_inputs(batch=2, length=8)["input_ids"]
+
+    def lm_loss(logits):
+        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+    values_before = [m.lora_T["default"].detach().clone() for _, m in h2tune_modules(model)]
+    with relation_path(model, relation.weight, g):
+        loss = lm_loss(model(input_ids=ids).logits)
+    loss.backward()
+    assert all(not getattr(m, "h2tune_t_offset", {}) for _, m in h2tune_modules(model))  # offsets removed
+    got = relation.weight.grad.clone()
+    assert got.abs().max() > 1e-4  # the task loss now reaches P_c
+
+    p = relation.weight.detach().clone().requires_grad_(True)
+    literal = {}
+    for name, m in h2tune_modules(model):
+        layer, slot = module_slot(name)
+        r = m.lora_T["default"].shape[0]
+        mixed = torch.einsum("j,jab->ab", p[:, layer], g[:, slot]).reshape(-1)  # (P_cᵀ·G)[layer, slot]
+        literal[f"{name}.lora_T.default"] = mixed[m.lora_idx["default"]].reshape(r, r)
+    reference = lm_loss(torch.func.functional_call(model, literal, (), {"input_ids": ids}).logits)
+    torch.testing.assert_close(reference, loss.detach())
+    (expected,) = torch.autograd.grad(reference, p)
+    torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-12)
+    for (_, m), before in zip(h2tune_modules(model), values_before):  # the offset never changed T's value
+        torch.testing.assert_close(m.lora_T["default"].detach(), before)
+
+
+def test_training_the_relation_matrix_keeps_middle_equal_to_its_mixture(tmp_path):
+    """With only P_c trainable, after each optimiser step M̃ is exactly P_cᵀ·G for the updated P_c."""
+    from datasets import Dataset
+
+    from hf_ext.h2tune.model import H2TuneTrainer, get_middle
+
+    model, relation, g = _relation_setup()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    before = relation.weight.detach().clone()
+    ids = tiny_inputs(batch=8, length=8)["input_ids"]
+    ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=3,
+                             per_device_train_batch_size=4, learning_rate=0.05, save_strategy="no",
+                             disable_tqdm=True, logging_strategy="no")
+    trainer = H2TuneTrainer(model=model, args=args, train_dataset=ds, extra_shared=[relation.weight],
+                            relation=relation.weight, global_tensor=g)
+    trainer.create_optimizer()
+    trainer.optimizer.add_param_group({"params": [relation.weight], "weight_decay": 0.0})
+    trainer.train()
+    assert (relation.weight.detach() - before).abs().max() > 1e-3
+    torch.testing.assert_close(get_middle(model).double(), relation.download(g).float().double(), rtol=1e-5,
+                               atol=1e-6)
