@@ -79,3 +79,28 @@ def test_flatten_roundtrip():
     assert all(np.array_equal(back[k], state[k]) for k in state)
     with pytest.raises(ValueError, match="needs 10"):
         unflatten_state(np.zeros(11), layout)
+
+
+def test_encrypted_upload_travels_as_objects_below_the_grpc_limit(keys):
+    """Flower 1.42 pushes a message as separate objects (message, records, arrays, ≤ 5 MiB array chunks), one gRPC
+    call each, so the 512 MiB gRPC limit bounds an object, not an upload: a large encrypted upload (the full encoder,
+    ~1.7 GiB) is carried in chunks. Checked on real ciphertexts plus one 12 MiB array: every deflated object stays
+    under the chunk size (plus its header), and inflating the objects restores the ciphertext bytes exactly."""
+    from flwr.app import Array, ArrayRecord, RecordDict
+    from flwr.common.constant import FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE
+    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+    from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
+
+    from hf_ext.fede4rag.strategy import chunks_to_record, record_to_chunks
+
+    chunks = ClientCipher(keys.secret, keys.public).encrypt(np.linspace(-1, 1, 9000))  # 3 ciphertexts
+    big = np.arange(3 * 2**20, dtype=np.float32)  # 12 MiB: more than one array chunk
+    msg = RecordDict({"arrays": chunks_to_record(chunks), "big": ArrayRecord({"x": Array(big)})})  # a message's content
+    objects = get_all_nested_objects(msg)
+    contents = {oid: obj.deflate() for oid, obj in objects.items()}
+    assert sum(map(len, contents.values())) > sum(map(len, chunks)) + big.nbytes  # everything is carried
+    assert max(map(len, contents.values())) <= FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE + 1024
+    assert sum(type(o).__name__ == "ArrayChunk" for o in objects.values()) >= 3 + 3  # 12 MiB / 5 MiB -> 3 chunks
+    again = inflate_object_from_contents(msg.object_id, contents)
+    assert record_to_chunks(again["arrays"]) == chunks
+    np.testing.assert_array_equal(again["big"]["x"].numpy(), big)
