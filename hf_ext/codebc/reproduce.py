@@ -50,6 +50,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed")
     p.add_argument("--pretrain-steps", type=int, help="causal-LM pretraining steps of the tiny base")
     p.add_argument("--max-new-tokens", type=int, help="generated tokens per contract")
+    p.add_argument("--control", action="store_true",
+                   help="also train the TI-without-tags control adapter at this scale (always on with --full)")
     return p
 
 
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> dict:
     scale = dataclasses.replace(scale, **overrides)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = run(scale, out, control=args.full)
+    results = run(scale, out, control=args.full or args.control)
     results["mode"] = "full" if args.full else "quick"
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=2))
