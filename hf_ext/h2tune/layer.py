@@ -3,7 +3,8 @@
 Per adapter and target module the layer holds
 - `lora_A` (r×d_in) and `lora_B` (d_out×r): PEFT's usual LoRA factors, local to the client;
 - `lora_T` (r×r, trainable): the block of the shared middle matrix the client trains this round;
-- `lora_S` (R×R, trainable): the score matrix; T = reshape(vec(M̃)[top-k(vec S)], r, r) with k = r²;
+- `lora_S` (R×R, trainable): the score matrix; T = reshape(vec(M̃)[top-k(vec S)], r, r) with k = r²; the kept
+  scores get the straight-through gradient ∂L/∂T ⊙ T (movement-pruning style), the rest only the norm penalty;
 - `lora_lT` (R×R buffer): M̃, the client's full copy of the shared middle matrix;
 - `lora_idx` (r² buffer): the flat positions of M̃ that T currently holds.
 
@@ -69,7 +70,11 @@ class H2TuneVariant(LoraVariant):
         scores = torch.empty(big_r, big_r, **factory)
         nn.init.kaiming_uniform_(middle, a=math.sqrt(5))  # the paper's kaiming init of the shared matrix
         nn.init.kaiming_uniform_(scores, a=math.sqrt(5))
-        idx = select_indices(scores, r, getattr(config, "sparsify", True))
+        sparsify = getattr(config, "sparsify", True)
+        idx = select_indices(scores, r, sparsify)
+        if not hasattr(module, "h2tune_learned_selection"):
+            module.h2tune_learned_selection = {}
+        module.h2tune_learned_selection[adapter_name] = sparsify
         module.lora_lT[adapter_name] = middle
         module.lora_S[adapter_name] = nn.Parameter(scores)
         module.lora_idx[adapter_name] = idx
@@ -100,6 +105,13 @@ class H2TuneVariant(LoraVariant):
         # B·(T·A·drop(x) + A·drop(x)): the identity residual keeps the adapter well defined when T is sparse or 0
         h = module.lora_A[active_adapter](module.lora_dropout[active_adapter](x))
         t = module.lora_T[active_adapter]
+        scores = module.lora_S[active_adapter]
+        if scores.requires_grad and torch.is_grad_enabled() and module.h2tune_learned_selection.get(active_adapter):
+            # straight-through score gradient for the kept entries (as in movement pruning): a zero-valued term whose
+            # gradient is ∂L/∂S_idx = ∂L/∂T ⊙ T, so the task loss raises the scores of useful entries and lowers
+            # harmful ones until they leave the top-k (the released code took top-k on `.data`: S learned nothing)
+            kept = scores.reshape(-1)[module.lora_idx[active_adapter]].reshape(t.shape)
+            t = t + t.detach() * (kept - kept.detach())
         offset = getattr(module, "h2tune_t_offset", {}).get(active_adapter)
         if offset is not None:  # zero-valued; carries the gradient of T to the relation matrix (model.relation_path)
             t = t + offset

@@ -121,3 +121,22 @@ def test_training_the_relation_matrix_keeps_middle_equal_to_its_mixture(tmp_path
     assert (relation.weight.detach() - before).abs().max() > 1e-3
     torch.testing.assert_close(get_middle(model).double(), relation.download(g).float().double(), rtol=1e-5,
                                atol=1e-6)
+
+
+def test_kept_scores_get_the_straight_through_gradient_and_the_rest_none():
+    """∂L/∂S at the top-k positions is ∂L/∂T ⊙ T (values unchanged); other scores and the fixed-block ablation get none."""
+    ids = tiny_inputs(batch=2, length=8)["input_ids"]
+    for sparsify in (True, False):
+        model = make_adapter(tiny_config(sparsify=sparsify))
+        out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        for _, m in h2tune_modules(model):
+            s_grad = m.lora_S["default"].grad
+            if not sparsify:
+                assert s_grad is None or not s_grad.any()
+                continue
+            t, idx = m.lora_T["default"], m.lora_idx["default"]
+            expected = torch.zeros(s_grad.numel())
+            expected[idx] = (t.grad * t.detach()).reshape(-1)
+            torch.testing.assert_close(s_grad.reshape(-1), expected)
+            assert s_grad.reshape(-1)[idx].abs().max() > 0
