@@ -1,7 +1,7 @@
 """`hf-ext reproduce fl_llama`: FL-LLaMA on a tiny random Llama and MultiRC yes/no cloze prompts.
 
 (1) split training with σ = 0 against centralized training (loss and every parameter after 5 steps);
-(2) noise × depth sweep: yes/no accuracy against the majority baseline; (3) the inversion attack's ROUGE against
+(2) noise × depth sweep: yes/no accuracy against the majority baseline, answer loss and margin AUC; (3) the inversion attack's ROUGE against
 σ and a; (4) bytes per training step with and without attention-mask compression, and per generated token with and
 without KV caches; (5) the parallel modes with 2 and 4 clients: wall time and bytes; (6) with `--pretrained`/`--full`,
 the split of the real SmolLM2-135M weights (exact logits, split generation equal to the centralized `generate`).
@@ -208,10 +208,11 @@ def print_table(r: dict) -> None:
     for k, v in r["exactness"].items():
         print(f"    {k}: max |Δloss| = {v['max_abs_loss_diff']:.2e}   max |Δparam| = {v['max_abs_param_diff']:.2e}")
     print(f"(2)+(3) noise x depth (majority baseline {r['majority_baseline']:.3f}):")
-    print("    a  s/mean|h_A|   σ        train loss  val acc  yes-rate  attack R-1  R-2    R-L")
+    print("    a  s/mean|h_A|   σ        train loss  val loss  val acc  yes-rate  val AUC  attack R-1  R-2    R-L")
     for row in r["sweep"]:
         print(f"    {row['a']}  {row['noise_multiple']:<11.2f} {row['sigma']:<8.4f} {row['final_train_loss']:<11.4f} "
-              f"{row['val_accuracy']:<8.3f} {row['val_yes_rate']:<9.2f} {row['attack_rouge1']:<11.3f} "
+              f"{row['val_loss']:<9.4f} {row['val_accuracy']:<8.3f} {row['val_yes_rate']:<9.2f} "
+              f"{row['val_auc']:<8.3f} {row['attack_rouge1']:<11.3f} "
               f"{row['attack_rouge2']:<6.3f} "
               f"{row['attack_rougeL']:.3f}")  # fmt: skip
     b = r["bytes"]

@@ -101,3 +101,17 @@ def test_inversion_attack_degrades_with_noise(multirc):
                                      victim["attention_mask"][:16])  # fmt: skip
     assert scores[0.0]["rouge1"] > 0.3  # noiseless, shallow hidden states are largely invertible
     assert scores[0.5]["rouge1"] < scores[0.0]["rouge1"]
+
+
+def test_margin_auc_matches_sklearn_with_ties_and_names_the_one_class_case():
+    import math
+
+    from sklearn.metrics import roc_auc_score
+
+    from hf_ext.fl_llama.training import margin_auc
+
+    scores = torch.tensor([0.3, -1.0, 0.3, 2.0, 0.1, 0.3, -0.2])
+    labels = torch.tensor([1, 0, 0, 1, 0, 1, 1])
+    assert margin_auc(scores, labels) == pytest.approx(roc_auc_score(labels.numpy(), scores.numpy()))
+    assert margin_auc(torch.full((4,), -3.0), torch.tensor([1, 0, 1, 0])) == 0.5  # a constant predictor: chance
+    assert math.isnan(margin_auc(scores[:3], torch.ones(3, dtype=torch.long)))
