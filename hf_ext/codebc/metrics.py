@@ -14,6 +14,7 @@ torch), which makes every score reproducible run to run.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -23,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _TOKEN = re.compile(r"\S+|\s")
+
+LOG = logging.getLogger(__name__)
 
 
 def bleu_tokens(text: str) -> list[str]:
@@ -38,9 +41,28 @@ def bleu(reference: str, prediction: str) -> float:
                                smoothing_function=SmoothingFunction().method1))
 
 
-def codebleu_scores(references: Sequence[str], predictions: Sequence[str], hash_seed: int = 0) -> list[dict]:
+CODEBLEU_WORKER = Path(__file__).with_name("codebleu_worker.py")
+
+
+def _codebleu_worker(pairs: list[list[str]], hash_seed: int) -> tuple[list[dict] | None, str]:
+    """One child interpreter over `pairs`: `(scores, "")`, or `(None, why)` when it crashes or prints garbage."""
+    env = dict(os.environ, PYTHONHASHSEED=str(hash_seed))
+    proc = subprocess.run([sys.executable, str(CODEBLEU_WORKER)], input=json.dumps(pairs), capture_output=True,
+                          text=True, env=env, check=False)
+    if proc.returncode != 0:
+        return None, proc.stderr.strip()[-500:] or f"exit status {proc.returncode}"
+    try:
+        return json.loads(proc.stdout), ""
+    except json.JSONDecodeError:
+        return None, f"unreadable worker output {proc.stdout[:100]!r}"
+
+
+def codebleu_scores(references: Sequence[str], predictions: Sequence[str], hash_seed: int = 0) -> list[dict | None]:
     """Per-sample CodeBLEU dicts (`codebleu`, `ngram_match_score`, `weighted_ngram_match_score`,
     `syntax_match_score`, `dataflow_match_score`), computed in a child interpreter with a fixed hash seed.
+
+    One file that crashes the parser must not sink a scoring run: if the worker over all samples fails, each
+    sample is scored in its own worker and a sample whose worker fails gets `None` (logged with the reason).
 
     Args:
         references (`Sequence[str]`): reference contracts.
@@ -49,17 +71,20 @@ def codebleu_scores(references: Sequence[str], predictions: Sequence[str], hash_
     """
     if len(references) != len(predictions):
         raise ValueError(f"{len(references)} references but {len(predictions)} predictions")
-    if not references:
+    pairs = [[r, p] for r, p in zip(references, predictions)]
+    if not pairs:
         return []
-    env = dict(os.environ, PYTHONHASHSEED=str(hash_seed))
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("codebleu_worker.py"))],
-        input=json.dumps([[r, p] for r, p in zip(references, predictions)]), capture_output=True, text=True,
-        env=env, check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"CodeBLEU worker failed: {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout)
+    scores, why = _codebleu_worker(pairs, hash_seed)
+    if scores is not None:
+        return scores
+    LOG.warning("CodeBLEU worker failed on %d samples (%s); scoring them one by one", len(pairs), why)
+    out: list[dict | None] = []
+    for i, pair in enumerate(pairs):
+        one, why = _codebleu_worker([pair], hash_seed)
+        if one is None:
+            LOG.warning("CodeBLEU failed on sample %d: %s", i, why)
+        out.append(one[0] if one else None)
+    return out
 
 
 def wilson_interval(successes: int, total: int, z: float = 1.96) -> tuple[float, float]:

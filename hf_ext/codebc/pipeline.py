@@ -106,27 +106,60 @@ def build_examples(scale: ScaleConfig, cache_dir: Path, corpus: list[Contract] |
                 host = hosts[(p_i * scale.n_injected_per_pattern + k) % len(hosts)]
                 code = inject(host.code, pattern, seed=k)
                 if solc.compile(code).ok:
-                    injected.append((Contract(code, host.comments, host.raw), pattern))
+                    injected.append((Contract(code, host.comments, host.raw), pattern, host.code))
     secure = short[: scale.n_secure]
-    items = [(c, None) for c in secure] + injected
-    labels = label_contracts([c.code for c, _ in items], cache_dir / "slither_labels.json")
+    items = [(c, None, c.code) for c in secure] + injected
+    labels = label_contracts([c.code for c, _, _ in items], cache_dir / "slither_labels.json")
     rows = []
-    for (c, pattern), lab in zip(items, labels):
+    for (c, pattern, host), lab in zip(items, labels):
         # the training tag is Slither's verdict (the paper labels with Slither); a contract Slither cannot analyse
         # (pre-0.8 pragma, compile error) keeps its dataset label: secure corpus -> correct, injected -> bug
         tag = ("bug" if lab["vulnerable"] else "correct") if lab["ok"] else ("correct" if pattern is None else "bug")
         rows.append({"contract": c, "pattern": pattern, "tag": tag, "slither_ok": lab["ok"],
-                     "slither_checks": lab["checks"]})
-    rng.shuffle(rows)
-    n_test = max(2, len(rows) // 10)
+                     "slither_checks": lab["checks"], "host": host})
+    train, test = split_by_host(rows, rng)
+    heldout = heldout_codes(test)
     agreement = {p: [r["tag"] == "bug" for r in rows if r["pattern"] == p and r["slither_ok"]] for p in PATTERNS}
     return {
-        "ci_codes": [c.code for c in short[scale.n_secure:]] + [c.code for c in secure],
-        "train": rows[n_test:], "test": rows[:n_test],
+        # CI (and the base model's pretraining, see `pretraining_texts`) never see a held-out contract or its host
+        "ci_codes": [c.code for c in short[scale.n_secure:] + secure if c.code not in heldout],
+        "train": train, "test": test, "heldout_codes": sorted(heldout),
         "slither_agreement": {p: [sum(v), len(v)] for p, v in agreement.items()},
         "secure_flagged": [sum(1 for r in rows if r["pattern"] is None and r["tag"] == "bug"),
                            sum(1 for r in rows if r["pattern"] is None and r["slither_ok"])],
     }
+
+
+def split_by_host(rows: list[dict], rng: random.Random, test_share: float = 0.1) -> tuple[list[dict], list[dict]]:
+    """Train / held-out split of VD-TI rows by host contract: a secure contract and every injected copy of it land
+    on the same side, so no test contract has a near-identical twin in training. About `test_share` of the rows
+    (at least 2) are held out."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row["host"], []).append(row)
+    keys = list(groups)
+    rng.shuffle(keys)
+    target, test_keys, n = max(2, int(len(rows) * test_share)), set(), 0
+    for key in keys:
+        if n >= target:
+            break
+        test_keys.add(key)
+        n += len(groups[key])
+    train = [r for k in keys if k not in test_keys for r in groups[k]]
+    test = [r for k in keys if k in test_keys for r in groups[k]]
+    rng.shuffle(train)
+    return train, test
+
+
+def heldout_codes(test: list[dict]) -> set[str]:
+    """Every source text a held-out row depends on: the contract itself and its host."""
+    return {r["contract"].code for r in test} | {r["host"] for r in test}
+
+
+def pretraining_texts(corpus: list[Contract], heldout: set[str] | list[str]) -> list[str]:
+    """The causal-LM pretraining corpus: every secure contract except the held-out ones (and their hosts)."""
+    heldout = set(heldout)
+    return [c.code for c in corpus if c.code not in heldout]
 
 
 def build_base(scale: ScaleConfig, cache_dir: Path, texts: list[str]):
@@ -188,5 +221,6 @@ def score_generations(gens: dict[str, str], analyse: bool, server: SolcServer | 
     return s
 
 
-__all__ = ["ScaleConfig", "build_base", "build_examples", "generate_humaneval", "score_generations",
+__all__ = ["ScaleConfig", "build_base", "build_examples", "generate_humaneval", "heldout_codes", "pretraining_texts",
+           "score_generations", "split_by_host",
            "label_contracts", "with_version_line"]

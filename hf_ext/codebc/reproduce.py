@@ -26,7 +26,8 @@ from pathlib import Path
 
 from .data import load_secure_contracts
 from .metrics import wilson_interval
-from .pipeline import ScaleConfig, build_base, build_examples, generate_humaneval, score_generations, with_version_line
+from .pipeline import (ScaleConfig, build_base, build_examples, generate_humaneval, pretraining_texts, score_generations,
+                       with_version_line)
 from .solidity import SolcServer, toolchain_problem
 from .tokenizer import codebc_token_ids
 from .tags import extract_code, generate_with_tag, ti_instruction, vd_example
@@ -103,8 +104,8 @@ def run(scale: ScaleConfig, out: Path, control: bool) -> dict:
     cache = out / "cache"
     t0 = time.time()
     corpus = load_secure_contracts()
-    model, tok = build_base(scale, cache, [c.code for c in corpus])
-    ex = build_examples(scale, cache, corpus)
+    ex = build_examples(scale, cache, corpus)  # first: the held-out VD/TI contracts stay out of pretraining and CI
+    model, tok = build_base(scale, cache, pretraining_texts(corpus, ex["heldout_codes"]))
     t_data = time.time() - t0
     train, test = ex["train"], ex["test"]
     stage_args = CodeBCStageArguments(learning_rate=scale.stage_lr, max_steps=scale.stage_steps,

@@ -59,7 +59,8 @@ def score_sources(
     for n in scored:
         files[n]["bleu"] = 100 * bleu(references[n], predictions[n])
     for n, cb in zip(scored, codebleu_scores([references[n] for n in scored], [predictions[n] for n in scored])):
-        files[n]["codebleu"] = 100 * cb["codebleu"]
+        files[n]["codebleu"] = 100 * cb["codebleu"] if cb is not None else None  # None: CodeBLEU crashed on it
+    with_codebleu = [n for n in scored if files[n]["codebleu"] is not None]
     compiled = [n for n in predictions if files[n]["compiled"]]
     analysed = vulnerable = 0
     impacts: Counter = Counter()
@@ -77,7 +78,8 @@ def score_sources(
         "total": total,
         "scored": len(scored),
         "bleu": sum(files[n]["bleu"] for n in scored) / len(scored) if scored else None,
-        "codebleu": sum(files[n]["codebleu"] for n in scored) / len(scored) if scored else None,
+        "codebleu": sum(files[n]["codebleu"] for n in with_codebleu) / len(with_codebleu) if with_codebleu else None,
+        "codebleu_failed": len(scored) - len(with_codebleu),
         "compiled": len(compiled),
         "compile_rate": len(compiled) / total if total else None,
         "compile_rate_ci95": list(wilson_interval(len(compiled), total)),

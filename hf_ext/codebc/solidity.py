@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -92,10 +93,12 @@ class SolcServer:
     Args:
         codegen (`bool`, defaults to `True`): also generate bytecode, so code-generation errors count as failures
             (the paper's check ran `solc --combined-json bin,...`).
+        timeout (`float`, defaults to 120): seconds one compilation may take; past it the server is killed (it is
+            restarted for the next file) and the file is reported with reason `timeout`.
     """
 
-    def __init__(self, codegen: bool = True):
-        self.codegen = codegen
+    def __init__(self, codegen: bool = True, timeout: float = 120.0):
+        self.codegen, self.timeout = codegen, timeout
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._next_id = 1
@@ -133,6 +136,14 @@ class SolcServer:
                 self._proc.stdin.write(json.dumps({"id": req_id, "sources": {name: source},
                                                    "codegen": self.codegen}) + "\n")
                 self._proc.stdin.flush()
+                # the server answers one JSON line per request; wait for it with a deadline so that one
+                # pathological file cannot block a scoring run forever
+                ready, _, _ = select.select([self._proc.stdout], [], [], self.timeout)
+                if not ready:
+                    self._proc.kill()
+                    self._proc.wait()
+                    self._proc = None
+                    return CompileResult(name, False, "timeout", [f"solc-js gave no answer in {self.timeout:g} s"])
                 line = self._proc.stdout.readline()
                 if not line:
                     self._proc = None

@@ -43,3 +43,23 @@ def test_missing_data_names_the_folder(monkeypatch, tmp_path):
     monkeypatch.setenv(data.DATA_ENV, str(tmp_path))
     with pytest.raises(FileNotFoundError, match=str(tmp_path)):
         data.humaneval_tasks()
+
+
+def test_heldout_rows_and_their_hosts_never_reach_training_pretraining_or_ci():
+    import random
+
+    from hf_ext.codebc.data import Contract
+    from hf_ext.codebc.pipeline import heldout_codes, pretraining_texts, split_by_host
+
+    hosts = [f"contract H{i} {{}}" for i in range(12)]
+    rows = [{"contract": Contract(h, "", h), "host": h, "pattern": None} for h in hosts]
+    rows += [{"contract": Contract(h + f" // {p}", "", h), "host": h, "pattern": p}
+             for h in hosts[:6] for p in ("reentrancy", "tx_origin")]
+    train, test = split_by_host(rows, random.Random(0))
+    assert len(train) + len(test) == len(rows) and len(test) >= 2
+    assert {r["host"] for r in train}.isdisjoint({r["host"] for r in test})  # a host and its copies: one side
+    held = heldout_codes(test)
+    assert {r["contract"].code for r in train}.isdisjoint(held)
+    corpus = [Contract(h, "", h) for h in hosts]
+    texts = pretraining_texts(corpus, held)
+    assert set(texts).isdisjoint(held) and len(texts) == len(hosts) - len({r["host"] for r in test})

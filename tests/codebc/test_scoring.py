@@ -96,3 +96,30 @@ def test_released_outputs_vulnerability_rate_matches_the_released_slither_logs()
     # 90 Slither runs (~2-4 min); the fast tests cover Slither on single files
     s = scoring.score_folder(released_outputs_dir(), analyse=True)
     assert s["analysed"] == 90 and s["vulnerable"] == 6  # 6.7 % of compiled files with a High/Medium finding
+
+
+def test_a_compile_that_hangs_is_a_timeout_result_and_the_server_restarts(monkeypatch, tmp_path):
+    from hf_ext.codebc import solidity
+
+    hanging = tmp_path / "hang.js"  # says it is ready, then never answers a request
+    hanging.write_text('console.log(JSON.stringify({ready: true, version: "hang"})); setInterval(() => {}, 1000);\n')
+    real = solidity.SERVER_JS
+    monkeypatch.setattr(solidity, "SERVER_JS", hanging)
+    server = SolcServer(timeout=1.0)
+    res = server.compile("pragma solidity ^0.8.0; contract A {}", "A.sol")
+    assert not res.ok and res.reason == "timeout" and "1 s" in res.errors[0]
+    monkeypatch.setattr(solidity, "SERVER_JS", real)
+    assert server.compile("pragma solidity ^0.8.0; contract A {}", "A.sol").ok  # a fresh server for the next file
+    server.close()
+
+
+def test_codebleu_scores_each_file_alone_when_one_crashes_the_worker(monkeypatch, tmp_path):
+    from hf_ext.codebc import metrics
+
+    fake = tmp_path / "worker.py"  # a stand-in worker that dies on one input, as a parser crash would
+    fake.write_text("import json, sys\npairs = json.load(sys.stdin)\n"
+                    "if any('CRASH' in p for _, p in pairs):\n    sys.exit(3)\n"
+                    "json.dump([{'codebleu': len(p) / 100} for _, p in pairs], sys.stdout)\n")
+    monkeypatch.setattr(metrics, "CODEBLEU_WORKER", fake)
+    assert codebleu_scores(["r", "r", "r"], ["ab", "CRASH", "abcd"]) == [{"codebleu": 0.02}, None, {"codebleu": 0.04}]
+    assert codebleu_scores(["r"], ["abc"]) == [{"codebleu": 0.03}]
