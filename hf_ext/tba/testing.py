@@ -1,5 +1,5 @@
 """TBA contract fixtures: the victim regressor ([`contract_fixture`], run by the shared contract test) and the noise
-generator ([`dhng_contract_fixture`], run through the same checks by `tests/tba/test_contract_dhng.py`); tiny
+generator ([`dhng_contract_fixture`], run through the same checks by `tests/tba/test_modeling.py`); tiny
 configs, no downloads.
 """
 
