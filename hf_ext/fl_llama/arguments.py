@@ -50,17 +50,31 @@ class FlLlamaTrainingArguments:
 
 
 class PartOptimizer:
-    """AdamW + `LinearLR(1 -> 0 over max_steps)` + gradient-norm clip for one part's trainable parameters."""
+    """AdamW + `LinearLR(1 -> 0 over max_steps)` + gradient-norm clip for one part's trainable parameters.
+
+    A part with nothing to train (a part left out of `lora_parts` while LoRA is on) gets no AdamW at all — torch
+    rejects an empty parameter list — and its `step` only counts, so the schedule position stays in checkpoints.
+    """
 
     def __init__(self, params: Iterable[nn.Parameter], args: FlLlamaTrainingArguments):
         self.params = [p for p in params if p.requires_grad]
         self.args = args
-        self.optimizer = torch.optim.AdamW(self.params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
-                                           eps=args.adam_epsilon, weight_decay=args.weight_decay)  # fmt: skip
-        self.scheduler = torch.optim.lr_scheduler.LinearLR(self.optimizer, 1.0, 0.0, total_iters=args.max_steps)
+        self.optimizer, self.scheduler, self._empty_epoch = None, None, 0
+        if self.params:
+            self.optimizer = torch.optim.AdamW(self.params, lr=args.learning_rate,
+                                               betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
+                                               weight_decay=args.weight_decay)  # fmt: skip
+            self.scheduler = torch.optim.lr_scheduler.LinearLR(self.optimizer, 1.0, 0.0, total_iters=args.max_steps)
+
+    @property
+    def last_epoch(self) -> int:
+        return self.scheduler.last_epoch if self.scheduler is not None else self._empty_epoch
 
     def step(self) -> float:
         """Clips, steps, advances the schedule and zeroes the gradients; returns the pre-clip gradient norm."""
+        if self.optimizer is None:
+            self._empty_epoch += 1
+            return 0.0
         grads = [p for p in self.params if p.grad is not None]
         norm = float(torch.nn.utils.get_total_norm([p.grad for p in grads])) if grads else 0.0
         if self.args.max_grad_norm is not None and grads:
@@ -71,22 +85,26 @@ class PartOptimizer:
         return norm
 
     def zero_grad(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
 
     def state_tensors(self, prefix: str) -> dict[str, torch.Tensor]:
         """The optimiser and schedule state as flat tensors (for safetensors checkpoints, no pickle)."""
-        out = {f"{prefix}.scheduler_epoch": torch.tensor(self.scheduler.last_epoch)}
+        out = {f"{prefix}.scheduler_epoch": torch.tensor(self.last_epoch)}
         for i, p in enumerate(self.params):
             for key, value in self.optimizer.state.get(p, {}).items():
                 out[f"{prefix}.{i}.{key}"] = value if torch.is_tensor(value) else torch.tensor(value)
         return out
 
     def load_state_tensors(self, tensors: dict[str, torch.Tensor], prefix: str) -> None:
+        epoch = int(tensors[f"{prefix}.scheduler_epoch"])
+        if self.optimizer is None:
+            self._empty_epoch = epoch
+            return
         for i, p in enumerate(self.params):
             state = {key.rsplit(".", 1)[1]: v.clone() for key, v in tensors.items() if key.startswith(f"{prefix}.{i}.")}
             if state:
                 self.optimizer.state[p] = state
-        epoch = int(tensors[f"{prefix}.scheduler_epoch"])
         self.scheduler.last_epoch = epoch
         for group, base_lr in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
             group["lr"] = base_lr * max(0.0, 1.0 - epoch / self.args.max_steps)

@@ -37,7 +37,8 @@ class FlLlamaConfig(PreTrainedConfig):
         lora_dropout (`float`, defaults to 0.05): LoRA dropout.
         lora_target_modules (`list[str]`, *optional*): modules carrying LoRA (defaults to q, k, v, o projections).
         lora_parts (`list[str]`, *optional*): which parts carry LoRA, a subset of `["head", "body", "tail"]`
-            (defaults to all three).
+            (defaults to all three). With `lora_rank > 0` a listed part trains only its adapters and a part left out is
+            frozen (client and server alike); with `lora_rank = 0` every part is fully fine-tuned and this is unused.
     """
 
     model_type = "hf_ext_fl_llama"

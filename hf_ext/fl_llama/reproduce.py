@@ -2,8 +2,8 @@
 
 (1) split training with σ = 0 against centralized training (loss and every parameter after 5 steps);
 (2) noise × depth sweep: yes/no accuracy against the majority baseline, answer loss and margin AUC; (3) the
-inversion attack's ROUGE against σ and a; (4) bytes per training step with and without attention-mask compression, and per generated token with and
-without KV caches; (5) the parallel modes with 2 and 4 clients: wall time and bytes; (6) with `--pretrained`/`--full`,
+inversion attack's ROUGE against σ and a; (4) bytes per training step with and without attention-mask compression,
+and per generated token with and without KV caches; (5) the parallel modes with 2 and 4 clients: wall time and bytes; (6) with `--pretrained`/`--full`,
 the split of the real SmolLM2-135M weights (exact logits, split generation equal to the centralized `generate`).
 Prints the table and writes `runs/fl_llama/results.json`.
 """

@@ -15,25 +15,27 @@ from transformers import DynamicCache
 
 from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
 from .modeling_fl_llama import FlLlamaServerModel, causal_mask_4d, padding_mask_from_counts
-from .transport import Meta, ProtocolError, Tensors, decode, encode, expect_tensor
-
-FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+from .transport import FLOAT_DTYPES, Meta, ProtocolError, Tensors, decode, encode, expect_tensor
 
 
 def prepare_body(model: FlLlamaServerModel) -> list[torch.nn.Parameter]:
-    """Marks what part B trains: LoRA on its active blocks when the config asks for it, else the blocks themselves."""
+    """Marks what part B trains and returns those parameters.
+
+    With LoRA on (`lora_rank > 0`) only the adapters train, and only when "body" is in `lora_parts`; a body left out
+    of `lora_parts` is frozen (it still back-propagates `g_A` to the client). Without LoRA the active blocks train.
+    """
     cfg = model.config
     a, n = cfg.num_input_blocks, cfg.num_layers
     active = [f"layers.{i - 1}" for i in range(a, n - cfg.num_output_blocks)]
     model.requires_grad_(False)
-    if cfg.lora_rank > 0 and "body" in cfg.lora_parts:
+    if cfg.lora_rank > 0:
+        if "body" not in cfg.lora_parts:
+            return []
         existing = [p for n, p in model.named_parameters() if "lora_" in n]  # a sub-server copy already has LoRA
         params = existing or apply_lora(model, active, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout,
                                         cfg.lora_target_modules)  # fmt: skip
-        for p in params:
-            p.requires_grad_(True)
-        return params
-    params = [p for layer in model.active_layers for p in layer.parameters()]
+    else:
+        params = [p for layer in model.active_layers for p in layer.parameters()]
     for p in params:
         p.requires_grad_(True)
     return params

@@ -21,7 +21,16 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
 from .modeling_fl_llama import FlLlamaClientModel, causal_mask_4d, position_ids_from_mask, to_additive
-from .transport import Transport
+from .transport import FLOAT_DTYPES, ProtocolError, Tensors, Transport, expect_tensor
+
+
+def _reply_tensor(tensors: Tensors, name: str, method: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """The server's reply tensor `name`, checked like the server checks what it receives (rank, float dtype, every
+    size): a server that answers with the wrong shape fails here, naming the message, not deep inside part C."""
+    try:
+        return expect_tensor(tensors, name, ndim=len(shape), dtype=FLOAT_DTYPES, shape=dict(enumerate(shape)))
+    except ProtocolError as exc:
+        raise ProtocolError(f"server's reply to {method!r} is malformed: {exc}") from exc
 
 
 class _Boundary(torch.autograd.Function):
@@ -31,15 +40,15 @@ class _Boundary(torch.autograd.Function):
     def forward(ctx, h_send, split, extra: dict, train: bool):
         out, _ = split.transport.call("forward", {"hidden": h_send, **extra}, {"client_id": split.client_id,
                                                                               "train": train})  # fmt: skip
-        ctx.split = split
-        return out["hidden"].to(h_send.dtype)
+        ctx.split, ctx.shape = split, tuple(h_send.shape)
+        return _reply_tensor(out, "hidden", "forward", ctx.shape).to(h_send.dtype)
 
     @staticmethod
     def backward(ctx, grad_b):
         split = ctx.split
         out, _ = split.transport.call("backward", {"grad": split.privatize_gradient(grad_b)},
                                       {"client_id": split.client_id})  # fmt: skip
-        return out["grad"].to(grad_b.dtype), None, None, None
+        return _reply_tensor(out, "grad", "backward", ctx.shape).to(grad_b.dtype), None, None, None
 
 
 class FlLlamaSplitForCausalLM(nn.Module):
@@ -74,13 +83,15 @@ class FlLlamaSplitForCausalLM(nn.Module):
         k, a, c = int(cfg.client_stored_blocks), cfg.num_input_blocks, cfg.num_output_blocks
         head_blocks, tail_blocks = [f"head_layers.{i}" for i in range(a)], [f"tail_layers.{i}" for i in range(k - c, k)]
         m.requires_grad_(False)
-        lora = cfg.lora_rank > 0
-        if lora:  # one injection for both parts (a second one on the same module makes PEFT warn)
-            blocks = [b for part, bs in (("head", head_blocks), ("tail", tail_blocks)) if part in cfg.lora_parts
-                      for b in bs]  # fmt: skip
+        if cfg.lora_rank > 0:
+            # Only the adapters of the parts listed in lora_parts train; a part left out stays frozen (the server
+            # does the same for the body), so an empty list here is expected and PartOptimizer skips it.
+            head_blocks = head_blocks if "head" in cfg.lora_parts else []
+            tail_blocks = tail_blocks if "tail" in cfg.lora_parts else []
             params = [(n, p) for n, p in m.named_parameters() if "lora_" in n]
-            if not params and blocks:
-                apply_lora(m, blocks, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout, cfg.lora_target_modules)
+            if not params and head_blocks + tail_blocks:  # one injection for both parts (a second one makes PEFT warn)
+                apply_lora(m, head_blocks + tail_blocks, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout,
+                           cfg.lora_target_modules)  # fmt: skip
                 params = [(n, p) for n, p in m.named_parameters() if "lora_" in n]
             head = [p for n, p in params if n.split(".self_attn")[0].split(".mlp")[0] in head_blocks]
             tail = [p for n, p in params if n.split(".self_attn")[0].split(".mlp")[0] in tail_blocks]
@@ -123,7 +134,12 @@ class FlLlamaSplitForCausalLM(nn.Module):
         h_send = self.add_noise(h_a) + (h_a - h_a.detach())  # value exactly h̃_A, gradient identity into h_A
         extra = {"position_ids": pos}
         extra.update({"n_real": mask2d.sum(-1).long()} if self.compress_mask else {"mask": to_additive(mask4d)})
-        train = torch.is_grad_enabled() and h_send.requires_grad
+        # The server trains (keeps B's graph for a backward) whenever gradients are on, whether or not part A has
+        # anything to train: B may have trainable parameters of its own. With a frozen part A, a leaf that requires
+        # grad still routes loss.backward() through the boundary to B; the g_A it receives is then unused.
+        train = torch.is_grad_enabled()
+        if train and not h_send.requires_grad:
+            h_send = h_send.detach().requires_grad_(True)
         h_b = _Boundary.apply(h_send, self, extra, train)
         return self.client.tail(h_b, mask4d, pos, labels=labels)
 
@@ -172,19 +188,19 @@ class FlLlamaSplitForCausalLM(nn.Module):
                 pos = torch.arange(total - q, total)[None]
                 mask4d = causal_mask_4d(torch.ones(1, total, dtype=torch.bool), q)
                 h_a = self.client.head(step_ids, mask4d, pos, caches[0])
-                if t == 0:
-                    out, _ = self.transport.call("prefill", {"hidden": self.add_noise(h_a)}, {"session": session})
-                else:
-                    out, _ = self.transport.call("decode", {"hidden": self.add_noise(h_a)},
-                                                 {"session": session, "position": total - 1})  # fmt: skip
-                logits = self.client.tail(out["hidden"], mask4d, pos, cache=caches[1]).logits[:, -1]
+                method = "prefill" if t == 0 else "decode"
+                meta = {"session": session} if t == 0 else {"session": session, "position": total - 1}
+                out, _ = self.transport.call(method, {"hidden": self.add_noise(h_a)}, meta)
+                h_b = _reply_tensor(out, "hidden", method, tuple(h_a.shape)).to(h_a.dtype)
+                logits = self.client.tail(h_b, mask4d, pos, cache=caches[1]).logits[:, -1]
             else:
                 mask4d = causal_mask_4d(torch.ones(1, total, dtype=torch.bool), total)
                 pos = torch.arange(total)[None]
                 h_a = self.client.head(ids, mask4d, pos)
                 sent = {"hidden": self.add_noise(h_a), "mask": to_additive(mask4d)}
                 out, _ = self.transport.call("forward_full", sent, {"session": session})
-                logits = self.client.tail(out["hidden"], mask4d, pos).logits[:, -1]
+                h_b = _reply_tensor(out, "hidden", "forward_full", tuple(h_a.shape)).to(h_a.dtype)
+                logits = self.client.tail(h_b, mask4d, pos).logits[:, -1]
             nxt = _next_token(logits, do_sample, temperature, top_p, generator)
             ids = torch.cat([ids, nxt], dim=1)
             step_ids = nxt

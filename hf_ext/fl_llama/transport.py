@@ -32,6 +32,7 @@ from safetensors.torch import save as st_save
 Tensors = dict[str, torch.Tensor]
 Meta = dict[str, object]
 GRPC_SERVICE, GRPC_METHOD = "hf_ext.fl_llama.Split", "Call"
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # hidden states and gradients, either direction
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Flower's default; a 1024-token no-cache step of a 7B model is ~36 MB
 GRPC_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]  # fmt: skip
@@ -205,6 +206,7 @@ def serve_grpc(handler: Callable[[bytes], bytes], port: int = 0, host: str = "12
 
 
 __all__ = [
+    "FLOAT_DTYPES",
     "GrpcTransport",
     "InProcessTransport",
     "PeerDisconnected",

@@ -166,3 +166,90 @@ def test_lora_on_each_part_trains_only_adapters(model):
         client.train_step(batch)
     assert all(torch.equal(v, server.model.state_dict()[k]) for k, v in frozen.items())
     assert all(not torch.equal(p, lora_b[n]) for n, p in server.model.named_parameters() if "lora_B" in n)
+
+
+def _part(name: str) -> str:
+    """Which part a client or server parameter belongs to (a = c = 1 and client_stored_blocks = 1 here)."""
+    if name.startswith(("head_layers.", "embed_tokens.")):
+        return "head"
+    return "tail" if name.startswith(("tail_layers.", "norm.", "lm_head.")) else "body"
+
+
+@pytest.mark.parametrize("parts", [["head", "body", "tail"], ["body", "tail"], ["tail"], ["head", "tail"], ["body"]])
+def test_lora_parts_train_listed_adapters_and_freeze_the_rest(model, parts, tmp_path):
+    args = FlLlamaTrainingArguments(learning_rate=1e-2, max_steps=5)
+    setup = build_setup(model, 1, 1, 0.0, lora_rank=2, lora_dropout=0.0, lora_parts=parts, args=args)
+    client, server = setup.clients[0], setup.server
+    named = {**dict(client.client.named_parameters()), **dict(server.model.named_parameters())}
+    before = {n: p.detach().clone() for n, p in named.items()}
+    # adapters exist exactly on the listed parts, and they are all that requires grad
+    assert {_part(n) for n in named if "lora_" in n} == set(parts)
+    assert {n for n, p in named.items() if p.requires_grad} == {n for n in named if "lora_" in n}
+    for batch in _batches(2):
+        client.train_step(batch)
+    changed = {n for n, p in named.items() if not torch.equal(p, before[n])}
+    # two steps move every adapter of a listed part (lora_B by its gradient, lora_A from step 2) and nothing else:
+    # no base weight of any part, no part left out of lora_parts (the server too, e.g. for ["head", "tail"])
+    assert changed == {n for n in named if "lora_" in n}
+    assert server.steps == 2
+    # an empty part's optimiser is skipped but still counts steps, so a checkpoint resumes the schedule
+    client.save_checkpoint(tmp_path / "ckpt")
+    resumed = build_setup(copy.deepcopy(model), 1, 1, 0.0, lora_rank=2, lora_dropout=0.0, lora_parts=parts,
+                          args=args).clients[0]  # fmt: skip
+    resumed.load_checkpoint(tmp_path / "ckpt")
+    assert resumed.head_optimizer.last_epoch == resumed.tail_optimizer.last_epoch == 2
+    for name, p in resumed.client.named_parameters():
+        assert torch.equal(p, dict(client.client.named_parameters())[name]), name
+
+
+def test_lora_parts_are_ignored_without_lora(model):
+    """`lora_rank = 0`: every part is fully fine-tuned whatever `lora_parts` says (σ = 0 split == centralized)."""
+    args = FlLlamaTrainingArguments(learning_rate=1e-2, max_steps=3, max_grad_norm=None)
+    reference = copy.deepcopy(model)
+    setup = build_setup(model, 1, 1, 0.0, args=args, lora_parts=["tail"])
+    split_losses = train(setup, [_batches(3)])["losses"][0]
+    assert split_losses == pytest.approx(train_centralized(reference.train(), _batches(3), args), abs=1e-5)
+    merged = merge_parts(setup.clients[0].client, setup.server.model).state_dict()
+    for name, value in reference.state_dict().items():
+        torch.testing.assert_close(merged[name], value, rtol=0, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("method,name,match", [
+    ("forward", "hidden", r"reply to 'forward' is malformed: tensor 'hidden' has shape \(4, 10, 33\)"),
+    ("forward", "dtype", r"reply to 'forward' is malformed: tensor 'hidden' has dtype torch.int64"),
+    ("backward", "grad", r"reply to 'backward' is malformed: tensor 'grad' has shape \(4, 9, 32\)"),
+    ("forward", "missing", r"reply to 'forward' is malformed: message lacks tensor 'hidden'"),
+])  # fmt: skip
+def test_client_rejects_malformed_server_replies(model, method, name, match):
+    setup = build_setup(model, 1, 1)
+    split, handler = setup.clients[0], setup.server.handle_bytes
+
+    def fake_server(data):  # answers `method` like the real server, then corrupts the reply
+        reply = handler(data)
+        got, tensors, meta = decode(reply)
+        if got != method:
+            return reply
+        key = "grad" if method == "backward" else "hidden"
+        t = tensors[key]
+        bad = {"hidden": {key: torch.zeros(t.shape[0], t.shape[1], t.shape[2] + 1)},
+               "grad": {key: t[:, :-1]}, "dtype": {key: t.long()}, "missing": {}}[name]  # fmt: skip
+        return encode(got, bad, meta)
+
+    split.transport.handler = fake_server
+    before = {k: v.clone() for k, v in split.client.state_dict().items()}
+    with pytest.raises(ProtocolError, match=match):
+        split.train_step(tiny_batch(4, L, vocab=64))
+    assert all(torch.equal(v, split.client.state_dict()[k]) for k, v in before.items())
+
+
+def test_client_rejects_a_malformed_decode_reply(model):
+    setup = build_setup(model, 1, 1)
+    split, handler = setup.clients[0], setup.server.handle_bytes
+
+    def fake_server(data):  # a decode reply of two positions instead of one
+        got, tensors, meta = decode(handler(data))
+        return encode(got, {"hidden": tensors["hidden"].repeat(1, 2, 1)} if got == "decode" else tensors, meta)
+
+    split.transport.handler = fake_server
+    with pytest.raises(ProtocolError, match=r"reply to 'decode' is malformed: .*expected size 1 in dim 1"):
+        split.generate(torch.tensor([[4, 8, 15]]), max_new_tokens=3)
