@@ -39,7 +39,7 @@ def measure(n_values: int, clients: int, cipher: ClientCipher, server: ServerAgg
     t0 = time.perf_counter()
     uploads = {str(i): (cipher.encrypt(v), cipher.context_id) for i, v in enumerate(vectors)}
     t1 = time.perf_counter()
-    agg, rejected = server.average(uploads, chunks)
+    agg, rejected = server.average(uploads, chunks, size=n)
     t2 = time.perf_counter()
     out = cipher.decrypt(agg, n)
     t3 = time.perf_counter()

@@ -46,7 +46,7 @@ class EncryptedRound:
         uploads = {str(i): (self.cipher.encrypt(flat), self.cipher.context_id) for i, (flat, _) in enumerate(flats)}
         t1 = time.perf_counter()
         n_chunks = len(uploads["0"][0])
-        chunks, rejected = self.server.average(uploads, n_chunks)
+        chunks, rejected = self.server.average(uploads, n_chunks, size=flats[0][0].size)
         if rejected or chunks is None:
             raise RuntimeError(f"honest clients were rejected: {rejected}")
         t2 = time.perf_counter()

@@ -9,18 +9,22 @@ the spec infers from it [INF]:
    plaintext 1/K but cannot decrypt.
 2. Client upload: flatten the trainable parameters, chunk into slot-sized vectors (4,096 slots at N = 8192), encrypt,
    serialise.
-3. Server: deserialise each client's chunks under the public context, sum chunk-wise, multiply by 1/K, serialise.
+3. Server: deserialise each client's chunks under the public context, sum chunk-wise (from its own encryption of
+   zeros, so a client's chunks are checked against the server's parameters, not another client's), multiply by 1/K,
+   serialise.
 4. Clients: decrypt, drop the padding, reshape into the next global parameters.
 
 A ciphertext encrypted under another key cannot be told apart arithmetically, so every message names the context it
 was made under (`context_id`, a SHA-256 of the public context); the server rejects a client whose id differs from its
-own, or whose chunks fail to parse, and averages the rest.
+own, whose chunks fail to parse, or whose chunks parse but cannot be added (another scale or level under the declared
+id), and averages the rest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -162,7 +166,10 @@ class ServerAggregator:
         self.ctx = _load_context(public_context, need_secret=False)
         if self.ctx.has_secret_key() or self.ctx.is_private():
             raise ValueError("the server must not hold the secret key: pass the public context")
+        if not self.ctx.has_public_key():  # it encrypts the zeros each encrypted sum starts from
+            raise ValueError("the public context holds no public key: serialise it with save_public_key=True")
         self.context_id = context_id(public_context)
+        self.slots = _slots(self.ctx)
 
     def can_decrypt(self) -> bool:
         return self.ctx.has_secret_key()
@@ -184,39 +191,88 @@ class ServerAggregator:
                                  f"({type(err).__name__}: {err})") from err
         return vectors
 
-    def average(self, uploads: Mapping[str, tuple[Sequence[bytes], str]], n_chunks: int
+    def _check_lengths(self, client: str, vectors, lengths: Sequence[int]) -> None:
+        """Chunk i must encode `lengths[i]` values: vectors of other lengths cannot be added without Galois keys."""
+        for i, (vec, want) in enumerate(zip(vectors, lengths)):
+            if vec.size() != want:
+                raise ValueError(f"client {client}: ciphertext chunk {i} encodes {vec.size()} values, expected {want}")
+
+    def _check_level(self, client: str, vectors) -> None:
+        """The 1/K product rescales once: a chunk already at the last modulus level could not take it."""
+        data = self.ctx.seal_context().data
+        for i, vec in enumerate(vectors):
+            level = data.get_context_data(vec.ciphertext()[0].parms_id())
+            if level is None or level.chain_index() < 1:
+                raise ValueError(f"client {client}: ciphertext chunk {i} is at the last modulus level (no room for "
+                                 f"the 1/K product)")
+
+    def average(self, uploads: Mapping[str, tuple[Sequence[bytes], str]], n_chunks: int, size: int | None = None
                 ) -> tuple[list[bytes] | None, dict[str, str]]:
         """Encrypted FedAvg: (1/K)·Σ_k ct_k chunk-wise over the valid uploads (uniform weights, as the code's
         `aggregate()`).
 
+        Every upload is judged on its own, so one bad client never fails the round: its context id, chunk count,
+        deserialisation, per-chunk lengths and modulus level are checked, and then its chunks are added to a running
+        sum that starts from the server's *own* encryption of zeros (made with the public key, at the context's scale
+        and top level). An upload whose ciphertexts parse but cannot be added (e.g. encrypted at another scale while
+        declaring the honest context id) therefore fails against the server's reference, not against whichever client
+        came first, and is dropped with its reason while the others are kept. Adding the encrypted zeros costs one
+        fresh-encryption noise term (~1e-11 at scale 2⁴⁰).
+
         Args:
             uploads (`Mapping[str, tuple[Sequence[bytes], str]]`): client → (serialised chunks, context id).
             n_chunks (`int`): how many chunks every upload must have.
+            size (`int`, *optional*): how many values the chunks encode in all (chunk i then holds
+                `min(slots, size - i·slots)`). Without it, each chunk's length is the most common one among the
+                uploads (ties: the first client's).
 
         Returns:
             `(chunks, rejected)`: the serialised average (`None` if no upload was valid) and client → reason.
         """
+        import tenseal as ts
+
+        slots = self.slots
+        if size is not None and -(-size // slots) != n_chunks:
+            raise ValueError(f"{size} values need {-(-size // slots)} chunks of {slots} slots, not {n_chunks}")
         parsed, rejected = {}, {}
+
+        def reject(client: str, err: Exception) -> None:
+            logger.warning("fede4rag: rejected encrypted upload: %s", err)
+            rejected[client] = str(err)
+
         for client, (chunks, cid) in uploads.items():
             try:
                 parsed[client] = self._parse(client, chunks, cid, n_chunks)
             except ValueError as err:
-                logger.warning("fede4rag: rejected encrypted upload: %s", err)
-                rejected[client] = str(err)
+                reject(client, err)
         if not parsed:
             return None, rejected
-        k = len(parsed)
-        out = []
-        for i in range(n_chunks):
-            total = None
-            for client in list(parsed):
-                try:
-                    total = parsed[client][i] if total is None else total + parsed[client][i]
-                except Exception as err:  # noqa: BLE001 (parameter mismatch surfaces on the first addition)
-                    raise ValueError(f"client {client}: chunk {i} cannot be added ({type(err).__name__}: {err})"
-                                     ) from err
-            out.append((total * (1.0 / k)).serialize())
-        return out, rejected
+        if size is not None:
+            lengths = [min(slots, size - i * slots) for i in range(n_chunks)]
+        else:
+            lengths = [Counter(v[i].size() for v in parsed.values()).most_common(1)[0][0] for i in range(n_chunks)]
+        zeros = {n: ts.ckks_vector(self.ctx, [0.0] * n) for n in set(lengths)}  # public-key encryptions
+        total = [zeros[n] for n in lengths]
+        accepted = 0
+        for client, vectors in parsed.items():
+            try:
+                self._check_lengths(client, vectors, lengths)
+                self._check_level(client, vectors)
+                new_total = []
+                for i, (acc, vec) in enumerate(zip(total, vectors)):
+                    try:
+                        new_total.append(acc + vec)
+                    except Exception as err:  # noqa: BLE001 (SEAL: "scale mismatch", parameter mismatch, ...)
+                        raise ValueError(f"client {client}: ciphertext chunk {i} cannot be added to the server's "
+                                         f"reference ({type(err).__name__}: {err}; other scale or parameters under "
+                                         f"the declared context id?)") from err
+            except ValueError as err:
+                reject(client, err)  # its partial sums are dropped: the committed total holds only accepted clients
+                continue
+            total, accepted = new_total, accepted + 1
+        if not accepted:
+            return None, rejected
+        return [(acc * (1.0 / accepted)).serialize() for acc in total], rejected
 
 
 def flatten_state(state: Mapping[str, "np.ndarray"]) -> tuple[np.ndarray, list[tuple[str, tuple[int, ...]]]]:

@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> dict:
     evaluator = _evaluator(run)
     custom = any(v is not None for v in overrides.values()) or ns.seeds or ns.settings
     results = {"scale": ("full" if ns.full else "quick") + (" with overrides" if custom else ""),
-               "argv": list(argv) if argv is not None else None, "run": {**run.__dict__, "lora_layers": list(run.lora_layers)},
+               "argv": list(argv) if argv is not None else None,
+               "run": {**run.__dict__, "lora_layers": list(run.lora_layers)},
                "seeds": seeds, "corpus": evaluator.corpus_stats(), "settings": summarize(done, settings, seeds),
                "optimizer": "adamw_torch (LoRA factors only); the released code uses SGD lr 1e-5 on all weights",
                "pooling": "mask-aware mean (the released code averages padding too)"}

@@ -3,7 +3,8 @@ CKKS ciphertexts, with all clients per round (canonical) or one client per round
 FLGo defaults `proportion = 0.2`, `sample = "md"` with five clients).
 
 Every reply is checked on its own; a malformed one (wrong keys or shapes, NaN, a ciphertext that does not
-deserialise, another key's context) is rejected with a logged reason and the round continues with the rest.
+deserialise, another key's context, ciphertexts that parse but cannot be added under the declared context) is
+rejected with a logged reason and the round continues with the rest.
 """
 
 from __future__ import annotations
@@ -55,9 +56,13 @@ def plain_problem(record, reference) -> str | None:
     return None
 
 
-def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int = 0, one_client: bool = False,
-                  node_sizes: dict[int, int] | None = None, seed: int = 0, **kwargs):
-    """A `FedE4RAGStrategy` (built lazily so importing this module does not import Flower's server)."""
+def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int = 0, n_values: int | None = None,
+                  one_client: bool = False, node_sizes: dict[int, int] | None = None, seed: int = 0, **kwargs):
+    """A `FedE4RAGStrategy` (built lazily so importing this module does not import Flower's server).
+
+    With `encrypt`, `n_values` (the adapter's parameter count) fixes how many values each ciphertext chunk must
+    encode, and `n_chunks` defaults to what the public context's slot count gives for it.
+    """
     from flwr.app import ArrayRecord, MessageType, MetricRecord, RecordDict
     from flwr.serverapp.strategy import FedAvg
 
@@ -68,7 +73,14 @@ def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int 
             super().__init__(**kw)
             self.encrypt = encrypt
             self.he = ServerAggregator(public_context) if encrypt else None
+            self.n_values = n_values
             self.n_chunks = n_chunks
+            if self.he is not None and n_values is not None:
+                expected = -(-n_values // self.he.slots)
+                if n_chunks and n_chunks != expected:
+                    raise ValueError(f"{n_chunks} ciphertext chunks configured, but {n_values} values in "
+                                     f"{self.he.slots}-slot ciphertexts (the public context's) take {expected}")
+                self.n_chunks = expected
             self.one_client = one_client
             self.node_sizes = dict(node_sizes or {})
             self.rng = random.Random(seed)
@@ -105,7 +117,7 @@ def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int 
                         uploads[sender] = (record_to_chunks(msg.content["arrays"]), cid)
                     except (ValueError, KeyError, TypeError) as err:
                         rejected[sender] = f"malformed encrypted upload: {err}"
-                chunks, he_rejected = self.he.average(uploads, self.n_chunks)
+                chunks, he_rejected = self.he.average(uploads, self.n_chunks, size=self.n_values)
                 rejected.update(he_rejected)
                 result = chunks_to_record(chunks) if chunks is not None else None
             else:

@@ -2,8 +2,8 @@
 received global model's (teacher's) question–passage similarity matrices.
 
 Per batch of B pairs (qᵢ, pᵢ): `S[i, j] = cos(E(qᵢ), E(pⱼ))`; `L = CE(S / τ, diag) + λ · MSE(S_c, S_g)`
-with τ = 1 (the code uses no temperature) and λ = 100 (the code's value). Without a teacher (the FedAvg baseline) only the
-contrastive term is used.
+with τ = 1 (the code uses no temperature) and λ = 100 (the code's value). Without a teacher (the FedAvg baseline) only
+the contrastive term is used.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ def test_server_holds_no_secret_key_and_cannot_decrypt(keys):
         ServerAggregator(keys.secret)
     with pytest.raises(ValueError, match="no secret key"):
         ClientCipher(keys.public, keys.public)
+    no_pk = ts.context_from(keys.public).serialize(save_public_key=False)
+    with pytest.raises(ValueError, match="no public key"):
+        ServerAggregator(no_pk)
 
 
 def test_encrypted_fedavg_equals_plaintext_fedavg(keys):
@@ -59,6 +62,55 @@ def test_bad_uploads_are_rejected_and_the_round_continues(keys):
     assert np.abs(cipher.decrypt(chunks, 5000) - np.mean(vectors, axis=0)).max() <= 1e-6
     none, why = server.average({"g": uploads["garbage"]}, 2)
     assert none is None and "does not deserialise" in why["g"]
+
+
+@pytest.mark.parametrize("bad_first", [True, False])
+def test_upload_under_other_ckks_settings_with_the_honest_context_id_is_rejected_alone(keys, bad_first):
+    """The context id is self-declared: a client can name the honest one yet encrypt at another scale (same key:
+    the chunks deserialise, SEAL refuses the addition) or under other CKKS parameters (the chunks do not parse).
+    Either is rejected on its own, wherever it sits in the uploads, and the rest average as in plaintext FedAvg."""
+    rng = np.random.default_rng(2)
+    vectors = [rng.normal(0, 0.05, 5000) for _ in range(3)]
+    cipher, server = ClientCipher(keys.secret, keys.public), ServerAggregator(keys.public)
+    off_scale = ClientCipher(keys.secret, keys.public)
+    off_scale.ctx.global_scale = 2.0 ** 30  # the honest key, another scale
+    other = make_keys(CKKSParams(coeff_mod_bit_sizes=(60, 40, 40, 40)))  # same N and slots, other moduli
+    other_params = ClientCipher(other.secret, other.public)
+    bad = {"scale": (off_scale.encrypt(vectors[0] + 1.0), cipher.context_id),
+           "params": (other_params.encrypt(vectors[0] + 1.0), cipher.context_id)}
+    honest = _uploads(cipher, vectors)
+    uploads = {**bad, **honest} if bad_first else {**honest, **bad}
+    chunks, rejected = server.average(uploads, 2, size=5000)
+    assert set(rejected) == {"scale", "params"}
+    assert "cannot be added" in rejected["scale"] and "scale mismatch" in rejected["scale"]
+    assert "does not deserialise" in rejected["params"]
+    assert np.abs(cipher.decrypt(chunks, 5000) - np.mean(vectors, axis=0)).max() <= 1e-6
+    # The same without the declared size: the chunk lengths come from the majority of uploads.
+    chunks, rejected = server.average(uploads, 2)
+    assert set(rejected) == {"scale", "params"}
+    assert np.abs(cipher.decrypt(chunks, 5000) - np.mean(vectors, axis=0)).max() <= 1e-6
+    none, why = server.average({"scale": bad["scale"]}, 2)
+    assert none is None and "scale mismatch" in why["scale"]
+
+
+def test_chunks_of_the_wrong_length_or_at_the_last_level_are_rejected_alone(keys):
+    import tenseal as ts
+
+    rng = np.random.default_rng(3)
+    vectors = [rng.normal(0, 0.05, 5000) for _ in range(2)]
+    cipher, server = ClientCipher(keys.secret, keys.public), ServerAggregator(keys.public)
+    uploads = _uploads(cipher, vectors)
+    uploads["short"] = (cipher.encrypt(vectors[0][:4999]), cipher.context_id)  # last chunk: 903 values, not 904
+    # two plaintext products use both rescaling levels: no room is left for the server's 1/K product
+    spent = [(ts.ckks_vector(cipher.ctx, part.tolist()) * 1.0 * 1.0).serialize()
+             for part in (vectors[0][:4096], vectors[0][4096:])]
+    uploads["spent"] = (spent, cipher.context_id)
+    chunks, rejected = server.average(uploads, 2, size=5000)
+    assert set(rejected) == {"short", "spent"}
+    assert "903 values, expected 904" in rejected["short"] and "last modulus level" in rejected["spent"]
+    assert np.abs(cipher.decrypt(chunks, 5000) - np.mean(vectors, axis=0)).max() <= 1e-6
+    with pytest.raises(ValueError, match="need 2 chunks"):
+        server.average(uploads, 3, size=5000)  # a server-side misconfiguration, not a client's fault
 
 
 def test_context_ids_differ_per_key_and_bad_contexts_fail_clearly(keys):

@@ -29,7 +29,9 @@ def test_loss_is_contrastive_plus_lambda_mse():
         split_sides({"x_input_ids": torch.zeros(1)})
 
 
-def test_trainer_step_moves_only_the_adapter_and_kd_pulls_towards_the_teacher(tmp_path):
+def _train_tiny(tmp_path, kd_lambda: float, steps: int = 4):
+    """`steps` Trainer steps of a LoRA adapter on the tiny retriever, from a fixed init and a fixed batch of 8; returns
+    the model, its (frozen, pre-training) teacher, the trainer, the frozen base weights and the adapter before."""
     from datasets import Dataset
     from peft import get_peft_model
 
@@ -43,20 +45,38 @@ def test_trainer_step_moves_only_the_adapter_and_kd_pulls_towards_the_teacher(tm
                             "p_input_ids": torch.randint(1, VOCAB, (8, 9), generator=g).tolist()})
     base = tiny_retriever()
     frozen_before = {n: p.detach().clone() for n, p in base.named_parameters()}
-    model = get_peft_model(base, lora_config(4, layers=[1]))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # the same LoRA A for both λ
+        model = get_peft_model(base, lora_config(4, layers=[1]))
     with torch.no_grad():
         for n, p in model.named_parameters():
-            if "lora_B" in n:
-                p.normal_(0, 0.1)
+            if "lora_B" in n:  # B = 0 would make student and teacher identical at every step's start
+                p.normal_(0, 0.1, generator=g)
     teacher = frozen_teacher(model)
     lora_before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-    args = FedE4RAGTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=3,
-                                     per_device_train_batch_size=8, learning_rate=5e-2, save_strategy="no",
-                                     disable_tqdm=True, seed=0, kd_lambda=100.0, weight_decay=0.0)
+    args = FedE4RAGTrainingArguments(output_dir=str(tmp_path / f"kd{kd_lambda:g}"), use_cpu=True, report_to="none",
+                                     max_steps=steps, per_device_train_batch_size=8, learning_rate=5e-2,
+                                     save_strategy="no", disable_tqdm=True, seed=0, kd_lambda=kd_lambda,
+                                     weight_decay=0.0)
     trainer = FedE4RAGTrainer(model=model, args=args, train_dataset=ds, teacher=teacher,
                               data_collator=TokenPairCollator())
     trainer.train()
-    assert trainer.state.global_step == 3 and set(trainer.last_parts) == {"contrastive", "kd"}
+    batch = TokenPairCollator()([ds[i] for i in range(len(ds))])
+    return model, teacher, trainer, frozen_before, lora_before, batch
+
+
+def _sim(model, batch) -> torch.Tensor:
+    from hf_ext.fede4rag.training import SIDES
+
+    model.eval()
+    with torch.no_grad():
+        sides = split_sides(batch)
+        return similarity(*(model(**sides[s]).pooler_output for s in SIDES))
+
+
+def test_trainer_step_moves_only_the_adapter_and_kd_pulls_towards_the_teacher(tmp_path):
+    model, teacher, trainer, frozen_before, lora_before, batch = _train_tiny(tmp_path, kd_lambda=100.0)
+    assert trainer.state.global_step == 4 and set(trainer.last_parts) == {"contrastive", "kd"}
     assert trainer.last_parts["kd"] > 0
     assert all(not torch.equal(lora_before[n], p) for n, p in model.named_parameters() if p.requires_grad)
     base_after = dict(model.get_base_model().named_parameters())
@@ -65,3 +85,12 @@ def test_trainer_step_moves_only_the_adapter_and_kd_pulls_towards_the_teacher(tm
             ".bias", ".base_layer.bias")
         assert torch.equal(base_after[key], before), name
     assert all(not p.requires_grad for p in teacher.parameters())
+    # "pulls towards the teacher": same init, data and steps, λ = 0 vs λ = 100; the teacher is the same frozen
+    # pre-training model in both runs, so the KD run's similarity matrix must end closer to it.
+    plain, teacher0, trainer0, *_, batch0 = _train_tiny(tmp_path, kd_lambda=0.0)
+    assert set(trainer0.last_parts) == {"contrastive"}
+    t_sim = _sim(teacher, batch)
+    assert torch.equal(t_sim, _sim(teacher0, batch0))  # both runs start from the same model and see the same batch
+    mse_kd = F.mse_loss(_sim(model, batch), t_sim).item()
+    mse_plain = F.mse_loss(_sim(plain, batch0), t_sim).item()
+    assert mse_plain > 0 and mse_kd < 0.5 * mse_plain, (mse_kd, mse_plain)
