@@ -22,21 +22,35 @@ class TinyAlignConfig(PreTrainedConfig):
         text_config (`dict` or `PreTrainedConfig`): the causal LM; default a 1-block Llama with width 64.
         image_size (`int`): expected height and width of `pixel_values` (checked on every forward).
         num_channels (`int`): expected channels of `pixel_values`.
-        vision_feature_layer (`int`): which hidden state of the vision encoder feeds the connector (−1 = last).
+        vision_feature_layer (`int`): which hidden state of the vision encoder feeds the connector. Default −1 (the
+            last, the stage output; the paper's SigLIP uses −2): the toy ConvNeXt has one stage, whose only other
+            hidden state is the stem output, which has seen no convolution block.
         vision_feature_select_strategy (`str`): `"default"` drops the CLS token of token-sequence encoders (ViT-like),
             `"full"` keeps every token. Ignored for convolutional encoders (feature maps have no CLS).
         num_image_tokens (`int`): visual tokens per image produced by the encoder (validated at run time).
         connector_type (`str`): only `"mlp2x_gelu"` (Linear → GELU → Linear), the connector of the paper's scripts.
         use_retrieval (`bool`): `False` gives the baseline (connector only, no memory tokens).
         memory_top_k (`int`): neighbours retrieved per image; their values go along the token axis
-            (`k·num_latents` tokens).
+            (`k·num_latents` tokens). Default 4 (the paper's scripts use 10): with 16 visual tokens and 32 latents
+            per value, k = 10 would put 320 memory tokens in front of an ~8-token caption in these tiny LMs.
         alpha (`float`): weight of the visual tokens in the fused key/query (`1−alpha` for the text tokens), 0.4.
         query_includes_answer (`bool`): **ablation only**, the released code's behaviour: the training query pools
-            the answer tokens too (leakage). Default `False` (honest: image + prompt tokens only).
+            the answer tokens too (leakage). Training-mode forwards only; eval mode (evaluation, generation) always
+            uses the honest query, as the released code does at inference. Default `False` (honest: image +
+            prompt tokens only).
+        query_prompt_length (`int`): prompt tokens right after the last image/memory placeholder; the honest query
+            pools the tokens up to there and nothing later, by position, so it needs no `labels` (7 = the words of
+            `processing_tinyalign.PROMPT`; `TinyAlignProcessor` checks it).
         value_num_latents (`int`), value_latent_dim (`int`): shape of one memory value (Perceiver latents, 32×96).
         value_d_model (`int`), value_num_self_attends (`int`), value_num_heads (`int`), value_text_length (`int`):
-            the frozen random Perceiver that writes values (image conv1x1 + trainable positions, byte text).
+            the frozen random Perceiver that writes values (image conv1x1 + trainable positions, byte text). Its image
+            branch uses `value_d_model // 2` = 64 conv channels + 64 position channels (the paper: 256 + 256): the
+            weights are random and never trained (as released), and 8×8 images have 64 pixels; chosen for CPU cost.
         image_token_id (`int`), rag_token_id (`int`): placeholder ids in `input_ids` (expanded: one per token).
+
+    The keys and the queries go through `retrieval_connector`, a frozen copy of the connector taken when the bank is
+    built (`build_memory_bank`); `hf-ext reproduce tinyalign` builds the bank right after model creation, so that copy
+    is the untrained, randomly initialised connector.
     """
 
     model_type = "hf_ext_tinyalign"
@@ -67,6 +81,7 @@ class TinyAlignConfig(PreTrainedConfig):
     memory_top_k: int = 4
     alpha: float = 0.4
     query_includes_answer: bool = False
+    query_prompt_length: int = 7
     value_num_latents: int = 32
     value_latent_dim: int = 96
     value_d_model: int = 128
@@ -85,6 +100,8 @@ class TinyAlignConfig(PreTrainedConfig):
             raise ValueError(f"alpha must lie in [0, 1], got {self.alpha}")
         if self.memory_top_k < 1:
             raise ValueError(f"memory_top_k must be >= 1, got {self.memory_top_k}")
+        if self.query_prompt_length < 0:
+            raise ValueError(f"query_prompt_length must be >= 0, got {self.query_prompt_length}")
         if self.vision_feature_select_strategy not in ("default", "full"):
             raise ValueError(f"vision_feature_select_strategy must be 'default' or 'full', "
                              f"got {self.vision_feature_select_strategy!r}")

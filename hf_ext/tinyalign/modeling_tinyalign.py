@@ -168,12 +168,27 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         self.memory_bank = bank
 
     def text_query_mask(self, input_ids, attention_mask=None, labels=None) -> torch.Tensor:
-        """Text tokens that enter the query: not placeholders, not padding and, unless the `query_includes_answer`
-        ablation is on, not answer tokens (labels != -100) — the released code's leak."""
-        mask = (input_ids != self.config.image_token_id) & (input_ids != self.config.rag_token_id)
+        """Text tokens that enter the query, chosen by position so that the result does not depend on `labels`.
+
+        Honest query (default, and always in eval mode, hence in evaluation and generation): the tokens before the
+        last image/memory placeholder and the `config.query_prompt_length` prompt tokens right after it, never later
+        positions (the answer, generated tokens), nor placeholders or padding. `labels`, if given, also drop any
+        labelled token. The `query_includes_answer` ablation (the released code's leak) applies to training-mode
+        forwards only, as in the released code, where the answer is in `input_ids` at training time but not at
+        inference: it then pools every non-placeholder, non-padding token, the answer included.
+        """
+        cfg = self.config
+        placeholder = (input_ids == cfg.image_token_id) | (input_ids == cfg.rag_token_id)
+        mask = ~placeholder
         if attention_mask is not None:
             mask &= attention_mask.bool()
-        if labels is not None and not self.config.query_includes_answer:
+        if cfg.query_includes_answer and self.training:
+            return mask
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        # last placeholder per row (-1 when a row has none: then only the first prompt_length tokens count)
+        last = torch.where(placeholder, positions, torch.full_like(positions, -1)).amax(dim=1, keepdim=True)
+        mask &= positions <= last + cfg.query_prompt_length
+        if labels is not None:
             mask &= labels == IGNORE_INDEX
         return mask
 

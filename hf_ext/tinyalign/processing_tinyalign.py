@@ -45,6 +45,10 @@ class TinyAlignProcessor:
             tok = tokenizer.convert_ids_to_tokens(getattr(config, name))
             if tok != ("<image>" if name == "image_token_id" else "<rag>"):
                 raise ValueError(f"config.{name}={getattr(config, name)} is {tok!r} in this tokenizer")
+        prompt_len = len(self.words(PROMPT))
+        if prompt_len != config.query_prompt_length:  # the honest query's positional cut-off would be wrong
+            raise ValueError(f"the prompt {PROMPT!r} has {prompt_len} tokens but config.query_prompt_length is "
+                             f"{config.query_prompt_length}")
         if len(tokenizer) > config.text_config.vocab_size:
             raise ValueError(f"tokenizer has {len(tokenizer)} tokens, the LM vocabulary only "
                              f"{config.text_config.vocab_size}")

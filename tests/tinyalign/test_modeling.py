@@ -47,10 +47,15 @@ def test_honest_query_ignores_answer_tokens_and_released_ablation_does_not(model
     assert not query[batch["labels"] != -100].any()
     model.config.query_includes_answer = True
     try:
+        model.train()  # the released leak is a training-time behaviour
         leaky = model.text_query_mask(batch["input_ids"], batch["attention_mask"], batch["labels"])
+        model.eval()
+        at_eval = model.text_query_mask(batch["input_ids"], batch["attention_mask"], batch["labels"])
     finally:
         model.config.query_includes_answer = False
+        model.eval()
     assert leaky[batch["labels"] != -100].all()
+    torch.testing.assert_close(at_eval, query)
     # the honest training query equals the inference query (prompt only): same neighbours with or without labels
     with torch.no_grad():
         train_ids = model(**batch).retrieved_ids
@@ -59,6 +64,69 @@ def test_honest_query_ignores_answer_tokens_and_released_ablation_does_not(model
         infer = {k: batch[k][:, :prompt_len] for k in ("input_ids", "attention_mask")}
         infer_ids = model(**infer, pixel_values=batch["pixel_values"]).retrieved_ids
     assert torch.equal(train_ids, infer_ids)
+
+
+def _prompt_length(batch) -> int:
+    """Length of the prompt (everything before the first labelled token)."""
+    return int((batch["labels"][0] != -100).nonzero()[0])
+
+
+def test_honest_query_is_positional_and_needs_no_labels(model):
+    """A forward with the caption in `input_ids` but no `labels` must not pool the caption into the query."""
+    batch = tiny_batch(model.config)
+    n = _prompt_length(batch)
+    mask = model.text_query_mask(batch["input_ids"], batch["attention_mask"])
+    assert not mask[:, n:].any()  # nothing after the prompt
+    ids, cfg = batch["input_ids"], model.config
+    placeholder = (ids == cfg.image_token_id) | (ids == cfg.rag_token_id)
+    assert torch.equal(mask[:, :n], ~placeholder[:, :n])  # BOS and the 7 prompt words, every row
+    assert int(mask[0].sum()) == 1 + model.config.query_prompt_length
+    with torch.no_grad():
+        no_labels = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                          pixel_values=batch["pixel_values"]).retrieved_ids
+        prompt_only = model(input_ids=batch["input_ids"][:, :n], attention_mask=batch["attention_mask"][:, :n],
+                            pixel_values=batch["pixel_values"]).retrieved_ids
+        # the old label-based mask, which pools the caption when labels are absent, retrieves differently here
+        old_mask = ~placeholder & batch["attention_mask"].bool()
+        feats = model.image_features(batch["pixel_values"])
+        embeds = model.get_input_embeddings()(batch["input_ids"].masked_fill(placeholder, 0))
+        leaky_ids = model.retrieve(model.fused_key(feats, embeds, old_mask))[1]
+    assert torch.equal(no_labels, prompt_only)
+    assert not torch.equal(leaky_ids, prompt_only)
+
+
+def test_processor_rejects_a_wrong_prompt_length():
+    with pytest.raises(ValueError, match="has 7 tokens but config.query_prompt_length is 6"):
+        tiny_processor(tiny_config(query_prompt_length=6))
+
+
+def test_released_ablation_leaks_in_training_only_and_evaluation_uses_the_prompt_query():
+    """`query_includes_answer=True` pools the caption in training-mode forwards; evaluation (teacher-forced and
+    generation) must retrieve exactly the neighbours of the prompt-only query."""
+    from hf_ext.tinyalign.training import evaluate_captions
+
+    leaky = tiny_model(tiny_config(query_includes_answer=True))
+    batch = tiny_batch(leaky.config, n=8)
+    n = _prompt_length(batch)
+    with torch.no_grad():
+        leaky.eval()
+        prompt_only = leaky(input_ids=batch["input_ids"][:, :n], attention_mask=batch["attention_mask"][:, :n],
+                            pixel_values=batch["pixel_values"]).retrieved_ids
+        eval_forced = leaky(**batch).retrieved_ids
+        leaky.train()
+        train_forced = leaky(**batch).retrieved_ids
+        leaky.eval()
+    assert torch.equal(eval_forced, prompt_only)
+    assert not torch.equal(train_forced, prompt_only)  # the ablation still leaks where the released code does
+    ev = evaluate_captions(leaky, tiny_processor(leaky.config), tiny_data(8, seed=1), batch_size=3, max_new_tokens=2)
+    assert torch.equal(torch.tensor(ev["neighbours"]), prompt_only)
+    # and the teacher-forced metrics equal those of a replay of the prompt-only neighbours
+    with torch.no_grad():
+        replay = leaky(**batch, memory_ids=prompt_only)
+    from hf_ext.tinyalign.metrics import token_accuracy
+
+    c, t = token_accuracy(replay.logits, batch["labels"])
+    assert ev["token_accuracy"] == pytest.approx(c / t)
 
 
 def test_from_pretrained_restores_bank_neighbours_and_generation(model, tmp_path):
@@ -85,10 +153,10 @@ def test_generate_with_cache_matches_without_cache(model):
     prompt = tiny_processor(model.config)(tiny_data(2, seed=5)["pixel_values"])
     with torch.no_grad():
         a = model.generate(**prompt, max_new_tokens=4, do_sample=False)
-        # without cache the prefix is re-run; the first step's query is the same, later ones see generated tokens,
-        # so only the first new token is guaranteed to agree
-        b = model.generate(**prompt, max_new_tokens=1, do_sample=False, use_cache=False)
-    assert torch.equal(a[:, : b.shape[1]], b)
+        # without cache every step re-runs the whole sequence, generated tokens included; the positional query
+        # ignores them, so every step retrieves the same neighbours and the greedy tokens agree
+        b = model.generate(**prompt, max_new_tokens=4, do_sample=False, use_cache=False)
+    assert torch.equal(a, b)
 
 
 def test_bad_inputs_raise_clear_errors(model):
