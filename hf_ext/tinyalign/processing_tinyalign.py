@@ -103,11 +103,12 @@ class TinyAlignProcessor:
 
 @torch.no_grad()
 def build_memory_bank(model, processor: TinyAlignProcessor, dataset, batch_size: int = 64, progress: bool = True,
-                      image_column: str = "pixel_values", caption_column: str = "caption"):
+                      image_column: str = "pixel_values", caption_column: str = "caption", index_factory: str = "Flat"):
     """Builds a [`MemoryBank`] from an image–caption `datasets.Dataset`, attaches it to `model` and returns it.
 
     The model's current connector is frozen as its retrieval projector first, so keys and later queries share one
-    projection. Shows a tqdm progress bar unless `progress=False`.
+    projection. Shows a tqdm progress bar unless `progress=False`. `index_factory` picks the faiss index (`"Flat"`:
+    exact; `"HNSW32"`: approximate, for large banks; see [`MemoryBank`]).
     """
     from tqdm.auto import tqdm
 
@@ -130,7 +131,7 @@ def build_memory_bank(model, processor: TinyAlignProcessor, dataset, batch_size:
         keys.append(k)
         values.append(v)
         captions.extend(batch[caption_column])
-    bank = MemoryBank(torch.cat(keys), torch.cat(values), captions)
+    bank = MemoryBank(torch.cat(keys), torch.cat(values), captions, index_factory=index_factory)
     model.set_memory_bank(bank)
     model.train(was_training)
     return bank

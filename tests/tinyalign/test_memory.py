@@ -76,3 +76,27 @@ def test_bank_errors_name_the_problem():
 def test_caption_bytes_are_perceiver_byte_ids():
     ids = encode_caption_bytes(["ab", "é"], 4)
     assert ids.tolist() == [[97 + 6, 98 + 6, 0, 0], [0xC3 + 6, 0xA9 + 6, 0, 0]]
+
+
+def test_approximate_hnsw_bank_finds_clustered_neighbours_and_roundtrips(tmp_path):
+    """`index_factory="HNSW32"`: on clustered keys (like real ones) it returns the exact neighbours, and the saved
+    bank restores the same graph index (not a flat one); a bad factory string or an index that needs training fails
+    with the reason."""
+    import faiss
+
+    g = torch.Generator().manual_seed(0)
+    centres = torch.randn(50, 16, generator=g)
+    keys = centres.repeat_interleave(40, 0) + 0.05 * torch.randn(2000, 16, generator=g)
+    values = torch.arange(2000, dtype=torch.float32).reshape(2000, 1, 1)
+    queries = centres + 0.05 * torch.randn(50, 16, generator=g)
+    exact = MemoryBank(keys, values).search(queries, 5)[1]
+    approx = MemoryBank(keys, values, index_factory="HNSW32")
+    assert isinstance(approx.index, faiss.IndexHNSWFlat)
+    assert torch.equal(approx.search(queries, 5)[1].sort(-1).values, exact.sort(-1).values)
+    again = MemoryBank.load(approx.save(tmp_path))
+    assert isinstance(again.index, faiss.IndexHNSWFlat) and again.index.hnsw.efSearch == 128
+    assert torch.equal(again.search(queries, 5)[1], approx.search(queries, 5)[1])
+    with pytest.raises(MemoryBankError, match="index_factory='NoSuchIndex'"):
+        MemoryBank(keys, values, index_factory="NoSuchIndex")
+    with pytest.raises(MemoryBankError, match="needs training"):
+        MemoryBank(keys, values, index_factory="IVF16,Flat")
