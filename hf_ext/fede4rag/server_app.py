@@ -37,9 +37,8 @@ def main(grid: Grid, context: Context) -> None:
     run = RunConfig.from_run_config(context.run_config)
     sizes, n_params = _node_sizes(grid)
     public = Path(str(context.run_config["he-public-path"])).read_bytes() if run.encrypt else None
-    slots = int(context.run_config.get("he-slots", 4096))
-    strategy = make_strategy(encrypt=run.encrypt, public_context=public, n_chunks=-(-n_params // slots),
-                             n_values=n_params if run.encrypt else None,
+    # encrypted: the strategy derives the ciphertext count from n_values and the public context's slot count
+    strategy = make_strategy(encrypt=run.encrypt, public_context=public, n_values=n_params if run.encrypt else None,
                              one_client=run.one_client, node_sizes=sizes, seed=run.seed, min_available_nodes=1,
                              min_train_nodes=1)
     result = strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=run.rounds,
