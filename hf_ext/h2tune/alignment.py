@@ -20,6 +20,11 @@ import torch
 from torch import nn
 
 
+def mix_layers(relation: torch.Tensor, global_tensor: torch.Tensor) -> torch.Tensor:
+    """Σ_j relation[j, l]·G[j, m]: (L_c, M, R, R) from a (L_max × L_c) relation and G (L_max, M, R, R)."""
+    return torch.einsum("jl,jmab->lmab", relation, global_tensor.to(relation.dtype))
+
+
 class RelationMatrix(nn.Module):
     """P_c ∈ R^{L_max × L_c}, kaiming-uniform init (seeded) or a fixed index alignment (ablation).
 
@@ -50,7 +55,7 @@ class RelationMatrix(nn.Module):
     def download(self, global_tensor: torch.Tensor) -> torch.Tensor:
         """M̃_c (L_c, M, R, R) from G (L_max, M, R, R)."""
         self._check(global_tensor)
-        return torch.einsum("jl,jmab->lmab", self.weight.detach(), global_tensor.to(self.weight.dtype))
+        return mix_layers(self.weight.detach(), global_tensor)
 
     def upload(self, middle: torch.Tensor) -> torch.Tensor:
         """G_c (L_max, M, R, R) from the trained M̃_c (L_c, M, R, R)."""

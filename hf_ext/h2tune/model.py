@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import torch
 from transformers import Trainer, TrainerCallback
 
+from .alignment import mix_layers
 from .layer import H2TuneLinear, load_middle, sync_layer
 
 # Canonical module slots m of the global tensor G (L_max × M × R × R). GPT-2's fused c_attn shares the q slot.
@@ -180,8 +181,7 @@ class H2TuneCallback(TrainerCallback):
         if self._relation_before is not None:
             delta = self.relation.detach() - self._relation_before
             if torch.any(delta != 0):
-                g = self.global_tensor.to(delta.dtype)
-                shift_middle(model, torch.einsum("jl,jmab->lmab", delta, g), self.adapter)
+                shift_middle(model, mix_layers(delta, self.global_tensor), self.adapter)
             self._relation_before = self.relation.detach().clone()
 
     def on_step_end(self, args, state, control, **kwargs):
