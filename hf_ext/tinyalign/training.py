@@ -71,9 +71,9 @@ def make_trainer(model, processor, train_dataset, args: TinyAlignTrainingArgumen
 def evaluate_captions(model, processor, dataset, batch_size: int = 120, max_new_tokens: int = 10) -> dict:
     """Teacher-forced token accuracy and loss, and greedy captions scored by class-word accuracy and BLEU-4.
 
-    Retrieval is always the prompt-only (honest) query, whatever `config.query_includes_answer`: the memory ids come
-    from a forward on the prompt alone (no caption in `input_ids`) and are replayed in the teacher-forced pass, so
-    the test caption can never reach the query. `neighbours` lists those ids per test row.
+    Retrieval is always the prompt-only (honest) query, whatever `config.query_includes_answer`: in eval mode the
+    model's query pools the image and prompt positions only (`text_query_mask`), so the test caption in the
+    teacher-forced `input_ids` never reaches it. `neighbours` lists the retrieved ids per test row.
     """
     model.eval()
     correct = total = 0
@@ -81,17 +81,16 @@ def evaluate_captions(model, processor, dataset, batch_size: int = 120, max_new_
     preds, refs, neighbours = [], [], []
     for start in range(0, len(dataset), batch_size):
         rows = dataset[start : start + batch_size]
-        prompt = {k: v.to(model.device) for k, v in processor(rows["pixel_values"]).items()}
-        memory_ids = model(**prompt).retrieved_ids if model.config.use_retrieval else None
         batch = {k: v.to(model.device) for k, v in processor(rows["pixel_values"], rows["caption"]).items()}
-        out = model(**batch, memory_ids=memory_ids)
+        out = model(**batch)
         c, t = token_accuracy(out.logits, batch["labels"])
         correct, total, loss_sum = correct + c, total + t, loss_sum + float(out.loss) * t
+        prompt = {k: v.to(model.device) for k, v in processor(rows["pixel_values"]).items()}
         gen = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False)
         preds += processor.decode(gen[:, prompt["input_ids"].shape[1]:])
         refs += list(rows["caption"])
-        if memory_ids is not None:
-            neighbours += memory_ids.tolist()
+        if out.retrieved_ids is not None:
+            neighbours += out.retrieved_ids.tolist()
     return {"token_accuracy": correct / max(total, 1), "test_loss": loss_sum / max(total, 1),
             "class_word_accuracy": class_word_accuracy(preds, refs), "bleu": corpus_bleu(preds, refs),
             "examples": [[p, r] for p, r in zip(preds[:3], refs[:3])], "neighbours": neighbours}
