@@ -101,3 +101,59 @@ def causal_lm_logits(model: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
     with torch.no_grad():
         return {"logits": model(**inputs).logits}
 
+
+
+@dataclass
+class BadInput:
+    """One bad-input case of the fuzz suite (`tests/fuzz/`): a call that must fail with a clear error.
+
+    Args:
+        name (`str`): what is wrong with the input, e.g. `"empty batch"`, `"labels out of range"`.
+        call (`Callable[[], Any]`): makes the call with the bad input (builds whatever it needs itself).
+        error (`type[BaseException]` or `tuple`, *optional*, defaults to `ValueError`): the error type expected.
+        match (`str`): a regular expression the message must match (case-insensitive); it names the problem, e.g. the
+            field (`"input_ids"`) and the allowed range.
+    """
+
+    name: str
+    call: Callable[[], Any]
+    match: str
+    error: Any = ValueError
+
+
+def classify_bad_input(case: BadInput, timeout_s: float = 60.0) -> tuple[str, str]:
+    """Runs `case` and says how it failed: `("clear", msg)` when the expected error type names the problem,
+    `("deep", msg)` for any other exception (a crash from inside torch/numpy, or an unclear message),
+    `("silent", "")` when nothing was raised, `("hang", "")` past `timeout_s` (the call is left running in a daemon
+    thread). Used by the fuzz tests and `scripts/fuzz_report.py`."""
+    import re
+    import threading
+
+    outcome: dict[str, BaseException | None] = {}
+
+    def target():
+        try:
+            case.call()
+            outcome["error"] = None
+        except BaseException as exc:  # noqa: BLE001  (classifying every failure is the point)
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        return "hang", ""
+    exc = outcome["error"]
+    if exc is None:
+        return "silent", ""
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, case.error) and re.search(case.match, str(exc), flags=re.IGNORECASE):
+        return "clear", message
+    return "deep", message
+
+
+def assert_clear_error(case: BadInput, timeout_s: float = 60.0) -> None:
+    """Fails the test unless `case` raises its expected error with a message that names the problem."""
+    verdict, message = classify_bad_input(case, timeout_s)
+    assert verdict == "clear", f"{case.name}: {verdict} ({message or 'no error raised'}); expected {case.error} " \
+                               f"matching {case.match!r}"
