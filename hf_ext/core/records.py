@@ -1,0 +1,105 @@
+"""The training record: what an artifact was trained on and what it measured, saved beside its weights.
+
+`hf-ext push` renders the model card from this file (config, data, `model-index` results, `base_model`), so a card
+can never claim results its artifact did not produce. An artifact without a record is published as untrained.
+
+The file is `training_record.json` in the artifact folder:
+
+```json
+{"method": "orca", "trained": true, "command": "hf-ext reproduce orca", "base_model": null,
+ "datasets": [{"name": "synthetic-causal-dwell", "hub_id": null}],
+ "metrics": [{"name": "DT macro-F1", "type": "f1", "value": 0.41, "split": "test", "dataset": "synthetic-causal-dwell"}],
+ "config": {...}, "hf_ext_version": "0.1.0"}
+```
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+RECORD_FILE = "training_record.json"
+
+
+class TrainingRecordError(ValueError):
+    """A training record is malformed (unknown field, non-finite metric, missing name)."""
+
+
+def save_training_record(
+    artifact_dir: str | os.PathLike,
+    *,
+    method: str,
+    trained: bool = True,
+    command: str | None = None,
+    base_model: str | Sequence[str] | None = None,
+    datasets: Sequence[Mapping[str, Any] | str] = (),
+    metrics: Sequence[Mapping[str, Any]] = (),
+    config: Mapping[str, Any] | None = None,
+    notes: str | None = None,
+) -> Path:
+    """Writes `training_record.json` into `artifact_dir` atomically (temp file + `os.replace`).
+
+    Args:
+        artifact_dir (`str` or `os.PathLike`): the saved artifact's folder.
+        method (`str`): the registered method name.
+        trained (`bool`): `False` for a random-init / untrained artifact.
+        command (`str`, *optional*): the command that produced it (e.g. `"hf-ext reproduce orca --full"`).
+        base_model (`str` or list, *optional*): Hub id(s) of the base model for adapters and split parts.
+        datasets (sequence): `{"name": ..., "hub_id": <Hub dataset id or None>}` (a bare string is a name).
+        metrics (sequence): `{"name", "type", "value", "split"?, "dataset"?}`; values must be finite numbers.
+        config (mapping, *optional*): the run's config (JSON-serialisable).
+        notes (`str`, *optional*): one line a card reader should see (e.g. "quick scale, 2 seeds").
+    """
+    folder = Path(artifact_dir)
+    if not folder.is_dir():
+        raise TrainingRecordError(f"artifact folder {folder} does not exist")
+    ds = [{"name": d, "hub_id": None} if isinstance(d, str) else dict(d) for d in datasets]
+    ms = []
+    for m in metrics:
+        m = dict(m)
+        for key in ("name", "type", "value"):
+            if key not in m:
+                raise TrainingRecordError(f"metric {m} has no {key!r}")
+        value = float(m["value"])
+        if not math.isfinite(value):
+            raise TrainingRecordError(f"metric {m['name']!r} is not finite ({value})")
+        m["value"] = value
+        ms.append(m)
+    from hf_ext import __version__
+
+    record = {
+        "method": method,
+        "trained": bool(trained),
+        "command": command,
+        "base_model": base_model,
+        "datasets": ds,
+        "metrics": ms,
+        "config": dict(config or {}),
+        "notes": notes,
+        "hf_ext_version": __version__,
+    }
+    text = json.dumps(record, indent=2, sort_keys=True, default=str)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{RECORD_FILE}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, folder / RECORD_FILE)
+    return folder / RECORD_FILE
+
+
+def load_training_record(artifact_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The artifact's training record, or `None` when it has none (an untrained or hand-made artifact)."""
+    path = Path(artifact_dir) / RECORD_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise TrainingRecordError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(record, dict) or "method" not in record:
+        raise TrainingRecordError(f"{path} is not a training record (no 'method')")
+    return record
