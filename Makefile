@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first and pinned: the CPU wheel lies on local disk; an unpinned torch pulls a multi-GB CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[all,test]'
 	# TBA's cross-check against torchattacks: its wheel declares torchvision and an old `requests` it never imports,
 	# so it goes in without dependencies (torchvision from PyPI does not import beside the local torch wheel).
 	$(PY) -m pip install --quiet --no-deps torchattacks==3.5.1

@@ -5,15 +5,23 @@ field-theory Tr(φ³), the scaffolded bosonic string as one shift, the superstri
 sum of shifted amplitudes, gluon amplitudes from scaffolding residues, and Hub-native amplitude tables.
 """
 
+from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .config import AmplitudeTableConfig
-from .field_theory import field_theory_amplitude, triangulations
-from .gluons import GluonKinematics, t8f4, type_i_four_gluon
-from .kinematics import mandelstams, planar_from_mandelstams, planar_variables, random_planar_kinematics
-from .residues import laurent_coefficient
-from .stringy import Evaluation, stringy_amplitude
-from .superstring import scaffolded_bosonic_amplitude, superstring_amplitude, superstring_terms
+# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
+# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "AmplitudeTableConfig": ".config", "field_theory_amplitude": ".field_theory", "triangulations": ".field_theory",
+    "GluonKinematics": ".gluons", "t8f4": ".gluons", "type_i_four_gluon": ".gluons", "mandelstams": ".kinematics",
+    "planar_from_mandelstams": ".kinematics", "planar_variables": ".kinematics",
+    "random_planar_kinematics": ".kinematics", "laurent_coefficient": ".residues", "Evaluation": ".stringy",
+    "stringy_amplitude": ".stringy", "scaffolded_bosonic_amplitude": ".superstring",
+    "superstring_amplitude": ".superstring", "superstring_terms": ".superstring", "AmplitudeTable": ".tables",
+    "AmplitudeTableBuilder": ".tables",
+})  # fmt: skip
+
+
+# The numerics (scipy, mpmath) and the tables (datasets) load on first use, so `import hf_ext` stays light.
 
 SPEC = register_method(
     MethodSpec(
@@ -27,7 +35,7 @@ SPEC = register_method(
             "closed forms, with amplitude tables published as Hub datasets."
         ),
         tags=("physics", "scattering-amplitudes", "string-theory", "numerics", "datasets"),
-        config_class=AmplitudeTableConfig,
+        config_class="hf_ext.amplitudes.config:AmplitudeTableConfig",
         reproduce="hf_ext.amplitudes.reproduce:main",
         demo="hf_ext.amplitudes.demo:build_demo",
         contract="hf_ext.amplitudes.testing:contract_fixture",
@@ -35,16 +43,6 @@ SPEC = register_method(
         status="implemented (identities of spec §2.7 at N <= 6 and 3-4 gluons; 5 gluons not done)",
     )
 )
-
-
-
-def __getattr__(name: str):
-    # `datasets` is imported only when a table is used, so `import hf_ext` stays light
-    if name in ("AmplitudeTable", "AmplitudeTableBuilder"):
-        from . import tables
-
-        return getattr(tables, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -2,11 +2,16 @@
 vulnerability detection → tag-guided instruction tuning, generation with a forced security tag, and scoring by a
 real compiler (solc-js) and analyser (Slither)."""
 
+from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .configuration_codebc import CodeBCConfig
-from .modeling_codebc import CodeBCForCausalLM
-from .tags import SECURITY_TAGS, ForcedTagLogitsProcessor, generate_with_tag
+# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
+# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "CodeBCConfig": ".configuration_codebc", "CodeBCForCausalLM": ".modeling_codebc", "SECURITY_TAGS": ".tags",
+    "ForcedTagLogitsProcessor": ".tags", "generate_with_tag": ".tags",
+})  # fmt: skip
+
 
 SPEC = register_method(
     MethodSpec(
@@ -21,8 +26,8 @@ SPEC = register_method(
             "CodeBLEU, solc-js compile rate and Slither's vulnerability rate."
         ),
         tags=("peft", "lora", "solidity", "smart-contracts", "code-generation", "security"),
-        config_class=CodeBCConfig,
-        auto_classes={"AutoModelForCausalLM": CodeBCForCausalLM},
+        config_class="hf_ext.codebc.configuration_codebc:CodeBCConfig",
+        auto_classes={"AutoModelForCausalLM": "hf_ext.codebc.modeling_codebc:CodeBCForCausalLM"},
         reproduce="hf_ext.codebc.reproduce:main",
         demo="hf_ext.codebc.demo:build_demo",
         contract="hf_ext.codebc.testing:contract_fixture",
@@ -31,7 +36,7 @@ SPEC = register_method(
         pipeline_tag="text-generation",
         library_name="peft",
         status="3-stage LoRA + forced tags + solc-js/Slither scoring (tiny LLaMA; see model card)",
-        commands={"score": "hf_ext.codebc.scoring:main"},
+        commands={"score": "hf_ext.codebc.scoring:main", "setup": "hf_ext.codebc.solidity:setup_main"},
         usage=(
             "from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast\n"
             "from peft import PeftModel\n"

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from hf_ext.core.registry import REPO_ROOT
+from hf_ext.core import paths
 
-DATA_ENV = "HF_EXT_CODEBC_DATA"
+DATA_ENV = paths.data_env_var("codebc")
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get(DATA_ENV, REPO_ROOT.parent / "shared" / "data" / "codebc"))
+    """The CodeBC data folder (`$HF_EXT_CODEBC_DATA`, `$HF_EXT_DATA/codebc` or the checkout's shared data)."""
+    return paths.data_dir("codebc")
 
 
 def default_references_dir() -> Path:

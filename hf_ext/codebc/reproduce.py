@@ -24,6 +24,8 @@ import logging
 import time
 from pathlib import Path
 
+from hf_ext.core.paths import work_dir
+
 from .data import load_secure_contracts
 from .metrics import wilson_interval
 from .pipeline import (ScaleConfig, build_base, build_examples, generate_humaneval, pretraining_texts, score_generations,
@@ -45,7 +47,7 @@ def make_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--full", action="store_true",
                    help="5 samples per task, more data and steps, plus the TI-without-tags control")
-    p.add_argument("--out", default="runs/codebc", help="output folder (results.json, cache/, model/)")
+    p.add_argument("--out", default=str(work_dir("codebc")), help="output folder (results.json, cache/, model/)")
     p.add_argument("--stage-steps", type=int, help="optimiser steps per stage")
     p.add_argument("--samples", type=int, help="generations per Blockchain-HumanEval task")
     p.add_argument("--seed", type=int, help="seed")

@@ -1,6 +1,8 @@
 """The real Solidity toolchain behind CodeBC's metrics: solc-js (npm `solc`) for compilation, Slither for analysis.
 
-Both run offline from the project-local install in `tools/solc/` (`make tools` runs `npm ci` there):
+Both run offline from a local solc-js install ([`solc_dir`]): `$HF_EXT_SOLC_DIR`, else the checkout's `tools/solc/`
+after `make tools`, else the user cache (`~/.cache/hf_ext/solc`) that `hf-ext setup codebc` fills from the files
+shipped in the wheel (it runs `npm ci` once; Node.js and npm must be installed):
 
 - [`SolcServer`] keeps **one** node process with solc-js loaded and sends it one JSON request per contract, which
   avoids the ~1 s `soljson.js` start-up of a process per file (see `benchmarks/codebc_compile.py`).
@@ -25,9 +27,25 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hf_ext.core.registry import REPO_ROOT
+from hf_ext.core.paths import asset, cache_dir
 
-TOOLS_DIR = Path(os.environ.get("HF_EXT_SOLC_DIR", REPO_ROOT / "tools" / "solc"))
+SOLC_FILES = ("package.json", "package-lock.json", "server.js", "solc")
+
+
+def _solcjs_installed(folder: Path) -> bool:
+    return (folder / "node_modules" / "solc" / "soljson.js").is_file()
+
+
+def solc_dir() -> Path:
+    """The solc-js folder in use: `$HF_EXT_SOLC_DIR`, else the shipped `tools/solc` when solc-js is installed there
+    (the checkout after `make tools`), else `cache_dir("solc")` (what `hf-ext setup codebc` installs)."""
+    if os.environ.get("HF_EXT_SOLC_DIR"):
+        return Path(os.environ["HF_EXT_SOLC_DIR"])
+    shipped = asset("tools", "solc")
+    return shipped if _solcjs_installed(shipped) else cache_dir("solc")
+
+
+TOOLS_DIR = solc_dir()
 SERVER_JS = TOOLS_DIR / "server.js"
 SHIM = TOOLS_DIR / "solc"
 SOLC_JS_VERSION = "0.8.37"
@@ -45,9 +63,45 @@ def toolchain_problem() -> str | None:
     """`None` when node and the project-local solc-js are usable, else one line saying what is missing."""
     if node_executable() is None:
         return "node is not installed (solc-js needs Node.js >= 12 on PATH)"
-    if not (TOOLS_DIR / "node_modules" / "solc" / "soljson.js").is_file():
-        return f"solc-js is not installed in {TOOLS_DIR} (run `make tools`)"
+    if not _solcjs_installed(TOOLS_DIR):
+        return f"solc-js is not installed in {TOOLS_DIR} (run `hf-ext setup codebc`, or `make tools` in a checkout)"
     return None
+
+
+def install_solc(target: str | os.PathLike | None = None, *, prefer_offline: bool = True) -> Path:
+    """Installs solc-js (the version pinned by the shipped `package-lock.json`) into `target` (default
+    `cache_dir("solc")`): copies the server and shim shipped with hf_ext, then runs `npm ci` there.
+
+    Raises [`ToolchainError`] naming what is missing when Node.js or npm is not installed.
+    """
+    target = Path(target) if target is not None else cache_dir("solc")
+    npm = shutil.which("npm")
+    if node_executable() is None or npm is None:
+        raise ToolchainError(
+            "CodeBC needs Node.js and npm for solc-js; install them (Debian/Ubuntu: `apt-get install nodejs npm`), "
+            "then run `hf-ext setup codebc` again"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    for name in SOLC_FILES:
+        shutil.copy2(asset("tools", "solc", name), target / name)
+    cmd = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"] + (["--prefer-offline"] if prefer_offline else [])
+    done = subprocess.run(cmd, cwd=target, capture_output=True, text=True)
+    if done.returncode != 0 or not _solcjs_installed(target):
+        raise ToolchainError(f"`npm ci` in {target} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    return target
+
+
+def setup_main(argv: list[str] | None = None) -> int:
+    """`hf-ext setup codebc`: installs solc-js into the user cache (or `--target DIR`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="hf-ext setup codebc", description=install_solc.__doc__.split("\n\n")[0])
+    parser.add_argument("--target", help="folder to install into (default: ~/.cache/hf_ext/solc or $HF_EXT_CACHE)")
+    args = parser.parse_args(argv)
+    folder = install_solc(args.target)
+    print(f"solc-js installed in {folder}" + ("" if args.target is None or Path(args.target) == TOOLS_DIR else
+                                              f"; set HF_EXT_SOLC_DIR={folder} to use it"))
+    return 0
 
 
 @dataclass

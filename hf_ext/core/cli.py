@@ -6,6 +6,7 @@ hf-ext reproduce [METHOD ...] [--full]        # every method at quick scale by d
 hf-ext train METHOD [ARGS ...]                # the method's training script (works under `accelerate launch`)
 hf-ext push METHOD --repo-id ID [--from DIR] [--dry-run --out DIR] [--space-repo-id ID]
 hf-ext demo METHOD [--port N]                 # the method's Gradio Space on 127.0.0.1
+hf-ext setup METHOD                           # install a method's external tools (CodeBC: solc-js via npm)
 hf-ext METHOD {reproduce,train} --help        # the method's own scripts
 ```
 """
@@ -116,6 +117,14 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_setup(args, extra: list[str]) -> int:
+    spec = get_method(args.method)
+    if "setup" not in spec.commands:
+        print(f"{spec.name} needs no set-up beyond `pip install 'hf_ext[{spec.name}]'`")
+        return 0
+    return spec.load("setup")(extra) or 0
+
+
 def cmd_method(args, extra: list[str]) -> int:
     spec = get_method(args.method_name)
     spec.load(args.script)(extra)
@@ -143,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write the upload folder")
     p.add_argument("--space-repo-id", help="also push spaces/<method>/ as a Gradio Space to this repo")
     p.add_argument("--private", action="store_true")
+
+    p = sub.add_parser("setup", help="install a method's external tools (e.g. solc-js for CodeBC)")
+    p.add_argument("method")
 
     p = sub.add_parser("demo", help="launch the method's Gradio Space on 127.0.0.1")
     p.add_argument("method")
@@ -177,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_reproduce(args, extra)
         if args.command == "train":
             return cmd_train(args, extra)
+        if args.command == "setup":
+            return cmd_setup(args, extra)
         if getattr(args, "method_name", None):
             return cmd_method(args, extra)
         if extra:

@@ -10,7 +10,7 @@ Nothing here depends on the source checkout being present, so an installed wheel
 - **Data dirs** ([`data_dir`]): an explicit argument, else the method's variable (`$HF_EXT_<NAME>_DATA`), else
   `$HF_EXT_DATA/<name>`, else the checkout's `../shared/data/<name>`; the error for a missing one names all of them.
 - **Package assets** ([`asset`]): model-card sections, Space templates and the solc-js server ship inside the wheel
-  as `hf_ext/_assets/...`; in the source checkout the same files are read from their top-level folders.
+  as `hf_ext/_assets/...`; in the source checkout `hf_ext/_assets/*` are links to the top-level folders.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _CHECKOUT = _PACKAGE_DIR.parent if (_PACKAGE_DIR.parent / "pyproject.toml").is_file() else None
 
-# Top-level checkout folders shipped in the wheel under `hf_ext/_assets/<name>` (see pyproject.toml).
+# Top-level checkout folders shipped in the wheel under `hf_ext/_assets/<name>` (see pyproject.toml's package-data).
 ASSET_ROOTS = ("model_cards", "spaces", "tools")
 
 
@@ -67,9 +67,11 @@ def data_dir(name: str, explicit: str | os.PathLike | None = None, *, must_exist
         candidates.append(("$HF_EXT_DATA", Path(os.environ["HF_EXT_DATA"]) / name))
     if _CHECKOUT is not None:
         candidates.append(("the checkout", _CHECKOUT.parent / "shared" / "data" / name))
-    for _, path in candidates[:1] if explicit is not None else candidates:
-        if path.is_dir() or not must_exist:
+    for _, path in candidates:
+        if path.is_dir():
             return path
+        if explicit is not None:
+            break  # a folder the caller named that does not exist is an error, never a silent fallback
     if not must_exist and candidates:
         return candidates[0][1]
     tried = "; ".join(f"{where}: {path}" for where, path in candidates) or "nothing set"
@@ -81,10 +83,8 @@ def data_dir(name: str, explicit: str | os.PathLike | None = None, *, must_exist
 
 def asset(*parts: str) -> Path:
     """A file shipped with hf_ext: `asset("model_cards", "orca.md")`, `asset("spaces", "orca")`,
-    `asset("tools", "solc")`. Read from the installed package's `_assets/`, or the checkout's top-level folders."""
+    `asset("tools", "solc")`. Read from the package's `_assets/` folder: in the wheel it holds copies, in the
+    checkout symbolic links to the top-level folders."""
     if not parts or parts[0] not in ASSET_ROOTS:
         raise ValueError(f"asset path must start with one of {ASSET_ROOTS}, got {parts!r}")
-    packaged = Path(str(resources.files("hf_ext"))) / "_assets" / Path(*parts)
-    if packaged.exists() or _CHECKOUT is None:
-        return packaged
-    return _CHECKOUT.joinpath(*parts)
+    return Path(str(resources.files("hf_ext"))).joinpath("_assets", *parts)

@@ -27,6 +27,7 @@ CONTRACT_CHECKS: dict[str, tuple[str, ...]] = {
     "numerics": ("config_roundtrip", "save_load_outputs", "card", "space", "cli_help"),
 }
 
+# Deprecated: the source checkout's root, meaningless in an installed wheel. Use `hf_ext.core.paths` instead.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -53,9 +54,12 @@ class MethodSpec:
         kind (`str`): one of `"model"`, `"adapter"`, `"estimator"`, `"numerics"`; decides the contract checks.
         summary (`str`): one sentence on what the method is, in HF terms.
         tags (`tuple[str, ...]`): extra Hub tags.
-        config_class (`type`, *optional*): the `PreTrainedConfig` (or dataclass) that holds the method's config.
-        auto_classes (`Mapping[str, type]`): Auto class name to model class, e.g. `{"AutoModel": OrcaModel}`.
-            `import hf_ext` registers each pair with transformers.
+        config_class (`type` or `str`, *optional*): the `PreTrainedConfig` (or dataclass) that holds the method's
+            config, or its `"module:attr"` path when importing it would pull a heavy dependency into `import hf_ext`
+            (H2Tune's config is a PEFT `LoraConfig`); [`resolved_config_class`] imports it on demand.
+        auto_classes (`Mapping[str, type | str]`): Auto class name to model class (or its `"module:attr"` path),
+            e.g. `{"AutoModel": "hf_ext.orca.modeling_orca:OrcaModel"}`; registered with transformers (see
+            [`register_method`]).
         reproduce (`str`): `"module:function"` of the reproduce entry point, `main(argv) -> dict`.
         train (`str`, *optional*): `"module:function"` of the training entry point, `main(argv) -> Any`.
         demo (`str`): `"module:function"` returning a `gradio.Blocks` (what `spaces/<name>/app.py` re-exports).
@@ -84,8 +88,8 @@ class MethodSpec:
     contract: str
     arxiv_id: str | None = None
     tags: tuple[str, ...] = ()
-    config_class: type | None = None
-    auto_classes: Mapping[str, type] = field(default_factory=dict)
+    config_class: type | str | None = None
+    auto_classes: Mapping[str, type | str] = field(default_factory=dict)
     train: str | None = None
     datasets: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
@@ -93,7 +97,7 @@ class MethodSpec:
     library_name: str = "transformers"
     license: str = "apache-2.0"
     status: str = "implemented"
-    extra_auto_classes: tuple[tuple[type, Mapping[str, type]], ...] = ()
+    extra_auto_classes: tuple[tuple[type | str, Mapping[str, type | str]], ...] = ()
     usage: str | None = None
     commands: Mapping[str, str] = field(default_factory=dict)
 
@@ -112,8 +116,15 @@ class MethodSpec:
             raise RegistryError(f"method {self.name!r} of kind {self.kind!r} needs a config_class")
 
     @property
+    def resolved_config_class(self) -> type | None:
+        """The config class, imported now if it was declared by path."""
+        if isinstance(self.config_class, str):
+            return _load_object(self.config_class)
+        return self.config_class
+
+    @property
     def model_type(self) -> str | None:
-        return getattr(self.config_class, "model_type", None)
+        return getattr(self.resolved_config_class, "model_type", None)
 
     @property
     def arxiv_url(self) -> str | None:
@@ -125,11 +136,17 @@ class MethodSpec:
 
     @property
     def space_dir(self) -> Path:
-        return REPO_ROOT / "spaces" / self.name
+        """The method's Space template (`spaces/<name>/`), shipped in the wheel as package data."""
+        from .paths import asset
+
+        return asset("spaces", self.name)
 
     @property
     def card_file(self) -> Path:
-        return REPO_ROOT / "model_cards" / f"{self.name}.md"
+        """The hand-written card sections (`model_cards/<name>.md`), shipped in the wheel as package data."""
+        from .paths import asset
+
+        return asset("model_cards", f"{self.name}.md")
 
     def load(self, entry: str) -> Callable[..., Any]:
         """The entry point `entry`: "reproduce", "train", "demo", "contract" or one of [`commands`]."""
@@ -163,13 +180,19 @@ def _guard_from_pretrained(model_class: type) -> None:
     model_class._hf_ext_guarded = True
 
 
-def _register_auto(method: str, config_class: type, auto_classes: Mapping[str, type]) -> None:
+def _resolve(obj: type | str) -> type:
+    return _load_object(obj) if isinstance(obj, str) else obj
+
+
+def _register_auto(method: str, config_class: type | str, auto_classes: Mapping[str, type | str]) -> None:
     import transformers
 
+    config_class = _resolve(config_class)
     transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
     # Hub artifacts carry the modeling code: a pushed repo loads with trust_remote_code=True without hf_ext.
     config_class.register_for_auto_class()
     for auto_name, model_class in auto_classes.items():
+        model_class = _resolve(model_class)
         auto_class = getattr(transformers, auto_name, None)
         if auto_class is None:
             raise RegistryError(f"{method}: transformers has no Auto class {auto_name!r}")
@@ -178,15 +201,44 @@ def _register_auto(method: str, config_class: type, auto_classes: Mapping[str, t
         _guard_from_pretrained(model_class)
 
 
+def _module_of(obj: type | str) -> str:
+    return obj.partition(":")[0] if isinstance(obj, str) else obj.__module__
+
+
+def _auto_pairs(spec: MethodSpec) -> list[tuple[type | str, Mapping[str, type | str]]]:
+    pairs = [(spec.config_class, spec.auto_classes)] if spec.config_class is not None and spec.auto_classes else []
+    return [*pairs, *spec.extra_auto_classes]
+
+
+def _import_modeling_modules(spec: MethodSpec) -> None:
+    for _, auto_classes in _auto_pairs(spec):
+        for model_class in auto_classes.values():
+            importlib.import_module(_module_of(model_class))
+
+
 def register_method(spec: MethodSpec) -> MethodSpec:
-    """Registers a method and its Auto classes. Call once, from the method subpackage's `__init__.py`."""
+    """Registers a method and its Auto classes. Call once, from the method subpackage's `__init__.py`.
+
+    Classes may be given as `"module:attr"` paths, so that `import hf_ext` imports neither torch nor the method's
+    own dependencies (`hf-ext list` stays instant). Each `(config, {Auto: model})` pair is then registered with
+    transformers right after its modeling module is imported, and every modeling module is imported as soon as
+    transformers is: `AutoModel.from_pretrained(dir)` finds the model type whichever of `import hf_ext` and
+    `import transformers` came first.
+    """
+    from .lazy import when_imported
+
     existing = _REGISTRY.get(spec.name)
     if existing is not None and existing != spec:
         raise RegistryError(f"method {spec.name!r} is already registered with a different spec")
-    pairs = [(spec.config_class, spec.auto_classes)] if spec.config_class is not None and spec.auto_classes else []
-    for config_class, auto_classes in [*pairs, *spec.extra_auto_classes]:
-        _register_auto(spec.name, config_class, auto_classes)
     _REGISTRY[spec.name] = spec
+    if existing is not None:
+        return spec
+    for config_class, auto_classes in _auto_pairs(spec):
+        if not auto_classes:
+            continue
+        trigger = _module_of(next(iter(auto_classes.values())))
+        when_imported(trigger, functools.partial(_register_auto, spec.name, config_class, auto_classes))
+    when_imported("transformers", functools.partial(_import_modeling_modules, spec))
     return spec
 
 

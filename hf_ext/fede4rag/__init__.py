@@ -1,10 +1,16 @@
 """FedE4RAG: federated training of a RAG retriever with similarity-matrix knowledge distillation and CKKS-encrypted
 aggregation (arXiv 2504.19101), on all-MiniLM-L6-v2 with a PEFT LoRA adapter, Flower apps and a faiss index."""
 
+from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .configuration_fede4rag import FedE4RAGConfig
-from .modeling_fede4rag import FedE4RAGRetriever, pool_tokens
+# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
+# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "FedE4RAGConfig": ".configuration_fede4rag", "FedE4RAGRetriever": ".modeling_fede4rag",
+    "pool_tokens": ".modeling_fede4rag",
+})  # fmt: skip
+
 
 SPEC = register_method(
     MethodSpec(
@@ -20,8 +26,8 @@ SPEC = register_method(
         ),
         tags=("federated-learning", "flower", "retrieval", "rag", "sentence-transformers", "homomorphic-encryption",
               "knowledge-distillation", "lora"),
-        config_class=FedE4RAGConfig,
-        auto_classes={"AutoModel": FedE4RAGRetriever},
+        config_class="hf_ext.fede4rag.configuration_fede4rag:FedE4RAGConfig",
+        auto_classes={"AutoModel": "hf_ext.fede4rag.modeling_fede4rag:FedE4RAGRetriever"},
         reproduce="hf_ext.fede4rag.reproduce:main",
         demo="hf_ext.fede4rag.demo:build_demo",
         contract="hf_ext.fede4rag.testing:contract_fixture",

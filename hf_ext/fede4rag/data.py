@@ -15,15 +15,15 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hf_ext.core.registry import REPO_ROOT
+from hf_ext.core import paths
 
-DATA_ENV = "HF_EXT_FEDE4RAG_DATA"
+DATA_ENV = paths.data_env_var("fede4rag")
 COMPANIES = ("PEPSICO", "PG", "BOEING", "ACTIVISIONBLIZZARD", "AES")  # by size, as in select_data.json
 
 
 def data_dir() -> Path:
     """The folder holding `train_qa.json` and `test_100.json`."""
-    return Path(os.environ.get(DATA_ENV, REPO_ROOT.parent / "shared" / "data" / "fede4rag"))
+    return paths.data_dir("fede4rag")
 
 
 @dataclass(frozen=True)

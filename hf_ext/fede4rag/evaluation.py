@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext.core.paths import work_dir
+
 from .data import build_corpus, load_pairs, load_test
 from .encoder import HiddenCache, encode_texts
 from .metrics import RetrievalIndex, retrieval_metrics
@@ -20,11 +22,12 @@ class RetrievalEvaluator:
         model, tokenizer: any retriever of the run (only its frozen lower layers are used for the cache).
         start_layer (`int`): first trainable layer (as in [`~hf_ext.fede4rag.task.RunConfig.start_layer`]).
         max_query_length, max_passage_length (`int`): truncation.
-        cache_dir (`str`): where the hidden states are cached.
+        cache_dir (`str`, *optional*): where the hidden states are cached (default `work_dir("fede4rag", "cache")`).
     """
 
     def __init__(self, model, tokenizer, start_layer: int, max_query_length: int = 64, max_passage_length: int = 128,
-                 cache_dir: str = "runs/fede4rag/cache", data_path: str | None = None, test_path: str | None = None):
+                 cache_dir: str | None = None, data_path: str | None = None, test_path: str | None = None):
+        cache_dir = cache_dir or str(work_dir("fede4rag", "cache"))
         pairs = load_pairs(data_path or None)
         self.questions, golden = load_test(test_path or None)
         self.corpus = build_corpus(pairs, golden)

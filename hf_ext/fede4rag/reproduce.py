@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext.core.paths import work_dir
 from hf_ext.core.parallel import run_jobs
 
 from .task import SETTINGS, RunConfig
@@ -34,7 +35,7 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce fede4rag", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--full", action="store_true", help="3 seeds, 3 rounds, all training pairs, 128-token passages")
-    p.add_argument("--out", default="runs/fede4rag", help="output folder (results.json, retriever/, cache/)")
+    p.add_argument("--out", default=str(work_dir("fede4rag")), help="output folder (results.json, retriever/, cache/)")
     p.add_argument("--seeds", nargs="+", type=int, help="seeds")
     p.add_argument("--rounds", type=int, help="federated rounds (= epochs of local-only and centralized)")
     p.add_argument("--train-fraction", type=float, help="share of each client's training pairs")

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hf_ext.core.paths import work_dir
+
 from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdout_split
 from .encoder import (HiddenCache, adapter_arrays, load_pretrained_retriever, load_trainable_state, lora_config)
 from .training import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, frozen_teacher
@@ -59,7 +61,7 @@ class RunConfig:
     one_client: bool = False
     encrypt: bool = False
     seed: int = 0
-    cache_dir: str = "runs/fede4rag/cache"
+    cache_dir: str = field(default_factory=lambda: str(work_dir("fede4rag", "cache")))
     encoder_path: str = field(default="", metadata={"help": "pretrained BERT folder (default: all-MiniLM-L6-v2)"})
     data_path: str = field(default="", metadata={"help": "train_qa.json (default: the shared data folder)"})
 

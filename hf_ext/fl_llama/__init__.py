@@ -1,10 +1,18 @@
 """FL-LLaMA (FedSEA-LLaMA): federated split learning and split KV-cache generation for any HF LLaMA
 (arXiv 2505.15683)."""
 
+from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .configuration_fl_llama import FlLlamaClientConfig, FlLlamaConfig, FlLlamaServerConfig
-from .modeling_fl_llama import FlLlamaClientModel, FlLlamaServerModel, merge_parts, split_llama
+# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
+# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "FlLlamaClientConfig": ".configuration_fl_llama", "FlLlamaConfig": ".configuration_fl_llama",
+    "FlLlamaServerConfig": ".configuration_fl_llama", "FlLlamaClientModel": ".modeling_fl_llama",
+    "FlLlamaServerModel": ".modeling_fl_llama", "merge_parts": ".modeling_fl_llama",
+    "split_llama": ".modeling_fl_llama",
+})  # fmt: skip
+
 
 SPEC = register_method(
     MethodSpec(
@@ -20,10 +28,13 @@ SPEC = register_method(
             "generation with a KV cache on each side."
         ),
         tags=("federated-learning", "split-learning", "llama", "kv-cache", "lora", "privacy", "grpc"),
-        config_class=FlLlamaClientConfig,
-        auto_classes={"AutoModel": FlLlamaClientModel},
+        config_class="hf_ext.fl_llama.configuration_fl_llama:FlLlamaClientConfig",
+        auto_classes={"AutoModel": "hf_ext.fl_llama.modeling_fl_llama:FlLlamaClientModel"},
         # The server's part is a second artifact, published by a different party, with its own config class.
-        extra_auto_classes=((FlLlamaServerConfig, {"AutoModel": FlLlamaServerModel}),),
+        extra_auto_classes=((
+            "hf_ext.fl_llama.configuration_fl_llama:FlLlamaServerConfig",
+            {"AutoModel": "hf_ext.fl_llama.modeling_fl_llama:FlLlamaServerModel"},
+        ),),
         reproduce="hf_ext.fl_llama.reproduce:main",
         train="hf_ext.fl_llama.training:main",
         demo="hf_ext.fl_llama.demo:build_demo",

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import torch
 
-from hf_ext.core.registry import REPO_ROOT
-
-MULTIRC_DIR = REPO_ROOT.parent / "shared" / "data" / "multirc"
+from hf_ext.core.paths import data_dir
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]
 
 
@@ -46,7 +44,8 @@ def load_multirc(split: str = "train", source: str | Path | None = None,
 
     Args:
         split (`str`): `"train"`, `"val"` (alias `"validation"`) or `"test"`.
-        source (`str` or `Path`, *optional*): a folder with `<split>.jsonl` (defaults to `../shared/data/multirc`),
+        source (`str` or `Path`, *optional*): a folder with `<split>.jsonl` (defaults to `$HF_EXT_MULTIRC_DATA`,
+            `$HF_EXT_DATA/multirc` or the checkout's `../shared/data/multirc`),
             or `"super_glue"` to read `load_dataset("super_glue", "multirc")` (needs a network or a local cache).
         limit (`int`, *optional*): keep the first `limit` passages.
     """
@@ -55,7 +54,7 @@ def load_multirc(split: str = "train", source: str | Path | None = None,
         raise ValueError(f"MultiRC split must be 'train', 'val' or 'test', got {split!r}")
     if str(source) == "super_glue":
         return _from_hub(split, limit)
-    path = Path(source or MULTIRC_DIR) / f"{split}.jsonl"
+    path = data_dir("multirc", source) / f"{split}.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"MultiRC file {path} not found (see ../shared/data/README.md), or pass "
                                 "source='super_glue' with a network")  # fmt: skip

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import torch
 
-from hf_ext.core.registry import REPO_ROOT
+from hf_ext.core.paths import work_dir
 
 from .modeling_fl_llama import position_ids_from_mask, split_llama
 from .server import SplitServer
 from .split_model import FlLlamaSplitForCausalLM
 from .transport import InProcessTransport
 
-CACHE = REPO_ROOT / "runs" / "fl_llama" / "smollm2"
+# The dequantised SmolLM2 (safetensors), written once: `$HF_EXT_HOME/fl_llama/smollm2` (default ./runs/...).
+CACHE = work_dir("fl_llama", "smollm2")
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 

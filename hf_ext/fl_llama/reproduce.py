@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from hf_ext.core.paths import work_dir
+
 from .arguments import FlLlamaTrainingArguments
 from .attack import InversionDecoder, attack_rouge, train_inversion
 from .data import (answer_token_ids, corpus, encode_cloze, iter_batches, load_multirc, partition_by_passage,
@@ -31,7 +33,7 @@ class FlLlamaReproduceArguments:
     """Scale of the reproduction (quick by default; `--full` gives the spec's complete grids)."""
 
     full: bool = False
-    out: str = "runs/fl_llama"
+    out: str = field(default_factory=lambda: str(work_dir("fl_llama")))
     seed: int = 0
     train_passages: int = 80
     val_passages: int = 30
@@ -59,7 +61,7 @@ def make_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--full", action="store_true", help="all 456 training passages, a in 1..3, s in {0,.5,1,2,5} x "
                    "mean|h_A|, 600 steps, 30 steps per client in the parallel modes (quick: a in {1,3}, s in {0,1,5})")
-    p.add_argument("--out", default="runs/fl_llama", help="output folder (results.json)")
+    p.add_argument("--out", default=str(work_dir("fl_llama")), help="output folder (results.json)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, help="training steps of each sweep run")
     p.add_argument("--pretrained", action="store_true", help="also split SmolLM2-135M (real weights; needs "

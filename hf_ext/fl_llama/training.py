@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from hf_ext.core.paths import work_dir
+
 from .arguments import FlLlamaTrainingArguments, PartOptimizer
 from .modeling_fl_llama import FlLlamaClientModel, causal_mask_4d, position_ids_from_mask, split_llama
 from .server import SplitServer
@@ -244,7 +246,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--out", default="runs/fl_llama/artifact")
+    p.add_argument("--out", default=str(work_dir("fl_llama", "artifact")))
     ns = p.parse_args(argv)
     torch.set_num_threads(1)  # intra-op threads spin-wait on a busy 2-core machine
     train_ex, val_ex = load_multirc("train", limit=120), load_multirc("val", limit=20)

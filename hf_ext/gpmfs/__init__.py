@@ -1,9 +1,16 @@
 """GPMFS: global-plus-personalized multi-label feature selection (https://arxiv.org/abs/2504.12740)."""
 
+from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .config import GPMFSConfig
-from .selector import GPMFSSelector
+# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
+# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "GPMFSConfig": ".config", "GPMFSSelector": ".selector",
+})  # fmt: skip
+
+
+# The selector needs scikit-learn and pandas: imported on first use, so `import hf_ext` stays light.
 
 SPEC = register_method(
     MethodSpec(
@@ -16,7 +23,7 @@ SPEC = register_method(
             "personal features above a threshold θ, saved as a Hub artifact (config + safetensors)."
         ),
         tags=("feature-selection", "multi-label", "scikit-learn", "tabular"),
-        config_class=GPMFSConfig,
+        config_class="hf_ext.gpmfs.config:GPMFSConfig",
         reproduce="hf_ext.gpmfs.reproduce:main",
         demo="hf_ext.gpmfs.demo:build_demo",
         contract="hf_ext.gpmfs.artifact:contract_fixture",

@@ -1,14 +1,26 @@
 """H2Tune: federated fine-tuning across heterogeneous foundation models (arXiv 2507.22633), as a PEFT adapter
 (triple-matrix LoRA ΔW = (α/r)·B(T+I)A) plus relation-guided layer alignment and a Flower aggregation strategy."""
 
+from hf_ext.core.lazy import lazy_exports, when_imported
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .config import TESTED_PEFT_RANGE, H2TuneConfig
-from .hooks import install_config_hook
-from .layer import H2TuneLinear, H2TuneVariant
-from .model import H2TuneCallback, H2TuneTrainer, get_middle, set_middle, sync_middle
+# Everything here builds on PEFT: imported on first use, so `import hf_ext` does not pull peft in.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "TESTED_PEFT_RANGE": ".config", "H2TuneConfig": ".config", "H2TuneLinear": ".layer", "H2TuneVariant": ".layer",
+    "H2TuneCallback": ".model", "H2TuneTrainer": ".model", "get_middle": ".model", "set_middle": ".model",
+    "sync_middle": ".model",
+})  # fmt: skip
 
-install_config_hook()
+
+def _install_peft_hook() -> None:
+    from .hooks import install_config_hook
+
+    install_config_hook()
+
+
+# Plain `PeftModel.from_pretrained(base, h2tune_dir)` restores the H2Tune variant once hf_ext is imported, whichever
+# is imported first: the hook is installed the moment peft is.
+when_imported("peft", _install_peft_hook)
 
 SPEC = register_method(
     MethodSpec(
@@ -22,7 +34,7 @@ SPEC = register_method(
             "mapped across depths by a learned relation matrix and averaged on a Flower server."
         ),
         tags=("peft", "lora", "federated-learning", "flower", "heterogeneous-models"),
-        config_class=H2TuneConfig,
+        config_class="hf_ext.h2tune.config:H2TuneConfig",
         reproduce="hf_ext.h2tune.reproduce:main",
         demo="hf_ext.h2tune.demo:build_demo",
         contract="hf_ext.h2tune.testing:contract_fixture",

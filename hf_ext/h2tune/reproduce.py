@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext.core.paths import work_dir
 from hf_ext.core.parallel import run_jobs
 
 from .aggregation import server_update
@@ -34,7 +35,7 @@ from .task import CLIENTS, GLOBAL_RANK, VARIANTS, H2TuneClient, RunConfig, globa
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce h2tune", description=__doc__)
     p.add_argument("--full", action="store_true", help="3 seeds, 5 rounds, 40 local steps per round")
-    p.add_argument("--out", default="runs/h2tune", help="output folder (results.json, clients/)")
+    p.add_argument("--out", default=str(work_dir("h2tune")), help="output folder (results.json, clients/)")
     p.add_argument("--rounds", type=int, help="federated rounds")
     p.add_argument("--seeds", nargs="+", type=int, help="seeds")
     p.add_argument("--local-steps", type=int, help="optimiser steps per client per round")

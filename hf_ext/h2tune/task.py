@@ -11,10 +11,12 @@ import dataclasses
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from hf_ext.core.paths import work_dir
 
 from .alignment import RelationMatrix
 from .config import H2TuneConfig
@@ -68,7 +70,7 @@ class RunConfig:
     sparsify: bool = True
     index_aligned: bool = False
     pretrain_steps: int = 0  # >0: briefly pretrain each base on the shared corpus (cached under cache_dir)
-    cache_dir: str = "runs/h2tune/pretrained"
+    cache_dir: str = field(default_factory=lambda: str(work_dir("h2tune", "pretrained")))
     alternating: bool = True  # False = the "joint instead of alternating" ablation
     corrupt_partition: int = -1  # tests: this partition sends NaNs (the server must reject them)
     variant: str = "h2tune"  # a key of VARIANTS; `for_variant` sets the fields it implies

@@ -1,9 +1,14 @@
 """ORCA: multi-task CTR + dwell-time prediction with causal decoupling (arXiv 2508.16573)."""
 
+from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .configuration_orca import OrcaConfig
-from .modeling_orca import OrcaModel, OrcaOutput
+# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
+# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "OrcaConfig": ".configuration_orca", "OrcaModel": ".modeling_orca", "OrcaOutput": ".modeling_orca",
+})  # fmt: skip
+
 
 SPEC = register_method(
     MethodSpec(
@@ -16,8 +21,8 @@ SPEC = register_method(
             "subtracts a natural-direct-effect branch that models the clickbait shortcut."
         ),
         tags=("recommendation", "multi-task-learning", "dwell-time", "ctr-prediction", "causal-inference"),
-        config_class=OrcaConfig,
-        auto_classes={"AutoModel": OrcaModel},
+        config_class="hf_ext.orca.configuration_orca:OrcaConfig",
+        auto_classes={"AutoModel": "hf_ext.orca.modeling_orca:OrcaModel"},
         reproduce="hf_ext.orca.reproduce:main",
         train="hf_ext.orca.training:main",
         demo="hf_ext.orca.demo:build_demo",

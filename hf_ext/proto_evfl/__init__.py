@@ -1,10 +1,17 @@
 """Proto-EVFL: vertical federated learning with dual prototypes on extremely unaligned, imbalanced data
 (arXiv 2507.22488)."""
 
+from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .configuration_proto_evfl import ProtoEvflConfig, ProtoEvflPartyConfig
-from .modeling_proto_evfl import ProtoEvflForClassification, ProtoEvflOutput, ProtoEvflPartyModel, ProtoEvflPartyOutput
+# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
+# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "ProtoEvflConfig": ".configuration_proto_evfl", "ProtoEvflPartyConfig": ".configuration_proto_evfl",
+    "ProtoEvflForClassification": ".modeling_proto_evfl", "ProtoEvflOutput": ".modeling_proto_evfl",
+    "ProtoEvflPartyModel": ".modeling_proto_evfl", "ProtoEvflPartyOutput": ".modeling_proto_evfl",
+})  # fmt: skip
+
 
 SPEC = register_method(
     MethodSpec(
@@ -20,10 +27,13 @@ SPEC = register_method(
         ),
         tags=("federated-learning", "vertical-federated-learning", "flower", "prototypes", "optimal-transport",
               "zero-shot", "class-imbalance"),  # fmt: skip
-        config_class=ProtoEvflConfig,
-        auto_classes={"AutoModel": ProtoEvflForClassification},
+        config_class="hf_ext.proto_evfl.configuration_proto_evfl:ProtoEvflConfig",
+        auto_classes={"AutoModel": "hf_ext.proto_evfl.modeling_proto_evfl:ProtoEvflForClassification"},
         # The party encoder is a second artifact with its own config class.
-        extra_auto_classes=((ProtoEvflPartyConfig, {"AutoModel": ProtoEvflPartyModel}),),
+        extra_auto_classes=((
+            "hf_ext.proto_evfl.configuration_proto_evfl:ProtoEvflPartyConfig",
+            {"AutoModel": "hf_ext.proto_evfl.modeling_proto_evfl:ProtoEvflPartyModel"},
+        ),),
         reproduce="hf_ext.proto_evfl.reproduce:main",
         train="hf_ext.proto_evfl.training:main",
         demo="hf_ext.proto_evfl.demo:build_demo",

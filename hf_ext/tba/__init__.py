@@ -1,10 +1,16 @@
 """TBA: the dual-heterogeneous-noise-generator adversarial attack on expressive human pose and shape estimation
 (arXiv 2504.17457), against victims trained here on a differentiable body model."""
 
+from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .configuration_tba import TbaDhngConfig, TbaVictimConfig
-from .modeling_tba import TbaDhngModel, TbaDhngOutput, TbaPoseOutput, TbaPoseRegressor
+# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
+# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "TbaDhngConfig": ".configuration_tba", "TbaVictimConfig": ".configuration_tba", "TbaDhngModel": ".modeling_tba",
+    "TbaDhngOutput": ".modeling_tba", "TbaPoseOutput": ".modeling_tba", "TbaPoseRegressor": ".modeling_tba",
+})  # fmt: skip
+
 
 SPEC = register_method(
     MethodSpec(
@@ -20,10 +26,12 @@ SPEC = register_method(
         ),
         tags=("adversarial-attack", "human-pose-estimation", "human-mesh-recovery", "diffusers", "controlnet",
               "vae", "robustness"),  # fmt: skip
-        config_class=TbaVictimConfig,
-        auto_classes={"AutoModel": TbaPoseRegressor},
+        config_class="hf_ext.tba.configuration_tba:TbaVictimConfig",
+        auto_classes={"AutoModel": "hf_ext.tba.modeling_tba:TbaPoseRegressor"},
         # The noise generator is a second artifact with its own config class.
-        extra_auto_classes=((TbaDhngConfig, {"AutoModel": TbaDhngModel}),),
+        extra_auto_classes=(
+            ("hf_ext.tba.configuration_tba:TbaDhngConfig", {"AutoModel": "hf_ext.tba.modeling_tba:TbaDhngModel"}),
+        ),
         reproduce="hf_ext.tba.reproduce:main",
         train="hf_ext.tba.training:main",
         demo="hf_ext.tba.demo:build_demo",

@@ -209,7 +209,9 @@ ANNY_SHAPE_SPREAD = 0.15  # phenotype values are in [0, 1] around 0.5; sample 0.
 
 
 def default_anny_cache() -> Path:
-    return Path(os.environ.get("ANNY_CACHE_DIR", Path(__file__).resolve().parents[2] / "runs" / "tba" / "anny_cache"))
+    from hf_ext.core.paths import work_dir
+
+    return Path(os.environ.get("ANNY_CACHE_DIR") or work_dir("tba", "anny_cache"))
 
 
 class AnnyBody(BodyModel):

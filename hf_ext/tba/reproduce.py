@@ -27,6 +27,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from hf_ext.core.paths import work_dir
+
 from .attacks import AdversarialLossConfig, AdversarialObjective, fgsm, mifgsm, pgd
 from .body import build_body
 from .data import render_batch
@@ -185,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vae-epochs", type=float, help="VAE epochs (default 0.35; --full: 3)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
     p.add_argument("--retrain", action="store_true", help="ignore cached artifacts")
-    p.add_argument("--out", default="runs/tba", help="output folder (results.json, grid.png, artifacts-*/)")
+    p.add_argument("--out", default=str(work_dir("tba")), help="output folder (results.json, grid.png, artifacts-*/)")
     return p
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from hf_ext.core.paths import work_dir
+
 from .body import build_body
 from .configuration_tba import TbaDhngConfig, TbaVictimConfig
 from .data import collate, make_dataset
@@ -120,7 +122,7 @@ def train_all(args: TbaTrainingArguments, out_dir: Path, log=print) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext tba train", description="Train TBA's victims and noise generator.")
-    p.add_argument("--out", default="runs/tba/artifacts", help="output folder")
+    p.add_argument("--out", default=str(work_dir("tba", "artifacts")), help="output folder")
     p.add_argument("--body", default="procedural", choices=["procedural", "anny"])
     p.add_argument("--num-train", type=int, default=TbaTrainingArguments.num_train)
     p.add_argument("--victim-epochs", type=float, default=TbaTrainingArguments.victim_epochs)

@@ -1,11 +1,17 @@
 """TinyAlign: a retrieval-augmented vision-language connector for small LMs (arXiv 2505.12884)."""
 
+from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-from .configuration_tinyalign import TinyAlignConfig
-from .memory import MemoryBank, MemoryBankError
-from .modeling_tinyalign import TinyAlignForConditionalGeneration, TinyAlignOutput
-from .processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
+# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
+# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "TinyAlignConfig": ".configuration_tinyalign", "MemoryBank": ".memory", "MemoryBankError": ".memory",
+    "TinyAlignForConditionalGeneration": ".modeling_tinyalign", "TinyAlignOutput": ".modeling_tinyalign",
+    "TinyAlignProcessor": ".processing_tinyalign", "build_memory_bank": ".processing_tinyalign",
+    "build_tokenizer": ".processing_tinyalign",
+})  # fmt: skip
+
 
 SPEC = register_method(
     MethodSpec(
@@ -19,8 +25,10 @@ SPEC = register_method(
             "retrieved Perceiver values become extra tokens after the image tokens."
         ),
         tags=("vision-language", "image-to-text", "retrieval-augmented", "connector", "faiss", "llava"),
-        config_class=TinyAlignConfig,
-        auto_classes={"AutoModelForImageTextToText": TinyAlignForConditionalGeneration},
+        config_class="hf_ext.tinyalign.configuration_tinyalign:TinyAlignConfig",
+        auto_classes={
+            "AutoModelForImageTextToText": "hf_ext.tinyalign.modeling_tinyalign:TinyAlignForConditionalGeneration",
+        },
         reproduce="hf_ext.tinyalign.reproduce:main",
         demo="hf_ext.tinyalign.demo:build_demo",
         contract="hf_ext.tinyalign.testing:contract_fixture",

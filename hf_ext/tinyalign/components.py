@@ -10,11 +10,11 @@ from pathlib import Path
 
 import torch
 
-from hf_ext.core.registry import REPO_ROOT
+from hf_ext.core.paths import work_dir
 
 from .processing_tinyalign import PROMPT
 
-CACHE_DIR = REPO_ROOT / "runs" / "tinyalign" / "cache"
+CACHE_DIR = work_dir("tinyalign", "cache")
 
 VISION_CONFIG = {"model_type": "convnext", "num_channels": 1, "patch_size": 2, "num_stages": 1, "hidden_sizes": [64],
                  "depths": [2], "image_size": 8}

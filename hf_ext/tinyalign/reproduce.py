@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hf_ext.core.paths import work_dir
 from hf_ext.core.parallel import run_jobs
 
 from .components import LM_CONFIGS, VISION_CONFIG, pretrain_lm, pretrain_vision_encoder
@@ -34,7 +35,7 @@ class TinyAlignReproduceArguments:
     both LMs and the released-retrieval ablation."""
 
     full: bool = False
-    out: str = "runs/tinyalign"
+    out: str = field(default_factory=lambda: str(work_dir("tinyalign")))
     lm_sizes: list[str] = field(default_factory=lambda: ["small", "large"])
     seeds: list[int] = field(default_factory=lambda: [0])
     ks: list[int] = field(default_factory=lambda: [4])
@@ -58,7 +59,8 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce tinyalign", description=__doc__)
     p.add_argument("--full", action="store_true",
                    help="3 seeds, k in {1, 4}, fractions 20..100 %% on both LMs, and the released-retrieval ablation")
-    p.add_argument("--out", default="runs/tinyalign", help="output folder (results.json, loss_curves.png, artifact/)")
+    p.add_argument("--out", default=str(work_dir("tinyalign")),
+                   help="output folder (results.json, loss_curves.png, artifact/)")
     p.add_argument("--lm-sizes", nargs="+", choices=sorted(LM_CONFIGS))
     p.add_argument("--seeds", nargs="+", type=int)
     p.add_argument("--ks", nargs="+", type=int, help="top-k values of TinyAlign")
