@@ -20,7 +20,6 @@ import time
 import traceback
 from pathlib import Path
 
-from .parallel import close_process_group
 from .registry import RegistryError, get_method, list_methods
 
 
@@ -58,6 +57,8 @@ def cmd_reproduce(args, extra: list[str]) -> int:
 
 
 def cmd_train(args, extra: list[str]) -> int:
+    from .parallel import close_process_group
+
     get_method(args.method).load("train")(extra)
     close_process_group()  # under `accelerate launch`; a no-op in a single process
     return 0
@@ -127,6 +128,8 @@ def cmd_setup(args, extra: list[str]) -> int:
 
 def cmd_method(args, extra: list[str]) -> int:
     spec = get_method(args.method_name)
+    from .parallel import close_process_group
+
     spec.load(args.script)(extra)
     close_process_group()
     return 0
