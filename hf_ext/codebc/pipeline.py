@@ -88,6 +88,15 @@ def label_contracts(codes: list[str], cache_file: Path) -> list[dict]:
     return out
 
 
+def training_tag(label: dict, pattern: str | None) -> str:
+    """The security tag a VD/TI training contract gets: Slither's verdict (the paper labels with Slither), `"bug"`
+    when it found a High/Medium issue, else `"correct"`; a contract Slither cannot analyse (pre-0.8 pragma, compile
+    error) keeps its dataset label: secure corpus -> `"correct"`, injected (`pattern` set) -> `"bug"`."""
+    if label["ok"]:
+        return "bug" if label["vulnerable"] else "correct"
+    return "correct" if pattern is None else "bug"
+
+
 def build_examples(scale: ScaleConfig, cache_dir: Path, corpus: list[Contract] | None = None) -> dict:
     """Secure contracts for CI, and Slither-labelled secure + injected contracts for VD and TI (train/test split).
 
@@ -112,9 +121,7 @@ def build_examples(scale: ScaleConfig, cache_dir: Path, corpus: list[Contract] |
     labels = label_contracts([c.code for c, _, _ in items], cache_dir / "slither_labels.json")
     rows = []
     for (c, pattern, host), lab in zip(items, labels):
-        # the training tag is Slither's verdict (the paper labels with Slither); a contract Slither cannot analyse
-        # (pre-0.8 pragma, compile error) keeps its dataset label: secure corpus -> correct, injected -> bug
-        tag = ("bug" if lab["vulnerable"] else "correct") if lab["ok"] else ("correct" if pattern is None else "bug")
+        tag = training_tag(lab, pattern)
         rows.append({"contract": c, "pattern": pattern, "tag": tag, "slither_ok": lab["ok"],
                      "slither_checks": lab["checks"], "host": host})
     train, test = split_by_host(rows, rng)

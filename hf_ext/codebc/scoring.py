@@ -25,7 +25,12 @@ from pathlib import Path
 
 from .data import default_references_dir
 from .metrics import bleu, codebleu_scores, wilson_interval
-from .solidity import SolcServer, analyze
+from .solidity import AnalysisResult, SolcServer, analyze
+
+CODEBLEU_COMPONENTS = ("ngram_match_score", "weighted_ngram_match_score", "syntax_match_score", "dataflow_match_score")
+# codebleu 0.7.0 computes theta * (dataflow or 1): an empty prediction scores 25.00 and a lone
+# `pragma solidity ^0.8.20;` 33.23, so CodeBLEU values near 25 mean "nothing in common", not "a quarter right".
+CODEBLEU_EMPTY_FLOOR = 25.0
 
 NAME = re.compile(r"^(?P<task>.+)\.txt_(?P<k>\d+)\.sol$")
 
@@ -60,13 +65,18 @@ def score_sources(
         files[n]["bleu"] = 100 * bleu(references[n], predictions[n])
     for n, cb in zip(scored, codebleu_scores([references[n] for n in scored], [predictions[n] for n in scored])):
         files[n]["codebleu"] = 100 * cb["codebleu"] if cb is not None else None  # None: CodeBLEU crashed on it
+        if cb is not None:
+            files[n]["codebleu_components"] = {k: 100 * cb[k] for k in CODEBLEU_COMPONENTS if k in cb}
     with_codebleu = [n for n in scored if files[n]["codebleu"] is not None]
     compiled = [n for n in predictions if files[n]["compiled"]]
     analysed = vulnerable = 0
     impacts: Counter = Counter()
     if analyse:
         for n in compiled:
-            a = analyze(predictions[n], n)
+            try:
+                a = analyze(predictions[n], n)
+            except Exception as err:  # noqa: BLE001 - analyze() reports per file; anything else must not end the run
+                a = AnalysisResult(n, False, "analyser_crash", error=f"{type(err).__name__}: {err}")
             files[n]["analysis"] = {"ok": a.ok, "reason": a.reason, "counts": a.counts, "checks": sorted(a.checks),
                                     "error": a.error and a.error.splitlines()[0][:300]}
             if a.ok:
@@ -80,6 +90,12 @@ def score_sources(
         "bleu": sum(files[n]["bleu"] for n in scored) / len(scored) if scored else None,
         "codebleu": sum(files[n]["codebleu"] for n in with_codebleu) / len(with_codebleu) if with_codebleu else None,
         "codebleu_failed": len(scored) - len(with_codebleu),
+        "codebleu_components": {
+            k: sum(files[n]["codebleu_components"][k] for n in with_codebleu) / len(with_codebleu)
+            for k in CODEBLEU_COMPONENTS if with_codebleu and all(k in files[n]["codebleu_components"]
+                                                                   for n in with_codebleu)
+        },
+        "codebleu_empty_floor": CODEBLEU_EMPTY_FLOOR,
         "compiled": len(compiled),
         "compile_rate": len(compiled) / total if total else None,
         "compile_rate_ci95": list(wilson_interval(len(compiled), total)),
@@ -104,8 +120,11 @@ def score_folder(predictions_dir: str | Path, references_dir: str | Path | None 
     ref_dir = Path(references_dir) if references_dir else default_references_dir()
     if not ref_dir.is_dir():
         raise FileNotFoundError(f"references folder {ref_dir} does not exist")
-    predictions, references, problems = {}, {}, {}
+    predictions, references, problems, skipped = {}, {}, {}, []
     for path in sorted(pred_dir.glob("*.sol")):
+        if not path.is_file():  # a folder named X.sol, a dangling symbolic link: not a sample
+            skipped.append(path.name)
+            continue
         try:
             predictions[path.name] = path.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError) as err:
@@ -117,7 +136,11 @@ def score_folder(predictions_dir: str | Path, references_dir: str | Path | None 
         if ref is None:
             problems.setdefault(path.name, {})["reference"] = (
                 "file name is not <Task>.txt_<k>.sol" if m is None else f"no reference for task {m['task']!r}")
+    if not predictions and not problems:
+        raise FileNotFoundError(f"no <Task>.txt_<k>.sol files in {pred_dir}"
+                                + (f" (skipped, not files: {', '.join(skipped)})" if skipped else ""))
     summary = score_sources(predictions, references, analyse=analyse, server=server)
+    summary["skipped_not_files"] = skipped
     for name, info in problems.items():
         if name in summary["files"]:
             summary["files"][name].update(info)
@@ -139,12 +162,17 @@ def format_summary(s: dict) -> str:
 
     lines = [
         f"files: {s['total']}  (with reference: {s['scored']})",
-        f"BLEU: {f(s['bleu'])}   CodeBLEU: {f(s['codebleu'])}",
+        f"BLEU: {f(s['bleu'])}   CodeBLEU: {f(s['codebleu'])}  (an empty output scores {s['codebleu_empty_floor']:g})",
         f"compiled: {s['compiled']}/{s['total']} = {f(s['compile_rate'] and 100 * s['compile_rate'], '.1f')}%",
     ]
     if s["vulnerability_rate"] is not None or s["analysed"] is not None:
         lines.append(f"vulnerability rate (High/Medium, of {s['analysed']} analysed): {s['vulnerable']}/"
                      f"{s['analysed']} = {f(s['vulnerability_rate'] and 100 * s['vulnerability_rate'], '.1f')}%")
+    if s.get("codebleu_components"):
+        lines.append("CodeBLEU components: " + ", ".join(
+            f"{k.removesuffix('_score').replace('_', ' ')} {v:.2f}" for k, v in s["codebleu_components"].items()))
+    if s.get("skipped_not_files"):
+        lines.append("skipped (not files): " + ", ".join(s["skipped_not_files"]))
     if s["failure_reasons"]:
         lines.append("not compiled: " + ", ".join(f"{k} {v}" for k, v in sorted(s["failure_reasons"].items())))
     return "\n".join(lines)

@@ -202,7 +202,19 @@ class SolcServer:
                 if not line:
                     self._proc = None
                     return CompileResult(name, False, "server_error", ["solc-js compile server exited"])
-                reply = json.loads(line)
+                try:
+                    reply = json.loads(line)
+                except json.JSONDecodeError:
+                    reply = None
+                if not isinstance(reply, dict) or not isinstance(reply.get("errors"), list) or "contracts" not in reply:
+                    self._restart()
+                    return CompileResult(name, False, "server_error", [f"malformed server reply {line[:200]!r}"])
+                if any(e.get("type") == "ServerError" for e in reply["errors"]):
+                    # solc-js is left broken after an internal error: an 80 KB `1 + 1 + ...` expression overflows
+                    # the stack, and every later compile in that process fails ("You shall not have another
+                    # CompilerStack aside me"). A fresh process for the next file keeps one bad file from
+                    # poisoning the rest of a scoring run.
+                    self._restart()
             except ToolchainError as err:
                 reason = "node_missing" if "node" in str(err).split(" ")[0] else "solc_missing"
                 return CompileResult(name, False, reason, [str(err)])
@@ -214,6 +226,13 @@ class SolcServer:
         if errors:
             return CompileResult(name, False, _reason(reply["errors"]), [e["message"] for e in errors], warnings)
         return CompileResult(name, True, None, [], warnings, reply["contracts"])
+
+    def _restart(self) -> None:
+        """Kills the compile server; the next [`compile`] starts a fresh one."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
 
     def close(self) -> None:
         if self._proc is not None:
@@ -296,9 +315,10 @@ def analyze(source: str, name: str = "Contract.sol") -> AnalysisResult:
                  if isinstance(d, type) and issubclass(d, AbstractDetector) and d is not AbstractDetector]
     with tempfile.TemporaryDirectory(prefix="codebc_slither_") as tmp:
         path = Path(tmp) / Path(name).name
-        path.write_text(source)
         cwd = os.getcwd()
         try:
+            # UTF-8 whatever the locale (an ASCII locale made a non-ASCII comment abort the whole scoring run)
+            path.write_text(source, encoding="utf-8")
             os.chdir(tmp)  # crytic-compile resolves and reports paths relative to the working directory
             standard = SolcStandardJson()
             standard.add_source_file(str(path))
