@@ -35,7 +35,7 @@ FORMAT_VERSION = 1
 _SAVE_HOOK: Callable[[str], None] | None = None
 ARTIFACT_FILES = (CONFIG_NAME, WEIGHTS_NAME)
 # Files a save may replace in an existing folder: the artifact's own, plus what hf_ext.core writes beside them.
-_REPLACEABLE = set(ARTIFACT_FILES) | {"README.md", "training_record.json", ".gitattributes"}
+_REPLACEABLE = set(ARTIFACT_FILES) | {"README.md", "training_record.json", ".gitattributes", "selection.json"}
 
 
 def _hook(step: str) -> None:
@@ -177,13 +177,18 @@ def _unpad(matrix: np.ndarray) -> list[np.ndarray]:
     return [row[row >= 0].astype(np.int64) for row in matrix]
 
 
-def save_pretrained(selector, save_directory: str | os.PathLike) -> None:
-    """Saves a fitted [`GPMFSSelector`] to `save_directory` (created if needed).
+def save_pretrained(selector, save_directory: str | os.PathLike, extra_files: dict[str, str] | None = None) -> None:
+    """Saves a fitted [`GPMFSSelector`] to `save_directory` (created if needed) in one atomic directory swap.
 
     Args:
         selector ([`GPMFSSelector`]): a fitted selector.
-        save_directory (`str` or `os.PathLike`): target folder.
+        save_directory (`str` or `os.PathLike`): target folder (an existing artifact there is replaced whole).
+        extra_files (`dict[str, str]`, *optional*): more text files written in the same swap (e.g. the
+            `selection.json` report of `hf-ext gpmfs fit`); names must be in the replaceable set.
     """
+    bad = sorted(set(extra_files or {}) - (_REPLACEABLE - set(ARTIFACT_FILES)))
+    if bad:
+        raise ValueError(f"extra_files: {bad} are not allowed; use {sorted(_REPLACEABLE - set(ARTIFACT_FILES))}")
     from safetensors.numpy import save_file
     from sklearn.utils.validation import check_is_fitted
 
@@ -219,6 +224,8 @@ def save_pretrained(selector, save_directory: str | os.PathLike) -> None:
         with open(tmp / CONFIG_NAME, "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2, sort_keys=True)
             f.write("\n")
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
 
     swap_dir(save_directory, write)
 
