@@ -11,7 +11,8 @@ what the implementation does, on:
 Methods at each budget (features per label, 10-50 % of d): `gpmfs` (weights and theta tuned on an inner split of the
 training fold by ML-kNN average precision, see `tuning.py`; the theta grid includes 1.0, so it may fall back to
 global-only), `gpmfs_global` (theta = 1, its weights tuned the same way), `all` features, `random` subset,
-per-label `ftest`, `rfs` (l2,1-regression), and the information-theoretic filters `lrfs` and `scls`. Every selection
+per-label `ftest`, `rfs` (l2,1-regression), the information-theoretic filters `lrfs` and `scls`, and `prior` (the
+trivial predictor: training label frequencies, no features). Every selection
 is scored with ML-kNN (k = 10, s = 1) using each label's own feature subset. The quick run tunes theta only (the
 weights stay at the [`GPMFSConfig`] defaults); `--full` also tunes alpha, beta, gamma and lam over 1e-3 ... 1e3.
 """
@@ -22,6 +23,7 @@ import argparse
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -38,11 +40,14 @@ from .mlknn import SplitScorer
 from .selector import GPMFSSelector
 from .tuning import HYPER, SPEC_GRID, tune
 
-METHODS = ("gpmfs", "gpmfs_global", "all", "random", "ftest", "rfs", "lrfs", "scls")
+METHODS = ("gpmfs", "gpmfs_global", "all", "random", "ftest", "rfs", "lrfs", "scls", "prior")
 QUICK = {"folds": 5, "budgets": (0.1, 0.3, 0.5), "thetas": (0.2, 0.4, 0.6, 0.8, 1.0), "seeds": 3, "hyper": {},
          "sweeps": 0}
+# The weight search of --full (4 weights x 7 values, one coordinate sweep, for both arms) scores a coarser theta
+# grid at three budgets; theta is then tuned on the whole grid at every budget for the chosen weights.
 FULL = {"folds": 5, "budgets": (0.1, 0.2, 0.3, 0.4, 0.5), "thetas": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
-        "seeds": 5, "hyper": {h: SPEC_GRID for h in HYPER}, "sweeps": 1}
+        "seeds": 5, "hyper": {h: SPEC_GRID for h in HYPER}, "sweeps": 1, "search_thetas": (0.2, 0.5, 1.0),
+        "search_budgets": (0.1, 0.3, 0.5)}
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -62,7 +67,11 @@ def make_parser() -> argparse.ArgumentParser:
 def _run_split(Xtr, Ytr, Xte, Yte, budgets, grid, seed, truth: MultiLabelData | None = None) -> dict:
     """All methods at all budgets on one train/test split; returns {method: {budget: metrics}} plus extras."""
     q = Ytr.shape[1]
-    tuned = tune(Xtr, Ytr, budgets, grid["thetas"], grid.get("hyper"), grid.get("sweeps", 1), seed)
+    d = Xtr.shape[1]
+    search_budgets = (None if grid.get("search_budgets") is None
+                      else sorted({max(1, int(round(f * d))) for f in grid["search_budgets"]}))
+    tuned = tune(Xtr, Ytr, budgets, grid["thetas"], grid.get("hyper"), grid.get("sweeps", 1), seed,
+                 search_thetas=grid.get("search_thetas"), search_budgets=search_budgets)
     sel_main = GPMFSSelector(**tuned.params, budget=1, theta=1.0).fit(Xtr, Ytr)
     sel_glob = (sel_main if tuned.params_global == tuned.params
                 else GPMFSSelector(**tuned.params_global, budget=1, theta=1.0).fit(Xtr, Ytr))
@@ -79,6 +88,9 @@ def _run_split(Xtr, Ytr, Xte, Yte, budgets, grid, seed, truth: MultiLabelData | 
     out: dict = {m: {} for m in METHODS}
     extras = {"theta": {}, "params": tuned.params, "params_global": tuned.params_global, "strength": {}}
     all_scores = score(None)
+    # The trivial predictor: every test sample gets the training label frequencies (no features at all).
+    prior = np.tile(Ytr.mean(axis=0), (Yte.shape[0], 1))
+    prior_scores = evaluate_all(Yte, (prior > 0.5).astype(np.int64), prior)
     for k in budgets:
         sel = sel_main.with_selection(budget=k, theta=tuned.theta[k])
         subsets = {
@@ -97,9 +109,10 @@ def _run_split(Xtr, Ytr, Xte, Yte, budgets, grid, seed, truth: MultiLabelData | 
                     [np.isin(p, s).mean() for p, s in zip(truth.private_features, sets)]))
                 out[method][k]["recall_shared"] = float(np.mean([np.isin(truth.shared_features, s).mean()
                                                                  for s in sets]))
-        out["all"][k] = dict(all_scores)
+        out["all"][k], out["prior"][k] = dict(all_scores), dict(prior_scores)
         if truth is not None:
             out["all"][k].update(recall_private=1.0, recall_shared=1.0)
+            out["prior"][k].update(recall_private=0.0, recall_shared=0.0)
         extras["theta"][k] = tuned.theta[k]
         extras["strength"][k] = sel.label_specific_strength_
     return {"results": out, **extras}
@@ -214,7 +227,7 @@ def plot(results: dict, path: Path) -> None:
             y = [ds["results"][method][b][metric]["mean"] for b in budgets]
             e = [ds["results"][method][b][metric]["std"] for b in budgets]
             ax.errorbar(x, y, yerr=e, marker="o", capsize=3, label=method,
-                        linestyle="--" if method in ("all", "random") else "-")
+                        linestyle="--" if method in ("all", "random", "prior") else "-")
         ax.set_title(f"{name}: {metric}")
         ax.set_xlabel("budget (% of features per label)")
     axes[0].legend(fontsize=8)

@@ -47,58 +47,69 @@ def inner_split(X, Y, seed: int, test_size: float = 0.25):
 
 
 def tune(X, Y, budgets: list[int], thetas, hyper_grid: dict[str, tuple] | None = None, sweeps: int = 1,
-         seed: int = 0, max_iter: int = 50) -> TuneResult:
-    """Tunes the GPMFS weights (criterion: mean over `budgets` of the best-over-`thetas` inner AP) and, at the chosen
-    weights, theta per budget; the global-only arm (theta = 1) gets its own weights by the same search.
+         seed: int = 0, max_iter: int = 50, search_thetas=None, search_budgets: list[int] | None = None
+         ) -> TuneResult:
+    """Tunes the GPMFS weights (criterion: mean over the search budgets of the best-over-thetas inner AP) and, at the
+    chosen weights, theta per budget over all `thetas`; the global-only arm (theta = 1) gets its own weights by the
+    same search.
 
     Args:
         X (`np.ndarray` of shape `(n, d)`), Y (`np.ndarray` of shape `(n, q)`): training data (not the test fold).
         budgets (`list[int]`): features per label.
-        thetas (iterable of `float`): candidate thresholds (1.0 is global-only; ties keep the larger theta).
+        thetas (iterable of `float`): candidate thresholds (1.0 is always added: global-only; ties keep the larger).
         hyper_grid (`dict`, *optional*): weight name -> candidate values; `None` or `{}` keeps the defaults.
         sweeps (`int`): passes of the coordinate search. seed (`int`): the inner split.
+        search_thetas, search_budgets (*optional*): a coarser theta grid and fewer budgets for the weight search
+            (the budget of the search); `None` uses `thetas` / `budgets`.
     """
     Xa, Xv, Ya, Yv = inner_split(X, Y, seed)
     scorer = SplitScorer(Xa, Ya, Xv)
     thetas = sorted({float(t) for t in thetas} | {1.0}, reverse=True)
-    fitted: dict[tuple, dict] = {}
+    s_thetas = thetas if search_thetas is None else sorted({float(t) for t in search_thetas} | {1.0}, reverse=True)
+    s_budgets = budgets if search_budgets is None else list(search_budgets)
+    fits: dict[tuple, object] = {}
+    scores: dict[tuple, dict[tuple[int, float], float]] = {}
 
-    def evaluate(params: dict[str, float]) -> dict:
+    def ap(params: dict[str, float], k: int, t: float) -> float:
         key = tuple(params[h] for h in HYPER)
-        if key not in fitted:
+        if key not in fits:
             try:
-                sel = GPMFSSelector(**params, budget=1, theta=1.0, max_iter=max_iter).fit(Xa, Ya)
+                fits[key] = GPMFSSelector(**params, budget=1, theta=1.0, max_iter=max_iter).fit(Xa, Ya)
             except ValueError as err:  # e.g. a gamma that makes the objective unbounded: not a candidate
                 if "unbounded" not in str(err):
                     raise
-                fitted[key] = {"per_budget": {}, "crit": -np.inf, "crit_global": -np.inf}
-                return fitted[key]
-            per_budget = {}
-            for k in budgets:
-                scores = {t: average_precision(Yv, scorer.predict_proba(
-                    sel.with_selection(budget=k, theta=t).label_feature_sets())) for t in thetas}
-                best_t = max(thetas, key=lambda t: (scores[t], t))  # ties: the larger theta
-                per_budget[k] = (scores[best_t], best_t, scores[1.0])
-            fitted[key] = {"per_budget": per_budget,
-                           "crit": float(np.mean([v[0] for v in per_budget.values()])),
-                           "crit_global": float(np.mean([v[2] for v in per_budget.values()]))}
-        return fitted[key]
+                fits[key] = None
+            scores[key] = {}
+        if fits[key] is None:
+            return -np.inf
+        if (k, t) not in scores[key]:
+            sets = fits[key].with_selection(budget=k, theta=t).label_feature_sets()
+            scores[key][(k, t)] = average_precision(Yv, scorer.predict_proba(sets))
+        return scores[key][(k, t)]
 
-    def search(criterion: str) -> dict[str, float]:
+    def best_theta(params, k, grid) -> tuple[float, float]:
+        return max(((ap(params, k, t), t) for t in grid), key=lambda v: (v[0], v[1]))  # ties: the larger theta
+
+    def criterion(params, global_only: bool) -> float:
+        return float(np.mean([ap(params, k, 1.0) if global_only else best_theta(params, k, s_thetas)[0]
+                              for k in s_budgets]))
+
+    def search(global_only: bool) -> dict[str, float]:
         params = dict(DEFAULTS)
-        best = evaluate(params)[criterion]
+        best = criterion(params, global_only)
         for _ in range(sweeps):
             for name, values in (hyper_grid or {}).items():
                 for v in values:
                     trial = {**params, name: float(v)}
-                    c = evaluate(trial)[criterion]
+                    c = criterion(trial, global_only)
                     if c > best + 1e-12:
                         best, params = c, trial
         return params
 
-    params = search("crit")
-    params_global = search("crit_global")
-    chosen = evaluate(params)["per_budget"]
+    params = search(False)
+    params_global = search(True)
+    chosen = {k: best_theta(params, k, thetas) for k in budgets}
+    trials = {key: (criterion(dict(zip(HYPER, key)), False), criterion(dict(zip(HYPER, key)), True))
+              for key in fits}
     return TuneResult(params=params, theta={k: chosen[k][1] for k in budgets}, params_global=params_global,
-                      inner_ap={k: chosen[k][0] for k in budgets},
-                      trials={k: (v["crit"], v["crit_global"]) for k, v in fitted.items()})
+                      inner_ap={k: chosen[k][0] for k in budgets}, trials=trials)
