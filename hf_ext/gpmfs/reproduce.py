@@ -59,6 +59,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default=None, help="output folder for results.json and gpmfs_budget.png "
                         "(default: <work dir>/gpmfs, i.e. $HF_EXT_HOME/gpmfs or ./runs/gpmfs)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the splits, the random baseline and the data")
+    parser.add_argument("--markdown", default=None, metavar="RESULTS_JSON", help="print the README tables of an "
+                        "existing results.json and exit")
     parser.add_argument("--datasets", default=",".join([*REAL_DATASETS, "planted"]),
                         help="comma-separated subset of " + ", ".join([*REAL_DATASETS, "planted"]))
     return parser
@@ -207,6 +209,35 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def format_markdown(results: dict, metrics=("average_precision", "macro_f1")) -> str:
+    """The README / model-card tables from `results.json`: data x budget x method (mean ± std over folds or seeds),
+    then per data set the paired GPMFS differences, the tuned weights and the label-specific strength."""
+    head = "| data | metric | budget | " + " | ".join(METHODS) + " |"
+    lines = [head, "|" + "---|" * (3 + len(METHODS))]
+    for name, ds in results["datasets"].items():
+        for metric in list(metrics) + (["recall_private"] if name == "planted" else []):
+            for b in ds["results"]["gpmfs"]:
+                cells = [ds["results"][m][b][metric] for m in METHODS]
+                lines.append(f"| {name} | {metric} | {b} | " + " | ".join(
+                    f"{c['mean']:.4f}±{c['std']:.4f}" for c in cells) + " |")
+    lines += ["", "| data | budget | GPMFS − global-only AP (better in) | GPMFS − F-test AP (better in) | tuned θ per run "
+              "| label-specific strength |", "|---|---|---|---|---|---|"]
+    for name, ds in results["datasets"].items():
+        for b in ds["results"]["gpmfs"]:
+            g, f = ds["gpmfs_minus_global"][b]["average_precision"], ds["gpmfs_minus_ftest"][b]["average_precision"]
+            lss = ds["label_specific_strength"][b]
+            lines.append(f"| {name} | {b} | {g['mean']:+.4f}±{g['std']:.4f} ({g['better_in']}/{g['runs']}) | "
+                         f"{f['mean']:+.4f}±{f['std']:.4f} ({f['better_in']}/{f['runs']}) | "
+                         f"{'/'.join(f'{t:g}' for t in ds['tuned_theta'][b])} | {lss['mean']:.3f}±{lss['std']:.3f} |")
+    lines += ["", "| data | tuned α/β/γ/λ per run (GPMFS) | global-only arm | overall label-specific strength |",
+              "|---|---|---|---|"]
+    for name, ds in results["datasets"].items():
+        fmt = lambda ps: ", ".join("/".join(f"{p[h]:g}" for h in HYPER) for p in ps)  # noqa: E731
+        lines.append(f"| {name} | {fmt(ds['tuned_params'])} | {fmt(ds['tuned_params_global'])} | "
+                     f"{ds['label_specific_strength']['overall']:.3f} |")
+    return "\n".join(lines)
+
+
 def plot(results: dict, path: Path) -> None:
     """Metric-vs-budget figure: average precision of every data set, plus planted private-feature recall."""
     import matplotlib
@@ -247,6 +278,9 @@ def main(argv: list[str] | None = None) -> dict:
     from threadpoolctl import threadpool_limits
 
     args = make_parser().parse_args(argv)
+    if args.markdown:
+        print(format_markdown(json.loads(Path(args.markdown).read_text())))
+        return {}
     grid = FULL if args.full else QUICK
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = sorted(set(names) - set(REAL_DATASETS) - {"planted"})
@@ -262,6 +296,7 @@ def main(argv: list[str] | None = None) -> dict:
             t0 = time.perf_counter()
             datasets[name] = run_planted(grid, args.seed) if name == "planted" else run_real(name, grid, args.seed)
             datasets[name]["runtime_s"] = round(time.perf_counter() - t0, 1)
+            print(f"{name}: {datasets[name]['runtime_s']} s", flush=True)
     results = {
         "method": "gpmfs", "paper": "https://arxiv.org/abs/2504.12740", "mode": "full" if args.full else "quick",
         "seed": args.seed, "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in grid.items()},

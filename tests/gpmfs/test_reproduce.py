@@ -42,6 +42,13 @@ def test_tiny_planted_comparison_table_and_plot(tmp_path):
                             "planted": {"n": 1, "d": 2, "q": 3, "protocol": "x", **agg}}}
     table = R.format_table(results)
     assert "gpmfs_global" in table and "recall_private" in table and "label-specific strength" in table
+    md = R.format_markdown(results)
+    assert "| yeast | average_precision | 10% | " in md and "| planted | recall_private | 30% | " in md
+    assert md.count("\n| planted |") == 2 * 3 + 2 + 1  # 3 metrics x 2 budgets, 2 difference rows, 1 weights row
+    # the trivial predictor uses no feature: equal at every budget, and worse than ML-kNN on all features here
+    prior = agg["results"]["prior"]
+    assert prior["10%"]["average_precision"] == prior["30%"]["average_precision"]
+    assert prior["10%"]["average_precision"]["mean"] < agg["results"]["all"]["10%"]["average_precision"]["mean"]
     R.plot(results, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
     json.dumps(results)  # serialisable as written to results.json
