@@ -148,6 +148,16 @@ def _greedy(D: np.ndarray, k: int, relevance: np.ndarray, score) -> np.ndarray:
     return np.array(chosen, dtype=np.int64)
 
 
+def lrfs_criterion(rel: np.ndarray, red_sum: np.ndarray, n_selected: int, H: np.ndarray) -> np.ndarray:
+    """LRFS score: relevance minus the MEAN redundancy `sum_{s in S} I(f; s) / |S|` (`H` unused)."""
+    return rel - red_sum / n_selected
+
+
+def scls_criterion(rel: np.ndarray, red_sum: np.ndarray, n_selected: int, H: np.ndarray) -> np.ndarray:
+    """SCLS score: relevance scaled by `1 - sum_{s in S} I(f; s) / H(f)` (a constant feature, H = 0, scores 0)."""
+    return rel * (1.0 - np.where(H > 0, red_sum / np.where(H > 0, H, 1.0), 1.0))
+
+
 def lrfs_order(X: np.ndarray, Y: np.ndarray, k: int, n_bins: int = 5) -> np.ndarray:
     """LRFS: the first `k` features in the order of greedy selection (see the module docstring)."""
     D, Y = discretize(X, n_bins), np.asarray(Y, dtype=np.int64)
@@ -156,15 +166,11 @@ def lrfs_order(X: np.ndarray, Y: np.ndarray, k: int, n_bins: int = 5) -> np.ndar
         rel = sum(conditional_mutual_info_all(D, Y[:, j], Y[:, i]) for i in range(q) for j in range(q) if j != i)
     else:  # one label: the conditional terms do not exist; plain relevance
         rel = np.array([mutual_info(D[:, f], Y[:, 0]) for f in range(D.shape[1])])
-    return _greedy(D, k, rel, lambda r, red, n, H: r - red / n)
+    return _greedy(D, k, rel, lrfs_criterion)
 
 
 def scls_order(X: np.ndarray, Y: np.ndarray, k: int, n_bins: int = 5) -> np.ndarray:
     """SCLS: the first `k` features in the order of greedy selection (see the module docstring)."""
     D, Y = discretize(X, n_bins), np.asarray(Y, dtype=np.int64)
     rel = np.array([sum(mutual_info(D[:, f], Y[:, j]) for j in range(Y.shape[1])) for f in range(D.shape[1])])
-
-    def score(r, red, n, H):
-        return r * (1.0 - np.where(H > 0, red / np.where(H > 0, H, 1.0), 1.0))
-
-    return _greedy(D, k, rel, score)
+    return _greedy(D, k, rel, scls_criterion)

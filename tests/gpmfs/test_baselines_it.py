@@ -60,4 +60,17 @@ def test_lrfs_scores_follow_the_formula(redundant_case):
     # second pick: argmax rel(f) - I(f; first) over the rest (mean redundancy over one chosen feature)
     J = [rel[f] - mutual_info(D[:, f], D[:, order[0]]) if f != order[0] else -np.inf for f in range(4)]
     assert order[1] == int(np.argmax(J))
+    # third pick: the redundancy is the MEAN over the two chosen features
+    J3 = [rel[f] - (mutual_info(D[:, f], D[:, order[0]]) + mutual_info(D[:, f], D[:, order[1]])) / 2
+          if f not in order[:2] else -np.inf for f in range(4)]
+    assert order[2] == int(np.argmax(J3))
     assert sorted(order.tolist()) == [0, 1, 2, 3]
+
+
+def test_lrfs_and_scls_criteria_by_hand():
+    """The two criteria on numbers: relevance [1.0, 0.5], summed redundancy [0.8, 0.0] with two features chosen."""
+    from hf_ext.gpmfs.baselines import lrfs_criterion, scls_criterion
+
+    rel, red, H = np.array([1.0, 0.5]), np.array([0.8, 0.0]), np.array([1.6, 1.0])
+    np.testing.assert_allclose(lrfs_criterion(rel, red, 2, H), [1.0 - 0.4, 0.5])  # mean redundancy: f0 wins
+    np.testing.assert_allclose(scls_criterion(rel, red, 2, H), [1.0 * (1 - 0.5), 0.5])
