@@ -104,7 +104,8 @@ def entropy(a: np.ndarray) -> float:
 
 
 def mutual_info(a: np.ndarray, b: np.ndarray) -> float:
-    """`I(a; b)` in nats of two non-negative integer vectors (plug-in estimate, as `sklearn.metrics.mutual_info_score`)."""
+    """`I(a; b)` in nats of two non-negative integer vectors (the plug-in estimate of
+    `sklearn.metrics.mutual_info_score`)."""
     nb = int(b.max()) + 1
     joint = np.bincount(a * nb + b, minlength=(int(a.max()) + 1) * nb).reshape(-1, nb) / a.size
     pa, pb = joint.sum(axis=1, keepdims=True), joint.sum(axis=0, keepdims=True)

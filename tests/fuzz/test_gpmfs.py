@@ -88,7 +88,8 @@ CASES = [
     BadInput("10^6 columns", lambda: GPMFSSelector().fit(np.zeros((3, 1_000_000), dtype=np.float32), Y[:3]),
              r"1000000 features.*at most 5000"),
     BadInput("transform wrong width", lambda: _fitted().transform(X[:, :4]), r"4 features.*expecting 6"),
-    BadInput("label index out of range", lambda: _fitted().transform(X, label=3), r"label must be an integer in \[0, 3\)"),
+    BadInput("label index out of range", lambda: _fitted().transform(X, label=3),
+             r"label must be an integer in \[0, 3\)"),
     BadInput("with_selection unknown key", lambda: _fitted().with_selection(alpha=2.0), r"only changes"),
     # meta-estimator
     BadInput("classifier NaN in X", lambda: GPMFSMultiLabelClassifier().fit(_with_nan(), Y), r"NaN"),
