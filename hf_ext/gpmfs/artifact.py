@@ -288,6 +288,9 @@ def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
                 "constant_features"}
     if required - set(tensors):
         raise ValueError(f"{weights_path} lacks tensors {sorted(required - set(tensors))}")
+    if set(tensors) - required:
+        raise ValueError(f"{weights_path} holds unexpected tensors {sorted(set(tensors) - required)} (not a GPMFS "
+                         f"artifact of format {FORMAT_VERSION}); expected exactly {sorted(required)}")
     d, q = int(fitted["n_features_in"]), int(fitted["n_labels"])
     W = tensors["W"]
     if W.shape != (d, q) or tensors["intercept"].shape != (q,) or tensors["label_indices"].shape[0] != q:

@@ -37,15 +37,38 @@ def _save_then(tmp_factory, mutate):
     return call
 
 
+_TMP_DIRS = []
+
+
 def _tmp():
     import tempfile
     from pathlib import Path
-    return Path(tempfile.mkdtemp(prefix="gpmfs_fuzz_")) / "art"
+    _TMP_DIRS.append(tempfile.mkdtemp(prefix="gpmfs_fuzz_"))
+    return Path(_TMP_DIRS[-1]) / "art"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_tmp_dirs():
+    yield
+    import shutil
+    for d in _TMP_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _edit_config(path, **changes):
     cfg = json.loads((path / "config.json").read_text())
     cfg.update(changes)
+    (path / "config.json").write_text(json.dumps(cfg))
+
+
+def _add_tensor(path):
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(path / "model.safetensors"))
+    tensors["extra"] = np.zeros(3)
+    save_file(tensors, str(path / "model.safetensors"))
+    cfg = json.loads((path / "config.json").read_text())
+    del cfg["fitted"]["weights_sha256"]  # past the hash: the tensor check itself must catch it
     (path / "config.json").write_text(json.dumps(cfg))
 
 
@@ -105,6 +128,7 @@ CASES = [
              r"missing model.safetensors"),
     BadInput("artifact flipped weights byte", _save_then(_tmp, lambda p: (p / "model.safetensors").write_bytes(
         (p / "model.safetensors").read_bytes()[:-1] + b"\x00")), r"content hash differs"),
+    BadInput("artifact unexpected tensor", _save_then(_tmp, _add_tensor), r"unexpected tensors \['extra'\]"),
     BadInput("save onto a foreign folder", lambda: _fitted().save_pretrained(
         (lambda d: (d.mkdir(parents=True), (d / "notes.txt").write_text("x"), d)[2])(_tmp())),
         r"not part of a GPMFS artifact"),
