@@ -12,6 +12,14 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 
 # The selector needs scikit-learn and pandas: imported on first use, so `import hf_ext` stays light.
 
+
+def __getattr__(name):  # lazy: the meta-estimator is only imported when asked for
+    if name == "GPMFSMultiLabelClassifier":
+        from .estimator import GPMFSMultiLabelClassifier
+
+        return GPMFSMultiLabelClassifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 SPEC = register_method(
     MethodSpec(
         name="gpmfs",
@@ -27,6 +35,7 @@ SPEC = register_method(
         reproduce="hf_ext.gpmfs.reproduce:main",
         demo="hf_ext.gpmfs.demo:build_demo",
         contract="hf_ext.gpmfs.artifact:contract_fixture",
+        commands={"fit": "hf_ext.gpmfs.fit:cli"},
         datasets=("mulan-yeast",),
         metrics=("hamming_loss", "average_precision", "f1"),
         pipeline_tag="tabular-classification",
@@ -36,9 +45,12 @@ SPEC = register_method(
             "from hf_ext.gpmfs import GPMFSSelector\n\n"
             "selector = GPMFSSelector.from_pretrained(\"{repo_id}\")\n"
             "X_global = selector.transform(X)             # the global feature set\n"
-            "X_label3 = selector.transform(X, label=3)    # global + personal features of label 3"
+            "X_label3 = selector.transform(X, label=3)    # global + personal features of label 3\n\n"
+            "# one classifier per label on its own columns (Pipeline / GridSearchCV ready)\n"
+            "from hf_ext.gpmfs import GPMFSMultiLabelClassifier\n"
+            "clf = GPMFSMultiLabelClassifier(GPMFSSelector(budget=0.2, theta=0.5)).fit(X, Y)"
         ),
     )
 )
 
-__all__ = ["GPMFSConfig", "GPMFSSelector", "SPEC"]
+__all__ = ["GPMFSConfig", "GPMFSMultiLabelClassifier", "GPMFSSelector", "SPEC"]

@@ -2,9 +2,13 @@
 
 Layout of a saved folder (no pickle anywhere):
 - `config.json`: the [`GPMFSConfig`] fields, `model_type = "hf_ext_gpmfs"`, and a `"fitted"` block (format version,
-  `n_features_in`, `n_labels`, feature names, budget, personal cap, label-specific strength, objective history).
+  `n_features_in`, `n_labels`, feature names, budget, personal cap, label-specific strength, objective history,
+  and `weights_sha256`, the hash of `model.safetensors`, checked on load).
 - `model.safetensors`: `W` (d x q), `intercept` (q), `ranking` (d), `global_indices`, `label_indices` and
   `personal_indices` (q x max size, padded with -1), `constant_features`.
+
+A save writes both files into a fresh sibling folder and swaps it with the old folder in one step ([`swap_dir`]),
+so a save killed at any instant leaves the old or the new complete artifact, never new weights with an old config.
 
 Paper: [GPMFS](https://arxiv.org/abs/2504.12740).
 """
@@ -13,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,17 +30,139 @@ WEIGHTS_NAME = "model.safetensors"
 FORMAT_VERSION = 1
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    """Writes through a temporary file in the same folder, then `os.replace`: a crash never leaves half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+# A test hook: called with the name of each step of a save ("written", "swapped", "cleaned") so the kill-during-save
+# test can stop a subprocess exactly at every step boundary as well as at random instants.
+_SAVE_HOOK: Callable[[str], None] | None = None
+ARTIFACT_FILES = (CONFIG_NAME, WEIGHTS_NAME)
+# Files a save may replace in an existing folder: the artifact's own, plus what hf_ext.core writes beside them.
+_REPLACEABLE = set(ARTIFACT_FILES) | {"README.md", "training_record.json", ".gitattributes", "selection.json"}
+
+
+def _hook(step: str) -> None:
+    if _SAVE_HOOK is not None:
+        _SAVE_HOOK(step)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swaps two paths with Linux `renameat2(RENAME_EXCHANGE)`; `False` where unsupported (then the
+    caller falls back to two renames)."""
+    import ctypes
+    import errno
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_leftovers(out: Path) -> None:
+    """Removes `.<name>.tmp-<pid>-*` / `.<name>.old-<pid>-*` siblings left by killed saves (of dead processes).
+
+    If a fallback (two-rename) save was killed between its renames, `out` is missing and the old complete artifact
+    is in `.<name>.old-*`: it is moved back first, so the path holds the previous artifact again."""
+    import shutil
+
+    for kind in ("old", "tmp"):
+        for p in sorted(out.parent.glob(f".{out.name}.{kind}-*")):
+            try:
+                pid = int(p.name[len(f".{out.name}.{kind}-"):].split("-")[0])
+            except ValueError:
+                continue
+            if pid != os.getpid() and _pid_alive(pid):
+                continue  # another process is saving right now
+            if kind == "old" and not out.exists() and (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file():
+                os.replace(p, out)
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for f in folder.iterdir():
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def swap_dir(out_dir: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Writes a whole artifact folder so that `out_dir` holds the old or the new complete artifact at every instant.
+
+    `write(tmp)` fills a fresh sibling folder; it is fsynced, then exchanged with the existing folder in one
+    `renameat2(RENAME_EXCHANGE)` (or renamed into place when there is none). Where the exchange is unsupported
+    (non-Linux, some file systems) two renames are used and the one-step window between them is repaired by the
+    next save or load (see [`_clean_leftovers`]). Leftovers of killed saves are removed by the next save.
+
+    Raises:
+        ValueError: `out_dir` is a file, or a folder holding files that are not part of an artifact (they would be
+            lost by the swap).
+    """
+    import shutil
+    import tempfile
+
+    out = Path(out_dir).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _clean_leftovers(out)
+    if out.exists():
+        if not out.is_dir():
+            raise ValueError(f"save_directory {out} is a file; pass a folder")
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in _REPLACEABLE)
+        if foreign:
+            raise ValueError(f"save_directory {out} holds files that are not part of a GPMFS artifact "
+                             f"({foreign[:5]}); save into an empty or new folder")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     try:
         write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+        _fsync_tree(tmp)
+        _hook("written")
+        if not out.exists():
+            os.rename(tmp, out)
+        elif _exchange(tmp, out):
+            pass  # tmp now holds the old artifact
+        else:
+            old = out.with_name(f".{out.name}.old-{os.getpid()}-{tmp.name.rsplit('-', 1)[-1]}")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            tmp = old
+        _hook("swapped")
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    _hook("cleaned")
+    return out
+
+
+def _sha256(path: str | os.PathLike) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _pad(rows: list[np.ndarray]) -> np.ndarray:
@@ -52,19 +177,22 @@ def _unpad(matrix: np.ndarray) -> list[np.ndarray]:
     return [row[row >= 0].astype(np.int64) for row in matrix]
 
 
-def save_pretrained(selector, save_directory: str | os.PathLike) -> None:
-    """Saves a fitted [`GPMFSSelector`] to `save_directory` (created if needed).
+def save_pretrained(selector, save_directory: str | os.PathLike, extra_files: dict[str, str] | None = None) -> None:
+    """Saves a fitted [`GPMFSSelector`] to `save_directory` (created if needed) in one atomic directory swap.
 
     Args:
         selector ([`GPMFSSelector`]): a fitted selector.
-        save_directory (`str` or `os.PathLike`): target folder.
+        save_directory (`str` or `os.PathLike`): target folder (an existing artifact there is replaced whole).
+        extra_files (`dict[str, str]`, *optional*): more text files written in the same swap (e.g. the
+            `selection.json` report of `hf-ext gpmfs fit`); names must be in the replaceable set.
     """
+    bad = sorted(set(extra_files or {}) - (_REPLACEABLE - set(ARTIFACT_FILES)))
+    if bad:
+        raise ValueError(f"extra_files: {bad} are not allowed; use {sorted(_REPLACEABLE - set(ARTIFACT_FILES))}")
     from safetensors.numpy import save_file
     from sklearn.utils.validation import check_is_fitted
 
     check_is_fitted(selector, "W_")
-    folder = Path(save_directory)
-    folder.mkdir(parents=True, exist_ok=True)
     names = getattr(selector, "feature_names_in_", None)
     config = selector.config.to_dict()
     config["fitted"] = {
@@ -88,18 +216,24 @@ def save_pretrained(selector, save_directory: str | os.PathLike) -> None:
         "personal_indices": _pad(selector.personal_indices_),
         "constant_features": np.asarray(selector.constant_features_, dtype=np.int64),
     }
-    _atomic_write(folder / WEIGHTS_NAME, lambda p: save_file(tensors, p, metadata={"format": "np"}))
 
-    def write_config(p: str) -> None:
-        with open(p, "w", encoding="utf-8") as f:
+    def write(tmp: Path) -> None:
+        save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "np"})
+        # The config names the hash of the weights written beside it: a load checks that they belong together.
+        config["fitted"]["weights_sha256"] = _sha256(tmp / WEIGHTS_NAME)
+        with open(tmp / CONFIG_NAME, "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2, sort_keys=True)
             f.write("\n")
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
 
-    _atomic_write(folder / CONFIG_NAME, write_config)
+    swap_dir(save_directory, write)
 
 
 def _resolve(name_or_path: str | os.PathLike, **hub_kwargs) -> tuple[Path, Path]:
     folder = Path(name_or_path)
+    if not folder.exists() and folder.parent.is_dir() and any(folder.parent.glob(f".{folder.name}.old-*")):
+        _clean_leftovers(folder.absolute())  # a fallback save was killed between its two renames: restore
     if folder.is_dir():
         return folder / CONFIG_NAME, folder / WEIGHTS_NAME
     if folder.exists():
@@ -142,6 +276,10 @@ def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
     if fitted.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{config_path}: unsupported format_version {fitted.get('format_version')!r}")
     config = GPMFSConfig.from_dict(raw)
+    expected = fitted.get("weights_sha256")
+    if expected is not None and _sha256(weights_path) != expected:
+        raise ValueError(f"{weights_path}: content hash differs from the weights_sha256 in {CONFIG_NAME} (a corrupt "
+                         "or mixed artifact)")
     try:
         tensors = load_file(str(weights_path))
     except Exception as err:  # noqa: BLE001 - SafetensorError does not derive from ValueError
@@ -150,6 +288,9 @@ def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
                 "constant_features"}
     if required - set(tensors):
         raise ValueError(f"{weights_path} lacks tensors {sorted(required - set(tensors))}")
+    if set(tensors) - required:
+        raise ValueError(f"{weights_path} holds unexpected tensors {sorted(set(tensors) - required)} (not a GPMFS "
+                         f"artifact of format {FORMAT_VERSION}); expected exactly {sorted(required)}")
     d, q = int(fitted["n_features_in"]), int(fitted["n_labels"])
     W = tensors["W"]
     if W.shape != (d, q) or tensors["intercept"].shape != (q,) or tensors["label_indices"].shape[0] != q:

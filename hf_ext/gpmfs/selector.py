@@ -37,6 +37,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .config import GPMFSConfig
 
+# GPMFS builds d x d matrices (feature redundancy, normal equations) and an eigen-decomposition of one of them: beyond
+# this many features a fit would take hours and tens of GB, so it is refused with a clear error instead of hanging.
+MAX_FEATURES = 5_000
+
 
 # --------------------------------------------------------------------------------------------------- building blocks
 def minmax_scale(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,12 +197,20 @@ def solve_gpmfs(X: np.ndarray, Y: np.ndarray, config: GPMFSConfig, L=None, A=Non
     it = 0
     for it in range(1, config.max_iter + 1):
         v_mean = V.mean(axis=0) if config.fit_intercept else np.zeros(Y.shape[1])
-        W = w_step(Xc, V - v_mean, H, W, config.lam, mu, config.eps)
-        b = (v_mean - x_mean @ W) if config.fit_intercept else np.zeros(Y.shape[1])
-        target = Y + B * U
-        V = block_cg(M_v.dot, X @ W + b + config.alpha * target, V)
-        U = np.maximum(B * (V - Y), 0.0)
-        history.append(gpmfs_objective(X, Y, W, b, V, U, L, A, config))
+        with np.errstate(over="ignore", invalid="ignore"):
+            W = w_step(Xc, V - v_mean, H, W, config.lam, mu, config.eps)
+            b = (v_mean - x_mean @ W) if config.fit_intercept else np.zeros(Y.shape[1])
+            target = Y + B * U
+            V = block_cg(M_v.dot, X @ W + b + config.alpha * target, V)
+            U = np.maximum(B * (V - Y), 0.0)
+            history.append(gpmfs_objective(X, Y, W, b, V, U, L, A, config))
+        if not (np.isfinite(history[-1]) and np.all(np.isfinite(W))):
+            # With an indefinite H the quadratic redundancy term beats the linear l2,1 penalty along a negative
+            # eigenvector: the objective is unbounded below and the weights diverge; say so instead of returning
+            # overflowed weights.
+            raise ValueError(f"GPMFSConfig.gamma={config.gamma:g} makes the GPMFS objective unbounded below on this "
+                             f"data (X^T X + gamma A has eigenvalue {lam_min:.3g} < 0 and the weights diverged): "
+                             "use a smaller gamma")
         if abs(history[-2] - history[-1]) <= config.tol * max(abs(history[-2]), 1e-12):
             break
     return GPMFSSolution(W=W, b=b, V=V, U=U, objective=history, n_iter=it, mu=mu)
@@ -374,7 +386,14 @@ class GPMFSSelector(SelectorMixin, BaseEstimator):
             y (array-like of shape `(n, q)` or `(n,)`): binary labels; see [`validate_targets`].
         """
         config = self.config
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) == 2 and shape[1] > MAX_FEATURES:  # before any copy of a huge input
+            raise ValueError(f"X has {shape[1]} features; GPMFS supports at most {MAX_FEATURES} (it builds d x d "
+                             "matrices): pre-select columns first")
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        if X.shape[1] > MAX_FEATURES:
+            raise ValueError(f"X has {X.shape[1]} features; GPMFS supports at most {MAX_FEATURES} (it builds d x d "
+                             "matrices): pre-select columns first")
         Y = validate_targets(y, X.shape[0])
         budget = config.budget_for(X.shape[1])
         Xs, constant = minmax_scale(X)

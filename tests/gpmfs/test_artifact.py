@@ -59,7 +59,18 @@ def test_missing_and_corrupt_files(fitted, tmp_path):
         GPMFSSelector().save_pretrained(tmp_path / "x")
     fitted.save_pretrained(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match="content hash differs"):  # the config's weights_sha256 catches it first
+        GPMFSSelector.from_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    del cfg["fitted"]["weights_sha256"]  # an artifact without the hash (older saves) still gets a clear error
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="corrupt model.safetensors"):
+        GPMFSSelector.from_pretrained(tmp_path)
+    fitted.save_pretrained(tmp_path)
+    raw = bytearray((tmp_path / "model.safetensors").read_bytes())
+    raw[-3] ^= 0xFF  # one flipped weight byte: safetensors itself would load it silently
+    (tmp_path / "model.safetensors").write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="content hash differs"):
         GPMFSSelector.from_pretrained(tmp_path)
     fitted.save_pretrained(tmp_path)
     (tmp_path / "config.json").write_text("{ truncated")
@@ -68,6 +79,7 @@ def test_missing_and_corrupt_files(fitted, tmp_path):
     fitted.save_pretrained(tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
     cfg["fitted"]["n_features_in"] += 1
+    del cfg["fitted"]["weights_sha256"]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="shapes"):
         GPMFSSelector.from_pretrained(tmp_path)

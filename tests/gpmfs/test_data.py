@@ -47,3 +47,18 @@ def test_split_frame():
         split_frame(df, ["nope"])
     with pytest.raises(ValueError, match="X"):
         split_frame(df.assign(a=["x", "y", "z"]), ["y1", "y2"])
+
+
+def test_offline_real_datasets():
+    from hf_ext.gpmfs.data import REAL_DATASETS
+
+    flare = REAL_DATASETS["flare"][0]()
+    assert flare.shape == (1066, 23, 2) and flare.Y.sum(axis=0).tolist() == [182, 36]
+    digits = REAL_DATASETS["digits"][0]()
+    assert digits.shape == (1797, 64, 4)
+    # 0 is even, < 5, not prime, has a loop
+    from sklearn.datasets import load_digits
+
+    zero = np.flatnonzero(load_digits().target == 0)[0]
+    assert digits.Y[zero].tolist() == [1, 0, 0, 1]
+    assert set(REAL_DATASETS) == {"yeast", "flare", "digits"}

@@ -111,3 +111,16 @@ def test_planted_private_features_are_recovered(planted):
     assert recall >= 0.85 and recall_g <= 0.4, (recall, recall_g)
     assert np.isin(planted.shared_features, sel.global_indices_).all()  # the shared features lead the global set
     assert sel.label_specific_strength_ > 0 == glob.label_specific_strength_
+
+
+def test_unbounded_objective_is_a_clear_error():
+    """Fewer samples than features: X^T X is singular, so gamma A (zero diagonal, negative eigenvalues) makes the
+    objective unbounded below and the weights diverge. The fit says so instead of returning overflowed weights."""
+    from hf_ext.gpmfs.data import make_planted
+    from hf_ext.gpmfs.selector import GPMFSSelector
+
+    data = make_planted(n_samples=60, n_features=100, n_shared=4, n_labels=3, n_private=2, seed=0)
+    with pytest.raises(ValueError, match=r"gamma=1000 makes the GPMFS objective unbounded below"):
+        GPMFSSelector(gamma=1e3).fit(data.X, data.Y)
+    sel = GPMFSSelector(gamma=0.0).fit(data.X, data.Y)  # without the redundancy term it is bounded
+    assert np.all(np.isfinite(sel.W_))
