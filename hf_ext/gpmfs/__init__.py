@@ -6,19 +6,8 @@ from hf_ext.core.registry import MethodSpec, register_method
 # Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
 # dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "GPMFSConfig": ".config", "GPMFSSelector": ".selector",
+    "GPMFSConfig": ".config", "GPMFSSelector": ".selector", "GPMFSMultiLabelClassifier": ".estimator",
 })  # fmt: skip
-
-
-# The selector needs scikit-learn and pandas: imported on first use, so `import hf_ext` stays light.
-
-
-def __getattr__(name):  # lazy: the meta-estimator is only imported when asked for
-    if name == "GPMFSMultiLabelClassifier":
-        from .estimator import GPMFSMultiLabelClassifier
-
-        return GPMFSMultiLabelClassifier
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 SPEC = register_method(
     MethodSpec(
