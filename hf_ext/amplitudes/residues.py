@@ -31,7 +31,7 @@ import numpy as np
 
 from .gluons import MAX_GLUONS, GluonKinematics, four_gluon_channels
 from .stringy import Evaluation, check_alpha
-from .superstring import superstring_terms
+from .superstring import cycle_weights, matching_weight, superstring_terms
 
 THEORIES = ("super", "bosonic", "tr_phi3")
 FADDEEV_POPOV = {3: 2.0, 4: 6.0}  # z13 z15 z35 = 1*2*1 and z13 z17 z37 = 1*3*2
@@ -141,6 +141,7 @@ def _term_values(kin: GluonKinematics, alpha: float, terms, w, v, log, exp) -> n
     s = kin.s
     pairs = _cross_pairs(n)
     series = _log_series(n, w, v, log)
+    weights = cycle_weights(s, alpha)  # the one definition (superstring.py); object arrays on the mpmath path
     out = []
     for term in terms:
         mult: dict[tuple[int, int], int] = {}
@@ -156,9 +157,7 @@ def _term_values(kin: GluonKinematics, alpha: float, terms, w, v, log, exp) -> n
         for k in range(1, bin(term.subset).count("1") + 1):
             power = _mul(power, Pn, n) / k
             E = E + power
-        w_coef = term.sign
-        for a, b in term.matching:
-            w_coef = w_coef * (alpha * s[a - 1, b - 1] - (1.0 if (a + 1) // 2 == (b + 1) // 2 and a % 2 else 0.0))
+        w_coef = matching_weight(weights, term)
         out.append(w_coef * exp(P[..., 0]) * E[..., term.subset])
     return np.stack(out)
 
