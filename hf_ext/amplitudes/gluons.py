@@ -108,6 +108,16 @@ class GluonKinematics:
         return cls(n, planar_from_mandelstams(s))
 
     @classmethod
+    def from_spinors(cls, spinors, helicities, refs=None) -> GluonKinematics:
+        """Helicity states: momenta and Dixon's ε^± of [`~hf_ext.amplitudes.spinors.SpinorKinematics`] (complex
+        in general; real planar variables for split-signature spinors)."""
+        from .spinors import SpinorKinematics
+
+        if not isinstance(spinors, SpinorKinematics):
+            raise ValueError(f"spinors must be a SpinorKinematics, got {type(spinors).__name__}")
+        return cls.from_vectors(spinors.momenta(), spinors.polarisations(helicities, refs))
+
+    @classmethod
     def random(cls, n: int, rng: np.random.Generator | None = None, low: float = 0.3, high: float = 2.0,
                min_channel: float | None = None) -> GluonKinematics:
         """Random planar variables in [low, high] with the scaffolding ones set to 0.
