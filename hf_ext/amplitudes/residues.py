@@ -141,12 +141,12 @@ def _log_series(n: int, gaps, log) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
-def _edge_multiplicities(n: int, theory: str, special_pair: int) -> np.ndarray:
+def _edge_multiplicities(n: int, terms: tuple[ResidueTerm, ...]) -> np.ndarray:
     """mult_ab of every cross pair in every term: shape (terms, pairs)."""
     pairs = _cross_pairs(n)
-    out = np.zeros((len(residue_terms(n, theory, special_pair)), len(pairs)))
+    out = np.zeros((len(terms), len(pairs)))
     index = {p: k for k, p in enumerate(pairs)}
-    for t, term in enumerate(residue_terms(n, theory, special_pair)):
+    for t, term in enumerate(terms):
         for a, b in term.edges:
             key = (min(a, b), max(a, b))
             if key in index:
@@ -154,7 +154,7 @@ def _edge_multiplicities(n: int, theory: str, special_pair: int) -> np.ndarray:
     return out
 
 
-def _term_values(kin: GluonKinematics, alpha, terms, gaps, log, exp, theory: str = "super",
+def _term_values(kin: GluonKinematics, alpha, terms, gaps, log=np.log, exp=np.exp, theory: str = "super",
                  special_pair: int = 1) -> np.ndarray:
     """Coefficient x [ε^subset] G for every term at the nodes: shape (terms, *nodes).
 
@@ -165,7 +165,7 @@ def _term_values(kin: GluonKinematics, alpha, terms, gaps, log, exp, theory: str
     s = kin.s
     pairs = _cross_pairs(n)
     series = _log_series(n, gaps, log)
-    exponents = alpha * np.array([s[a - 1, b - 1] for a, b in pairs]) - _edge_multiplicities(n, theory, special_pair)
+    exponents = alpha * np.array([s[a - 1, b - 1] for a, b in pairs]) - _edge_multiplicities(n, tuple(terms))
     P = np.tensordot(exponents, series, axes=(1, 0))  # (terms, *nodes, 2^n): Σ_ab (α′s_ab - mult_ab) log z_ab
     weights = cycle_weights(s, alpha)  # the one definition (superstring.py); object arrays on the mpmath path
     out = [matching_weight(weights, term) * exp(P[t, ..., 0]) * _exp_coefficient(P[t], term.subset)

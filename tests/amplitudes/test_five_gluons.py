@@ -151,3 +151,21 @@ def test_mhv_five_gluons_helicity_string_amplitude(hel):
     mhv = float(F23.value) * sk.parke_taylor(hel) + float(F32.value) * sk.parke_taylor(hel, order=(0, 2, 1, 3, 4))
     L = laurent_coefficient(kin, alpha, nodes=72)
     assert float(L.value) == pytest.approx(residue_normalisation(5) * alpha ** 2 * mhv, rel=1e-8)
+
+
+@pytest.mark.parametrize("n", [4, 5])
+def test_per_cycle_class_trace_identities(n):
+    """Each cycle class of matchings sums, pointwise on the residue, to its field-strength traces times the
+    bosonic integrand of the remaining gluons (spec §2.6); n = 4: classes 1 + 3 + 1, n = 5: 15 classes."""
+    from hf_ext.amplitudes.cycle_classes import class_sums, cycle_classes
+
+    rng = np.random.default_rng(n)
+    kin = GluonKinematics.random(n, rng, -2.0, 2.0, min_channel=1.1)
+    classes = cycle_classes(n)
+    sizes = sorted(len(v) for v in classes.values())
+    assert sizes == ([1, 2, 2, 2, 8] if n == 4 else [1] + [2] * 6 + [4] * 3 + [8] * 4 + [48])
+    gaps = np.concatenate([np.ones((4, 1)), rng.uniform(0.2, 1.0, (4, n - 2))], axis=1)
+    worst = 0.0
+    for terms, prediction in class_sums(kin, 0.9, gaps).values():
+        worst = max(worst, float(np.max(np.abs(terms - prediction) / np.abs(prediction))))
+    assert worst < 1e-10
