@@ -21,8 +21,6 @@ Paper: [Superstring amplitudes meet surfaceology](https://arxiv.org/abs/2504.216
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from .gluons import GluonKinematics
@@ -102,4 +100,3 @@ def predicted_laurent(kin: GluonKinematics, alpha, nodes: int = 20) -> Evaluatio
 
 
 __all__ = ["mss_amplitude", "predicted_laurent", "residue_normalisation", "z_integrals"]
-_ = itertools  # noqa: F401 (kept for symmetric sums in tests)
