@@ -29,10 +29,11 @@ SPEC = register_method(
         tags=("physics", "scattering-amplitudes", "string-theory", "numerics", "datasets"),
         config_class=AmplitudeTableConfig,
         reproduce="hf_ext.amplitudes.reproduce:main",
+        commands={"table": "hf_ext.amplitudes.table_cli:main"},
         demo="hf_ext.amplitudes.demo:build_demo",
         contract="hf_ext.amplitudes.testing:contract_fixture",
         library_name="datasets",
-        status="implemented (identities of spec §2.7 at N <= 6 and 3-4 gluons; 5 gluons not done)",
+        status="implemented (identities of spec §2.7 at N <= 6; 3, 4 and 5 gluons, helicity amplitudes)",
     )
 )
 
