@@ -128,6 +128,8 @@ class GluonKinematics:
         """
         from .kinematics import planar_variables
 
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 2 <= n <= 6:
+            raise ValueError(f"n (number of gluons) must be an integer in [2, 6], got {n!r}")
         rng = np.random.default_rng(0) if rng is None else rng
         pairs = planar_variables(2 * n)
         X = rng.uniform(low, high, len(pairs))

@@ -137,10 +137,16 @@ class SpinorKinematics:
             raise ValueError(f"refs must give, for every leg, another leg in 0..{self.n - 1}; got {refs!r}")
         out = []
         for i, (hi, q) in enumerate(zip(h, refs)):
+            den = angle(self.lam[q], self.lam[i]) if hi > 0 else square(self.lamt[i], self.lamt[q])
+            size = (np.linalg.norm(self.lam[q]) * np.linalg.norm(self.lam[i]) if hi > 0 else
+                    np.linalg.norm(self.lamt[q]) * np.linalg.norm(self.lamt[i]))
+            if abs(den) <= 1e-12 * size:
+                raise ValueError(f"reference leg {q} of leg {i}: its spinor is parallel to leg {i}'s "
+                                 f"({'⟨qk⟩' if hi > 0 else '[kq]'} = 0, e.g. 3-point kinematics); choose another ref")
             if hi > 0:
-                M = np.sqrt(2) * np.outer(self.lam[q], self.lamt[i]) / angle(self.lam[q], self.lam[i])
+                M = np.sqrt(2) * np.outer(self.lam[q], self.lamt[i]) / den
             else:
-                M = np.sqrt(2) * np.outer(self.lam[i], self.lamt[q]) / square(self.lamt[i], self.lamt[q])
+                M = np.sqrt(2) * np.outer(self.lam[i], self.lamt[q]) / den
             out.append(bispinor_to_vector(M))
         return np.array(out)
 
