@@ -2,18 +2,23 @@
 
 A verified numerics library: planar kinematics, the stringy Tr(φ³) amplitude as a curve / worldsheet integral,
 field-theory Tr(φ³), the scaffolded bosonic string as one shift, the superstring as the (2n-3)!! reduced-Pfaffian
-sum of shifted amplitudes, gluon amplitudes from scaffolding residues, and Hub-native amplitude tables.
+sum of shifted amplitudes, gluon amplitudes (3, 4, 5 gluons, real or helicity kinematics) from scaffolding
+residues checked against Berends-Giele Yang-Mills and the Mafra-Schlotterer-Stieberger 5-gluon form, and Hub-native
+amplitude tables.
 """
 
 from hf_ext.core.registry import MethodSpec, register_method
 
 from .config import AmplitudeTableConfig
 from .field_theory import field_theory_amplitude, triangulations
+from .five_gluons import mss_amplitude, z_integrals
 from .gluons import GluonKinematics, t8f4, type_i_four_gluon
 from .kinematics import mandelstams, planar_from_mandelstams, planar_variables, random_planar_kinematics
 from .residues import laurent_coefficient
 from .stringy import Evaluation, stringy_amplitude
-from .superstring import scaffolded_bosonic_amplitude, superstring_amplitude, superstring_terms
+from .spinors import SpinorKinematics
+from .superstring import cycle_weights, scaffolded_bosonic_amplitude, superstring_amplitude, superstring_terms
+from .yang_mills import berends_giele, ym_amplitude
 
 SPEC = register_method(
     MethodSpec(
@@ -50,7 +55,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "SPEC", "AmplitudeTable", "AmplitudeTableBuilder", "AmplitudeTableConfig", "Evaluation", "GluonKinematics",
-    "field_theory_amplitude", "laurent_coefficient", "mandelstams", "planar_from_mandelstams", "planar_variables",
-    "random_planar_kinematics", "scaffolded_bosonic_amplitude", "stringy_amplitude", "superstring_amplitude",
-    "superstring_terms", "t8f4", "triangulations", "type_i_four_gluon",
+    "SpinorKinematics", "berends_giele", "cycle_weights", "field_theory_amplitude", "laurent_coefficient",
+    "mandelstams", "mss_amplitude", "planar_from_mandelstams", "planar_variables", "random_planar_kinematics",
+    "scaffolded_bosonic_amplitude", "stringy_amplitude", "superstring_amplitude", "superstring_terms", "t8f4",
+    "triangulations", "type_i_four_gluon", "ym_amplitude", "z_integrals",
 ]
