@@ -15,8 +15,8 @@ from .five_gluons import mss_amplitude, z_integrals
 from .gluons import GluonKinematics, t8f4, type_i_four_gluon
 from .kinematics import mandelstams, planar_from_mandelstams, planar_variables, random_planar_kinematics
 from .residues import laurent_coefficient
-from .stringy import Evaluation, stringy_amplitude
 from .spinors import SpinorKinematics
+from .stringy import Evaluation, stringy_amplitude
 from .superstring import cycle_weights, scaffolded_bosonic_amplitude, superstring_amplitude, superstring_terms
 from .yang_mills import berends_giele, ym_amplitude
 

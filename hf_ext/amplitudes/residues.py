@@ -297,7 +297,7 @@ def five_gluon_exponents(kin: GluonKinematics, alpha: float, theory: str = "supe
     edge = tuple(alpha * cluster_invariant(kin, c) - cluster_pole_order(5, theory, c, special_pair)
                  for c in FIVE_EDGES)
     corner = []
-    for k, c in enumerate(FIVE_CORNERS):
+    for c in FIVE_CORNERS:
         corner.append(edge[0] + edge[2] if c is None else
                       alpha * cluster_invariant(kin, c) - cluster_pole_order(5, theory, c, special_pair))
     return edge, tuple(corner)

@@ -34,11 +34,11 @@ MAX_CURVE_POINTS = 6  # a 3-dimensional grid; N = 7 would need a 4-dimensional o
 MAX_MPMATH_POINTS = 5
 METHODS = ("auto", "closed_form", "curve", "worldsheet", "mpmath_curve", "mpmath_closed_form")
 EPS = np.finfo(np.float64).eps
-_TAIL = 40.0
+_TAIL = 40.0  # the grid reaches |t| with min(α′X)|t| >= 40: the integrand has decayed below e^{-40}
 MIN_ALPHA, MAX_ALPHA = 1e-8, 1e4  # α′ range accepted anywhere in the library
 MAX_AX = 200.0  # |α′X| beyond this: the amplitude is below e^-200 or the 3F2 cancels catastrophically
 MAX_BATCH = 100_000  # kinematic points (or α′ values) per call
-MAX_MP_BATCH = 1_000  # the same for the mpmath evaluators (each point takes ~0.1-1 s)  # the grid reaches |t| with min(α′X)|t| >= 40: the integrand has decayed below e^{-40}
+MAX_MP_BATCH = 1_000  # the same for the mpmath evaluators (each point takes ~0.1-1 s)
 
 
 @dataclass(frozen=True)

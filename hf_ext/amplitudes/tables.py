@@ -217,7 +217,8 @@ paper's (pairs (2i, 2i+1), α′^(N-3) normalisation).
 ```
 
 Kinematics are uniform in [x_low, x_high] (the Euclidean region, where the integrals converge); scaffolded rows
-add 1/α′ to the odd-odd planar variables and 4- and 5-gluon rows to the channels (k_i + k_{i+1})^2, so every shifted integral
+add 1/α′ to the odd-odd planar variables and 4- and 5-gluon rows to the channels (k_i + k_{i+1})^2, so every
+shifted integral
 converges.
 """
 

@@ -72,8 +72,8 @@ def berends_giele(k, eps, gram=None, order=None) -> complex:
             JL, JR, kL, kR = J[(i, m)], J[(m + 1, j)], P[(i, m)], P[(m + 1, j)]
             out += (1j / SQRT2) * (dot(JL, JR) * (kL - kR) + JR * dot(kR - kx, JL) + JL * dot(kx - kL, JR))
         for m in range(i, j):
-            for l in range(m + 1, j):
-                A, B, C = J[(i, m)], J[(m + 1, l)], J[(l + 1, j)]
+            for q in range(m + 1, j):
+                A, B, C = J[(i, m)], J[(m + 1, q)], J[(q + 1, j)]
                 out += 1j * B * dot(A, C) - 0.5j * (A * dot(B, C) + C * dot(A, B))
         return out
 

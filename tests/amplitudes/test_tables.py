@@ -31,7 +31,7 @@ def test_config_roundtrip_and_validation():
     cfg = AmplitudeTableConfig(**TINY)
     again = AmplitudeTableConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg and again.to_dict() == cfg.to_dict()
-    bad = [({"theories": ("heterotic",)}, "theories"), ({"points": (7,)}, "points"), ({"gluons": (5,)}, "gluons"),
+    bad = [({"theories": ("heterotic",)}, "theories"), ({"points": (7,)}, "points"), ({"gluons": (6,)}, "gluons"),
            ({"alphas": (0.0,)}, "alphas"), ({"samples": 0}, "samples"), ({"x_low": -1.0}, "x_low"),
            ({"x_low": 3.0, "x_high": 2.0}, "x_low"), ({"method": "magic"}, "method"), ({"seed": 1.5}, "seed"),
            ({"theories": "tr_phi3"}, "theories")]
@@ -168,7 +168,8 @@ _KILL = textwrap.dedent("""
     import os, sys
     from hf_ext.amplitudes import tables as T
     from hf_ext.amplitudes.config import AmplitudeTableConfig
-    table = T.AmplitudeTable(AmplitudeTableConfig(theories=("tr_phi3",), points=(4,), alphas=(1.0,), samples=int(sys.argv[3])))
+    cfg = AmplitudeTableConfig(theories=("tr_phi3",), points=(4,), alphas=(1.0,), samples=int(sys.argv[3]))
+    table = T.AmplitudeTable(cfg)
     where, folder = sys.argv[1], sys.argv[2]
     if where == "fallback":
         T._exchange = lambda a, b: False
