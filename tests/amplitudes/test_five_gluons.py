@@ -169,3 +169,16 @@ def test_per_cycle_class_trace_identities(n):
     for terms, prediction in class_sums(kin, 0.9, gaps).values():
         worst = max(worst, float(np.max(np.abs(terms - prediction) / np.abs(prediction))))
     assert worst < 1e-10
+
+
+def test_picture_independence_on_the_residue_four_and_five_gluons(five):
+    """The (-1) picture on any pair gives the same gluon amplitude (another set of (2n-3)!! terms, other pole
+    orders in the residue integrals): the symmetry that is manifest only in the other n - 1 legs."""
+    k4 = GluonKinematics.random(4, np.random.default_rng(1), -1.5, 1.5, min_channel=1.2)
+    ref4 = float(laurent_coefficient(k4, 1.0).value)
+    for pair in (2, 3, 4):
+        assert float(laurent_coefficient(k4, 1.0, special_pair=pair).value) == pytest.approx(ref4, rel=1e-12)
+    ref5 = float(laurent_coefficient(five, 1.0, nodes=72).value)
+    for pair in (3, 5):
+        assert float(laurent_coefficient(five, 1.0, special_pair=pair, nodes=72).value) == pytest.approx(ref5,
+                                                                                                         rel=1e-11)
