@@ -2,26 +2,27 @@
 
 A verified numerics library: planar kinematics, the stringy Tr(φ³) amplitude as a curve / worldsheet integral,
 field-theory Tr(φ³), the scaffolded bosonic string as one shift, the superstring as the (2n-3)!! reduced-Pfaffian
-sum of shifted amplitudes, gluon amplitudes from scaffolding residues, and Hub-native amplitude tables.
+sum of shifted amplitudes, gluon amplitudes (3, 4, 5 gluons, real or helicity kinematics) from scaffolding
+residues checked against Berends-Giele Yang-Mills and the Mafra-Schlotterer-Stieberger 5-gluon form, and Hub-native
+amplitude tables.
 """
 
 from hf_ext.core.lazy import lazy_exports
 from hf_ext.core.registry import MethodSpec, register_method
 
-# Public names load on first use (PEP 562): `import hf_ext` imports no torch and none of the method's own
-# dependencies; the Auto classes are registered once the modeling module is imported (see register_method).
+# Public names load on first use (PEP 562): `import hf_ext` imports neither the numerics (scipy, mpmath) nor the
+# tables (datasets).
 __getattr__, __dir__ = lazy_exports(__name__, {
     "AmplitudeTableConfig": ".config", "field_theory_amplitude": ".field_theory", "triangulations": ".field_theory",
+    "mss_amplitude": ".five_gluons", "z_integrals": ".five_gluons",
     "GluonKinematics": ".gluons", "t8f4": ".gluons", "type_i_four_gluon": ".gluons", "mandelstams": ".kinematics",
     "planar_from_mandelstams": ".kinematics", "planar_variables": ".kinematics",
-    "random_planar_kinematics": ".kinematics", "laurent_coefficient": ".residues", "Evaluation": ".stringy",
-    "stringy_amplitude": ".stringy", "scaffolded_bosonic_amplitude": ".superstring",
-    "superstring_amplitude": ".superstring", "superstring_terms": ".superstring", "AmplitudeTable": ".tables",
-    "AmplitudeTableBuilder": ".tables",
+    "random_planar_kinematics": ".kinematics", "laurent_coefficient": ".residues", "SpinorKinematics": ".spinors",
+    "Evaluation": ".stringy", "stringy_amplitude": ".stringy", "cycle_weights": ".superstring",
+    "scaffolded_bosonic_amplitude": ".superstring", "superstring_amplitude": ".superstring",
+    "superstring_terms": ".superstring", "berends_giele": ".yang_mills", "ym_amplitude": ".yang_mills",
+    "AmplitudeTable": ".tables", "AmplitudeTableBuilder": ".tables",
 })  # fmt: skip
-
-
-# The numerics (scipy, mpmath) and the tables (datasets) load on first use, so `import hf_ext` stays light.
 
 SPEC = register_method(
     MethodSpec(
@@ -37,17 +38,19 @@ SPEC = register_method(
         tags=("physics", "scattering-amplitudes", "string-theory", "numerics", "datasets"),
         config_class="hf_ext.amplitudes.config:AmplitudeTableConfig",
         reproduce="hf_ext.amplitudes.reproduce:main",
+        commands={"table": "hf_ext.amplitudes.table_cli:main"},
         demo="hf_ext.amplitudes.demo:build_demo",
         contract="hf_ext.amplitudes.testing:contract_fixture",
         library_name="datasets",
-        status="implemented (identities of spec §2.7 at N <= 6 and 3-4 gluons; 5 gluons not done)",
+        status="implemented (identities of spec §2.7 at N <= 6; 3, 4 and 5 gluons, helicity amplitudes)",
     )
 )
 
 
 __all__ = [
     "SPEC", "AmplitudeTable", "AmplitudeTableBuilder", "AmplitudeTableConfig", "Evaluation", "GluonKinematics",
-    "field_theory_amplitude", "laurent_coefficient", "mandelstams", "planar_from_mandelstams", "planar_variables",
-    "random_planar_kinematics", "scaffolded_bosonic_amplitude", "stringy_amplitude", "superstring_amplitude",
-    "superstring_terms", "t8f4", "triangulations", "type_i_four_gluon",
+    "SpinorKinematics", "berends_giele", "cycle_weights", "field_theory_amplitude", "laurent_coefficient",
+    "mandelstams", "mss_amplitude", "planar_from_mandelstams", "planar_variables", "random_planar_kinematics",
+    "scaffolded_bosonic_amplitude", "stringy_amplitude", "superstring_amplitude", "superstring_terms", "t8f4",
+    "triangulations", "type_i_four_gluon", "ym_amplitude", "z_integrals",
 ]

@@ -14,6 +14,10 @@ SCALAR_THEORIES = ("tr_phi3", "field_theory", "bosonic", "superstring")
 GLUON_THEORIES = ("gluon_super", "gluon_bosonic", "gluon_type_i")
 THEORIES = SCALAR_THEORIES + GLUON_THEORIES
 METHODS = ("auto", "closed_form", "curve", "worldsheet", "mpmath_curve", "mpmath_closed_form")
+ALPHA_RANGE = (1e-3, 1e2)  # α′ of a table; beyond it the scaffolded / gluon rows need extreme kinematics
+MAX_ALPHAS = 64
+MAX_ROWS = 200_000  # theories x sizes x α′ values x samples
+GLUON_SIZES = (3, 4, 5)
 
 
 def _is_int(value: Any) -> bool:
@@ -22,6 +26,11 @@ def _is_int(value: Any) -> bool:
 
 def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _short(values: tuple) -> str:
+    """A readable excerpt of a long tuple for error messages."""
+    return repr(values) if len(values) <= 8 else f"({', '.join(map(repr, values[:4]))}, ... {len(values)} values)"
 
 
 @dataclass
@@ -34,9 +43,10 @@ class AmplitudeTableConfig:
             `"superstring"` (scaffolded 2n scalars, even N only), `"gluon_super"`, `"gluon_bosonic"` (Laurent
             coefficients on the scaffolding residues) and `"gluon_type_i"` (4-gluon closed form).
         points (`tuple[int, ...]`, defaults to `(4, 5)`): polygon sizes N (4..6) of the scalar theories.
-        gluons (`tuple[int, ...]`, defaults to `(3, 4)`): gluon numbers (3, 4) of the gluon theories.
-        alphas (`tuple[float, ...]`, defaults to `(0.5, 1.0, 2.0)`): α′ values (> 0).
-        samples (`int`, defaults to 4): random kinematic points per (theory, size, α′).
+        gluons (`tuple[int, ...]`, defaults to `(3, 4)`): gluon numbers (3, 4, 5) of the gluon theories (5 gluons:
+            the 105-term residue, about 1-3 s per row; `gluon_type_i` has no 5-gluon closed form).
+        alphas (`tuple[float, ...]`, defaults to `(0.5, 1.0, 2.0)`): at most 64 α′ values in [1e-3, 100].
+        samples (`int`, defaults to 4): random kinematic points per (theory, size, α′); at most 200,000 rows in all.
         x_low (`float`, defaults to 0.2): lower end of the uniform X distribution (> 0: the Euclidean region).
         x_high (`float`, defaults to 3.0): upper end.
         method (`str`, defaults to `"auto"`): evaluator of the stringy integrals (see
@@ -71,15 +81,24 @@ class AmplitudeTableConfig:
         if any(not _is_int(N) or not 4 <= N <= 6 for N in self.points):
             raise ValueError(f"AmplitudeTableConfig.points must hold integers in [4, 6] (the curve integrals go to "
                              f"N = 6), got {self.points!r}")
-        if any(not _is_int(n) or n not in (3, 4) for n in self.gluons):
-            raise ValueError(f"AmplitudeTableConfig.gluons must hold 3 or 4 (residues are implemented for 3 and 4 "
+        if any(not _is_int(n) or n not in GLUON_SIZES for n in self.gluons):
+            raise ValueError(f"AmplitudeTableConfig.gluons must hold 3, 4 or 5 (residues are implemented for 3 to 5 "
                              f"gluons), got {self.gluons!r}")
+        if "gluon_type_i" in self.theories and 5 in self.gluons:
+            raise ValueError("AmplitudeTableConfig.gluons: gluon_type_i has closed forms for 3 and 4 gluons only "
+                             "(use gluon_super for 5)")
         if any(t in SCALAR_THEORIES for t in self.theories) and not self.points:
             raise ValueError("AmplitudeTableConfig.points is empty but scalar theories are requested")
         if any(t in GLUON_THEORIES for t in self.theories) and not self.gluons:
             raise ValueError("AmplitudeTableConfig.gluons is empty but gluon theories are requested")
         if not self.alphas or any(not _is_real(a) or not math.isfinite(a) or a <= 0 for a in self.alphas):
-            raise ValueError(f"AmplitudeTableConfig.alphas must be non-empty finite numbers > 0, got {self.alphas!r}")
+            raise ValueError(f"AmplitudeTableConfig.alphas must be non-empty finite numbers > 0, got "
+                             f"{_short(self.alphas)}")
+        if len(self.alphas) > MAX_ALPHAS:
+            raise ValueError(f"AmplitudeTableConfig.alphas: at most {MAX_ALPHAS} α′ values, got {len(self.alphas)}")
+        if any(not ALPHA_RANGE[0] <= a <= ALPHA_RANGE[1] for a in self.alphas):
+            raise ValueError(f"AmplitudeTableConfig.alphas must lie in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}], "
+                             f"got {_short(self.alphas)}")
         self.alphas = tuple(float(a) for a in self.alphas)
         if not _is_int(self.samples) or not 1 <= self.samples <= 100_000:
             raise ValueError(f"AmplitudeTableConfig.samples must be an integer in [1, 100000], got {self.samples!r}")
@@ -92,8 +111,16 @@ class AmplitudeTableConfig:
             raise ValueError(f"AmplitudeTableConfig.x_low must be < x_high, got {self.x_low!r} >= {self.x_high!r}")
         if self.method not in METHODS:
             raise ValueError(f"AmplitudeTableConfig.method must be one of {METHODS}, got {self.method!r}")
-        if not _is_int(self.seed):
-            raise ValueError(f"AmplitudeTableConfig.seed must be an integer, got {self.seed!r}")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise ValueError(f"AmplitudeTableConfig.seed must be an integer >= 0, got {self.seed!r}")
+        rows = self.samples * len(self.alphas) * sum(
+            len(self.gluons) if t in GLUON_THEORIES else len(self.points) for t in self.theories)
+        if rows > MAX_ROWS:
+            raise ValueError(f"AmplitudeTableConfig: {rows} rows (theories x sizes x alphas x samples) exceed the "
+                             f"limit of {MAX_ROWS}; lower samples or the number of α′ values")
+        for name in ("x_low", "x_high"):
+            if getattr(self, name) > 1e3:
+                raise ValueError(f"AmplitudeTableConfig.{name} must be <= 1000, got {getattr(self, name)!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (tuples become lists)."""

@@ -255,4 +255,9 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
     if full:
         err, extra, t = _timed(lambda: four_gluons("mpmath"))
         rows.append(_row("8. 4 gluons, mpmath tanh-sinh at 20 digits (slow)", err, 1e-12, t, **extra))
+
+    # 9-13. helicity amplitudes, Yang-Mills, 5 gluons, cycle classes (issue 27)
+    from .identities_gluons import gluon_checks
+
+    rows.extend(gluon_checks(rng, full, _row, _timed))
     return rows

@@ -29,12 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .gluons import MAX_GLUONS, GluonKinematics, four_gluon_channels
+from .gluons import MAX_GLUONS, GluonKinematics
 from .stringy import Evaluation, check_alpha
-from .superstring import superstring_terms
+from .superstring import cycle_weights, matching_weight, superstring_terms
 
 THEORIES = ("super", "bosonic", "tr_phi3")
-FADDEEV_POPOV = {3: 2.0, 4: 6.0}  # z13 z15 z35 = 1*2*1 and z13 z17 z37 = 1*3*2
+FADDEEV_POPOV = {3: 2.0, 4: 6.0, 5: 6.0}  # z13 z15 z35 = 1*2*1; z13 z17 z37 = z13 z19 z39 = 1*3*2
+MAX_NODES = 200
+MAX_ALPHA = 1e3
 
 
 @dataclass(frozen=True)
@@ -82,48 +84,51 @@ def residue_terms(n: int, theory: str = "super", special_pair: int = 1) -> tuple
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=None)
-def _subset_triples(n: int) -> tuple[tuple[int, int, int], ...]:
-    """(U, V, U ^ V) for every V ⊆ U ⊆ {0..n-1}: the product of multilinear polynomials (ε_i^2 = 0)."""
-    out = []
-    for U in range(1 << n):
-        V = U
-        while True:
-            out.append((U, V, U ^ V))
+def _exp_coefficient(P: np.ndarray, subset: int) -> np.ndarray:
+    """[ε^subset] exp(P - P_0) for a multilinear series P (last axis: the 2^n subsets; ε_i^2 = 0).
+
+    exp of a nilpotent multilinear element: E(∅) = 1 and E(U) = Σ_{T ⊆ U, T ∋ min U} P[T] E(U \\ T) (the block of
+    the lowest index in a set partition), 3^|U| / 2 products instead of the full series."""
+    memo = {0: None}
+
+    def E(U: int):
+        if U in memo:
+            return memo[U]
+        low = U & -U
+        rest = U ^ low
+        total = 0
+        V = rest
+        while True:  # T = low | V for every V ⊆ rest
+            T = low | V
+            inner = E(U ^ T)
+            term = P[..., T] if inner is None else P[..., T] * inner
+            total = total + term
             if V == 0:
                 break
-            V = (V - 1) & U
-    return tuple(out)
+            V = (V - 1) & rest
+        memo[U] = total
+        return total
 
-
-def _mul(f: np.ndarray, g: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros_like(f)
-    for U, V, W in _subset_triples(n):
-        out[..., U] = out[..., U] + f[..., V] * g[..., W]
-    return out
+    value = E(subset)
+    return np.ones(P.shape[:-1], dtype=P.dtype) if value is None else value
 
 
 def _cross_pairs(n: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in itertools.combinations(range(1, 2 * n + 1), 2) if (a - 1) // 2 != (b - 1) // 2]
 
 
-def _position_differences(n: int, w, v) -> dict[tuple[int, int], object]:
-    """Z_J - Z_I (I < J, 0-based gluons) at ε = 0; `v = 2 - w` is passed separately so that both ends of the
-    w-interval keep full relative precision."""
-    if n == 3:
-        return {(0, 1): 1.0, (0, 2): 2.0, (1, 2): 1.0}
-    return {(0, 1): 1.0, (0, 2): 1.0 + w, (0, 3): 3.0, (1, 2): w, (1, 3): 2.0, (2, 3): v}
+def _log_series(n: int, gaps, log) -> np.ndarray:
+    """Multilinear expansion of log z_ab(ε) for every cross pair: shape (pairs, *nodes, 2^n).
 
-
-def _log_series(n: int, w, v, log) -> dict[tuple[int, int], np.ndarray]:
-    """Multilinear expansion of log z_ab(ε) for every cross pair, each of shape (nodes, 2^n)."""
-    D = _position_differences(n, w, v)
-    nodes = np.shape(w) if n == 4 else ()
-    out = {}
+    `gaps` (shape (*nodes, n - 1)) are the distances Z_{I+1} - Z_I of consecutive gluon positions; every Z_J - Z_I
+    is a sum of positive gaps, so it keeps full relative precision at every node (no cancellation near a
+    collision)."""
+    nodes = gaps.shape[:-1]
+    out = []
     for a, b in _cross_pairs(n):
         ga, gb = (a - 1) // 2, (b - 1) // 2
-        z0 = np.broadcast_to(np.asarray(D[(ga, gb)], dtype=np.asarray(w).dtype if n == 4 else float), nodes)
-        series = np.zeros(nodes + (1 << n,), dtype=z0.dtype)
+        z0 = gaps[..., ga] if gb == ga + 1 else gaps[..., ga:gb].sum(axis=-1)
+        series = np.zeros(nodes + (1 << n,), dtype=gaps.dtype)
         series[..., 0] = log(z0)
         if b % 2 == 0:
             series[..., 1 << gb] = series[..., 1 << gb] + 1 / z0
@@ -131,50 +136,70 @@ def _log_series(n: int, w, v, log) -> dict[tuple[int, int], np.ndarray]:
             series[..., 1 << ga] = series[..., 1 << ga] - 1 / z0
         if a % 2 == 0 and b % 2 == 0:
             series[..., (1 << ga) | (1 << gb)] = series[..., (1 << ga) | (1 << gb)] + 1 / (z0 * z0)
-        out[(a, b)] = series
-    return out
-
-
-def _term_values(kin: GluonKinematics, alpha: float, terms, w, v, log, exp) -> np.ndarray:
-    """Coefficient x [ε^subset] G for every term at the nodes: shape (terms, nodes)."""
-    n = kin.n
-    s = kin.s
-    pairs = _cross_pairs(n)
-    series = _log_series(n, w, v, log)
-    out = []
-    for term in terms:
-        mult: dict[tuple[int, int], int] = {}
-        for a, b in term.edges:
-            key = (min(a, b), max(a, b))
-            mult[key] = mult.get(key, 0) + 1
-        P = sum((alpha * s[a - 1, b - 1] - mult.get((a, b), 0)) * series[(a, b)] for a, b in pairs)
-        E = np.zeros_like(P)
-        E[..., 0] = 1
-        power = E.copy()
-        Pn = P.copy()
-        Pn[..., 0] = 0  # nilpotent part; exp(P) = e^{P_0} sum_k P'^k / k!
-        for k in range(1, bin(term.subset).count("1") + 1):
-            power = _mul(power, Pn, n) / k
-            E = E + power
-        w_coef = term.sign
-        for a, b in term.matching:
-            w_coef = w_coef * (alpha * s[a - 1, b - 1] - (1.0 if (a + 1) // 2 == (b + 1) // 2 and a % 2 else 0.0))
-        out.append(w_coef * exp(P[..., 0]) * E[..., term.subset])
+        out.append(series)
     return np.stack(out)
 
 
+@functools.lru_cache(maxsize=None)
+def _edge_multiplicities(n: int, terms: tuple[ResidueTerm, ...]) -> np.ndarray:
+    """mult_ab of every cross pair in every term: shape (terms, pairs)."""
+    pairs = _cross_pairs(n)
+    out = np.zeros((len(terms), len(pairs)))
+    index = {p: k for k, p in enumerate(pairs)}
+    for t, term in enumerate(terms):
+        for a, b in term.edges:
+            key = (min(a, b), max(a, b))
+            if key in index:
+                out[t, index[key]] += 1
+    return out
+
+
+def _term_values(kin: GluonKinematics, alpha, terms, gaps, log=np.log, exp=np.exp, theory: str = "super",
+                 special_pair: int = 1) -> np.ndarray:
+    """Coefficient x [ε^subset] G for every term at the nodes: shape (terms, *nodes).
+
+    Args:
+        gaps (`np.ndarray` of shape (*nodes, n - 1)): consecutive gluon distances (object arrays on the mpmath path).
+    """
+    n = kin.n
+    s = kin.s
+    pairs = _cross_pairs(n)
+    series = _log_series(n, gaps, log)
+    exponents = alpha * np.array([s[a - 1, b - 1] for a, b in pairs]) - _edge_multiplicities(n, tuple(terms))
+    P = np.tensordot(exponents, series, axes=(1, 0))  # (terms, *nodes, 2^n): Σ_ab (α′s_ab - mult_ab) log z_ab
+    weights = cycle_weights(s, alpha)  # the one definition (superstring.py); object arrays on the mpmath path
+    out = [matching_weight(weights, term) * exp(P[t, ..., 0]) * _exp_coefficient(P[t], term.subset)
+           for t, term in enumerate(terms)]
+    return np.stack(out)
+
+
+def cluster_pole_order(n: int, theory: str, cluster: tuple[int, ...], special_pair: int = 1) -> int:
+    """Bound on the pole order of the terms when the gluons `cluster` (0-based) collide: edges between different
+    pairs inside the cluster plus first derivatives of its moving points (each derivative adds at most one power of
+    1/Z; the second-order term ε_a ε_b / z^2 uses two)."""
+    points = {2 * g + 1 for g in cluster} | {2 * g + 2 for g in cluster}
+    worst = 0
+    for term in residue_terms(n, theory, special_pair):
+        inside = sum(1 for a, b in term.edges if a in points and b in points and (a + 1) // 2 != (b + 1) // 2)
+        derivs = sum(1 for g in cluster if term.subset >> g & 1)
+        worst = max(worst, inside + derivs)
+    return worst
+
+
 def pole_orders(n: int, theory: str, special_pair: int = 1) -> tuple[int, int]:
-    """(K0, K2): bounds on the power of 1/w at w -> 0 and of 1/(2-w) at w -> 2 over the 4-gluon terms: edges inside
-    the colliding cluster (points 3-6, resp. 5-8) plus first derivatives of its moving points."""
-    bounds = []
-    for cluster, gluons in (({3, 4, 5, 6}, (1, 2)), ({5, 6, 7, 8}, (2, 3))):
-        worst = 0
-        for term in residue_terms(n, theory, special_pair):
-            inside = sum(1 for a, b in term.edges if a in cluster and b in cluster and (a + 1) // 2 != (b + 1) // 2)
-            derivs = sum(1 for g in gluons if term.subset >> g & 1)
-            worst = max(worst, inside + derivs)
-        bounds.append(worst)
-    return tuple(bounds)
+    """(K0, K2): the 4-gluon bounds at w -> 0 (gluons 2, 3 collide) and w -> 2 (gluons 3, 4 collide)."""
+    return (cluster_pole_order(n, theory, (1, 2), special_pair), cluster_pole_order(n, theory, (2, 3), special_pair))
+
+
+def cluster_invariant(kin: GluonKinematics, cluster) -> float:
+    """s_C = (Σ_{i in C} k_i)^2 for 0-based gluons; a ValueError if it is not real (the worldsheet integrals
+    over the gluon positions need real exponents α′s_C)."""
+    kk = kin.dot_products()["kk"]
+    value = sum(2 * kk[i, j] for i, j in itertools.combinations(sorted(cluster), 2))
+    if abs(np.imag(value)) > 1e-9 * max(1.0, abs(value)):
+        raise ValueError(f"the channel s of gluons {[g + 1 for g in cluster]} is complex ({complex(value):.4g}); "
+                         "the residue integrals need real channel invariants (use real or split-signature momenta)")
+    return float(np.real(value))
 
 
 def laurent_coefficient(kin: GluonKinematics, alpha, theory: str = "super", *, method: str = "gauss_jacobi",
@@ -182,12 +207,14 @@ def laurent_coefficient(kin: GluonKinematics, alpha, theory: str = "super", *, m
     """The n-gluon Laurent coefficient L = α′^n Res_{X_oo = 0} of a scaffolded 2n-scalar amplitude.
 
     Args:
-        kin ([`~hf_ext.amplitudes.gluons.GluonKinematics`]): n = 3 or 4 gluons on the residue.
+        kin ([`~hf_ext.amplitudes.gluons.GluonKinematics`]): n = 3, 4 or 5 gluons on the residue (complex
+            polarisations allowed; the channel invariants must be real for n >= 4).
         alpha (`float`): α′ > 0.
         theory (`str`): `"super"` (the (2n-3)!! Pfaffian terms), `"bosonic"` (one shift) or `"tr_phi3"`.
         method (`str`): `"gauss_jacobi"` (vectorised, float64) or `"mpmath"` (tanh-sinh at `dps` digits, slow);
             3 gluons need no integral.
-        nodes (`int`): Gauss-Jacobi nodes (the error estimate compares with nodes - 12).
+        nodes (`int`): Gauss-Jacobi nodes (4 gluons: the error estimate compares with nodes - 12; 5 gluons:
+            0.7 nodes per dimension in each of the 6 sector triangles, compared with 6 fewer).
         dps (`int`): mpmath precision.
         special_pair (`int`): the (-1)-picture pair of the superstring integrand.
         per_term (`bool`): also return each term's contribution (same order as [`residue_terms`]).
@@ -196,24 +223,38 @@ def laurent_coefficient(kin: GluonKinematics, alpha, theory: str = "super", *, m
         [`~hf_ext.amplitudes.stringy.Evaluation`] (scalars), plus an array of per-term values if `per_term`.
 
     Raises:
-        ValueError: n outside {3, 4}, α′ <= 0, or (4 gluons) α′s, α′t below the convergence bound of the integral.
+        ValueError: n outside {3, 4, 5}, α′ outside (0, 1e3], or (4, 5 gluons) channels below the convergence bound
+            of the integral (every α′s_(i,i+1) > 1), or complex channel invariants.
     """
     if not isinstance(kin, GluonKinematics):
         raise ValueError("kin must be a GluonKinematics (see GluonKinematics.from_planar / from_vectors)")
-    if kin.n not in (3, MAX_GLUONS):
-        raise ValueError(f"residues are implemented for 3 and {MAX_GLUONS} gluons; got n = {kin.n} (5 gluons need "
-                         "2-dimensional integrals after the residues)")
+    if kin.n not in FADDEEV_POPOV:
+        raise ValueError(f"residues are implemented for 3 to {MAX_GLUONS} gluons; got n = {kin.n}")
     if method not in ("gauss_jacobi", "mpmath"):
         raise ValueError(f"method must be 'gauss_jacobi' or 'mpmath', got {method!r}")
+    if method == "mpmath" and kin.n == 5:
+        raise ValueError("method='mpmath' is implemented for 4 gluons only (5 gluons: method='gauss_jacobi')")
+    if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or not 16 <= nodes <= MAX_NODES:
+        raise ValueError(f"nodes must be an integer in [16, {MAX_NODES}], got {nodes!r}")
     alpha = float(check_alpha(alpha))
+    if alpha > MAX_ALPHA:
+        raise ValueError(f"alpha (α′) must be <= {MAX_ALPHA:g} here (larger α′s make the worldsheet integrand "
+                         f"underflow); got {alpha!r}")
     terms = residue_terms(kin.n, theory, special_pair)
     fp = FADDEEV_POPOV[kin.n]
+    dtype = np.complex128 if kin.is_complex else np.float64
+
+    def total_of(vals):
+        total = complex(vals.sum())
+        return total.real if not kin.is_complex else total
+
     if kin.n == 3:
-        vals = fp * _term_values(kin, alpha, terms, 0.0, 0.0, np.log, np.exp)
-        total = float(vals.sum())
-        ev = Evaluation(np.asarray(total), np.asarray(1e-14 * np.abs(vals).sum()), "residue")
+        vals = fp * _term_values(kin, alpha, terms, np.array([1.0, 1.0]), np.log, np.exp, theory, special_pair)
+        ev = Evaluation(np.asarray(total_of(vals)), np.asarray(1e-14 * np.abs(vals).sum()), "residue")
         return (ev, vals) if per_term else ev
-    s_ch, t_ch = four_gluon_channels(kin)
+    if kin.n == 5:
+        return _laurent_five(kin, alpha, terms, fp, nodes, per_term, theory, special_pair, total_of)
+    s_ch, t_ch = cluster_invariant(kin, (0, 1)), cluster_invariant(kin, (1, 2))
     K0, K2 = pole_orders(4, theory, special_pair)
     beta, gamma = alpha * t_ch - K0, alpha * s_ch - K2
     if beta <= -1 or gamma <= -1:
@@ -221,24 +262,79 @@ def laurent_coefficient(kin: GluonKinematics, alpha, theory: str = "super", *, m
                          f"{K2 - 1} (t = X37, s = X15); got α′t = {alpha * t_ch:.4g}, α′s = {alpha * s_ch:.4g}. "
                          "Use gluons.type_i_four_gluon for the analytic continuation.")
     if method == "mpmath":
-        return _laurent_mpmath(kin, alpha, terms, fp, dps, per_term, beta, gamma)
+        return _laurent_mpmath(kin, alpha, terms, fp, dps, per_term, beta, gamma, theory, special_pair)
 
     def rule(m: int):
         from scipy.special import roots_jacobi
 
         x, wts = roots_jacobi(m, gamma, beta)  # weight (1-x)^gamma (1+x)^beta, w = 1 + x, 2 - w = 1 - x
         w, v = 1.0 + x, 1.0 - x
-        vals = fp * _term_values(kin, alpha, terms, w, v, np.log, np.exp) / (w ** beta * v ** gamma)
-        return vals @ wts
+        gaps = np.stack([np.ones_like(w), w, v], axis=-1)
+        vals = fp * _term_values(kin, alpha, terms, gaps, np.log, np.exp, theory, special_pair)
+        vals = vals / (w ** beta * v ** gamma)
+        return vals.astype(dtype) @ wts
 
     fine, coarse = rule(nodes), rule(nodes - 12)
-    total = float(fine.sum())
-    err = max(abs(total - float(coarse.sum())), 1e-14 * float(np.abs(fine).sum()))
+    total = total_of(fine)
+    err = max(abs(total - total_of(coarse)), 1e-14 * float(np.abs(fine).sum()))
     ev = Evaluation(np.asarray(total), np.asarray(err), "residue_gauss_jacobi")
     return (ev, fine) if per_term else ev
 
 
-def _laurent_mpmath(kin, alpha, terms, fp, dps, per_term, beta, gamma):
+# 5 gluons: Z = (0, 1, 1 + a, 1 + a + b, 3), gaps (a, b, c) with a + b + c = 2. Gap a closes when gluons 2, 3
+# collide, b for 3, 4, c for 4, 5; the corner where b and c close is the triple collision of 3, 4, 5 (channel
+# s_345 = s_12), where a and b close the triple 2, 3, 4 (s_234 = s_51), where a and c close two separate pairs.
+FIVE_EDGES = ((1, 2), (2, 3), (3, 4))  # 0-based gluon clusters of the gaps a, b, c
+FIVE_CORNERS = ((2, 3, 4), None, (1, 2, 3))  # corner k: the cluster when the two gaps other than gap k close
+NODE_CHUNK = 768  # nodes per block of the 105-term evaluation (bounds the memory to ~30 MB)
+
+
+def five_gluon_exponents(kin: GluonKinematics, alpha: float, theory: str = "super",
+                         special_pair: int = 1) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(edge, corner) exponents of the 5-gluon residue integrand for [`~hf_ext.amplitudes.sectors.simplex_rule`]:
+    e = α′s_C - K_C for the colliding pair C of each gap, E = α′s_C - K_C at a triple collision (E = e_a + e_c
+    where two separate pairs collide), with K_C the pole-order bound of [`cluster_pole_order`]."""
+    edge = tuple(alpha * cluster_invariant(kin, c) - cluster_pole_order(5, theory, c, special_pair)
+                 for c in FIVE_EDGES)
+    corner = []
+    for c in FIVE_CORNERS:
+        corner.append(edge[0] + edge[2] if c is None else
+                      alpha * cluster_invariant(kin, c) - cluster_pole_order(5, theory, c, special_pair))
+    return edge, tuple(corner)
+
+
+def _laurent_five(kin, alpha, terms, fp, nodes, per_term, theory, special_pair, total_of):
+    from .sectors import simplex_rule
+
+    edge, corner = five_gluon_exponents(kin, alpha, theory, special_pair)
+    if min(edge) <= -1 or min(corner) <= -2:
+        names = ["s23", "s34", "s45"]
+        raise ValueError(f"the 5-gluon residue integral converges only where every α′s_(i,i+1) > 1 (the tachyon "
+                         f"bound of the bosonic-type terms); here α′({', '.join(names)}) - K = "
+                         f"{', '.join(f'{e:.4g}' for e in edge)} and the triple-collision exponents are "
+                         f"{corner[0]:.4g} (s_345 = s12), {corner[2]:.4g} (s_234 = s51); each must be > -1 "
+                         "(edges) and > -2 (corners)")
+    dtype = np.complex128 if kin.is_complex else np.float64
+
+    def rule(m: int) -> np.ndarray:
+        gaps, wts = simplex_rule(2.0, edge, corner, m)
+        full = np.concatenate([np.ones((len(gaps), 1)), gaps], axis=1)
+        out = np.zeros(len(terms), dtype=dtype)
+        for lo in range(0, len(full), NODE_CHUNK):
+            block = slice(lo, lo + NODE_CHUNK)
+            vals = _term_values(kin, alpha, terms, full[block], np.log, np.exp, theory, special_pair)
+            out += vals.astype(dtype) @ wts[block]
+        return fp * out
+
+    m = max(16, nodes * 7 // 10)  # 6 m^2 nodes; the default 40 gives m = 28 (4704 nodes, ~1e-13)
+    fine, coarse = rule(m), rule(m - 6)
+    total = total_of(fine)
+    err = max(abs(total - total_of(coarse)), 1e-14 * float(np.abs(fine).sum()))
+    ev = Evaluation(np.asarray(total), np.asarray(err), "residue_sectors")
+    return (ev, fine) if per_term else ev
+
+
+def _laurent_mpmath(kin, alpha, terms, fp, dps, per_term, beta, gamma, theory, special_pair):
     import mpmath as mp
 
     log, exp = np.frompyfunc(mp.log, 1, 1), np.frompyfunc(mp.exp, 1, 1)
@@ -246,9 +342,8 @@ def _laurent_mpmath(kin, alpha, terms, fp, dps, per_term, beta, gamma):
         a = mp.mpf(alpha)
 
         def f(w, v):
-            W = np.array([mp.mpf(w)], dtype=object)
-            V = np.array([mp.mpf(v)], dtype=object)
-            return _term_values(kin, a, terms, W, V, log, exp)[:, 0] * fp
+            gaps = np.array([[mp.mpf(1), mp.mpf(w), mp.mpf(v)]], dtype=object)
+            return _term_values(kin, a, terms, gaps, log, exp, theory, special_pair)[:, 0] * fp
 
         # Split at the midpoint; on each half substitute w = u^{1/(β+1)} (resp. 2 - w = u^{1/(γ+1)}), which
         # turns the endpoint power w^β into a bounded factor, and keeps nodes near both ends exact (spec §2.9).

@@ -35,6 +35,10 @@ MAX_MPMATH_POINTS = 5
 METHODS = ("auto", "closed_form", "curve", "worldsheet", "mpmath_curve", "mpmath_closed_form")
 EPS = np.finfo(np.float64).eps
 _TAIL = 40.0  # the grid reaches |t| with min(α′X)|t| >= 40: the integrand has decayed below e^{-40}
+MIN_ALPHA, MAX_ALPHA = 1e-8, 1e4  # α′ range accepted anywhere in the library
+MAX_AX = 200.0  # |α′X| beyond this: the amplitude is below e^-200 or the 3F2 cancels catastrophically
+MAX_BATCH = 100_000  # kinematic points (or α′ values) per call
+MAX_MP_BATCH = 1_000  # the same for the mpmath evaluators (each point takes ~0.1-1 s)
 
 
 @dataclass(frozen=True)
@@ -66,10 +70,18 @@ def infer_points(X, N: int | None = None) -> int:
 
 
 def check_alpha(alpha) -> np.ndarray:
-    """α′ must be a finite number (or array) > 0."""
+    """α′ must be a real number (or array) in [MIN_ALPHA, MAX_ALPHA] (finite, > 0; outside that range the
+    integrands under- or overflow in float64 and the quadrature rules would need unbounded node counts)."""
+    if isinstance(alpha, (bool, np.bool_)) or np.asarray(alpha).dtype.kind not in "fiu":
+        raise ValueError(f"alpha (α′) must be a real number, got {alpha!r}")
     a = np.asarray(alpha, dtype=np.float64)
+    if a.size > MAX_BATCH:
+        raise ValueError(f"alpha (α′) has {a.size} values; at most {MAX_BATCH} per call")
     if not np.all(np.isfinite(a)) or np.any(a <= 0):
         raise ValueError(f"alpha (α′) must be finite and > 0, got {alpha!r}")
+    if np.any(a < MIN_ALPHA) or np.any(a > MAX_ALPHA):
+        raise ValueError(f"alpha (α′) must lie in [{MIN_ALPHA:g}, {MAX_ALPHA:g}], got values from {a.min():g} to "
+                         f"{a.max():g}")
     return a
 
 
@@ -399,6 +411,14 @@ def stringy_amplitude(X, alpha, N: int | None = None, method: str = "auto", dps:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     alpha = check_alpha(alpha)
     aX = np.asarray(alpha)[..., None] * X if alpha.ndim else alpha * X
+    size = int(np.prod(aX.shape[:-1]))
+    limit = MAX_MP_BATCH if method.startswith("mpmath") else MAX_BATCH
+    if size > limit:
+        raise ValueError(f"{size} kinematic points (batch of X broadcast with α′) exceed the limit of {limit} per "
+                         f"call for method={method!r}; split the batch")
+    if np.max(np.abs(aX)) > MAX_AX:
+        raise ValueError(f"|α′X| must be <= {MAX_AX:g} (the amplitude is below e^-{MAX_AX:g} there, or the "
+                         f"closed form cancels); got max |α′X| = {float(np.max(np.abs(aX))):.4g}")
     if method == "auto":
         if N == 5 and np.all(aX > 0):
             # closed form where it is well conditioned, the curve integral where the 3F2 cancels (large α′X)

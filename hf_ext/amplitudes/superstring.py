@@ -154,20 +154,43 @@ def superstring_terms(n: int, special_pair: int = 1) -> tuple[ShiftedTerm, ...]:
     return tuple(terms)
 
 
-def _weights(X: np.ndarray, alpha: np.ndarray, n: int) -> np.ndarray:
-    """w_ab for all a < b (shape (..., 2n, 2n)): α′ s_ab, and α′ s - 1 on the flavour pairs."""
-    w = alpha[..., None, None] * mandelstams(X, 2 * n) if alpha.ndim else alpha * mandelstams(X, 2 * n)
-    for i in range(n):
+def is_flavour_pair(a: int, b: int) -> bool:
+    """Whether 1-based labels a < b are one scaffolding pair (2i-1, 2i)."""
+    return a % 2 == 1 and b == a + 1
+
+
+def cycle_weights(s: np.ndarray, alpha) -> np.ndarray:
+    """The Pfaffian entries w_ab of the reduced Pfaffian, the one definition used everywhere (scalar sums here, the
+    gluon residues in [`~hf_ext.amplitudes.residues`]): w_ab = α′ s_ab for labels in different pairs and
+    w_{2i-1,2i} = α′ s_{2i-1,2i} - 1 = α′ X_{2i-1,2i+1} - 1 on a flavour pair (the -1 is the ψ^I ψ^I contraction
+    that removes the tachyon pole).
+
+    Args:
+        s (`np.ndarray` of shape (..., 2n, 2n)): Mandelstams s_ab = 2 p_a.p_b of the 2n-gon.
+        alpha (`float` or `np.ndarray` broadcasting against the batch shape): α′.
+
+    Returns:
+        `np.ndarray` of shape (..., 2n, 2n); entries with a < b are meaningful (the matchings use a < b only).
+    """
+    s = np.asarray(s)
+    alpha = np.asarray(alpha)
+    w = (alpha[..., None, None] if alpha.ndim else alpha) * s
+    w = np.array(w, dtype=np.result_type(w, 1.0))
+    for i in range(s.shape[-1] // 2):
         w[..., 2 * i, 2 * i + 1] -= 1.0
     return w
+
+
+def matching_weight(w: np.ndarray, term) -> np.ndarray:
+    """sgn(μ)(-1)^{n-1} prod_{(a,b) in μ} w_ab: the coefficient of one term, from [`cycle_weights`] `w`."""
+    return term.sign * np.prod([w[..., a - 1, b - 1] for a, b in term.matching], axis=0)
 
 
 def term_coefficients(X, alpha, n: int, special_pair: int = 1) -> np.ndarray:
     """sgn(μ)(-1)^{n-1} prod_{(a,b) in μ} w_ab for every term, shape (n_terms, ...batch)."""
     X = as_planar_array(X, 2 * n)
-    w = _weights(X, check_alpha(alpha), n)
-    return np.stack([t.sign * np.prod([w[..., a - 1, b - 1] for a, b in t.matching], axis=0)
-                     for t in superstring_terms(n, special_pair)])
+    w = cycle_weights(mandelstams(X, 2 * n), check_alpha(alpha))
+    return np.stack([matching_weight(w, t) for t in superstring_terms(n, special_pair)])
 
 
 def _shifted(X: np.ndarray, alpha, shift: np.ndarray, what: str, method: str, **kw) -> Evaluation:

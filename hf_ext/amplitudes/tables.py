@@ -95,7 +95,7 @@ def _gluon_rows(config: AmplitudeTableConfig, theory: str, n: int, k_alpha: int,
     rows = []
     for _ in range(config.samples):
         kin = GluonKinematics.random(n, rng, config.x_low, config.x_high,
-                                     min_channel=config.x_low + 1.0 / alpha if n == 4 else None)
+                                     min_channel=config.x_low + 1.0 / alpha if n >= 4 else None)
         if theory == "gluon_type_i":
             value = -4 * alpha ** 2 * ym3(kin) if n == 3 else type_i_four_gluon(kin, alpha)
             error, method = 64 * np.finfo(np.float64).eps * abs(value), "closed_form"
@@ -217,7 +217,8 @@ paper's (pairs (2i, 2i+1), α′^(N-3) normalisation).
 ```
 
 Kinematics are uniform in [x_low, x_high] (the Euclidean region, where the integrals converge); scaffolded rows
-add 1/α′ to the odd-odd planar variables and 4-gluon rows to s = X15 and t = X37, so every shifted integral
+add 1/α′ to the odd-odd planar variables and 4- and 5-gluon rows to the channels (k_i + k_{i+1})^2, so every
+shifted integral
 converges.
 """
 
@@ -263,25 +264,30 @@ class AmplitudeTable:
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> Path:
         """Writes `config.json`, `dataset/` (`Dataset.save_to_disk`), `data/train-00000-of-00001.parquet` (the
-        Hub's dataset layout, so the folder is a loadable dataset repo as uploaded) and the card `README.md`;
-        atomic (a temporary sibling folder is renamed into place)."""
+        Hub's dataset layout, so the folder is a loadable dataset repo as uploaded) and the card `README.md`.
+
+        One atomic directory swap: the folder is written complete under a temporary sibling name, its files'
+        SHA-256 go into `config.json`, and the temporary folder and `save_directory` are exchanged in one
+        `renameat2(RENAME_EXCHANGE)` (two renames where the file system cannot; a save killed between them is
+        repaired by the next save). Leftovers of killed saves are removed first."""
         folder = Path(save_directory)
         folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        _clean_stale(folder)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-{os.getpid()}-", dir=folder.parent))
         try:
-            meta = {"table_type": TABLE_TYPE, "format_version": FORMAT_VERSION, "n_rows": len(self.dataset),
-                    "config": self.config.to_dict(), "arxiv": "https://arxiv.org/abs/2504.21676"}
-            (tmp / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
             self.dataset.save_to_disk(str(tmp / DATASET_DIR))
             (tmp / PARQUET_FILE).parent.mkdir(parents=True)
             self.dataset.to_parquet(str(tmp / PARQUET_FILE))
             self.card().save(tmp / CARD_NAME)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
+            meta = {"table_type": TABLE_TYPE, "format_version": FORMAT_VERSION, "n_rows": len(self.dataset),
+                    "config": self.config.to_dict(), "arxiv": "https://arxiv.org/abs/2504.21676",
+                    "sha256": _hashes(tmp)}
+            (tmp / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            _swap_into_place(tmp, folder)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        shutil.rmtree(tmp, ignore_errors=True)  # after the swap: the previous table
         return folder
 
     @classmethod
@@ -304,11 +310,35 @@ class AmplitudeTable:
             raise ValueError(f"{cfg_file} is not an hf_ext amplitude table (table_type must be {TABLE_TYPE!r})")
         if meta.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{cfg_file}: unsupported format_version {meta.get('format_version')!r}")
-        config = AmplitudeTableConfig.from_dict(meta["config"])
-        ds = datasets.load_from_disk(str(folder / DATASET_DIR))
-        if set(ds.column_names) != set(FEATURES) or len(ds) != meta.get("n_rows"):
-            raise ValueError(f"{folder / DATASET_DIR}: columns {ds.column_names} / {len(ds)} rows do not match "
-                             f"{CONFIG_NAME}")
+        try:
+            config = AmplitudeTableConfig.from_dict(meta["config"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"{cfg_file}: invalid table config ({err})") from None
+        # validate every stored file against its hash before any row is read: a corrupted Arrow file would
+        # otherwise be memory-mapped and crash the process (segfault) when its rows are decoded
+        expected = meta.get("sha256")
+        if not isinstance(expected, dict) or not expected:
+            raise ValueError(f"{cfg_file} has no file hashes (sha256); re-save the table with this version")
+        actual = _hashes(folder)
+        missing = sorted(set(expected) - set(actual))
+        extra = sorted(set(actual) - set(expected))
+        changed = sorted(k for k in set(expected) & set(actual) if expected[k] != actual[k])
+        if missing or extra or changed:
+            raise ValueError(f"{folder} is corrupted or was modified after saving: "
+                             + "; ".join(f"{what}: {', '.join(names)}" for what, names in
+                                         (("missing", missing), ("unexpected", extra), ("hash mismatch", changed))
+                                         if names))
+        n_rows = meta.get("n_rows")
+        if not isinstance(n_rows, int) or n_rows < 0:
+            raise ValueError(f"{cfg_file}: n_rows must be a non-negative integer, got {n_rows!r}")
+        try:
+            ds = datasets.load_from_disk(str(folder / DATASET_DIR))
+        except Exception as err:  # noqa: BLE001  (any reader error becomes one clear message)
+            raise ValueError(f"{folder / DATASET_DIR} cannot be read as a dataset: {err}") from None
+        if ds.features != FEATURES:
+            raise ValueError(f"{folder / DATASET_DIR}: schema {ds.features} does not match the table schema {FEATURES}")
+        if len(ds) != n_rows:
+            raise ValueError(f"{folder / DATASET_DIR}: {len(ds)} rows, {CONFIG_NAME} says {n_rows}")
         return cls(config, ds)
 
     def push_to_hub(self, repo_id: str, *, private: bool = False, token: str | None = None,
@@ -342,3 +372,84 @@ class AmplitudeTable:
         else:
             raise ValueError(f"via must be 'datasets' or 'folder', got {via!r}")
         return str(url)
+
+
+# ------------------------------------------------------------------------------------------------ atomic saves
+def _hashes(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under `dataset/` and `data/` (relative POSIX paths)."""
+    import hashlib
+
+    out = {}
+    for sub in (DATASET_DIR, Path(PARQUET_FILE).parts[0]):
+        root = folder / sub
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*")):
+            if path.is_file() or path.is_symlink():
+                digest = hashlib.sha256()
+                with open(path, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        digest.update(chunk)
+                out[path.relative_to(folder).as_posix()] = digest.hexdigest()
+    return out
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swaps two paths with Linux `renameat2(RENAME_EXCHANGE)`; False where that is unavailable."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if not hasattr(libc, "renameat2"):
+            return False
+        return libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0  # AT_FDCWD, RENAME_EXCHANGE
+    except OSError:
+        return False
+
+
+def _swap_into_place(tmp: Path, folder: Path) -> None:
+    """After this, `folder` is the new table and `tmp` the previous one (or gone). At no instant is `folder`
+    missing when RENAME_EXCHANGE works; otherwise the old copy waits as `.<name>.old-<pid>-*` for the next save."""
+    if not os.path.lexists(folder):
+        os.replace(tmp, folder)
+        return
+    if not folder.is_dir() or (any(folder.iterdir()) and not (folder / CONFIG_NAME).is_file()):
+        raise ValueError(f"{folder} exists and is neither empty nor a saved amplitude table; refusing to replace it")
+    if _exchange(tmp, folder):
+        return
+    old = folder.with_name(f".{folder.name}.old-{os.getpid()}-{tmp.name.rsplit('-', 1)[-1]}")
+    os.replace(folder, old)
+    os.replace(tmp, folder)
+    os.replace(old, tmp)
+
+
+def _clean_stale(folder: Path) -> None:
+    """Removes `.<name>.tmp-<pid>-*` / `.<name>.old-<pid>-*` of dead processes; restores an old copy if the
+    table itself is missing (a fallback save killed between its two renames)."""
+    import re
+
+    if not folder.parent.is_dir():
+        return
+    pattern = re.compile(rf"\.{re.escape(folder.name)}\.(tmp|old)-(\d+)-.*")
+    for item in sorted(folder.parent.iterdir()):
+        m = pattern.fullmatch(item.name)
+        if m is None:
+            continue
+        pid = int(m.group(2))
+        if pid != os.getpid():
+            try:
+                os.kill(pid, 0)
+                continue  # a save of a live process
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+        elif m.group(1) == "tmp":
+            continue  # possibly a concurrent save of this process
+        if m.group(1) == "old" and not os.path.lexists(folder):
+            os.replace(item, folder)
+        else:
+            shutil.rmtree(item, ignore_errors=True)

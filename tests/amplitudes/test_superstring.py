@@ -115,3 +115,34 @@ def test_bad_input_names_the_constraint():
         superstring_terms(3, special_pair=4)
     with pytest.raises(ValueError, match="number of scaffolding pairs"):
         superstring_terms(7)
+
+
+def test_cycle_weights_one_definition_pins_each_sign():
+    """w_ab = α′s_ab off the flavour pairs, α′X_{2i-1,2i+1} - 1 on them; sgn(μ)(-1)^{n-1} on each term. The gluon
+    residues use the same function (residues.py imports it), so a wrong sign here fails the gluon tests too."""
+    from hf_ext.amplitudes import residues
+    from hf_ext.amplitudes.kinematics import mandelstams, x_value
+    from hf_ext.amplitudes.superstring import cycle_weights, matching_weight
+
+    assert residues.cycle_weights is cycle_weights and residues.matching_weight is matching_weight
+    rng = np.random.default_rng(3)
+    alpha = 0.7
+    for n in (2, 3, 4):
+        N = 2 * n
+        X = rng.uniform(0.5, 2.0, N * (N - 3) // 2)
+        s = mandelstams(X, N)
+        w = cycle_weights(s, alpha)
+        for a in range(1, N + 1):
+            for b in range(a + 1, N + 1):
+                flavour = a % 2 == 1 and b == a + 1
+                assert w[a - 1, b - 1] == pytest.approx(alpha * s[a - 1, b - 1] - flavour, abs=1e-14)
+                if flavour:  # s_{2i-1,2i} = X_{2i-1,2i+1} (the scaffolding variable)
+                    assert w[a - 1, b - 1] == pytest.approx(alpha * x_value(X, N, a, a + 2) - 1, abs=1e-14)
+        # the bosonic term: (-1)^{n-1} prod_{i>=2} (α′X_oo - 1) = prod (1 - α′X_{2i-1,2i+1})
+        bos = next(t for t in superstring_terms(n) if t.is_bosonic)
+        expected = np.prod([1 - alpha * x_value(X, N, 2 * i - 1, 2 * i + 1) for i in range(2, n + 1)])
+        assert float(matching_weight(w, bos)) == pytest.approx(expected, rel=1e-13)
+        assert bos.sign == (-1) ** (n - 1)
+    # the spec's n = 3 table: (35)(46) enters with -, (36)(45) with + (sgn(μ) of the matching)
+    signs = {t.label: t.sign for t in superstring_terms(3)}
+    assert signs == {"(34)(56)": 1, "(35)(46)": -1, "(36)(45)": 1}

@@ -31,7 +31,7 @@ def test_config_roundtrip_and_validation():
     cfg = AmplitudeTableConfig(**TINY)
     again = AmplitudeTableConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg and again.to_dict() == cfg.to_dict()
-    bad = [({"theories": ("heterotic",)}, "theories"), ({"points": (7,)}, "points"), ({"gluons": (5,)}, "gluons"),
+    bad = [({"theories": ("heterotic",)}, "theories"), ({"points": (7,)}, "points"), ({"gluons": (6,)}, "gluons"),
            ({"alphas": (0.0,)}, "alphas"), ({"samples": 0}, "samples"), ({"x_low": -1.0}, "x_low"),
            ({"x_low": 3.0, "x_high": 2.0}, "x_low"), ({"method": "magic"}, "method"), ({"seed": 1.5}, "seed"),
            ({"theories": "tr_phi3"}, "theories")]
@@ -131,3 +131,99 @@ def test_push_dataset_to_local_hub(tmp_path):
     assert ("POST", "/api/repos/create") in requests and "/datasets/tester/amplitude-tables" in proc.stdout
     pushed = datasets.load_dataset(str(repo), split="train")
     assert len(pushed) == 4 and set(pushed["theory"]) == {"tr_phi3", "field_theory"}
+
+
+def test_corrupted_or_modified_table_is_a_clear_error_before_rows_are_read(table, tmp_path):
+    folder = table.save_pretrained(tmp_path / "t")
+    meta = json.loads((folder / "config.json").read_text())
+    assert set(meta["sha256"]) >= {"data/train-00000-of-00001.parquet", "dataset/state.json"}
+    arrow = sorted((folder / "dataset").glob("*.arrow"))[0]
+    raw = bytearray(arrow.read_bytes())
+    raw[len(raw) // 2: len(raw) // 2 + 64] = b"\xff" * 64  # flipped bytes inside the record batches
+    arrow.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="corrupted or was modified.*hash mismatch: dataset/.*arrow"):
+        AmplitudeTable.from_pretrained(folder)
+    folder = table.save_pretrained(tmp_path / "t")  # the save replaces the corrupted copy
+    assert AmplitudeTable.from_pretrained(folder).dataset["amplitude"] == table.dataset["amplitude"]
+    (folder / "dataset" / "state.json").unlink()
+    with pytest.raises(ValueError, match="missing: dataset/state.json"):
+        AmplitudeTable.from_pretrained(folder)
+    folder = table.save_pretrained(tmp_path / "t")
+    (folder / "data" / "extra.parquet").write_bytes(b"x")
+    with pytest.raises(ValueError, match="unexpected: data/extra.parquet"):
+        AmplitudeTable.from_pretrained(folder)
+    meta = json.loads((table.save_pretrained(tmp_path / "t") / "config.json").read_text())
+    meta["n_rows"] = 3
+    (folder / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="rows, config.json says 3"):
+        AmplitudeTable.from_pretrained(folder)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="neither empty nor a saved amplitude table"):
+        table.save_pretrained(tmp_path / "other")
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
+_KILL = textwrap.dedent("""
+    import os, sys
+    from hf_ext.amplitudes import tables as T
+    from hf_ext.amplitudes.config import AmplitudeTableConfig
+    cfg = AmplitudeTableConfig(theories=("tr_phi3",), points=(4,), alphas=(1.0,), samples=int(sys.argv[3]))
+    table = T.AmplitudeTable(cfg)
+    where, folder = sys.argv[1], sys.argv[2]
+    if where == "fallback":
+        T._exchange = lambda a, b: False
+    real = os.replace
+    calls = []
+    def replace(a, b):
+        real(a, b)
+        calls.append((a, b))
+        if where == "exchange" or len(calls) == int(sys.argv[4]):
+            os._exit(9)  # killed right after this rename
+    T.os.replace = replace
+    if where == "exchange":
+        real_exchange = T._exchange
+        def exchange(a, b):
+            assert real_exchange(a, b)
+            os._exit(9)  # killed right after the swap, before the old copy is removed
+        T._exchange = exchange
+    table.save_pretrained(folder)
+    """)
+
+
+@pytest.mark.parametrize("where, after", [("exchange", 0), ("fallback", 1), ("fallback", 2)])
+def test_kill_during_save_leaves_a_loadable_table(table, tmp_path, where, after):
+    folder = table.save_pretrained(tmp_path / "t")  # the previous complete table (the TINY config)
+    n_old = len(table.dataset)
+    proc = subprocess.run([sys.executable, "-c", _KILL, where, str(folder), "5", str(after)], capture_output=True,
+                          text=True, timeout=300, cwd=REPO_ROOT)
+    assert proc.returncode == 9, proc.stderr[-2000:]
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "t"]
+    if where == "fallback" and after == 1:  # killed between the two renames: the table path is missing right now
+        assert not folder.exists() and len(leftovers) == 2
+    else:  # the path always holds a complete table, old or new
+        assert len(AmplitudeTable.from_pretrained(folder).dataset) in (n_old, 5)
+    table.save_pretrained(tmp_path / "t")  # the next save repairs and removes every leftover
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+    assert len(AmplitudeTable.from_pretrained(folder).dataset) == n_old
+
+
+def test_table_command_writes_a_hub_dataset_folder(tmp_path, capsys):
+    from hf_ext.amplitudes.table_cli import main
+
+    out = tmp_path / "amp"
+    folder = main(["--n", "4", "5", "--alpha", "0.5", "1", "--samples", "2", "--output", str(out)])
+    assert folder == out and "16 rows" in capsys.readouterr().out
+    ds = datasets.load_dataset(str(out), split="train")
+    assert len(ds) == 16 and set(ds["theory"]) == {"tr_phi3", "field_theory"} and set(ds["n"]) == {4, 5}
+    with pytest.raises(SystemExit):
+        main(["--n", "4", "--alpha", "1", "--output", str(out)])  # exists, no --overwrite
+    assert "pass --overwrite" in capsys.readouterr().err
+    main(["--theories", "gluon_super", "--n", "3", "--alpha", "1", "--samples", "1", "--output", str(out),
+          "--overwrite"])
+    assert AmplitudeTable.from_pretrained(out).dataset["theory"] == ["gluon_super"]
+    for bad, message in ((["--n", "9", "--alpha", "1"], "--n must hold integers in \\[4, 6\\]"),
+                         (["--n", "4", "--alpha", "1e-300"], "--alpha must lie in \\[0.001, 100\\]")):
+        with pytest.raises(SystemExit):
+            main(bad + ["--output", str(tmp_path / "x")])
+        assert __import__("re").search(message, capsys.readouterr().err)
