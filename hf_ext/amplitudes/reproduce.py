@@ -14,6 +14,8 @@ import os
 import time
 from pathlib import Path
 
+from hf_ext.core.paths import work_dir
+
 from .config import AmplitudeTableConfig
 from .identities import check_all
 
@@ -29,7 +31,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-ext reproduce amplitudes", description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="also the slow mpmath checks (4-gluon quadrature at 20 "
                         "digits, 5-point mpmath curve integral), more random points and a bigger table")
-    parser.add_argument("--out", default="runs/amplitudes", help="output folder for results.json and table/")
+    parser.add_argument("--out", default=str(work_dir("amplitudes")),
+                        help="output folder for results.json and table/ (default: $HF_EXT_HOME/amplitudes or ./runs/...)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random kinematic points")
     parser.add_argument("--no-table", action="store_true", help="skip building and saving the amplitude table")
     return parser
