@@ -32,7 +32,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--full", action="store_true", help="also the slow mpmath checks (4-gluon quadrature at 20 "
                         "digits, 5-point mpmath curve integral), more random points and a bigger table")
     parser.add_argument("--out", default=str(work_dir("amplitudes")),
-                        help="output folder for results.json and table/ (default: $HF_EXT_HOME/amplitudes or ./runs/...)")
+                        help="output folder for results.json and table/ (default: <work dir>/amplitudes)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random kinematic points")
     parser.add_argument("--no-table", action="store_true", help="skip building and saving the amplitude table")
     return parser
