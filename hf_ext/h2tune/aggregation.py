@@ -51,6 +51,9 @@ def aggregate_mean(
     Returns:
         `(G, rejected)`: the new global tensor, and client id → reason for each rejected update.
     """
+    from .validation import check_shape
+
+    expected_shape = check_shape("expected_shape", expected_shape)
     valid, rejected = [], {}
     for cid, upd in updates.items():
         reason = update_problem(upd, expected_shape)
@@ -108,6 +111,10 @@ def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", *, num_pa
     """
     from flwr.app import Array, ArrayRecord, MetricRecord
     from flwr.serverapp.strategy import FedAvg
+
+    from .validation import check_shape
+
+    global_shape = check_shape("global_shape", global_shape, ndim=4)
 
     from hf_ext.core.federated.guard import reply_arrays, reply_content, reply_metric, sender
 
