@@ -165,3 +165,48 @@ def test_an_unauthenticated_server_is_loopback_only():
         serve_grpc(lambda data: data, host="0.0.0.0")
     with pytest.raises(ValueError, match="client tokens"):
         serve_grpc(lambda data: data)  # loopback, but insecure=True was not asked for
+
+
+def _self_signed():
+    import datetime
+    import ipaddress
+
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return cert.public_bytes(serialization.Encoding.PEM), pem_key
+
+
+def test_tls_channel_carries_the_token(tokens):
+    """With `tls=` the token travels inside TLS; a client that does not trust the certificate cannot connect."""
+    from hf_ext.fl_llama.transport import PeerDisconnected
+
+    cert, key = _self_signed()
+    model = tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS, seed=0)
+    server = SplitServer(split_llama(model, 1, 1)[1])
+    grpc_server, port = serve_grpc(server.handle_bytes, tokens=TokenStore.load(tokens / "server_tokens.json"),
+                                   tls=(cert, key))
+    try:
+        alice = GrpcTransport(f"127.0.0.1:{port}", token=read_token(tokens / "clients" / "alice.token"),
+                              root_certificates=cert, wait_ready=10)
+        out, _ = alice.call("forward", _fwd(), {"train": False})
+        assert out["hidden"].shape == (2, 5, D)
+        with pytest.raises(PeerDisconnected):  # plaintext client against the TLS port: no handshake
+            GrpcTransport(f"127.0.0.1:{port}", token=read_token(tokens / "clients" / "alice.token"),
+                          wait_ready=3)
+    finally:
+        grpc_server.stop(grace=0.5)
