@@ -70,3 +70,28 @@ def test_require_rounds():
         require_rounds(0, 0, 3)  # a minimum of 0 still needs one aggregated round
     with pytest.raises(TooFewRounds, match="1 of 3"):
         require_rounds(1, 2, 3)
+
+
+def test_simulation_passes_client_only_node_config():
+    """`run_simulation(node_config=...)` reaches the ClientApps' node config, not the run config the server gets."""
+    from flwr.app import Context
+    from flwr.clientapp import ClientApp
+
+    from hf_ext.core.federated.simulation import _with_run_config
+
+    seen = {}
+    app = ClientApp()
+
+    @app.query()
+    def _query(msg, context):
+        seen.update(node=dict(context.node_config), run=dict(context.run_config))
+        return Message(RecordDict({}), reply_to=msg)
+
+    wrapped = _with_run_config(app, {"rounds": 1}, {"he-secret-path": "/keys/secret.ctx"})
+    _set_task_identity(1)
+    msg = Message(RecordDict({}), dst_node_id=5, message_type="query")
+    msg.metadata.__dict__["_message_id"] = "m1"
+    ctx = Context(run_id=1, node_id=5, node_config={"partition-id": 0}, state=RecordDict(), run_config={})
+    wrapped(msg, ctx)
+    assert seen["node"] == {"partition-id": 0, "he-secret-path": "/keys/secret.ctx"}
+    assert seen["run"] == {"rounds": 1}
