@@ -127,6 +127,7 @@ class SplitServer:
         self._pending: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._sessions: dict[tuple[str, str], tuple[DynamicCache, int]] = {}
         self._lock = threading.Lock()
+        self._batch_parts = 1
         self.steps = 0
 
     @property
@@ -182,7 +183,11 @@ class SplitServer:
         method = decoded[0][0]
         sizes = [int(t["hidden" if method == "forward" else "grad"].shape[0]) for _, t, _ in decoded]
         joined = {k: torch.cat([t[k] for _, t, _ in decoded]) for k in decoded[0][1]}
-        out, _ = self.handle(method, joined, {"client_id": "__batch__", "train": True})
+        self._batch_parts = len(decoded)  # each client's message may use max_batch rows (in-process only)
+        try:
+            out, _ = self.handle(method, joined, {"client_id": "__batch__", "train": True})
+        finally:
+            self._batch_parts = 1
         key = "hidden" if method == "forward" else "grad"
         parts = torch.split(out[key], sizes)
         return [encode(method, {key: p}, {}) for p in parts]
@@ -201,8 +206,9 @@ class SplitServer:
         d = self.model.config.hidden_size
         hidden = expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES, shape={2: d})
         b, length = hidden.shape[:2]
-        if not 1 <= b <= self.limits.max_batch:
-            raise ProtocolError(f"batch size {b} outside [1, {self.limits.max_batch}] (max_batch)")
+        max_batch = self.limits.max_batch * self._batch_parts
+        if not 1 <= b <= max_batch:
+            raise ProtocolError(f"batch size {b} outside [1, {max_batch}] (max_batch)")
         if not 1 <= length <= self.max_seq_len:
             raise ProtocolError(f"sequence length {length} outside [1, {self.max_seq_len}] (max_seq_len, the "
                                 "model's max_position_embeddings)")
