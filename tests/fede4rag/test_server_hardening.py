@@ -219,3 +219,26 @@ def _client_refuses(run_config, secret_path):
     ctx = Context(run_id=1, node_id=101, node_config={"partition-id": 0}, state=RecordDict(),
                   run_config={**run_config, "he-secret-path": secret_path})
     _cipher(ctx)
+
+
+nan_clients = ClientApp()
+
+
+@nan_clients.query()
+def _nan_query(msg, context):
+    return _apps()[1](msg, context)
+
+
+@nan_clients.train()
+def _nan_train(msg, context):
+    state = {k: np.full_like(v, np.nan) for k, v in REF.items()}
+    return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in state.items()}),
+                               "metrics": MetricRecord({"num-examples": 3})}), reply_to=msg)
+
+
+def test_a_run_that_aggregates_no_round_fails(setup):
+    from hf_ext.core.federated import TooFewRounds
+
+    run, _, _ = setup
+    with pytest.raises(TooFewRounds, match="aggregated 0 of 1 rounds"):
+        run_local(_apps()[0], nan_clients, num_nodes=2, run_config=run.to_run_config())
