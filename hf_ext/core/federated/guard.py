@@ -45,7 +45,8 @@ def array_spec(reference: Mapping[str, Any]) -> dict[str, Spec]:
         if hasattr(ref, "detach"):  # torch tensor: bfloat16 travels as float32 (see state_dict_to_arrays)
             import torch
 
-            dtype = np.dtype(np.float32) if ref.dtype == torch.bfloat16 else torch.empty(0, dtype=ref.dtype).numpy().dtype
+            bf16 = ref.dtype == torch.bfloat16
+            dtype = np.dtype(np.float32) if bf16 else torch.empty(0, dtype=ref.dtype).numpy().dtype
             out[name] = (tuple(ref.shape), dtype)
         else:
             arr = np.asarray(ref)
