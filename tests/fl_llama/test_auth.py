@@ -210,3 +210,13 @@ def test_tls_channel_carries_the_token(tokens):
                           wait_ready=3)
     finally:
         grpc_server.stop(grace=0.5)
+
+
+def test_serve_refuses_to_start_without_tokens_and_tokens_is_a_command(capsys):
+    from hf_ext.fl_llama import SPEC
+    from hf_ext.fl_llama.serve import main as serve_main
+
+    assert SPEC.commands["tokens"] == "hf_ext.fl_llama.auth:main"
+    with pytest.raises(SystemExit):
+        serve_main(["/nonexistent"])
+    assert "--tokens" in capsys.readouterr().err
