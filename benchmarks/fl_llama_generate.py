@@ -24,15 +24,16 @@ from pathlib import Path
 import torch
 
 from hf_ext.fl_llama import split_llama
+from hf_ext.fl_llama.auth import generate_tokens
 from hf_ext.fl_llama.serve import READY
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
 from hf_ext.fl_llama.training import tiny_llama
 from hf_ext.fl_llama.transport import GrpcTransport
 
 
-def _start_server(server_dir: Path):
-    proc = subprocess.Popen([sys.executable, "-m", "hf_ext.fl_llama.serve", str(server_dir)], stdout=subprocess.PIPE,
-                            text=True)  # fmt: skip
+def _start_server(server_dir: Path, tokens: Path):
+    proc = subprocess.Popen([sys.executable, "-m", "hf_ext.fl_llama.serve", str(server_dir), "--tokens",
+                             str(tokens / "server_tokens.json")], stdout=subprocess.PIPE, text=True)  # fmt: skip
     for line in proc.stdout:
         if line.startswith(READY):
             return proc, int(line.split()[1])
@@ -58,9 +59,10 @@ def main(argv: list[str] | None = None) -> dict:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         server.save_pretrained(Path(tmp) / "server")
-        proc, port = _start_server(Path(tmp) / "server")
+        token = generate_tokens(Path(tmp) / "tokens", ["bench"])["bench"]
+        proc, port = _start_server(Path(tmp) / "server", Path(tmp) / "tokens")
         try:
-            split = FlLlamaSplitForCausalLM(client, GrpcTransport(f"127.0.0.1:{port}"))
+            split = FlLlamaSplitForCausalLM(client, GrpcTransport(f"127.0.0.1:{port}", token=token))
             split.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2)  # warm-up (first-call allocations)
             for length in ns.lengths:
                 ids = torch.randint(3, 1000, (1, length), generator=torch.Generator().manual_seed(length))

@@ -64,6 +64,8 @@ def lora_config(rank: int = 8, alpha: int = 16, layers: Sequence[int] | None = N
     """A PEFT `LoraConfig` on every linear of the given encoder layers (all layers when `layers` is `None`)."""
     from peft import LoraConfig
 
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"lora rank must be an integer >= 1, got {rank!r}")
     kwargs = {}
     if layers is not None:
         kwargs = {"layers_to_transform": sorted(int(i) for i in layers), "layers_pattern": "layer"}
@@ -82,17 +84,24 @@ def adapter_arrays(model) -> dict[str, np.ndarray]:
 
 
 def load_trainable_state(model, state) -> None:
-    """Copies `state` (name → array) into the trainable parameters; a missing, extra or misshapen key raises."""
+    """Copies `state` (name → array) into the trainable parameters; a missing, extra, misshapen or non-finite
+    key raises `ValueError` before anything is copied (the model is never left half-loaded)."""
     params = trainable_state(model)
     if set(state) != set(params):
         raise ValueError(f"state keys differ from the trainable parameters: missing "
                          f"{sorted(set(params) - set(state))[:3]}, unexpected {sorted(set(state) - set(params))[:3]}")
+    values = {}
+    for name, p in params.items():
+        value = torch.as_tensor(np.asarray(state[name]))
+        if tuple(value.shape) != tuple(p.shape):
+            raise ValueError(f"{name!r}: shape {tuple(value.shape)} != {tuple(p.shape)}")
+        if not value.is_floating_point() or not bool(torch.isfinite(value).all()):
+            raise ValueError(f"{name!r}: the adapter state must hold finite floats, got dtype {value.dtype} with "
+                             "NaN/Inf or integer values")
+        values[name] = value
     with torch.no_grad():
         for name, p in params.items():
-            value = torch.as_tensor(np.asarray(state[name]))
-            if tuple(value.shape) != tuple(p.shape):
-                raise ValueError(f"{name!r}: shape {tuple(value.shape)} != {tuple(p.shape)}")
-            p.copy_(value.to(p.dtype))
+            p.copy_(values[name].to(p.dtype))
 
 
 def base_retriever(model) -> FedE4RAGRetriever:

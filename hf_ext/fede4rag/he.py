@@ -170,6 +170,11 @@ class ServerAggregator:
             raise ValueError("the public context holds no public key: serialise it with save_public_key=True")
         self.context_id = context_id(public_context)
         self.slots = _slots(self.ctx)
+        # a fresh ciphertext's size bounds what an honest chunk can be: anything much larger is refused before
+        # TenSEAL parses it (bytes a peer controls)
+        import tenseal as ts
+
+        self.max_chunk_bytes = 2 * len(ts.ckks_vector(self.ctx, [0.0]).serialize()) + 4096
 
     def can_decrypt(self) -> bool:
         return self.ctx.has_secret_key()
@@ -184,6 +189,9 @@ class ServerAggregator:
             raise ValueError(f"client {client}: {len(chunks)} ciphertext chunks, expected {n_chunks}")
         vectors = []
         for i, blob in enumerate(chunks):
+            if len(blob) > self.max_chunk_bytes:
+                raise ValueError(f"client {client}: ciphertext chunk {i} has {len(blob)} bytes, more than the "
+                                 f"{self.max_chunk_bytes} a fresh ciphertext under this context can take")
             try:
                 vectors.append(ts.ckks_vector_from(self.ctx, bytes(blob)))
             except Exception as err:  # noqa: BLE001

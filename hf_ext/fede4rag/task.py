@@ -66,6 +66,9 @@ class RunConfig:
     data_path: str = field(default="", metadata={"help": "train_qa.json (default: the shared data folder)"})
 
     def __post_init__(self):
+        from .validation import check_run_config
+
+        check_run_config(self)
         if self.rounds < 1 or self.batch_size < 2:
             raise ValueError(f"rounds must be >= 1 and batch_size >= 2 (in-batch negatives), got {self.rounds}, "
                              f"{self.batch_size}")
@@ -82,6 +85,8 @@ class RunConfig:
     @classmethod
     def from_run_config(cls, run_config) -> "RunConfig":
         """Parses a Flower run config (keys are the field names with '-' for '_'; `lora-layers` is "4,5")."""
+        from .validation import convert
+
         kwargs = {}
         for f in fields(cls):
             key = f.name.replace("_", "-")
@@ -89,13 +94,13 @@ class RunConfig:
                 continue
             value = run_config[key]
             if f.name == "lora_layers":
-                value = tuple(int(v) for v in str(value).split(",") if v.strip())
+                value = tuple(convert(key, int, v) for v in str(value).split(",") if v.strip())
             elif f.type in ("bool",):
                 value = bool(value)
             elif f.type == "int":
-                value = int(value)
+                value = convert(key, int, value)
             elif f.type == "float":
-                value = float(value)
+                value = convert(key, float, value)
             else:
                 value = str(value)
             kwargs[f.name] = value

@@ -2,6 +2,11 @@
 
 It loads a saved server artifact ([`FlLlamaServerModel`]), optionally moves the partition `(a, c)`, prints
 `FL_LLAMA_SERVER_READY <port>` on stdout once it accepts calls, and serves until it is terminated.
+
+Clients authenticate with per-client tokens (`--tokens server_tokens.json`, made by `hf-ext fl_llama tokens`; see
+[`~hf_ext.fl_llama.auth`]); `--tls-cert/--tls-key` serve TLS. `--insecure` serves without authentication, only on a
+loopback host, for one trusted client process. Limits ([`~hf_ext.fl_llama.server.ServerLimits`]) bound sequence
+length (default: the model's), batch, message size, sessions and pending forwards.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import torch
 
 from .arguments import FlLlamaTrainingArguments
 from .modeling_fl_llama import FlLlamaServerModel
-from .server import SplitServer
+from .server import ServerLimits, SplitServer
 from .transport import serve_grpc
 
 READY = "FL_LLAMA_SERVER_READY"
@@ -31,18 +36,48 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=FlLlamaTrainingArguments.max_steps)
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="per-part clip; <= 0 disables it")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--tokens", help="server_tokens.json from `hf-ext fl_llama tokens` (client authentication)")
+    p.add_argument("--insecure", action="store_true",
+                   help="no authentication (loopback host only; clients name themselves)")
+    p.add_argument("--tls-cert", help="PEM certificate chain of this server (TLS)")
+    p.add_argument("--tls-key", help="PEM private key of this server (TLS)")
+    p.add_argument("--max-seq-len", type=int, help="longest sequence (default: the model's max_position_embeddings)")
+    p.add_argument("--max-batch", type=int, default=ServerLimits.max_batch)
+    p.add_argument("--max-message-mb", type=float, default=ServerLimits.max_message_bytes / 2**20)
+    p.add_argument("--max-sessions", type=int, default=ServerLimits.max_sessions)
+    p.add_argument("--max-pending", type=int, default=ServerLimits.max_pending)
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
-    ns = make_parser().parse_args(argv)
+    parser = make_parser()
+    ns = parser.parse_args(argv)
+    if not ns.tokens and not ns.insecure:
+        parser.error("pass --tokens (see `hf-ext fl_llama tokens`) or, on a loopback host only, --insecure")
+    if bool(ns.tls_cert) != bool(ns.tls_key):
+        parser.error("--tls-cert and --tls-key go together")
+    limits = ServerLimits(max_seq_len=ns.max_seq_len, max_batch=ns.max_batch,
+                          max_message_bytes=int(ns.max_message_mb * 2**20), max_sessions=ns.max_sessions,
+                          max_pending=ns.max_pending)
+    tokens = None
+    if ns.tokens:
+        from .auth import TokenStore
+
+        tokens = TokenStore.load(ns.tokens)
+    tls = None
+    if ns.tls_cert:
+        from pathlib import Path
+
+        tls = (Path(ns.tls_cert).read_bytes(), Path(ns.tls_key).read_bytes())
     torch.set_num_threads(ns.threads)
     model = FlLlamaServerModel.from_pretrained(ns.server_dir)
     if ns.a is not None or ns.c is not None:
         model.set_partition(ns.a or model.config.num_input_blocks, ns.c or model.config.num_output_blocks)
     args = FlLlamaTrainingArguments(learning_rate=ns.lr, max_steps=ns.max_steps,
                                     max_grad_norm=ns.max_grad_norm if ns.max_grad_norm > 0 else None)  # fmt: skip
-    server, port = serve_grpc(SplitServer(model, args).handle_bytes, port=ns.port, host=ns.host)
+    server, port = serve_grpc(SplitServer(model, args, limits=limits).handle_bytes, port=ns.port, host=ns.host,
+                              tokens=tokens, tls=tls, insecure=ns.insecure and tokens is None,
+                              max_message_bytes=limits.max_message_bytes)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(f"{READY} {port}", flush=True)

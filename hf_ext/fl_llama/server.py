@@ -1,21 +1,75 @@
 """The server party of FL-LLaMA: part B behind a message handler (training, client-batch, server-hierarchical,
 split generation with a server-side KV cache).
 
-Every message is checked before use (names, ranks, dtypes, sizes); a bad one is answered with an `error` message
-that names the problem, and the server's state is left as it was.
+Every message is checked before use (names, ranks, dtypes, sizes, finite values, positions, the limits of
+[`ServerLimits`]); a bad one is answered with an `error` message that names the problem, and the server's state is
+left as it was.
+
+Who owns what: over gRPC with client tokens ([`~hf_ext.fl_llama.auth`]) every call arrives with an authenticated
+[`~hf_ext.fl_llama.auth.Principal`], and all per-client state — the pending forward (whose backward returns
+gradients), the hierarchical sub-server, the generation sessions — is keyed by its name; a `client_id` in the message
+is ignored, so no message can touch another client's state. Only admin principals may send `partition` (which resets
+everyone's state). In-process (no principal), the caller is the trusted local code and `client_id` names the client.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
 
 from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
 from .modeling_fl_llama import FlLlamaServerModel, causal_mask_4d, padding_mask_from_counts
-from .transport import FLOAT_DTYPES, Meta, ProtocolError, Tensors, decode, encode, expect_tensor
+from .transport import FLOAT_DTYPES, AccessDenied, Meta, ProtocolError, Tensors, decode, encode, expect_tensor
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one message, and all clients together, may ask of the server (a 1.6 MiB message with L = 12,000 used to
+    take 13 s and 680 MB).
+
+    Args:
+        max_seq_len (`int`, *optional*): longest sequence (and largest position + 1); defaults to the model's
+            `max_position_embeddings`.
+        max_batch (`int`, defaults to 64): largest batch of one message.
+        max_message_bytes (`int`, defaults to 64 MiB): largest request.
+        max_sessions (`int`, defaults to 64): open generation sessions, all clients together.
+        max_sessions_per_client (`int`, defaults to 8): open sessions of one client.
+        max_pending (`int`, defaults to 64): clients with a pending forward (and hierarchical sub-servers).
+    """
+
+    max_seq_len: int | None = None
+    max_batch: int = 64
+    max_message_bytes: int = 64 * 1024 * 1024
+    max_sessions: int = 64
+    max_sessions_per_client: int = 8
+    max_pending: int = 64
+
+    def __post_init__(self):
+        for name in ("max_batch", "max_message_bytes", "max_sessions", "max_sessions_per_client", "max_pending"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ServerLimits.{name} must be an integer >= 1, got {value!r}")
+        if self.max_seq_len is not None and (isinstance(self.max_seq_len, bool) or
+                                             not isinstance(self.max_seq_len, int) or self.max_seq_len < 1):
+            raise ValueError(f"ServerLimits.max_seq_len must be an integer >= 1 or None, got {self.max_seq_len!r}")
+
+
+def _finite(name: str, t: torch.Tensor) -> torch.Tensor:
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).sum())
+        raise ProtocolError(f"tensor {name!r} holds {bad} NaN/Inf value(s); refused, server state unchanged")
+    return t
+
+
+def _meta_int(meta: Meta, key: str, default: int | None = None) -> int:
+    value = meta.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProtocolError(f"meta field {key!r} must be an integer, got {value!r}")
+    return value
 
 
 def prepare_body(model: FlLlamaServerModel) -> list[torch.nn.Parameter]:
@@ -64,35 +118,60 @@ class SplitServer:
     """
 
     def __init__(self, model: FlLlamaServerModel, args: FlLlamaTrainingArguments | None = None,
-                 hierarchical: bool = False):  # fmt: skip
+                 hierarchical: bool = False, limits: ServerLimits | None = None):  # fmt: skip
         self.args = args or FlLlamaTrainingArguments()
         self.model, self.hierarchical = model, hierarchical
+        self.limits = limits or ServerLimits()
         self._main = _Body(model, self.args)
         self._subs: dict[str, _Body] = {}
         self._pending: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._sessions: dict[str, tuple[DynamicCache, int]] = {}
+        self._sessions: dict[tuple[str, str], tuple[DynamicCache, int]] = {}
         self._lock = threading.Lock()
+        self._batch_parts = 1
         self.steps = 0
 
+    @property
+    def max_seq_len(self) -> int:
+        return int(self.limits.max_seq_len or self.model.config.llama_config.get("max_position_embeddings", 2048))
+
     # ---- wire entry points -------------------------------------------------------------------------------------
-    def handle_bytes(self, data: bytes) -> bytes:
-        """Decodes one request, runs it and encodes the reply (an `error` reply for a malformed request)."""
+    def handle_bytes(self, data: bytes, principal=None) -> bytes:
+        """Decodes one request, runs it and encodes the reply (an `error` reply for a malformed or refused request).
+
+        Args:
+            data (`bytes`): the request.
+            principal ([`~hf_ext.fl_llama.auth.Principal`], *optional*): the authenticated caller (set by
+                [`~hf_ext.fl_llama.transport.serve_grpc`] with tokens); `None` for trusted in-process calls.
+        """
         try:
+            if len(data) > self.limits.max_message_bytes:
+                raise ProtocolError(f"message of {len(data)} bytes exceeds max_message_bytes="
+                                    f"{self.limits.max_message_bytes}")
             method, tensors, meta = decode(data)
-            out, out_meta = self.handle(method, tensors, meta)
+            out, out_meta = self.handle(method, tensors, meta, principal=principal)
             return encode(method, out, out_meta)
         except ProtocolError as exc:
             return encode("error", meta={"kind": "protocol", "message": str(exc)})
+        except AccessDenied as exc:
+            return encode("error", meta={"kind": "access", "message": str(exc)})
         except Exception as exc:  # noqa: BLE001  (reported to the peer; the server keeps serving)
             return encode("error", meta={"kind": "remote", "message": f"{type(exc).__name__}: {exc}"})
 
-    def handle(self, method: str, tensors: Tensors, meta: Meta) -> tuple[Tensors, Meta]:
+    def handle(self, method: str, tensors: Tensors, meta: Meta, principal=None) -> tuple[Tensors, Meta]:
+        """Runs one decoded request for its owner: the authenticated `principal`'s name, or (in-process, no
+        principal) the message's `client_id`."""
         handlers = {"forward": self._forward, "backward": self._backward, "prefill": self._prefill,
                     "decode": self._decode, "end": self._end, "forward_full": self._forward_full,
                     "partition": self._partition}  # fmt: skip
         if method not in handlers:
             raise ProtocolError(f"unknown method {method!r}; expected one of {sorted(handlers)}")
-        return handlers[method](tensors, meta)
+        if not isinstance(meta, dict):
+            raise ProtocolError(f"message meta must be a JSON object, got {type(meta).__name__}")
+        if method == "partition" and principal is not None and not principal.admin:
+            raise AccessDenied(f"client {principal.name!r} may not send 'partition' (it resets every client's "
+                               "state): admin token required")
+        owner = principal.name if principal is not None else str(meta.get("client_id", "0"))
+        return handlers[method](tensors, meta, owner)
 
     def handle_batch(self, requests: list[bytes]) -> list[bytes]:
         """Client-batch mode: each client's `forward` (or `backward`) message of one step, handled as one batch
@@ -104,7 +183,11 @@ class SplitServer:
         method = decoded[0][0]
         sizes = [int(t["hidden" if method == "forward" else "grad"].shape[0]) for _, t, _ in decoded]
         joined = {k: torch.cat([t[k] for _, t, _ in decoded]) for k in decoded[0][1]}
-        out, _ = self.handle(method, joined, {"client_id": "__batch__", "train": True})
+        self._batch_parts = len(decoded)  # each client's message may use max_batch rows (in-process only)
+        try:
+            out, _ = self.handle(method, joined, {"client_id": "__batch__", "train": True})
+        finally:
+            self._batch_parts = 1
         key = "hidden" if method == "forward" else "grad"
         parts = torch.split(out[key], sizes)
         return [encode(method, {key: p}, {}) for p in parts]
@@ -121,7 +204,21 @@ class SplitServer:
 
     def _check_hidden(self, tensors: Tensors) -> torch.Tensor:
         d = self.model.config.hidden_size
-        return expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES, shape={2: d})
+        hidden = expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES, shape={2: d})
+        b, length = hidden.shape[:2]
+        max_batch = self.limits.max_batch * self._batch_parts
+        if not 1 <= b <= max_batch:
+            raise ProtocolError(f"batch size {b} outside [1, {max_batch}] (max_batch)")
+        if not 1 <= length <= self.max_seq_len:
+            raise ProtocolError(f"sequence length {length} outside [1, {self.max_seq_len}] (max_seq_len, the "
+                                "model's max_position_embeddings)")
+        return _finite("hidden", hidden)
+
+    def _check_positions(self, pos: torch.Tensor) -> torch.Tensor:
+        if pos.numel() and bool((pos < 0).any() or (pos >= self.max_seq_len).any()):
+            raise ProtocolError(f"position_ids must lie in [0, {self.max_seq_len}), got values in "
+                                f"[{int(pos.min())}, {int(pos.max())}]")
+        return pos
 
     def _mask(self, tensors: Tensors, b: int, length: int) -> torch.Tensor:
         if "n_real" in tensors:  # attention-mask compression: B integers instead of B x L x L
@@ -130,16 +227,25 @@ class SplitServer:
                 raise ProtocolError(f"n_real must lie in [1, {length}], got {n_real.tolist()}")
             return causal_mask_4d(padding_mask_from_counts(n_real, length), length)
         mask = expect_tensor(tensors, "mask", ndim=4, dtype=FLOAT_DTYPES, shape={0: b, 1: 1, 2: length, 3: length})
+        if bool(torch.isnan(mask).any()):
+            raise ProtocolError("tensor 'mask' holds NaN values")
         return mask == 0  # the additive float mask as sent by an uncompressed (FL-GLM-style) client
 
-    def _forward(self, tensors: Tensors, meta: Meta) -> tuple[Tensors, Meta]:
+    def _forward(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         hidden = self._check_hidden(tensors)
         b, length = hidden.shape[:2]
         pos = expect_tensor(tensors, "position_ids", ndim=2, dtype=torch.int64, shape={0: b, 1: length})
+        self._check_positions(pos)
         mask = self._mask(tensors, b, length)
-        client_id = str(meta.get("client_id", "0"))
+        client_id = owner
+        train = meta.get("train", True)
+        if train and client_id not in self._pending and len(self._pending) >= self.limits.max_pending:
+            raise ProtocolError(f"{len(self._pending)} clients already have a pending forward (max_pending="
+                                f"{self.limits.max_pending})")
+        if self.hierarchical and client_id not in self._subs and len(self._subs) >= self.limits.max_pending:
+            raise ProtocolError(f"{len(self._subs)} sub-servers exist already (max_pending={self.limits.max_pending})")
         body = self._body_for(client_id)
-        if not meta.get("train", True):
+        if not train:
             with torch.no_grad():
                 return {"hidden": body.model.body(hidden, mask, pos)}, {}
         leaf = hidden.clone().requires_grad_(True)
@@ -148,12 +254,13 @@ class SplitServer:
         self._pending[client_id] = (leaf, out)
         return {"hidden": out.detach()}, {}
 
-    def _backward(self, tensors: Tensors, meta: Meta) -> tuple[Tensors, Meta]:
-        client_id = str(meta.get("client_id", "0"))
+    def _backward(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
+        client_id = owner
         if client_id not in self._pending:
             raise ProtocolError(f"backward from client {client_id!r} without a pending forward")
         leaf, out = self._pending[client_id]
         grad = expect_tensor(tensors, "grad", ndim=3, dtype=FLOAT_DTYPES, shape=dict(enumerate(out.shape)))
+        _finite("grad", grad)
         del self._pending[client_id]
         with torch.enable_grad():
             out.backward(grad.to(out.dtype))
@@ -176,40 +283,58 @@ class SplitServer:
                 body.model.load_state_dict(mean)
 
     # ---- split generation --------------------------------------------------------------------------------------
-    def _prefill(self, tensors: Tensors, meta: Meta) -> tuple[Tensors, Meta]:
+    def _session(self, meta: Meta, owner: str) -> tuple[str, str]:
+        session = meta.get("session", "0")
+        if not isinstance(session, (str, int)) or isinstance(session, bool) or len(str(session)) > 128:
+            raise ProtocolError(f"meta field 'session' must be a string of at most 128 characters, got {session!r}")
+        return owner, str(session)  # a session belongs to its owner: another client's name finds nothing
+
+    def _prefill(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         hidden = self._check_hidden(tensors)
         if hidden.shape[0] != 1:
             raise ProtocolError(f"split generation runs with batch 1 (padding removed), got batch {hidden.shape[0]}")
+        key = self._session(meta, owner)
+        if key not in self._sessions:
+            mine = sum(1 for o, _ in self._sessions if o == owner)
+            if mine >= self.limits.max_sessions_per_client:
+                raise ProtocolError(f"client {owner!r} has {mine} open sessions (max_sessions_per_client="
+                                    f"{self.limits.max_sessions_per_client}); end one first")
+            if len(self._sessions) >= self.limits.max_sessions:
+                raise ProtocolError(f"{len(self._sessions)} sessions are open (max_sessions="
+                                    f"{self.limits.max_sessions})")
         length = hidden.shape[1]
         pos = torch.arange(length)[None]
         cache = DynamicCache()
         with torch.no_grad():
             mask = causal_mask_4d(torch.ones(1, length, dtype=torch.bool), length)
             out = self.model.body(hidden, mask, pos, cache)
-        self._sessions[str(meta.get("session", "0"))] = (cache, length)
+        self._sessions[key] = (cache, length)
         return {"hidden": out}, {}
 
-    def _decode(self, tensors: Tensors, meta: Meta) -> tuple[Tensors, Meta]:
-        session = str(meta.get("session", "0"))
+    def _decode(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
+        session = self._session(meta, owner)
         if session not in self._sessions:
-            raise ProtocolError(f"decode for unknown session {session!r}: send prefill first")
+            raise ProtocolError(f"decode for unknown session {session[1]!r} of client {owner!r}: send prefill first")
         d = self.model.config.hidden_size
-        hidden = expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES, shape={0: 1, 1: 1, 2: d})
+        hidden = _finite("hidden", expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES,
+                                                 shape={0: 1, 1: 1, 2: d}))
         cache, length = self._sessions[session]
-        pos = int(meta.get("position", length))
+        pos = _meta_int(meta, "position", length)
         if pos != length:
             raise ProtocolError(f"decode position {pos} does not follow the cached {length} tokens")
+        if pos >= self.max_seq_len:
+            raise ProtocolError(f"decode position {pos} reaches max_seq_len={self.max_seq_len}; end the session")
         mask = torch.ones(1, 1, 1, length + 1, dtype=torch.bool)  # the mask grows by one visible column
         with torch.no_grad():
             out = self.model.body(hidden, mask, torch.tensor([[pos]]), cache)
         self._sessions[session] = (cache, length + 1)
         return {"hidden": out}, {}
 
-    def _end(self, tensors: Tensors, meta: Meta) -> tuple[Tensors, Meta]:
-        self._sessions.pop(str(meta.get("session", "0")), None)
+    def _end(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
+        self._sessions.pop(self._session(meta, owner), None)
         return {}, {}
 
-    def _forward_full(self, tensors: Tensors, meta: Meta) -> tuple[Tensors, Meta]:
+    def _forward_full(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         """FL-GLM-style step without caches: the whole prefix's hidden states and its 4-D mask, every token."""
         hidden = self._check_hidden(tensors)
         b, length = hidden.shape[:2]
@@ -217,14 +342,15 @@ class SplitServer:
         with torch.no_grad():
             return {"hidden": self.model.body(hidden, mask, torch.arange(length)[None].expand(b, -1))}, {}
 
-    def _partition(self, tensors: Tensors, meta: Meta) -> tuple[Tensors, Meta]:
+    def _partition(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
+        a, c = _meta_int(meta, "a"), _meta_int(meta, "c")
         try:
-            self.model.set_partition(int(meta["a"]), int(meta["c"]))
-        except (KeyError, ValueError) as exc:
+            self.model.set_partition(a, c)
+        except (KeyError, ValueError, TypeError) as exc:
             raise ProtocolError(str(exc)) from exc
         self._main = _Body(self.model, self.args)
         self._subs.clear(), self._pending.clear(), self._sessions.clear()
         return {}, {"a": self.model.config.num_input_blocks, "c": self.model.config.num_output_blocks}
 
 
-__all__ = ["SplitServer", "prepare_body"]
+__all__ = ["ServerLimits", "SplitServer", "prepare_body"]

@@ -50,6 +50,11 @@ class RemoteError(RuntimeError):
     """The other party failed while handling a well-formed message."""
 
 
+class AccessDenied(PermissionError):
+    """The server refused the caller: no valid client token, or a message this client may not send (e.g.
+    `partition` without an admin token)."""
+
+
 def encode(method: str, tensors: Tensors | None = None, meta: Meta | None = None) -> bytes:
     """One message as bytes: contiguous CPU tensors plus `{"method", "meta"}` in the safetensors header."""
     tensors = {k: v.detach().contiguous().cpu() for k, v in (tensors or {}).items()}
@@ -133,7 +138,8 @@ class Transport:
         reply_method, out, out_meta = decode(reply)
         if reply_method == "error":
             kind, message = out_meta.get("kind"), str(out_meta.get("message"))
-            raise (ProtocolError if kind == "protocol" else RemoteError)(f"server rejected {method!r}: {message}")
+            error = {"protocol": ProtocolError, "access": AccessDenied}.get(kind, RemoteError)
+            raise error(f"server rejected {method!r}: {message}")
         return out, out_meta
 
     def close(self) -> None:
@@ -152,14 +158,32 @@ class InProcessTransport(Transport):
 
 
 class GrpcTransport(Transport):
-    """Talks to a [`serve_grpc`] server, e.g. on `127.0.0.1:port`; a lost server raises [`PeerDisconnected`]."""
+    """Talks to a [`serve_grpc`] server, e.g. on `127.0.0.1:port`; a lost server raises [`PeerDisconnected`].
 
-    def __init__(self, address: str, timeout: float = 120.0, wait_ready: float = 30.0):
+    Args:
+        address (`str`): `host:port`.
+        timeout (`float`): seconds per call.
+        wait_ready (`float`): seconds to wait for the server at start (0: do not wait).
+        token (`str`, *optional*): this client's token (see [`~hf_ext.fl_llama.auth`]), sent with every call.
+        root_certificates (`bytes`, *optional*): PEM of the CA that signed the server's TLS certificate; with it
+            the channel is TLS (needed to keep the token secret on anything but loopback).
+        max_message_bytes (`int`): the largest message this client sends or accepts.
+    """
+
+    def __init__(self, address: str, timeout: float = 120.0, wait_ready: float = 30.0, *, token: str | None = None,
+                 root_certificates: bytes | None = None, max_message_bytes: int = MAX_MESSAGE_BYTES):
         import grpc
 
         super().__init__()
         self.address, self.timeout, self._grpc = address, timeout, grpc
-        self.channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        options = [("grpc.max_send_message_length", max_message_bytes),
+                   ("grpc.max_receive_message_length", max_message_bytes)]
+        if root_certificates is not None:
+            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            self.channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self.channel = grpc.insecure_channel(address, options=options)
         self._call = self.channel.unary_unary(f"/{GRPC_SERVICE}/{GRPC_METHOD}")
         if wait_ready:
             try:
@@ -170,11 +194,13 @@ class GrpcTransport(Transport):
     def _send(self, data: bytes) -> bytes:
         grpc = self._grpc
         try:
-            return self._call(data, timeout=self.timeout)
+            return self._call(data, timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             code = exc.code()
-            if code == grpc.StatusCode.INVALID_ARGUMENT:
-                return encode("error", meta={"kind": "protocol", "message": exc.details()})
+            if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED):
+                return encode("error", meta={"kind": "protocol", "message": f"{code.name}: {exc.details()}"})
+            if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                return encode("error", meta={"kind": "access", "message": f"{code.name}: {exc.details()}"})
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
                 raise PeerDisconnected(f"server at {self.address} disconnected mid-step ({code.name}: "
                                        f"{exc.details()})") from exc  # fmt: skip
@@ -184,21 +210,54 @@ class GrpcTransport(Transport):
         self.channel.close()
 
 
-def serve_grpc(handler: Callable[[bytes], bytes], port: int = 0, host: str = "127.0.0.1", max_workers: int = 4):
-    """Starts a gRPC server routing `Call(bytes)` to `handler`; returns `(server, port)`. Calls are serialised by
-    a lock (the parts hold per-client autograd state between forward and backward)."""
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def serve_grpc(handler: Callable[..., bytes], port: int = 0, host: str = "127.0.0.1", max_workers: int = 4, *,
+               tokens=None, tls: tuple[bytes, bytes] | None = None, max_message_bytes: int = 64 * 1024 * 1024,
+               insecure: bool = False):
+    """Starts a gRPC server routing `Call(bytes)` to `handler`; returns `(server, port)`.
+
+    With `tokens` (a [`~hf_ext.fl_llama.auth.TokenStore`]) every call must carry a valid client token (else
+    `UNAUTHENTICATED`, before the message is even decoded) and `handler(request, principal)` gets the authenticated
+    [`~hf_ext.fl_llama.auth.Principal`]; the server keys every piece of per-client state by it. Without `tokens`
+    the server is unauthenticated and clients name themselves: allowed only with `insecure=True` and on a loopback
+    host (one trusted client process, e.g. tests), and `handler(request)` is called alone.
+
+    Calls are serialised by a lock (the parts hold per-client autograd state between forward and backward); gRPC
+    refuses messages above `max_message_bytes` (`RESOURCE_EXHAUSTED`) and queues at most `4 * max_workers` calls.
+    `tls=(cert_pem, key_pem)` serves TLS (keeps tokens secret on a network).
+    """
     import grpc
 
+    if tokens is None and not (insecure and host in _LOOPBACK):
+        raise ValueError("an FL-LLaMA server needs client tokens (`tokens=`, see `hf-ext fl_llama tokens`); an "
+                         f"unauthenticated one needs insecure=True and a loopback host, got host {host!r}")
     lock = threading.Lock()
 
     def call(request: bytes, context) -> bytes:
+        if tokens is None:
+            with lock:
+                return handler(request)
+        header = dict(context.invocation_metadata()).get("authorization", "")
+        principal = tokens.authenticate(header[7:] if header.startswith("Bearer ") else None)
+        if principal is None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "no valid FL-LLaMA client token (send the token made by "
+                                                           "`hf-ext fl_llama tokens` as 'authorization: Bearer ...')")
         with lock:
-            return handler(request)
+            return handler(request, principal)
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=GRPC_OPTIONS)
+    options = [("grpc.max_send_message_length", max_message_bytes),
+               ("grpc.max_receive_message_length", max_message_bytes)]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=options,
+                         maximum_concurrent_rpcs=4 * max_workers)
     rpc = grpc.unary_unary_rpc_method_handler(call)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(GRPC_SERVICE, {GRPC_METHOD: rpc}),))
-    bound = server.add_insecure_port(f"{host}:{port}")
+    if tls is not None:
+        cert, key = tls
+        bound = server.add_secure_port(f"{host}:{port}", grpc.ssl_server_credentials([(key, cert)]))
+    else:
+        bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise OSError(f"could not bind the FL-LLaMA gRPC server to {host}:{port}")
     server.start()
@@ -206,6 +265,7 @@ def serve_grpc(handler: Callable[[bytes], bytes], port: int = 0, host: str = "12
 
 
 __all__ = [
+    "AccessDenied",
     "FLOAT_DTYPES",
     "GrpcTransport",
     "InProcessTransport",

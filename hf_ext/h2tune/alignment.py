@@ -39,6 +39,9 @@ class RelationMatrix(nn.Module):
 
     def __init__(self, max_layers: int, num_layers: int, seed: int = 0, index_aligned: bool = False):
         super().__init__()
+        for name, value in (("max_layers", max_layers), ("num_layers", num_layers)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"RelationMatrix {name} must be an integer >= 1, got {value!r}")
         if num_layers > max_layers:
             raise ValueError(f"client depth {num_layers} exceeds L_max {max_layers}")
         weight = torch.zeros(max_layers, num_layers)
@@ -66,11 +69,16 @@ class RelationMatrix(nn.Module):
     def _check(self, global_tensor: torch.Tensor) -> None:
         if global_tensor.ndim != 4 or global_tensor.shape[0] != self.weight.shape[0]:
             raise ValueError(f"G must be (L_max={self.weight.shape[0]}, M, R, R), got {tuple(global_tensor.shape)}")
+        if not bool(torch.isfinite(global_tensor).all()):
+            raise ValueError("G holds NaN/Inf values: refusing to mix it into this client's layers")
 
 
 def initial_global(max_layers: int, num_slots: int, global_rank: int, seed: int = 0) -> torch.Tensor:
     """The common G⁰ the server sends in round 0: kaiming-uniform with a fixed seed (the released code let every
     client draw its own random G, so the first average mixed unrelated matrices)."""
+    for name, value in (("max_layers", max_layers), ("num_slots", num_slots), ("global_rank", global_rank)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"initial_global {name} must be an integer >= 1, got {value!r}")
     g = torch.Generator().manual_seed(seed)
     bound = 1.0 / math.sqrt(global_rank)
     return torch.empty(max_layers, num_slots, global_rank, global_rank).uniform_(-bound, bound, generator=g)

@@ -42,32 +42,49 @@ def hetlora_payload(model, adapter: str = "default") -> dict[str, np.ndarray]:
     return out
 
 
-def payload_problem(payload: Mapping[str, np.ndarray]) -> str | None:
-    """Why a HetLoRA payload cannot be averaged (bad key, not a float matrix, NaN/Inf), or `None`."""
+def payload_problem(payload: Mapping[str, np.ndarray], *, max_layers: int | None = None, num_slots: int | None = None,
+                    max_dim: int | None = None, max_abs: float | None = 1e6) -> str | None:
+    """Why a HetLoRA payload cannot be averaged, or `None`.
+
+    Checked: keys `A|B:<layer>:<slot>` (with `layer < max_layers`, `slot < num_slots` when given), 2-D float32
+    matrices no larger than `max_dim` in either dimension (the server's bound: every other client's mean is padded to
+    the largest shape, so one oversized factor would inflate everyone's), finite, every |value| below `max_abs`.
+    """
     if not payload:
         return "empty payload"
     for key, arr in payload.items():
         parts = key.split(":")
         if len(parts) != 3 or parts[0] not in ("A", "B") or not (parts[1].isdigit() and parts[2].isdigit()):
             return f"malformed key {key!r} (expected 'A|B:<layer>:<slot>')"
+        if max_layers is not None and int(parts[1]) >= max_layers:
+            return f"{key}: layer {parts[1]} outside [0, {max_layers})"
+        if num_slots is not None and int(parts[2]) >= num_slots:
+            return f"{key}: module slot {parts[2]} outside [0, {num_slots})"
         arr = np.asarray(arr)
-        if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.floating):
-            return f"{key}: expected a 2-D float matrix, got shape {arr.shape} dtype {arr.dtype}"
+        if arr.ndim != 2 or arr.dtype != np.float32:
+            return f"{key}: expected a 2-D float32 matrix, got shape {arr.shape} dtype {arr.dtype}"
+        if max_dim is not None and max(arr.shape) > max_dim:
+            return f"{key}: shape {arr.shape} exceeds the server's bound of {max_dim} per dimension"
         if not np.isfinite(arr).all():
             return f"{key}: {int((~np.isfinite(arr)).sum())} non-finite value(s) (NaN/Inf)"
+        if max_abs is not None and arr.size and not float(np.abs(arr).max()) < max_abs:
+            return f"{key}: |value| up to {float(np.abs(arr).max()):.3g}, the bound is < {max_abs:.3g}"
     return None
 
 
-def hetlora_mean(payloads: Mapping[str, Mapping[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def hetlora_mean(payloads: Mapping[str, Mapping[str, np.ndarray]], **bounds) -> tuple[dict[str, np.ndarray],
+                                                                                     dict[str, str]]:
     """Server side: per key, zero-pad every client's factor to the largest shape and average over the clients that
     sent that key. Invalid payloads are rejected (logged) and never averaged in.
+
+    `bounds` go to [`payload_problem`] (`max_layers`, `num_slots`, `max_dim`, `max_abs`).
 
     Returns `(mean, rejected)`: key → padded mean, and client id → reason.
     """
     groups: dict[str, list[np.ndarray]] = defaultdict(list)
     rejected = {}
     for cid, payload in payloads.items():
-        reason = payload_problem(payload)
+        reason = payload_problem(payload, **bounds)
         if reason is not None:
             logger.warning("hetlora: rejected update from client %s: %s", cid, reason)
             rejected[cid] = reason

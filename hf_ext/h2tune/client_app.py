@@ -19,6 +19,23 @@ app = ClientApp()
 STATE_KEY = "h2tune-client-state"
 
 
+def _incoming(msg: Message) -> dict[str, np.ndarray]:
+    """The server's arrays as numpy (`ValueError` for a non-ArrayRecord or undecodable bytes); the client then checks
+    them against its own shapes before training ([`~hf_ext.h2tune.validation.check_global`])."""
+    if "arrays" not in msg.content:
+        return {}
+    record = msg.content["arrays"]
+    if not isinstance(record, ArrayRecord):
+        raise ValueError(f"the server's 'arrays' record is a {type(record).__name__}, not an ArrayRecord")
+    out = {}
+    for key in record.keys():
+        try:
+            out[key] = record[key].numpy()
+        except Exception as err:  # noqa: BLE001 (corrupt bytes: numpy raises several types)
+            raise ValueError(f"the server's array {key!r} cannot be decoded ({type(err).__name__})") from err
+    return out
+
+
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     run = RunConfig.from_run_config(context.run_config)
@@ -26,7 +43,7 @@ def train(msg: Message, context: Context) -> Message:
     client = H2TuneClient(CLIENTS[pid], run, max(c.layers for c in CLIENTS), index=pid)
     if STATE_KEY in context.state:
         client.load_state_arrays({k: v.numpy() for k, v in context.state[STATE_KEY].items()})
-    incoming = {k: v.numpy() for k, v in msg.content["arrays"].items()} if "arrays" in msg.content else {}
+    incoming = _incoming(msg)
     outgoing = client.run_round(incoming)
     context.state[STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in
                                             client.state_arrays().items()})

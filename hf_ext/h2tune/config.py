@@ -51,6 +51,10 @@ class H2TuneConfig(LoraConfig):
     use_h2tune: bool = field(default=True, metadata={"is_lora_variant": True, "help": "H2Tune LoRA variant switch."})
 
     def __post_init__(self):
+        for name in ("r", "global_rank"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"H2TuneConfig.{name} must be an integer >= 1, got {value!r}")
         super().__post_init__()
         ranks = [self.r, *(self.rank_pattern or {}).values()]
         if self.global_rank < max(ranks):

@@ -79,6 +79,9 @@ class RunConfig:
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown H2Tune variant {self.variant!r}; choose from {sorted(VARIANTS)}")
+        from .validation import check_run_config
+
+        check_run_config(self, len(CLIENTS))
 
     @property
     def mode(self) -> str:
@@ -104,6 +107,9 @@ class RunConfig:
         """Parses a Flower run config (`num-server-rounds`, `local-steps`, `seed`, `variant`, `num-train`, ...).
         The variant's implied fields win; `index-aligned` / `alternating` keys (older configs) still apply to the
         default variant."""
+        from .validation import check_run_config_types
+
+        check_run_config_types(run_config)
         get = run_config.get
         run = cls(
             rounds=int(get("num-server-rounds", cls.rounds)), local_steps=int(get("local-steps", cls.local_steps)),
@@ -158,7 +164,9 @@ class H2TuneClient:
         locally, and return what the client sends — `{"g": G_c}` for H2Tune, its padded-able LoRA factors for
         HetLoRA, nothing for local-only. The in-process loop and the Flower ClientApp both call this."""
         from .baselines import hetlora_payload, load_hetlora
+        from .validation import check_global
 
+        incoming = check_global(incoming, self.run.mode, global_shape(self.relation.weight.shape[0]))
         if self.run.mode == "h2tune":
             g = torch.from_numpy(np.array(incoming["g"], dtype=np.float32)) if incoming and "g" in incoming else None
             return {"g": self.fit(g).numpy().astype(np.float32)}

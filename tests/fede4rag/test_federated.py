@@ -30,9 +30,10 @@ def _run(run, root, **extra):
     from hf_ext.fede4rag.client_app import app as client_app
     from hf_ext.fede4rag.server_app import app as server_app
 
-    config = {**run.to_run_config(), "he-secret-path": str(root / "secret.ctx"),
-              "he-public-path": str(root / "public.ctx"), **extra}
-    return run_local(server_app, client_app, num_nodes=NODES, run_config=config)
+    # the secret context's path is client-only (node config); the run config, which the server gets, has none
+    config = {**run.to_run_config(), "he-public-path": str(root / "public.ctx"), **extra}
+    nodes = [{"he-secret-path": str(root / "secret.ctx")} for _ in range(NODES)]
+    return run_local(server_app, client_app, num_nodes=NODES, run_config=config, node_configs=nodes)
 
 
 def _adapter(run):

@@ -15,6 +15,7 @@ import torch
 
 from hf_ext.fl_llama import FlLlamaClientModel, FlLlamaServerModel, split_llama
 from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
+from hf_ext.fl_llama.auth import generate_tokens, read_token
 from hf_ext.fl_llama.serve import READY
 from hf_ext.fl_llama.server import SplitServer
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
@@ -25,9 +26,10 @@ from hf_ext.fl_llama.transport import GrpcTransport, InProcessTransport, PeerDis
 ARGS = dict(learning_rate=1e-2, max_steps=10, seed=3)
 
 
-def _start_server(server_dir, timeout=240):
+def _start_server(server_dir, tokens, timeout=240):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "hf_ext.fl_llama.serve", str(server_dir), "--lr", "1e-2", "--max-steps", "10"]
+    cmd = [sys.executable, "-m", "hf_ext.fl_llama.serve", str(server_dir), "--lr", "1e-2", "--max-steps", "10",
+           "--tokens", str(tokens / "server_tokens.json")]
     # stderr to a file, not a pipe: an unread pipe could fill up and block the server
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
@@ -55,6 +57,7 @@ def saved_parts(tmp_path_factory):
     client, server = split_llama(model, 1, 2, noise_scale=0.01)
     client.save_pretrained(root / "client")
     server.save_pretrained(root / "server")
+    generate_tokens(root / "tokens", ["alice"])  # the documented flow: `hf-ext fl_llama tokens DIR --clients alice`
     return root
 
 
@@ -68,9 +71,10 @@ def test_two_processes_match_in_process(saved_parts, tmp_path):
                                   InProcessTransport(ref_server.handle_bytes), args)  # fmt: skip
     ref_losses, ref_tokens = _run(ref, batches, prompt)
 
-    proc, port = _start_server(saved_parts / "server")
+    token = read_token(saved_parts / "tokens" / "clients" / "alice.token")
+    proc, port = _start_server(saved_parts / "server", saved_parts / "tokens")
     try:
-        transport = GrpcTransport(f"127.0.0.1:{port}")
+        transport = GrpcTransport(f"127.0.0.1:{port}", token=token)
         split = FlLlamaSplitForCausalLM(FlLlamaClientModel.from_pretrained(saved_parts / "client"), transport, args)
         losses, tokens = _run(split, batches, prompt)
         assert losses == pytest.approx(ref_losses, abs=1e-6)
@@ -96,10 +100,10 @@ def test_two_processes_match_in_process(saved_parts, tmp_path):
             proc.kill()
     # resume: a fresh client process state from the checkpoint, against a fresh server, continues exactly like
     # the in-process pair continues (same server weights: the in-process server has also taken 3 steps)
-    proc2, port2 = _start_server(saved_parts / "server")
+    proc2, port2 = _start_server(saved_parts / "server", saved_parts / "tokens")
     try:
         resumed = FlLlamaSplitForCausalLM(FlLlamaClientModel.from_pretrained(saved_parts / "client"),
-                                          GrpcTransport(f"127.0.0.1:{port2}"), args)  # fmt: skip
+                                          GrpcTransport(f"127.0.0.1:{port2}", token=token), args)  # fmt: skip
         resumed.load_checkpoint(tmp_path / "ckpt")
         assert resumed.steps == 3
         for (name, p), q in zip(resumed.client.named_parameters(), ref.client.parameters()):

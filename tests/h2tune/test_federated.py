@@ -93,7 +93,9 @@ def test_flower_apps_local_grid_three_heterogeneous_clients():
     summary = state["summary"]
     assert summary["rounds"] == 2 and summary["num-rejected"] == 2  # client 1's NaN update, both rounds
     assert all("NaN/Inf" in why for why in dict(state["rejected"]).values())
-    assert {k.split(":")[1] for k in dict(state["rejected"])} == {"1"}
+    # keyed by the transport's node id (LocalGrid: 101 + partition), not by the partition-id the client claims
+    assert {k.split(":")[1] for k in dict(state["rejected"])} == {"102"}
+    assert dict(state["partitions"]) == {"101": 0, "102": 1, "103": 2}
 
 
 def _assert_same_run(a: dict, b: dict):

@@ -14,11 +14,21 @@ asked for it (environment variable `HF_EXT_FLWR_RESULT_DIR`), writes `context.st
 Calling [`save_result`] last makes an app behave the same on all three runners.
 
 Bad input from a federated peer raises `ValueError` naming what is wrong (missing record, metric or key, shape or
-dtype mismatch), so a method can refuse an update rather than silently average garbage.
+dtype mismatch), so a method can refuse an update rather than silently average garbage. A server checks every reply
+against its *own* reference and identifies senders by the transport's node id, never by a claimed name
+([`reply_arrays`], [`reply_metric`]); [`require_rounds`] fails a run that aggregated too few rounds.
 """
 
 from hf_ext.core.federated.deployment import LoopbackFederation, run_deployment
 from hf_ext.core.federated.deployment import _alive, _descendants  # noqa: F401 (used by the tests)
+from hf_ext.core.federated.guard import (
+    DEFAULT_MAX_ABS,
+    TooFewRounds,
+    array_problem,
+    reply_arrays,
+    reply_metric,
+    require_rounds,
+)
 from hf_ext.core.federated.local import ClientAppError, LocalGrid, run_local
 from hf_ext.core.federated.records import (
     adapter_state_to_arrays,
@@ -34,6 +44,12 @@ from hf_ext.core.federated.results import Record  # noqa: F401 (public alias, no
 from hf_ext.core.federated.simulation import run_simulation
 
 __all__ = [
+    "DEFAULT_MAX_ABS",
+    "TooFewRounds",
+    "array_problem",
+    "reply_arrays",
+    "reply_metric",
+    "require_rounds",
     "ClientAppError",
     "LocalGrid",
     "LoopbackFederation",

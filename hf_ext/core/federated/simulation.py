@@ -19,14 +19,16 @@ from hf_ext.core.federated.results import Record
 # --- Simulation engine (Ray) ------------------------------------------------------------------------------------------
 
 
-def _with_run_config(client_app: ClientApp, run_config: Mapping[str, Any]) -> ClientApp:
-    """A `ClientApp` that passes the wrapped app a node context with `run_config` added.
+def _with_run_config(client_app: ClientApp, run_config: Mapping[str, Any],
+                     node_config: Mapping[str, Any] | None = None) -> ClientApp:
+    """A `ClientApp` that passes the wrapped app a node context with `run_config` (and `node_config`) added.
 
-    `flwr.simulation.run_simulation` gives nodes an empty run config; this is how [`run_simulation`] passes one.
+    `flwr.simulation.run_simulation` gives nodes an empty run config; this is how [`run_simulation`] passes one, and
+    how it passes client-only settings (e.g. a secret key's path) that the ServerApp never sees.
     The class is made here, not at module level, so Ray's cloudpickle ships it by value: a worker then does not
     import `hf_ext` (which pulls in torch and transformers, several seconds per worker).
     """
-    extra = dict(run_config)
+    extra, extra_node = dict(run_config), dict(node_config or {})
 
     class WithRunConfig(ClientApp):
         def __call__(self, message: Message, context: Context) -> Message:
@@ -35,7 +37,7 @@ def _with_run_config(client_app: ClientApp, run_config: Mapping[str, Any]) -> Cl
             view = Context(
                 run_id=context.run_id,
                 node_id=context.node_id,
-                node_config=context.node_config,
+                node_config={**context.node_config, **extra_node},
                 state=context.state,
                 run_config={**context.run_config, **extra},
                 series_id=context.series_id,
@@ -62,6 +64,7 @@ def run_simulation(
     run_config: Mapping[str, Any] | None = None,
     backend_config: Mapping[str, Any] | None = None,
     verbose_logging: bool = False,
+    node_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Record]:
     """Run a `ServerApp` with its `ClientApp`s on Flower's simulation engine (Ray) and return its result.
 
@@ -79,6 +82,8 @@ def run_simulation(
             takes none; it is injected into the contexts).
         backend_config (`Mapping`, *optional*): Ray backend config; defaults to one CPU and no GPU per client.
         verbose_logging (`bool`, defaults to `False`): Flower DEBUG logs.
+        node_config (`Mapping`, *optional*): extra node config of every node (client-only: the ServerApp never
+            receives it, unlike `run_config`); e.g. the path of a secret key.
 
     Returns:
         `dict[str, ArrayRecord | MetricRecord | ConfigRecord]`: the ServerApp's `context.state` at the end.
@@ -105,7 +110,8 @@ def run_simulation(
         backend_config = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
     flwr_run_simulation(
         server_app=wrapper,
-        client_app=_with_run_config(client_app, run_config) if run_config else client_app,
+        client_app=(_with_run_config(client_app, run_config, node_config) if run_config or node_config
+                    else client_app),
         num_supernodes=num_supernodes,
         backend_config=copy.deepcopy(dict(backend_config)),
         verbose_logging=verbose_logging,

@@ -1,0 +1,169 @@
+"""Bad input for FL-LLaMA's public entry points: the server's wire methods (shapes, NaN/Inf, positions, sequence and
+batch limits, sessions, meta fields), the partition, training arguments, server limits and client tokens. Each must
+fail with a clear error naming the field or problem and its allowed range, with the server state untouched."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from hf_ext.core.testing import BadInput, assert_clear_error
+
+D, MAX_POS = 32, 64
+
+
+@functools.lru_cache(maxsize=1)
+def _server():
+    from hf_ext.fl_llama import split_llama
+    from hf_ext.fl_llama.server import ServerLimits, SplitServer
+    from hf_ext.fl_llama.training import tiny_llama
+
+    model = tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS, seed=0)
+    _, server_model = split_llama(model, 1, 1)
+    return SplitServer(server_model, limits=ServerLimits(max_batch=4, max_sessions_per_client=1))
+
+
+def _call(method, tensors=None, meta=None, principal=None):
+    return _server().handle(method, tensors or {}, meta or {}, principal=principal)
+
+
+def _fwd(b=2, length=5, **override):
+    msg = {"hidden": torch.randn(b, length, D), "n_real": torch.full((b,), length),
+           "position_ids": torch.arange(length).expand(b, -1).contiguous()}
+    msg.update(override)
+    return msg
+
+
+def _nan(shape, value=float("nan")):
+    t = torch.randn(*shape)
+    t.view(-1)[0] = value
+    return t
+
+
+def _decode_after_prefill(meta, hidden=None):
+    _call("prefill", {"hidden": torch.randn(1, 3, D)}, {"session": "fuzz"})
+    try:
+        return _call("decode", {"hidden": torch.randn(1, 1, D) if hidden is None else hidden},
+                     {"session": "fuzz", **meta})
+    finally:
+        _call("end", meta={"session": "fuzz"})
+
+
+def _second_session():
+    _call("prefill", {"hidden": torch.randn(1, 2, D)}, {"session": "one", "client_id": "q"})
+    try:
+        return _call("prefill", {"hidden": torch.randn(1, 2, D)}, {"session": "two", "client_id": "q"})
+    finally:
+        _call("end", meta={"session": "one", "client_id": "q"})
+
+
+def _bob():
+    from hf_ext.fl_llama.auth import Principal
+
+    return Principal("bob")
+
+
+def _args(**kw):
+    from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
+
+    return FlLlamaTrainingArguments(**kw)
+
+
+def _limits(**kw):
+    from hf_ext.fl_llama.server import ServerLimits
+
+    return ServerLimits(**kw)
+
+
+def _tokens(names):
+    import tempfile
+
+    from hf_ext.fl_llama.auth import generate_tokens
+
+    return generate_tokens(tempfile.mkdtemp(prefix="fl_llama_fuzz_"), names)
+
+
+def _token_file(text):
+    import tempfile
+    from pathlib import Path
+
+    from hf_ext.fl_llama.auth import TokenStore
+
+    path = Path(tempfile.mkdtemp(prefix="fl_llama_fuzz_")) / "server_tokens.json"
+    path.write_text(text)
+    return TokenStore.load(path)
+
+
+def _split(a, c):
+    from hf_ext.fl_llama import split_llama
+    from hf_ext.fl_llama.training import tiny_llama
+
+    return split_llama(tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS), a, c)
+
+
+CASES = [
+    BadInput("hidden of the wrong width", lambda: _call("forward", _fwd(hidden=torch.randn(2, 5, D + 1))),
+             r"hidden.*expected size 32 in dim 2"),
+    BadInput("hidden float64", lambda: _call("forward", _fwd(hidden=torch.randn(2, 5, D, dtype=torch.float64))),
+             r"hidden.*dtype torch.float64"),
+    BadInput("hidden with NaN", lambda: _call("forward", _fwd(hidden=_nan((2, 5, D)))), r"hidden.*NaN/Inf"),
+    BadInput("hidden with Inf", lambda: _call("forward", _fwd(hidden=_nan((2, 5, D), float("inf")))),
+             r"hidden.*NaN/Inf"),
+    BadInput("empty batch", lambda: _call("forward", _fwd(0, 5)), r"batch size 0 outside \[1, 4\]"),
+    BadInput("batch above max_batch", lambda: _call("forward", _fwd(5, 2)), r"batch size 5 outside \[1, 4\]"),
+    BadInput("empty sequence", lambda: _call("forward", _fwd(2, 0)), r"sequence length 0 outside \[1, 64\]"),
+    BadInput("sequence beyond the model max", lambda: _call("forward", _fwd(1, 12_000)),
+             r"sequence length 12000 outside \[1, 64\]"),
+    BadInput("negative positions", lambda: _call("forward", _fwd(position_ids=torch.full((2, 5), -1))),
+             r"position_ids must lie in \[0, 64\)"),
+    BadInput("positions of 1e9", lambda: _call("forward", _fwd(position_ids=torch.full((2, 5), 10**9))),
+             r"position_ids must lie in \[0, 64\)"),
+    BadInput("positions of the wrong shape", lambda: _call("forward", _fwd(position_ids=torch.zeros(2, 4,
+                                                                                         dtype=torch.long))),
+             r"position_ids.*expected size 5 in dim 1"),
+    BadInput("n_real zero", lambda: _call("forward", _fwd(n_real=torch.tensor([0, 5]))), r"n_real must lie in"),
+    BadInput("mask with NaN", lambda: _call("forward_full", {"hidden": torch.randn(1, 3, D),
+                                                             "mask": _nan((1, 1, 3, 3))}), r"mask.*NaN"),
+    BadInput("backward without forward", lambda: _call("backward", {"grad": torch.randn(2, 5, D)},
+                                                       {"client_id": "nobody"}), r"without a pending forward"),
+    BadInput("backward with NaN gradient", lambda: (_call("forward", _fwd(), {"client_id": "g"}),
+                                                    _call("backward", {"grad": _nan((2, 5, D))},
+                                                          {"client_id": "g"})), r"grad.*NaN/Inf"),
+    BadInput("prefill batch 2", lambda: _call("prefill", {"hidden": torch.randn(2, 3, D)}), r"batch 1"),
+    BadInput("decode unknown session", lambda: _call("decode", {"hidden": torch.randn(1, 1, D)},
+                                                     {"session": "never"}), r"unknown session"),
+    BadInput("decode position out of order", lambda: _decode_after_prefill({"position": 7}), r"does not follow"),
+    BadInput("decode position not an integer", lambda: _decode_after_prefill({"position": "3"}),
+             r"'position' must be an integer"),
+    BadInput("decode NaN hidden", lambda: _decode_after_prefill({"position": 3}, _nan((1, 1, D))),
+             r"hidden.*NaN/Inf"),
+    BadInput("session name too long", lambda: _call("prefill", {"hidden": torch.randn(1, 2, D)},
+                                                    {"session": "x" * 500}), r"'session'.*128 characters"),
+    BadInput("too many sessions for one client", _second_session, r"max_sessions_per_client=1"),
+    BadInput("meta not an object", lambda: _call("forward", _fwd(), ["not", "a", "dict"]), r"meta.*JSON object"),
+    BadInput("unknown method", lambda: _call("steal_gradients"), r"unknown method 'steal_gradients'"),
+    BadInput("partition by a non-admin", lambda: _call("partition", meta={"a": 1, "c": 1}, principal=_bob()),
+             r"partition.*admin", error=PermissionError),
+    BadInput("partition a zero", lambda: _call("partition", meta={"a": 0, "c": 1}), r"a=0.*>= 1"),
+    BadInput("partition a text", lambda: _call("partition", meta={"a": "two", "c": 1}), r"'a' must be an integer"),
+    BadInput("split with c zero", lambda: _split(1, 0), r"c=0.*>= 1"),
+    BadInput("split leaving the server no block", lambda: _split(2, 2), r"a \+ c must be <"),
+    BadInput("training learning_rate zero", lambda: _args(learning_rate=0.0), r"learning_rate must be > 0"),
+    BadInput("training max_steps zero", lambda: _args(max_steps=0), r"max_steps must be >= 1"),
+    BadInput("server limit max_batch zero", lambda: _limits(max_batch=0), r"max_batch must be an integer >= 1"),
+    BadInput("server limit max_seq_len negative", lambda: _limits(max_seq_len=-1), r"max_seq_len.*>= 1"),
+    BadInput("token client name with a slash", lambda: _tokens(["../evil"]), r"client name '../evil'"),
+    BadInput("token names duplicated", lambda: _tokens(["a", "a"]), r"distinct"),
+    BadInput("token file not JSON", lambda: _token_file("{nope"), r"cannot read the token file"),
+    BadInput("token file with a malformed hash", lambda: _token_file(
+        '{"format": "hf_ext.fl_llama.tokens/1", "clients": {"a": {"sha256": "xyz"}}}'), r"malformed entry"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_gets_a_clear_error(case):
+    before = {k: v.clone() for k, v in _server().model.state_dict().items()}
+    assert_clear_error(case)
+    assert all(torch.equal(v, _server().model.state_dict()[k]) for k, v in before.items())
