@@ -4,7 +4,7 @@
 hf-ext list                                   # registered methods
 hf-ext reproduce [METHOD ...] [--full]        # every method at quick scale by default (this is `make run`)
 hf-ext train METHOD [ARGS ...]                # the method's training script (works under `accelerate launch`)
-hf-ext push METHOD --repo-id ID [--from DIR] [--dry-run --out DIR] [--space-repo-id ID]
+hf-ext push METHOD --repo-id ID [--from DIR] [--dry-run --out DIR] [--space-repo-id ID] [--allow-untrained]
 hf-ext demo METHOD [--port N]                 # the method's Gradio Space on 127.0.0.1
 hf-ext METHOD {reproduce,train} --help        # the method's own scripts
 ```
@@ -63,17 +63,21 @@ def cmd_train(args, extra: list[str]) -> int:
 
 
 def _default_artifact(spec) -> Path:
-    """A trained artifact to push when `--from` is not given: reproduce's, or a quick `hf-ext train` run."""
-    candidate = Path("runs") / spec.name / "artifact"
+    """The artifact `hf-ext reproduce METHOD` saved (`<work dir>/<method>/artifact`). Push never trains: without a
+    saved artifact it stops and names the command that makes one."""
+    from .paths import work_dir
+
+    candidate = work_dir(spec.name, "artifact")
     if (candidate / "config.json").is_file():
         print(f"pushing {candidate} (written by `hf-ext reproduce {spec.name}`)")
         return candidate
-    if spec.train is None:
-        raise SystemExit(f"hf-ext push {spec.name}: no {candidate}; run `hf-ext reproduce {spec.name}` or pass --from DIR")
-    out = Path(tempfile.mkdtemp(prefix=f"hf_ext_{spec.name}_"))
-    print(f"no --from and no {candidate}: training a quick {spec.name} model first (`hf-ext train {spec.name}`)")
-    spec.load("train")(["--output_dir", str(out), "--artifact_dir", str(out / "artifact")])
-    return out / "artifact"
+    make = f"hf-ext reproduce {spec.name}"
+    if spec.train is not None:
+        make += f"` (or `hf-ext train {spec.name} --artifact_dir DIR`"
+    raise SystemExit(
+        f"hf-ext push {spec.name}: no saved artifact at {candidate}, and push never trains. Make one with "
+        f"`{make}`), then run this again, or pass --from DIR with a saved artifact folder."
+    )
 
 
 def cmd_push(args) -> int:
@@ -84,7 +88,7 @@ def cmd_push(args) -> int:
     if args.dry_run and not args.out:
         raise SystemExit("hf-ext push: --dry-run needs --out DIR")
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"hf_ext_push_{spec.name}_"))
-    folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id)
+    folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     print(f"push folder {folder}:\n  " + "\n  ".join(files))
     if args.dry_run:
@@ -143,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write the upload folder")
     p.add_argument("--space-repo-id", help="also push spaces/<method>/ as a Gradio Space to this repo")
     p.add_argument("--private", action="store_true")
+    p.add_argument("--allow-untrained", action="store_true",
+                   help="publish an artifact without training_record.json, its card saying 'untrained / random init'")
 
     p = sub.add_parser("demo", help="launch the method's Gradio Space on 127.0.0.1")
     p.add_argument("method")

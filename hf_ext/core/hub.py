@@ -142,21 +142,24 @@ def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_re
 
 
 def build_push_folder(
-    spec: MethodSpec, artifact_dir: str | os.PathLike, out_dir: str | os.PathLike, *, repo_id: str, **card_kwargs
+    spec: MethodSpec, artifact_dir: str | os.PathLike, out_dir: str | os.PathLike, *, repo_id: str,
+    allow_untrained: bool = False, **card_kwargs
 ) -> Path:
-    """Writes the exact folder `hf-ext push` uploads: the artifact files, a `README.md` model card, and
-    `spaces/<method>/` ready to push as a Gradio Space."""
+    """Writes the exact folder `hf-ext push` uploads: the artifact files, a `README.md` model card rendered from the
+    artifact's training record (see [`~hf_ext.core.cards.render_artifact_card`]; without a record it is refused
+    unless `allow_untrained`), and `spaces/<method>/` ready to push as a Gradio Space."""
+    from .cards import render_artifact_card
+
     verify_checkpoint(artifact_dir)
     src = Path(artifact_dir)
+    card = render_artifact_card(spec, src, repo_id=repo_id, allow_untrained=allow_untrained, **card_kwargs)
 
     def write(tmp: Path) -> None:
         for item in src.iterdir():
             if item.name.startswith(".") or item.name == "spaces":
                 continue
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp / item.name)
-        from .cards import render_card
-
-        render_card(spec, repo_id=repo_id, **card_kwargs).save(tmp / "README.md")
+        card.save(tmp / "README.md")
         write_space_folder(spec, tmp / "spaces" / spec.name, model_repo_id=repo_id)
 
     return atomic_write_dir(out_dir, write)
