@@ -174,15 +174,17 @@ class FedE4RAGClient:
         from datasets import Dataset
         from transformers import PrinterCallback
 
+        from hf_ext.core.devices import use_cpu
+
         if global_state is not None:
             self.set_state(global_state)
         teacher = frozen_teacher(self.model) if kd and self.run.kd_lambda > 0 else None
         ds = Dataset.from_dict({"q_row": list(range(len(self.pairs))), "p_row": list(range(len(self.pairs)))})
         args = FedE4RAGTrainingArguments(
-            output_dir=tempfile.mkdtemp(prefix="fede4rag_"), use_cpu=True, report_to="none",
+            output_dir=tempfile.mkdtemp(prefix="fede4rag_"), use_cpu=use_cpu(), report_to="none",
             num_train_epochs=self.run.local_epochs, per_device_train_batch_size=self.run.batch_size,
             learning_rate=self.run.learning_rate, weight_decay=0.0, lr_scheduler_type="constant", warmup_steps=0,
-            save_strategy="no", disable_tqdm=True, logging_strategy="no", dataloader_drop_last=True,
+            save_strategy="no", logging_strategy="no", dataloader_drop_last=True,
             seed=self.run.seed * 1000 + 10 * (self.partition if self.partition is not None else 9) + self.rounds_done,
             kd_lambda=self.run.kd_lambda if teacher is not None else 0.0,
         )

@@ -59,6 +59,9 @@ def hub_env(tmp_path, monkeypatch):
         import huggingface_hub.constants as constants
 
         monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+        import huggingface_hub.hf_api as hf_api
+
+        monkeypatch.setattr(hf_api.api, "endpoint", hub.url)  # the module-level client (`file_exists`) kept the old one
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}")
         yield hub
