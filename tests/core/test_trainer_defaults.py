@@ -133,7 +133,7 @@ def test_tba_victim_evaluate_reports_mpjpe(tmp_path):
     model = TbaPoseRegressor(tiny_victim_config(num_params=body.num_params)).eval()
     trainer = _trainer(model, ds, tmp_path, epochs=1, lr=1e-3, batch_size=8, seed=0, body=body)
     result = trainer.evaluate(ds)
-    rows = ds.with_format("torch")
+    rows = ds.with_format("torch")[:]
     want = victim_error(model, body, rows["pixel_values"], rows["labels"])
     for key in ("mpjpe", "pa_mpjpe", "pve"):
         assert result[f"eval_{key}"] == pytest.approx(want[key], rel=1e-4), key
