@@ -88,7 +88,8 @@ def cmd_push(args) -> int:
     if args.dry_run and not args.out:
         raise SystemExit("hf-ext push: --dry-run needs --out DIR")
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"hf_ext_push_{spec.name}_"))
-    folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained)
+    folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained,
+                               wheel=args.wheel)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     print(f"push folder {folder}:\n  " + "\n  ".join(files))
     if args.dry_run:
@@ -147,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write the upload folder")
     p.add_argument("--space-repo-id", help="also push spaces/<method>/ as a Gradio Space to this repo")
     p.add_argument("--private", action="store_true")
+    p.add_argument("--wheel", help="the hf_ext wheel to ship in the Space's wheels/ (its requirements.txt installs it)")
     p.add_argument("--allow-untrained", action="store_true",
                    help="publish an artifact without training_record.json, its card saying 'untrained / random init'")
 

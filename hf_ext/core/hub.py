@@ -122,8 +122,10 @@ def save_artifact(model: Any, out_dir: str | os.PathLike, spec: MethodSpec | Non
     return atomic_write_dir(out_dir, write)
 
 
-def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_repo_id: str | None = None) -> Path:
-    """Copies `spaces/<method>/` into `out_dir`, pointing its front-matter `models:` at the pushed model repo."""
+def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_repo_id: str | None = None,
+                       wheel: str | os.PathLike | None = None) -> Path:
+    """Copies `spaces/<method>/` into `out_dir`, pointing its front-matter `models:` at the pushed model repo; with
+    `wheel`, copies the hf_ext wheel to `wheels/` (what the Space's requirements.txt installs)."""
     from huggingface_hub import SpaceCard
 
     src = spec.space_dir
@@ -134,6 +136,9 @@ def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_re
     out.mkdir(parents=True, exist_ok=True)
     for name in SPACE_FILES:
         shutil.copy2(src / name, out / name)
+    if wheel is not None:
+        (out / "wheels").mkdir(exist_ok=True)
+        shutil.copy2(wheel, out / "wheels" / Path(wheel).name)
     if model_repo_id:
         card = SpaceCard.load(out / "README.md")
         card.data.models = [model_repo_id]
@@ -143,7 +148,7 @@ def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_re
 
 def build_push_folder(
     spec: MethodSpec, artifact_dir: str | os.PathLike, out_dir: str | os.PathLike, *, repo_id: str,
-    allow_untrained: bool = False, **card_kwargs
+    allow_untrained: bool = False, wheel: str | os.PathLike | None = None, **card_kwargs
 ) -> Path:
     """Writes the exact folder `hf-ext push` uploads: the artifact files, a `README.md` model card rendered from the
     artifact's training record (see [`~hf_ext.core.cards.render_artifact_card`]; without a record it is refused
@@ -160,7 +165,7 @@ def build_push_folder(
                 continue
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp / item.name)
         card.save(tmp / "README.md")
-        write_space_folder(spec, tmp / "spaces" / spec.name, model_repo_id=repo_id)
+        write_space_folder(spec, tmp / "spaces" / spec.name, model_repo_id=repo_id, wheel=wheel)
 
     return atomic_write_dir(out_dir, write)
 
