@@ -139,7 +139,7 @@ def test_gpmfs_space_deploys_from_wheel(wheel, fresh_python, tmp_path):
         with browser.chromium() as context:
             page = browser.open_space(context, url)
             # offline, the linked model repo cannot load: the page says so instead of failing
-            expect(page.locator("#gpmfs-model")).to_contain_text("could not load the linked model repo `tester/gpmfs`")
+            expect(page.locator("#gpmfs-model")).to_contain_text("could not load the linked model repo tester/gpmfs")
             browser_check_caps(page, wide)
             page.close()
     assert "Traceback" not in log.read_text()

@@ -145,7 +145,7 @@ def load_linked(method: str, load: Callable[[str], Any], build_small: Callable[[
         method (`str`): the registered method (finds the Space README's `models:`).
         load (`Callable[[str], Any]`): loads from a repo id or local folder (`from_pretrained`).
         build_small (`Callable[[], Any]`): the small model built in code (no download).
-        small_note (`str`): what the small model is (e.g. "an untrained tiny ORCA"), shown on the page.
+        small_note (`str`): what is shown instead (e.g. "an untrained tiny ORCA built in code"), on the page.
     """
     repo = space_model_repo(method)
     if repo:
@@ -155,7 +155,7 @@ def load_linked(method: str, load: Callable[[str], Any], build_small: Callable[[
             why = f"could not load the linked model repo `{repo}` ({type(err).__name__})"
     else:
         why = "no model repo is linked (set $HF_EXT_MODEL_REPO, or push with `hf-ext push --space-repo-id`)"
-    return build_small(), f"**Note:** {why}; showing {small_note} built in code instead."
+    return build_small(), f"**Note:** {why}; showing {small_note} instead."
 
 
 def launch_kwargs() -> dict[str, Any]:

@@ -162,7 +162,7 @@ def select(source: str, csv_file: str | None, label_columns: str, budget_pct: fl
 def _published_selector():
     """The linked repo's selector (fitted on all of Yeast by `hf-ext reproduce gpmfs`) and a note, or `None`."""
     selector, note = load_linked("gpmfs", GPMFSSelector.from_pretrained, lambda: None,
-                                 "no published selector; only the selection fitted on this page")
+                                 "only the selection fitted on this page (no published selector)")
     if selector is None:
         return note
     names = getattr(selector, "feature_names_in_", None)
