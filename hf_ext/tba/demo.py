@@ -1,8 +1,9 @@
 """The TBA Space: pick a rendered example (with ground truth) or upload an image, choose ε, the attack and its number
 of steps, and see the perturbation and the victim's predicted skeleton before and after the attack.
 
-The Space loads the artifacts written by `hf-ext reproduce tba` (or `TBA_ARTIFACTS=<folder>`); without them it
-trains a small victim and generator once (about a minute on two CPU cores) into `runs/tba/demo-artifacts`.
+The Space loads the artifacts of `TBA_ARTIFACTS=<folder>` (e.g. one `hf-ext reproduce tba` wrote); without them it
+trains a small victim and generator once (about a minute on two CPU cores) into the user cache
+(`hf_ext.core.paths.cache_dir("tba", "demo-artifacts")`); it reads nothing from `runs/`.
 """
 
 from __future__ import annotations
@@ -26,16 +27,12 @@ def _artifact_folder() -> Path:
     env = os.environ.get("TBA_ARTIFACTS")
     if env:
         return Path(env)
-    from hf_ext.core.registry import REPO_ROOT
+    from hf_ext.core.paths import cache_dir
 
-    runs = REPO_ROOT / "runs" / "tba"
-    found = sorted(runs.glob("artifacts-*/training.json"), key=lambda p: p.stat().st_mtime)
-    found = [p for p in found if json.loads(p.read_text())["training_args"]["body"] == "procedural"] or found
-    if found:
-        return found[-1].parent
     from .training import TbaTrainingArguments, train_all
 
-    folder = runs / "demo-artifacts"
+    # a Space reads nothing from runs/: a small victim and generator are trained once into the user cache
+    folder = cache_dir("tba", "demo-artifacts")
     if not (folder / "training.json").is_file():
         train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25), folder)
     return folder

@@ -11,15 +11,16 @@ import numpy as np
 import torch
 
 from hf_ext.core.demo import readable_errors
-from hf_ext.core.registry import REPO_ROOT
+from hf_ext.core.paths import cache_dir
 
-SPACE_DIR = Path(os.environ.get("HF_EXT_TINYALIGN_SPACE_DIR", REPO_ROOT / "runs" / "tinyalign" / "space"))
+# a Space reads nothing from runs/: the two small models are trained once into the user cache
+SPACE_DIR = Path(os.environ.get("HF_EXT_TINYALIGN_SPACE_DIR") or cache_dir("tinyalign", "space"))
 
 
 @functools.lru_cache(maxsize=1)
 def load_models() -> dict:
     """The baseline and TinyAlign (k = 4) artifacts on the small LM, loaded with `from_pretrained`; trained once with
-    the reproduction's recipe (seed 0) and saved under `runs/tinyalign/space/` when missing."""
+    the reproduction's recipe (seed 0) and saved under the user cache (`hf_ext.core.paths.cache_dir`) when missing."""
     from transformers import AutoModelForImageTextToText, AutoTokenizer
 
     from .processing_tinyalign import TinyAlignProcessor
