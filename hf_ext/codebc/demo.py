@@ -87,10 +87,13 @@ def build_demo():
     """The Gradio Blocks of the CodeBC Space."""
     import gradio as gr
 
-    def run(requirement, tag):
+    from hf_ext.core.demo import time_limited
+
+    def run(requirement, tag, progress=gr.Progress()):
+        progress(0.1, desc="generating, then compiling (solc-js) and analysing (Slither)")
         try:
-            r = run_requirement(requirement, tag)
-        except ValueError as err:  # bad input: a readable message, not a stack trace
+            r = time_limited(run_requirement, 240)(requirement, tag)
+        except (ValueError, TimeoutError) as err:  # bad input: a readable message, not a stack trace
             raise gr.Error(str(err)) from None
         rows = r["findings"] or [["-", "no findings", "(or the contract did not compile)"]]
         return r["code"], r["status"] + f"\n\n_{r['source']}_", rows
@@ -104,6 +107,8 @@ def build_demo():
         )
         requirement = gr.Textbox(value=EXAMPLE, lines=7, label="requirement", elem_id="codebc-requirement")
         tag = gr.Radio(list(TAG_CHOICES), value="correct", label="security tag")
+        gr.Examples(examples=[[EXAMPLE, "correct"], [EXAMPLE, "bug"], [EXAMPLE, "none"]], inputs=[requirement, tag],
+                    label="examples: the same requirement with each tag (the tag is the method's steering input)")
         button = gr.Button("Generate", variant="primary")
         code = gr.Code(label="generated contract", elem_id="codebc-code")
         status = gr.Markdown(elem_id="codebc-status")

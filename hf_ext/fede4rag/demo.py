@@ -91,7 +91,7 @@ def build_demo():
 
     run = readable_errors(retrieve)  # bad input: a readable message in the page, not a stack trace
 
-    headers = ["rank", "company", "cosine", "passage"]
+    headers = ["rank", "company", "cosine similarity ↑", "passage"]
     with gr.Blocks(title="FedE4RAG: federated retriever for RAG") as demo:
         gr.Markdown(
             "# FedE4RAG — a retriever trained across five companies without sharing their data\n"
@@ -103,6 +103,10 @@ def build_demo():
         with gr.Row():
             question = gr.Textbox(value="What drove the increase in operating margin?", label="question", scale=4)
             k = gr.Slider(1, 10, value=3, step=1, label="passages")
+        gr.Examples(examples=[["How many commercial airplanes did Boeing deliver?", 3],
+                              ["What drove the increase in operating margin?", 3],
+                              ["What were PepsiCo's net revenues?", 5]], inputs=[question, k],
+                    label="examples: questions where the two retrievers can differ")
         button = gr.Button("Retrieve", variant="primary")
         with gr.Row():
             fed = gr.Dataframe(headers=headers, label="federated (FedE4RAG)", elem_id="fede4rag-federated",

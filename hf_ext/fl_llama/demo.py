@@ -122,6 +122,11 @@ def build_demo():
             s = gr.Slider(0.0, 1.0, value=0.0, step=0.01, label="noise scale s")
             n = gr.Slider(1, 64, value=24, step=1, label="tokens to generate")
         prompt = gr.Textbox(value="What causes a change in motion? Question: Is it a force?", label="prompt", lines=2)
+        gr.Examples(examples=[[1, 1, 0.0, "What causes a change in motion? Question: Is it a force?", 24],
+                              [3, 3, 0.0, "What causes a change in motion? Question: Is it a force?", 24],
+                              [1, 1, 0.5, "What causes a change in motion? Question: Is it a force?", 24]],
+                    inputs=[a, c, s, prompt, n],
+                    label="examples: the default split, more blocks on the client, noise on the hidden states")
         button = gr.Button("Generate through the split model", variant="primary")
         text = gr.Textbox(label="generated continuation (with caches)", elem_id="fl-llama-text")
         table = gr.Dataframe(headers=["mode", "client sent (B)", "server sent (B)", "messages", "tokens/s",

@@ -78,6 +78,8 @@ def build_demo():
         with gr.Row():
             client = gr.Radio([c.name for c in CLIENTS], value=CLIENTS[0].name, label="client")
             prompt = gr.Textbox(value="3+4=", label="prompt", elem_id="h2tune-prompt")
+        gr.Examples(examples=[["client-0", "3+4="], ["client-2", "print((3+4)%10)>"]], inputs=[client, prompt],
+                    label="examples: a fill-in sum (Llama-style client), a program output (GPT-2-style client)")
         button = gr.Button("Generate", variant="primary")
         table = gr.Dataframe(headers=["model", "answer"], label="greedy answers", elem_id="h2tune-answers")
         info = gr.Markdown(elem_id="h2tune-info")

@@ -34,8 +34,8 @@ def reading(results: dict[str, dict[str, float]]) -> str:
     better = (js < 0) + (f1 > 0)
     verdict = {2: "closer to the true dwell-time distribution than", 1: "mixed against", 0: "not better than"}[better]
     return (f"**Reading:** here ORCA is {verdict} the baseline (JS distance {js:+.3f}, macro-F1 {f1:+.3f}) at a CTR "
-            f"AUC change of {auc:+.4f}; one seed and one split, and the paper's gains were within seed spread in "
-            "our reproduction.")
+            f"AUC change of {auc:+.4f}; one seed and one split, while the README's seed spread is larger than most "
+            "single-run differences.")
 
 
 def compare(

@@ -158,6 +158,10 @@ def build_demo():
             attack = gr.Radio(list(ATTACKS), value="TBA", label="attack")
             steps = gr.Slider(1, 50, value=10, step=1, label="steps")
             seed = gr.Number(value=0, precision=0, label="seed")
+        gr.Examples(examples=[[EXAMPLES[0], None, 8, "TBA", 10, 0], [EXAMPLES[0], None, 8, "PGD", 10, 0],
+                              [EXAMPLES[1], None, 4, "FGSM", 1, 0]],
+                    inputs=[source, upload, eps, attack, steps, seed],
+                    label="examples: TBA against PGD on the same image and budget, a one-step FGSM")
         button = gr.Button("Attack", variant="primary")
         with gr.Row():
             clean = gr.Image(label="clean + predicted skeleton", elem_id="tba-clean", type="pil")

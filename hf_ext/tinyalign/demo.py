@@ -95,11 +95,13 @@ def build_demo():
             index = gr.Number(value=0, precision=None, label="test digit index (0–359)")
             image = gr.Image(label="or upload an image (used instead of the index)", type="numpy",
                              elem_id="tinyalign-upload")
+        gr.Examples(examples=[[None, 0], [None, 7], [None, 123]], inputs=[image, index],
+                    label="examples: test digits (the captions name class, thickness, width and slant)")
         button = gr.Button("Caption with and without retrieval", variant="primary")
         with gr.Row():
             shown = gr.Image(label="input (8×8, enlarged)", elem_id="tinyalign-input")
             captions = gr.Dataframe(headers=["model", "caption"], label="captions", elem_id="tinyalign-captions")
-        neighbours = gr.Dataframe(headers=["rank", "cosine", "neighbour caption (memory split)"],
+        neighbours = gr.Dataframe(headers=["rank", "cosine similarity ↑", "neighbour caption (memory split)"],
                                   label="retrieved neighbours", elem_id="tinyalign-neighbours")
         button.click(run, [image, index], [shown, captions, neighbours], api_name="caption")
     return demo
