@@ -116,8 +116,10 @@ def load_space_app(spec):
 
 def cmd_demo(args) -> int:
     spec = get_method(args.method)
-    demo = load_space_app(spec).build_demo()
-    demo.launch(server_name=args.host, server_port=args.port, share=False)
+    from .demo import launch_kwargs, prepare
+
+    demo = prepare(load_space_app(spec).build_demo())  # the Space's own queue and upload cap
+    demo.launch(server_name=args.host, server_port=args.port, share=False, **launch_kwargs())
     return 0
 
 

@@ -17,7 +17,7 @@ import torch
 
 from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdout_split
 from .encoder import (HiddenCache, adapter_arrays, load_pretrained_retriever, load_trainable_state, lora_config)
-from .training import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, frozen_teacher
+from .training import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, compute_metrics, frozen_teacher
 
 SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "centralized", "fede4rag-ckks", "fede4rag-one-client")
 
@@ -189,7 +189,8 @@ class FedE4RAGClient:
             kd_lambda=self.run.kd_lambda if teacher is not None else 0.0,
         )
         trainer = FedE4RAGTrainer(model=self.model, args=args, train_dataset=ds, teacher=teacher,
-                                  data_collator=CachedPairCollator(self.q_cache, self.p_cache))
+                                  data_collator=CachedPairCollator(self.q_cache, self.p_cache),
+                                  compute_metrics=compute_metrics)  # evaluate(): in-batch hit@k / MRR
         trainer.remove_callback(PrinterCallback)
         self.model.train()
         trainer.train()

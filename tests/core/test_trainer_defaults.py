@@ -154,3 +154,29 @@ def test_codebc_evaluate_reports_token_acc(tmp_path):
         logits = model(input_ids=ids).logits
     want = float((logits[:, :-1].argmax(-1) == ids[:, 1:]).float().mean())
     assert result["eval_token_acc"] == pytest.approx(want)
+
+
+def test_fede4rag_evaluate_reports_inbatch_retrieval(tmp_path):
+    from datasets import Dataset
+
+    from hf_ext.fede4rag.testing import VOCAB, tiny_config, tiny_retriever
+    from hf_ext.fede4rag.training import (FedE4RAGTrainer, FedE4RAGTrainingArguments, TokenPairCollator,
+                                          compute_metrics, similarity)
+
+    model = tiny_retriever(tiny_config()).eval()
+    g = torch.Generator().manual_seed(5)
+    q = torch.randint(1, VOCAB, (8, 6), generator=g)
+    p = torch.randint(1, VOCAB, (8, 12), generator=g)
+    p[:4, :6] = q[:4]  # half the passages contain their query, so some ranks are 0 and some are not
+    ds = Dataset.from_dict({"q_input_ids": q.tolist(), "p_input_ids": p.tolist()})
+    args = FedE4RAGTrainingArguments(output_dir=str(tmp_path), report_to="none", per_device_eval_batch_size=8)
+    trainer = FedE4RAGTrainer(model=model, args=args, eval_dataset=ds, data_collator=TokenPairCollator(),
+                              compute_metrics=compute_metrics)
+    result = trainer.evaluate()
+    with torch.no_grad():
+        sim = similarity(model(input_ids=q, attention_mask=torch.ones_like(q)).pooler_output,
+                         model(input_ids=p, attention_mask=torch.ones_like(p)).pooler_output)
+    ranks = (sim > sim.diagonal()[:, None]).sum(1).float()
+    assert result["eval_inbatch_hit@1"] == pytest.approx(float((ranks < 1).float().mean()))
+    assert result["eval_inbatch_mrr"] == pytest.approx(float((1 / (ranks + 1)).mean()))
+    assert 0 < result["eval_inbatch_hit@1"] <= 1
