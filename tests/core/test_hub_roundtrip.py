@@ -320,3 +320,21 @@ def test_revision_pins_an_older_commit(hub, tmp_path):
 def test_every_method_has_a_roundtrip():
     covered = set(MODEL_METHODS) | {"codebc", "h2tune", "gpmfs", "amplitudes"}
     assert covered == set(METHODS), f"no Hub round trip for {set(METHODS) - covered}"
+
+
+def test_tba_dhng_without_diffusers_names_the_pip_line(hub):
+    """The DHNG shares its modeling file with the victim; without diffusers it fails naming the exact pip line."""
+    from hf_ext.core.hub import save_artifact
+    from hf_ext.tba.modeling_tba import TbaDhngModel
+    from hf_ext.tba.testing import tiny_dhng_config, tiny_images
+
+    spec = hf_ext.get_method("tba")
+    torch.manual_seed(0)
+    folder = save_artifact(TbaDhngModel(tiny_dhng_config()), hub.tmp / "tba-dhng")
+    _push(spec, folder, "tester/tba-dhng")
+    save_file({"pixel_values": tiny_images()["pixel_values"].contiguous()}, hub.tmp / "dhng-inputs.safetensors")
+    job = {"loader": "auto", "auto": "AutoModel", "repo": "tester/tba-dhng",
+           "inputs": str(hub.tmp / "dhng-inputs.safetensors"), "out": str(hub.tmp / "dhng-child.safetensors")}
+    proc = _run_child(hub, job, block=("hf_ext", "diffusers"))
+    assert proc.returncode != 0
+    assert "pip install 'diffusers>=0.42.1,<0.43'" in proc.stderr, proc.stderr[-3000:]
