@@ -15,6 +15,24 @@ from .stringy import stringy_amplitude
 
 DEFAULT_X = {4: "0.7, 1.3", 5: "0.9, 1.7, 1.2, 0.8, 1.4"}
 MAX_POINTS_PER_CURVE = 400
+# Space caps (an α′ scan from 1e-300 to 1e300, or 20,000 α′ values, used to hang the page)
+ALPHA_RANGE = (1e-4, 100.0)
+X_RANGE = (-100.0, 100.0)
+MAX_TABLE_ALPHAS = 8
+REQUEST_SECONDS = 60.0
+
+
+def check_scan(scan: str, lo: float, hi: float, alpha: float) -> None:
+    """Raises a `ValueError` naming the field and the allowed range for a scan the Space will not run."""
+    from hf_ext.core.demo import check_range
+
+    if scan == "alpha":
+        check_range("α′ scan 'from'", lo, *ALPHA_RANGE)
+        check_range("α′ scan 'to'", hi, *ALPHA_RANGE)
+    else:
+        check_range(f"{scan} scan 'from'", lo, *X_RANGE)
+        check_range(f"{scan} scan 'to'", hi, *X_RANGE)
+        check_range("α′", alpha, *ALPHA_RANGE)
 
 
 def parse_kinematics(n_points: int, text: str) -> np.ndarray:
@@ -89,9 +107,13 @@ def plot_amplitude(n_points, text, scan, lo, hi, alpha, method="closed_form"):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from hf_ext.core.demo import time_limited
+
     try:
-        data = amplitude_curves(int(n_points), text, scan, float(lo), float(hi), float(alpha), method)
-    except (ValueError, TypeError) as err:
+        check_scan(scan, lo, hi, alpha)
+        data = time_limited(amplitude_curves, REQUEST_SECONDS)(int(n_points), text, scan, float(lo), float(hi),
+                                                               float(alpha), method)
+    except (ValueError, TypeError, TimeoutError) as err:
         raise gr.Error(str(err)) from None
     N = int(n_points)
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -124,13 +146,19 @@ def build_table(theories, alphas_text: str, samples: float, seed: float = 0):
     from .tables import AmplitudeTable
 
     try:
+        from hf_ext.core.demo import check_range, time_limited
+
         alphas = tuple(float(a) for a in str(alphas_text).split(",") if a.strip())
+        if len(alphas) > MAX_TABLE_ALPHAS:
+            raise ValueError(f"the demo builds at most {MAX_TABLE_ALPHAS} α′ values, got {len(alphas)}")
+        for a in alphas:
+            check_range("each α′ value", a, *ALPHA_RANGE)
         if int(samples) > 16:
             raise ValueError("the demo builds at most 16 samples per cell")
         config = AmplitudeTableConfig(theories=tuple(theories or ()), points=(4, 5), gluons=(3, 4), alphas=alphas,
                                       samples=int(samples), seed=int(seed))
-        table = AmplitudeTable(config)
-    except (ValueError, TypeError) as err:
+        table = time_limited(AmplitudeTable, REQUEST_SECONDS)(config)
+    except (ValueError, TypeError, TimeoutError) as err:
         raise gr.Error(str(err)) from None
     df = table.dataset.to_pandas()
     df["x"] = df["x"].map(lambda v: ", ".join(f"{x:.4g}" for x in v))
@@ -146,7 +174,9 @@ def build_demo():
     with gr.Blocks(title="Stringy Tr(φ³) and superstring amplitudes") as demo:
         gr.Markdown("# Superstring amplitudes meet surfaceology\n"
                     "Paper: [arXiv:2504.21676](https://arxiv.org/abs/2504.21676). The stringy Tr(φ³) amplitude "
-                    "A_N is a curve integral over u-variables; α′^{N-3} A_N tends to the sum over cubic diagrams.")
+                    "A_N is a curve integral over u-variables; α′^{N-3} A_N tends to the sum over cubic diagrams. "
+                    f"Space limits: α′ in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}], planar variables in "
+                    f"[{X_RANGE[0]:g}, {X_RANGE[1]:g}], at most {MAX_TABLE_ALPHAS} α′ values per table.")
         with gr.Tab("4 and 5 points"):
             with gr.Row():
                 n_points = gr.Radio([4, 5], value=5, label="N (points)")
@@ -158,6 +188,13 @@ def build_demo():
                 lo = gr.Number(0.01, label="from")
                 hi = gr.Number(3.0, label="to")
                 alpha = gr.Number(1.0, label="α′ (when scanning an X)")
+            gr.Examples(
+                examples=[[5, DEFAULT_X[5], "closed_form", "alpha", 0.01, 3.0, 1.0],
+                          [4, DEFAULT_X[4], "closed_form", "X13", -2.5, 2.5, 1.0],
+                          [5, DEFAULT_X[5], "curve", "alpha", 0.01, 0.5, 1.0]],
+                inputs=[n_points, text, method, scan, lo, hi, alpha],
+                label="examples: the α′ → 0 field-theory limit, the string poles along X13, the curve integral",
+            )
             button = gr.Button("Plot", variant="primary")
             plot = gr.Plot(elem_id="amplitudes-plot")
             summary = gr.Markdown(elem_id="amplitudes-summary")

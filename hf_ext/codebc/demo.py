@@ -1,15 +1,12 @@
 """The CodeBC Space: write a requirement, pick the security tag, see the generated contract, whether solc-js compiles
-it, and Slither's findings. Loads the model `hf-ext reproduce codebc` writes (`runs/codebc/model/`: base + TI adapter +
+it, and Slither's findings. Loads the model `hf-ext reproduce codebc` writes (from the linked model repo: base + TI adapter +
 tokenizer); without it, a tiny untrained model with a tokenizer trained on a slice of the corpus, and says so."""
 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
-from hf_ext.core.registry import REPO_ROOT
-
-ARTIFACT = REPO_ROOT / "runs" / "codebc" / "model"
+from hf_ext.core.demo import space_model_repo
 MAX_CHARS = 2000
 EXAMPLE = ("Generate smart contract code that meets the following requirements:\n"
            "Programming with solidity ^ version number 0.8.20\n"
@@ -21,18 +18,21 @@ TAG_CHOICES = ("correct", "bug", "none")
 
 
 @functools.lru_cache(maxsize=2)
-def load_model(root: str = str(ARTIFACT)):
-    """`(model, tokenizer, source)`: the saved CodeBC artifact or an untrained tiny fallback."""
-    folder = Path(root)
-    if (folder / "adapter" / "adapter_config.json").is_file() and (folder / "config.json").is_file():
+def load_model(root: str | None = None):
+    """`(model, tokenizer, source)`: base + TI adapter + tokenizer from the linked model repo (or `root`, a repo id or
+    a folder as `hf-ext reproduce codebc` writes it), or an untrained tiny fallback with a note."""
+    root = root or space_model_repo("codebc")
+    why = "no model repo is linked"
+    if root:
         from peft import PeftModel
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-        from .tokenizer import load_tokenizer
-
-        base = AutoModelForCausalLM.from_pretrained(folder)
-        return (PeftModel.from_pretrained(base, folder / "adapter"), load_tokenizer(folder),
-                f"saved model {folder}")
+        try:
+            base = AutoModelForCausalLM.from_pretrained(root)
+            return (PeftModel.from_pretrained(base, root, subfolder="adapter"),
+                    PreTrainedTokenizerFast.from_pretrained(root), f"model repo `{root}`")
+        except Exception as err:  # noqa: BLE001 - offline or missing: the tiny model below, and the page says so
+            why = f"could not load the linked model repo {root} ({type(err).__name__})"
     import torch
 
     from .data import load_secure_contracts
@@ -47,7 +47,7 @@ def load_model(root: str = str(ARTIFACT)):
 
     torch.manual_seed(0)
     return (add_adapter(CodeBCForCausalLM(config)), tok,
-            "untrained tiny model (run `hf-ext reproduce codebc` for the trained CodeBC adapter)")
+            f"**Note:** {why}; showing an untrained tiny model built in code instead")
 
 
 def run_requirement(requirement: str, tag: str, max_new_tokens: int = 200) -> dict:
@@ -87,10 +87,13 @@ def build_demo():
     """The Gradio Blocks of the CodeBC Space."""
     import gradio as gr
 
-    def run(requirement, tag):
+    from hf_ext.core.demo import time_limited
+
+    def run(requirement, tag, progress=gr.Progress()):
+        progress(0.1, desc="generating, then compiling (solc-js) and analysing (Slither)")
         try:
-            r = run_requirement(requirement, tag)
-        except ValueError as err:  # bad input: a readable message, not a stack trace
+            r = time_limited(run_requirement, 240)(requirement, tag)
+        except (ValueError, TimeoutError) as err:  # bad input: a readable message, not a stack trace
             raise gr.Error(str(err)) from None
         rows = r["findings"] or [["-", "no findings", "(or the contract did not compile)"]]
         return r["code"], r["status"] + f"\n\n_{r['source']}_", rows
@@ -104,6 +107,8 @@ def build_demo():
         )
         requirement = gr.Textbox(value=EXAMPLE, lines=7, label="requirement", elem_id="codebc-requirement")
         tag = gr.Radio(list(TAG_CHOICES), value="correct", label="security tag")
+        gr.Examples(examples=[[EXAMPLE, "correct"], [EXAMPLE, "bug"], [EXAMPLE, "none"]], inputs=[requirement, tag],
+                    label="examples: the same requirement with each tag (the tag is the method's steering input)")
         button = gr.Button("Generate", variant="primary")
         code = gr.Code(label="generated contract", elem_id="codebc-code")
         status = gr.Markdown(elem_id="codebc-status")

@@ -147,15 +147,22 @@ def make_trainer(model, dataset, tokenizer_or_pad_id, args: CodeBCStageArguments
     from transformers import Trainer, TrainingArguments
     from transformers.trainer_callback import PrinterCallback
 
+    from hf_ext.core.devices import use_cpu
+
     pad_id = tokenizer_or_pad_id if isinstance(tokenizer_or_pad_id, int) else tokenizer_or_pad_id.pad_token_id
     targs = TrainingArguments(
-        output_dir=output_dir, use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True,
+        output_dir=output_dir, use_cpu=use_cpu(), report_to="none", save_strategy="no",
         learning_rate=args.learning_rate, lr_scheduler_type="constant", warmup_steps=0, adam_beta1=0.9,
         adam_beta2=args.adam_beta2, weight_decay=args.weight_decay, num_train_epochs=args.epochs,
         max_steps=args.max_steps, per_device_train_batch_size=args.batch_size, seed=args.seed, logging_steps=10**9,
         remove_unused_columns=False, dataloader_num_workers=0,
     )
-    trainer = Trainer(model=model, args=targs, train_dataset=dataset, data_collator=PadCollator(pad_id))
+    from hf_ext.core.trainer_metrics import argmax_logits, token_accuracy
+
+    # trainer.evaluate(eval_dataset) reports `eval_token_acc` (teacher-forced next-token accuracy on the labelled
+    # code tokens); BLEU / CodeBLEU / compile rate need generation and the compiler (`hf-ext codebc score`)
+    trainer = Trainer(model=model, args=targs, train_dataset=dataset, data_collator=PadCollator(pad_id),
+                      compute_metrics=token_accuracy, preprocess_logits_for_metrics=argmax_logits)
     trainer.remove_callback(PrinterCallback)  # no per-stage metric dicts on stdout (the reproduce prints a table)
     return trainer
 

@@ -1,13 +1,26 @@
-"""Model cards rendered from a method's [`~hf_ext.core.registry.MethodSpec`] plus `model_cards/<method>.md`.
+"""Model cards rendered from a method's [`~hf_ext.core.registry.MethodSpec`], `model_cards/<method>.md` and, for a
+push, the artifact's own training record.
 
-The hand-written file holds the sections only a person can write (intended use, limits, risks, the reproduction
-table as measured); the metadata (library, tags, datasets, metrics, arXiv link) comes from the spec, so the YAML is
-always in sync with the registry and validates with `huggingface_hub`'s card classes.
+- [`render_card`]: the method's card (metadata from the spec, hand-written sections from `model_cards/<method>.md`);
+  what `save_artifact` writes next to the weights.
+- [`render_artifact_card`]: what `hf-ext push` uploads. The card describes *this* artifact: the run's config, the
+  data it was trained on, its measured metrics as `model-index` results ([`huggingface_hub.EvalResult`]),
+  `base_model` for adapters and split parts, the paper's BibTeX. An artifact without `training_record.json` is
+  published as "untrained / random init" (or refused, see `allow_untrained`), and the hand-written reproduction
+  table is labelled as the method's numbers, never the artifact's.
+
+Dataset metadata lists Hub dataset ids only where they exist (a `hub_id` in the record, or a namespaced
+`owner/name` id in the spec); local or synthetic data sets are named in the card text.
 """
 
 from __future__ import annotations
 
-from huggingface_hub import ModelCard, ModelCardData
+import json
+import os
+import re
+from pathlib import Path
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .registry import MethodSpec
 
@@ -21,21 +34,97 @@ CARD_TEMPLATE = """---
 
 - **Paper:** [{{ paper_title }}]({{ paper_url }})
 - **Library:** hf_ext — `{{ kind }}` method `{{ name }}`{{ model_type_line }}
-
+{{ status }}
 ## How to use
+
+{{ install }}
 
 ```python
 {{ usage }}
 ```
-
+{{ artifact_section }}
 {{ body }}
+
+## Citation
+
+```bibtex
+{{ bibtex }}
+```
 """
 
 REQUIRED_METADATA = ("library_name", "license", "tags")
 
+# How hf_ext itself is installed; the Spaces' requirements.txt use the same wheel (see spaces/README.md).
+HF_EXT_WHEEL = "hf_ext-0.1.0-py3-none-any.whl"
+
+# Third-party packages the *remote code* of a method needs beyond torch + transformers, imported lazily there, with
+# the exact pip line shown on the card (a missing one raises an ImportError that prints the same line).
+REMOTE_CODE_EXTRAS: dict[str, tuple[str, str]] = {
+    "tinyalign": ("pip install 'faiss-cpu>=1.15.1,<1.16'", "the memory bank (a faiss index) is needed to run the model"),
+    "tba": ("pip install 'diffusers>=0.42.1,<0.43'", "only the DHNG noise generator; the pose regressor loads without it"),
+}
+# Methods whose artifact needs hf_ext itself (not only remote code) to give the method's outputs.
+NEEDS_HF_EXT = {
+    "h2tune": "the adapter_config.json says `peft_type: \"HF_EXT_H2TUNE\"`: plain PEFT refuses it (KeyError), "
+              "`import hf_ext` registers the triple-matrix LoRA variant",
+    "codebc": "the security-tag control tokens and `generate_with_tag` live in hf_ext",
+    "gpmfs": "the selector is a scikit-learn estimator from hf_ext (its arrays are plain safetensors)",
+    "amplitudes": "the table is a `datasets` Arrow table; `datasets.load_dataset(repo_id)` reads it without hf_ext",
+}
+
+# Authors as recorded in /work/shared/specs (only where the spec has the full list); the rest cite by arXiv id.
+AUTHORS: dict[str, str] = {
+    "amplitudes": "Cao, Qu and Dong, Jin and He, Song and Zhu, Fan",
+    "tba": "Li, Zhiying and Jin, Yeying and Shen, Fan and Liu, Zhi and Chen, Weibin and Zhang, Pengju and Zhang, "
+           "Xiaomei and Chen, Boyu and Shen, Michael and Wu, Kejian and Fan, Zhaoxin and Dong, Jin",
+    "proto_evfl": "Guo, Wei and Duan, Yiyang and Hu, Zhaojun and Tong, Yiqi and Zhuang, Fuzhen and Zhang, Xiao and "
+                  "Dong, Jin and Wu, Ruofan and Liu, Tengfei and Sun, Yifan",
+}
+VENUES: dict[str, str] = {"tba": "Pattern Recognition", "orca": "CIKM"}
+
+# Task types for `model-index` results (the Hub's task ids), by pipeline tag and by kind.
+TASK_BY_KIND = {"model": "other", "adapter": "text-generation", "estimator": "feature-extraction", "numerics": "other"}
+UNTRAINED_NOTE = (
+    "> **This artifact is untrained (random initialisation).** No training record was saved with it, so its outputs "
+    "are meaningless and no result below was measured on it. Train one with `{command}` and push that instead."
+)
+
 
 class CardError(ValueError):
     """A model card is missing metadata or has malformed YAML."""
+
+
+class UntrainedArtifactError(CardError):
+    """`hf-ext push` of an artifact without a training record, without `--allow-untrained`."""
+
+
+def bibtex(spec: MethodSpec) -> str:
+    """The paper's BibTeX entry (arXiv eprint; authors where the spec records the full list)."""
+    key = f"{spec.name.replace('_', '')}{('20' + spec.arxiv_id[:2]) if spec.arxiv_id else ''}"
+    fields = [("title", "{" + spec.title + "}")]
+    if spec.name in AUTHORS:
+        fields.append(("author", AUTHORS[spec.name]))
+    if spec.arxiv_id:
+        fields += [("year", "20" + spec.arxiv_id[:2]), ("eprint", spec.arxiv_id), ("archivePrefix", "arXiv"),
+                   ("url", spec.arxiv_url)]
+    if spec.name in VENUES:
+        fields.append(("note", VENUES[spec.name]))
+    body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields)
+    return f"@misc{{{key},\n{body}\n}}"
+
+
+def _install(spec: MethodSpec) -> str:
+    lines = [f"`pip install \"hf_ext[{spec.name.replace('_', '-')}] @ <URL or path of {HF_EXT_WHEEL}>\"` "
+             "(the wheel: see the hf_ext README, \"Publishing to the Hub\")."]
+    if spec.name in NEEDS_HF_EXT:
+        lines.append(f"hf_ext is needed here: {NEEDS_HF_EXT[spec.name]}.")
+    elif spec.kind in ("model", "adapter"):
+        lines.append("Without hf_ext, `trust_remote_code=True` runs the modeling code shipped in this repo "
+                     "(torch + transformers only).")
+    if spec.name in REMOTE_CODE_EXTRAS:
+        pip, why = REMOTE_CODE_EXTRAS[spec.name]
+        lines.append(f"Optional dependency of the remote code: `{pip}` ({why}).")
+    return "\n".join(f"- {line}" for line in lines)
 
 
 def _usage(spec: MethodSpec, repo_id: str) -> str:
@@ -54,8 +143,70 @@ def _usage(spec: MethodSpec, repo_id: str) -> str:
     return f"import hf_ext\n# see `hf-ext {spec.name} --help`\nhf_ext.get_method(\"{spec.name}\")"
 
 
+def _hub_dataset_ids(spec: MethodSpec, record: dict | None) -> list[str]:
+    """Hub dataset ids only: the record's `hub_id`s, else the spec's namespaced (`owner/name`) ids."""
+    if record is not None:
+        return [d["hub_id"] for d in record.get("datasets", []) if d.get("hub_id")]
+    return [d for d in spec.datasets if re.fullmatch(r"[\w.-]+/[\w.-]+", d)]
+
+
+def _eval_results(spec: MethodSpec, record: dict) -> list[EvalResult]:
+    task = spec.pipeline_tag or TASK_BY_KIND[spec.kind]
+    datasets = {d["name"]: d for d in record.get("datasets", [])}
+    default_ds = next(iter(datasets), spec.name)
+    results = []
+    for m in record.get("metrics", []):
+        ds_name = m.get("dataset") or default_ds
+        ds = datasets.get(ds_name, {})
+        results.append(EvalResult(
+            task_type=task, dataset_type=ds.get("hub_id") or ds_name, dataset_name=ds_name,
+            dataset_split=m.get("split"), metric_type=m["type"], metric_name=m["name"], metric_value=m["value"],
+        ))
+    return results
+
+
+def _relabel_body(body: str, trained: bool) -> str:
+    """The hand-written reproduction table is the method's (from `hf-ext reproduce`), never this artifact's."""
+    body = re.sub(r"^## Reproduction \(as measured\)", "## Method reproduction (measured by `hf-ext reproduce`; "
+                  "not this artifact's numbers)", body, flags=re.M)
+    if not trained:
+        body = re.sub(r"^## Training data$", "## Training data (of the reproduce runs; this artifact was not trained)",
+                      body, flags=re.M)
+    return body
+
+
+def _artifact_section(spec: MethodSpec, record: dict) -> str:
+    lines = ["", "## This artifact", ""]
+    if record.get("command"):
+        lines.append(f"Produced by `{record['command']}` (hf_ext {record.get('hf_ext_version', '?')}).")
+    if record.get("notes"):
+        lines.append(f"{record['notes']}")
+    if record.get("base_model"):
+        base = record["base_model"]
+        base = [base] if isinstance(base, str) else base
+        lines.append("Base model: " + ", ".join(f"`{b}`" for b in base) + ".")
+    if record.get("datasets"):
+        lines += ["", "**Data it was trained on:**", ""]
+        for d in record["datasets"]:
+            where = f"[`{d['hub_id']}`](https://huggingface.co/datasets/{d['hub_id']})" if d.get("hub_id") else \
+                "not on the Hub (built or read locally by hf_ext)"
+            desc = f" — {d['description']}" if d.get("description") else ""
+            lines.append(f"- `{d['name']}`: {where}{desc}")
+    if record.get("metrics"):
+        lines += ["", "**Measured on this artifact** (also in the `model-index` metadata):", "",
+                  "metric | value | split | data | higher is better", "--- | --- | --- | --- | ---"]
+        for m in record["metrics"]:
+            hib = {True: "yes", False: "no"}.get(m.get("higher_is_better"), "")
+            lines.append(f"{m['name']} | {m['value']:.4g} | {m.get('split') or ''} | {m.get('dataset') or ''} | {hib}")
+    if record.get("config"):
+        lines += ["", "<details><summary>Run config</summary>", "", "```json",
+                  json.dumps(record["config"], indent=2, sort_keys=True, default=str), "```", "", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
 def render_card(
-    spec: MethodSpec, *, repo_id: str | None = None, body: str | None = None, base_model: str | None = None
+    spec: MethodSpec, *, repo_id: str | None = None, body: str | None = None, base_model: str | None = None,
+    record: dict | None = None, untrained: bool = False,
 ) -> ModelCard:
     """Renders and validates the model card of a method.
 
@@ -63,23 +214,41 @@ def render_card(
         spec ([`MethodSpec`]): the registered method.
         repo_id (`str`, *optional*): the Hub repo the card is for (used in the usage snippet).
         body (`str`, *optional*): hand-written Markdown; defaults to `model_cards/<method>.md`.
-        base_model (`str`, *optional*): base model id for adapters.
+        base_model (`str`, *optional*): base model id for adapters (a record's `base_model` wins).
+        record (`dict`, *optional*): the artifact's training record ([`~hf_ext.core.records.load_training_record`]):
+            adds the "This artifact" section, `model-index` results, Hub dataset ids and `base_model`.
+        untrained (`bool`, *optional*): the artifact has no record; the card says "untrained / random init".
     """
     if body is None:
-        if not spec.card_file.is_file():
-            raise CardError(f"{spec.name}: missing hand-written card sections {spec.card_file}")
-        body = spec.card_file.read_text()
+        card_file = _card_file(spec)
+        if not card_file.is_file():
+            raise CardError(f"{spec.name}: missing hand-written card sections {card_file}")
+        body = card_file.read_text()
     tags = ["hf_ext", spec.kind, *spec.tags]
     if spec.arxiv_id:
         tags.append(f"arxiv:{spec.arxiv_id}")
+    if untrained:
+        tags.append("untrained")
+    status = ""
+    if record is not None:
+        if record.get("base_model"):
+            base_model = record["base_model"]
+        if not record.get("trained", True):
+            untrained = True
+    if untrained:
+        status = "\n" + UNTRAINED_NOTE.format(command=f"hf-ext reproduce {spec.name}") + "\n"
+    results = _eval_results(spec, record) if record is not None and not untrained else None
+    model_name = (repo_id or f"{spec.name}").split("/")[-1]
     data = ModelCardData(
         library_name=spec.library_name,
         license=spec.license,
         tags=list(dict.fromkeys(tags)),
-        datasets=list(spec.datasets) or None,
+        datasets=_hub_dataset_ids(spec, record) or None,
         metrics=list(spec.metrics) or None,
         pipeline_tag=spec.pipeline_tag,
         base_model=base_model,
+        eval_results=results or None,
+        model_name=model_name if results else None,
     )
     card = ModelCard.from_template(
         data,
@@ -91,11 +260,52 @@ def render_card(
         kind=spec.kind,
         name=spec.name,
         model_type_line=f", model type `{spec.model_type}`" if spec.model_type else "",
+        status=status,
+        install=_install(spec),
         usage=_usage(spec, repo_id or f"your-name/{spec.name}"),
-        body=body.strip(),
+        artifact_section=_artifact_section(spec, record) if record is not None and not untrained else "",
+        body=_relabel_body(body.strip(), trained=not untrained) if (record is not None or untrained) else body.strip(),
+        bibtex=bibtex(spec),
     )
     validate_card(card)
     return card
+
+
+def render_artifact_card(
+    spec: MethodSpec, artifact_dir: str | os.PathLike, *, repo_id: str, allow_untrained: bool = False, **kwargs
+) -> ModelCard:
+    """The card `hf-ext push` uploads, rendered from the artifact's `training_record.json`.
+
+    Args:
+        spec ([`MethodSpec`]): the registered method.
+        artifact_dir (`str` or `os.PathLike`): the saved artifact folder.
+        repo_id (`str`): the model repo the card is for.
+        allow_untrained (`bool`, defaults to `False`): publish an artifact without a record (its card says
+            "untrained / random init"); otherwise [`UntrainedArtifactError`] names the command that trains one.
+        kwargs: passed to [`render_card`] (`body`, `base_model`).
+    """
+    from .records import load_training_record
+
+    record = load_training_record(artifact_dir)
+    if record is not None and record.get("method") != spec.name:
+        raise CardError(f"{artifact_dir}: its training record is for method {record.get('method')!r}, not {spec.name!r}")
+    untrained = record is None or not record.get("trained", True)
+    if untrained and not allow_untrained:
+        raise UntrainedArtifactError(
+            f"{artifact_dir} has no training record (training_record.json), so nothing says it was trained: "
+            f"push an artifact saved by `hf-ext reproduce {spec.name}`, or pass --allow-untrained to publish it "
+            "as 'untrained / random init'"
+        )
+    return render_card(spec, repo_id=repo_id, record=record, untrained=untrained, **kwargs)
+
+
+def _card_file(spec: MethodSpec) -> Path:
+    try:
+        from .paths import asset
+
+        return asset("model_cards", f"{spec.name}.md")
+    except Exception:  # an older layout without package assets
+        return spec.card_file
 
 
 def validate_card(card: ModelCard | str) -> ModelCard:

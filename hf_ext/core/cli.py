@@ -4,7 +4,7 @@
 hf-ext list                                   # registered methods
 hf-ext reproduce [METHOD ...] [--full]        # every method at quick scale by default (this is `make run`)
 hf-ext train METHOD [ARGS ...]                # the method's training script (works under `accelerate launch`)
-hf-ext push METHOD --repo-id ID [--from DIR] [--dry-run --out DIR] [--space-repo-id ID]
+hf-ext push METHOD --repo-id ID [--from DIR] [--dry-run --out DIR] [--space-repo-id ID] [--allow-untrained]
 hf-ext demo METHOD [--port N]                 # the method's Gradio Space on 127.0.0.1
 hf-ext setup METHOD                           # install a method's external tools (CodeBC: solc-js via npm)
 hf-ext METHOD {reproduce,train} --help        # the method's own scripts
@@ -65,17 +65,21 @@ def cmd_train(args, extra: list[str]) -> int:
 
 
 def _default_artifact(spec) -> Path:
-    """A trained artifact to push when `--from` is not given: reproduce's, or a quick `hf-ext train` run."""
-    candidate = Path("runs") / spec.name / "artifact"
+    """The artifact `hf-ext reproduce METHOD` saved (`<work dir>/<method>/artifact`). Push never trains: without a
+    saved artifact it stops and names the command that makes one."""
+    from .paths import work_dir
+
+    candidate = work_dir(spec.name, "artifact")
     if (candidate / "config.json").is_file():
         print(f"pushing {candidate} (written by `hf-ext reproduce {spec.name}`)")
         return candidate
-    if spec.train is None:
-        raise SystemExit(f"hf-ext push {spec.name}: no {candidate}; run `hf-ext reproduce {spec.name}` or pass --from DIR")
-    out = Path(tempfile.mkdtemp(prefix=f"hf_ext_{spec.name}_"))
-    print(f"no --from and no {candidate}: training a quick {spec.name} model first (`hf-ext train {spec.name}`)")
-    spec.load("train")(["--output_dir", str(out), "--artifact_dir", str(out / "artifact")])
-    return out / "artifact"
+    make = f"hf-ext reproduce {spec.name}"
+    if spec.train is not None:
+        make += f"` (or `hf-ext train {spec.name} --artifact_dir DIR`"
+    raise SystemExit(
+        f"hf-ext push {spec.name}: no saved artifact at {candidate}, and push never trains. Make one with "
+        f"`{make}`), then run this again, or pass --from DIR with a saved artifact folder."
+    )
 
 
 def cmd_push(args) -> int:
@@ -86,7 +90,8 @@ def cmd_push(args) -> int:
     if args.dry_run and not args.out:
         raise SystemExit("hf-ext push: --dry-run needs --out DIR")
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"hf_ext_push_{spec.name}_"))
-    folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id)
+    folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained,
+                               wheel=args.wheel)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     print(f"push folder {folder}:\n  " + "\n  ".join(files))
     if args.dry_run:
@@ -113,8 +118,10 @@ def load_space_app(spec):
 
 def cmd_demo(args) -> int:
     spec = get_method(args.method)
-    demo = load_space_app(spec).build_demo()
-    demo.launch(server_name=args.host, server_port=args.port, share=False)
+    from .demo import launch_kwargs, prepare
+
+    demo = prepare(load_space_app(spec).build_demo())  # the Space's own queue and upload cap
+    demo.launch(server_name=args.host, server_port=args.port, share=False, **launch_kwargs())
     return 0
 
 
@@ -155,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write the upload folder")
     p.add_argument("--space-repo-id", help="also push spaces/<method>/ as a Gradio Space to this repo")
     p.add_argument("--private", action="store_true")
+    p.add_argument("--wheel", help="the hf_ext wheel to ship in the Space's wheels/ (its requirements.txt installs it)")
+    p.add_argument("--allow-untrained", action="store_true",
+                   help="publish an artifact without training_record.json, its card saying 'untrained / random init'")
 
     p = sub.add_parser("setup", help="install a method's external tools (e.g. solc-js for CodeBC)")
     p.add_argument("method")

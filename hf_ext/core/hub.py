@@ -122,8 +122,10 @@ def save_artifact(model: Any, out_dir: str | os.PathLike, spec: MethodSpec | Non
     return atomic_write_dir(out_dir, write)
 
 
-def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_repo_id: str | None = None) -> Path:
-    """Copies `spaces/<method>/` into `out_dir`, pointing its front-matter `models:` at the pushed model repo."""
+def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_repo_id: str | None = None,
+                       wheel: str | os.PathLike | None = None) -> Path:
+    """Copies `spaces/<method>/` into `out_dir`, pointing its front-matter `models:` at the pushed model repo; with
+    `wheel`, copies the hf_ext wheel to `wheels/` (what the Space's requirements.txt installs)."""
     from huggingface_hub import SpaceCard
 
     src = spec.space_dir
@@ -134,6 +136,9 @@ def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_re
     out.mkdir(parents=True, exist_ok=True)
     for name in SPACE_FILES:
         shutil.copy2(src / name, out / name)
+    if wheel is not None:
+        (out / "wheels").mkdir(exist_ok=True)
+        shutil.copy2(wheel, out / "wheels" / Path(wheel).name)
     if model_repo_id:
         card = SpaceCard.load(out / "README.md")
         card.data.models = [model_repo_id]
@@ -142,22 +147,25 @@ def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_re
 
 
 def build_push_folder(
-    spec: MethodSpec, artifact_dir: str | os.PathLike, out_dir: str | os.PathLike, *, repo_id: str, **card_kwargs
+    spec: MethodSpec, artifact_dir: str | os.PathLike, out_dir: str | os.PathLike, *, repo_id: str,
+    allow_untrained: bool = False, wheel: str | os.PathLike | None = None, **card_kwargs
 ) -> Path:
-    """Writes the exact folder `hf-ext push` uploads: the artifact files, a `README.md` model card, and
-    `spaces/<method>/` ready to push as a Gradio Space."""
+    """Writes the exact folder `hf-ext push` uploads: the artifact files, a `README.md` model card rendered from the
+    artifact's training record (see [`~hf_ext.core.cards.render_artifact_card`]; without a record it is refused
+    unless `allow_untrained`), and `spaces/<method>/` ready to push as a Gradio Space."""
+    from .cards import render_artifact_card
+
     verify_checkpoint(artifact_dir)
     src = Path(artifact_dir)
+    card = render_artifact_card(spec, src, repo_id=repo_id, allow_untrained=allow_untrained, **card_kwargs)
 
     def write(tmp: Path) -> None:
         for item in src.iterdir():
             if item.name.startswith(".") or item.name == "spaces":
                 continue
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp / item.name)
-        from .cards import render_card
-
-        render_card(spec, repo_id=repo_id, **card_kwargs).save(tmp / "README.md")
-        write_space_folder(spec, tmp / "spaces" / spec.name, model_repo_id=repo_id)
+        card.save(tmp / "README.md")
+        write_space_folder(spec, tmp / "spaces" / spec.name, model_repo_id=repo_id, wheel=wheel)
 
     return atomic_write_dir(out_dir, write)
 

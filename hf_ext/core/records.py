@@ -41,6 +41,7 @@ def save_training_record(
     metrics: Sequence[Mapping[str, Any]] = (),
     config: Mapping[str, Any] | None = None,
     notes: str | None = None,
+    skip_nonfinite: bool = False,
 ) -> Path:
     """Writes `training_record.json` into `artifact_dir` atomically (temp file + `os.replace`).
 
@@ -54,6 +55,8 @@ def save_training_record(
         metrics (sequence): `{"name", "type", "value", "split"?, "dataset"?}`; values must be finite numbers.
         config (mapping, *optional*): the run's config (JSON-serialisable).
         notes (`str`, *optional*): one line a card reader should see (e.g. "quick scale, 2 seeds").
+        skip_nonfinite (`bool`, defaults to `False`): drop NaN/inf metrics (named in `notes`) instead of raising;
+            for reproduce scripts, whose last step must not fail on one metric that was not computable.
     """
     folder = Path(artifact_dir)
     if not folder.is_dir():
@@ -66,6 +69,9 @@ def save_training_record(
             if key not in m:
                 raise TrainingRecordError(f"metric {m} has no {key!r}")
         value = float(m["value"])
+        if not math.isfinite(value) and skip_nonfinite:
+            notes = f"{notes + '; ' if notes else ''}{m['name']} not computable ({value})"
+            continue
         if not math.isfinite(value):
             raise TrainingRecordError(f"metric {m['name']!r} is not finite ({value})")
         m["value"] = value
@@ -89,6 +95,15 @@ def save_training_record(
         f.write(text)
     os.replace(tmp, folder / RECORD_FILE)
     return folder / RECORD_FILE
+
+
+def metric(name: str, type: str, value: float, *, split: str | None = "test", dataset: str | None = None,
+           higher_is_better: bool | None = None) -> dict[str, Any]:
+    """One entry of a record's `metrics` (`type` is the Hub metric id, e.g. `"accuracy"`, `"bleu"`, `"mae"`)."""
+    out = {"name": name, "type": type, "value": float(value), "split": split, "dataset": dataset}
+    if higher_is_better is not None:
+        out["higher_is_better"] = higher_is_better
+    return out
 
 
 def load_training_record(artifact_dir: str | os.PathLike) -> dict[str, Any] | None:

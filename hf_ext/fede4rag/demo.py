@@ -1,18 +1,14 @@
 """The FedE4RAG Space: ask a question about the five companies' 10-K reports and see the passages the federated
 retriever and the zero-shot MiniLM retrieve, side by side. Loads the retriever `hf-ext reproduce fede4rag` saves
-(`runs/fede4rag/retriever/`); without it both columns use zero-shot MiniLM, and the page says so."""
+(from the linked model repo); without it both columns use zero-shot MiniLM, and the page says so."""
 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import numpy as np
 
-from hf_ext.core.demo import readable_errors
-from hf_ext.core.registry import REPO_ROOT
-
-ARTIFACT = REPO_ROOT / "runs" / "fede4rag" / "retriever"
+from hf_ext.core.demo import readable_errors, space_model_repo
 PER_COMPANY = 60  # passages per company in the demo corpus (kept small: the Space encodes it on a CPU)
 MAX_LENGTH = 96
 MAX_QUESTION_CHARS = 500
@@ -36,7 +32,7 @@ def demo_corpus() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 @functools.lru_cache(maxsize=2)
-def load_retriever(kind: str, root: str = str(ARTIFACT)):
+def load_retriever(kind: str, root: str | None = None):
     """`(model, tokenizer, index, source)` for `kind` in {"federated", "zero-shot"}."""
     from transformers import AutoModel, AutoTokenizer
 
@@ -45,15 +41,19 @@ def load_retriever(kind: str, root: str = str(ARTIFACT)):
 
     if kind not in ("federated", "zero-shot"):
         raise ValueError(f"unknown retriever {kind!r}")
-    folder = Path(root)
-    if kind == "federated" and (folder / "config.json").is_file():
-        model, tokenizer = AutoModel.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
-        shown = folder.relative_to(REPO_ROOT) if folder.is_relative_to(REPO_ROOT) else folder
-        source = f"FedE4RAG retriever saved by `hf-ext reproduce fede4rag` ({shown})"
-    else:
+    root = root or space_model_repo("fede4rag")  # the linked model repo (or $HF_EXT_MODEL_REPO)
+    model = None
+    why = "no model repo is linked"
+    if kind == "federated" and root:
+        try:
+            model, tokenizer = AutoModel.from_pretrained(root).eval(), AutoTokenizer.from_pretrained(root)
+            source = f"FedE4RAG retriever from `{root}`"
+        except Exception as err:  # noqa: BLE001 - offline or missing: zero-shot MiniLM, and the page says so
+            why = f"could not load the linked model repo {root} ({type(err).__name__})"
+    if model is None:
         model, tokenizer = load_pretrained_retriever()
         source = "zero-shot all-MiniLM-L6-v2" + (
-            "" if kind == "zero-shot" else " (no federated artifact yet: run `hf-ext reproduce fede4rag`)")
+            "" if kind == "zero-shot" else f" (**Note:** {why}; the federated column shows zero-shot MiniLM too)")
     _, texts = demo_corpus()
     vectors = encode_texts(model, tokenizer, list(texts), max_length=MAX_LENGTH)
     return model, tokenizer, RetrievalIndex([str(i) for i in range(len(texts))], vectors), source
@@ -91,7 +91,7 @@ def build_demo():
 
     run = readable_errors(retrieve)  # bad input: a readable message in the page, not a stack trace
 
-    headers = ["rank", "company", "cosine", "passage"]
+    headers = ["rank", "company", "cosine similarity ↑", "passage"]
     with gr.Blocks(title="FedE4RAG: federated retriever for RAG") as demo:
         gr.Markdown(
             "# FedE4RAG — a retriever trained across five companies without sharing their data\n"
@@ -103,6 +103,10 @@ def build_demo():
         with gr.Row():
             question = gr.Textbox(value="What drove the increase in operating margin?", label="question", scale=4)
             k = gr.Slider(1, 10, value=3, step=1, label="passages")
+        gr.Examples(examples=[["How many commercial airplanes did Boeing deliver?", 3],
+                              ["What drove the increase in operating margin?", 3],
+                              ["What were PepsiCo's net revenues?", 5]], inputs=[question, k],
+                    label="examples: questions where the two retrievers can differ")
         button = gr.Button("Retrieve", variant="primary")
         with gr.Row():
             fed = gr.Dataframe(headers=headers, label="federated (FedE4RAG)", elem_id="fede4rag-federated",

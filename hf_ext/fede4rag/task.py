@@ -19,7 +19,7 @@ from hf_ext.core.paths import work_dir
 
 from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdout_split
 from .encoder import (HiddenCache, adapter_arrays, load_pretrained_retriever, load_trainable_state, lora_config)
-from .training import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, frozen_teacher
+from .training import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, compute_metrics, frozen_teacher
 
 SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "centralized", "fede4rag-ckks", "fede4rag-one-client")
 
@@ -61,7 +61,7 @@ class RunConfig:
     one_client: bool = False
     encrypt: bool = False
     seed: int = 0
-    cache_dir: str = field(default_factory=lambda: str(work_dir("fede4rag", "cache")))
+    cache_dir: str = str(work_dir("fede4rag", "cache"))
     encoder_path: str = field(default="", metadata={"help": "pretrained BERT folder (default: all-MiniLM-L6-v2)"})
     data_path: str = field(default="", metadata={"help": "train_qa.json (default: the shared data folder)"})
 
@@ -181,20 +181,23 @@ class FedE4RAGClient:
         from datasets import Dataset
         from transformers import PrinterCallback
 
+        from hf_ext.core.devices import use_cpu
+
         if global_state is not None:
             self.set_state(global_state)
         teacher = frozen_teacher(self.model) if kd and self.run.kd_lambda > 0 else None
         ds = Dataset.from_dict({"q_row": list(range(len(self.pairs))), "p_row": list(range(len(self.pairs)))})
         args = FedE4RAGTrainingArguments(
-            output_dir=tempfile.mkdtemp(prefix="fede4rag_"), use_cpu=True, report_to="none",
+            output_dir=tempfile.mkdtemp(prefix="fede4rag_"), use_cpu=use_cpu(), report_to="none",
             num_train_epochs=self.run.local_epochs, per_device_train_batch_size=self.run.batch_size,
             learning_rate=self.run.learning_rate, weight_decay=0.0, lr_scheduler_type="constant", warmup_steps=0,
-            save_strategy="no", disable_tqdm=True, logging_strategy="no", dataloader_drop_last=True,
+            save_strategy="no", logging_strategy="no", dataloader_drop_last=True,
             seed=self.run.seed * 1000 + 10 * (self.partition if self.partition is not None else 9) + self.rounds_done,
             kd_lambda=self.run.kd_lambda if teacher is not None else 0.0,
         )
         trainer = FedE4RAGTrainer(model=self.model, args=args, train_dataset=ds, teacher=teacher,
-                                  data_collator=CachedPairCollator(self.q_cache, self.p_cache))
+                                  data_collator=CachedPairCollator(self.q_cache, self.p_cache),
+                                  compute_metrics=compute_metrics)  # evaluate(): in-batch hit@k / MRR
         trainer.remove_callback(PrinterCallback)
         self.model.train()
         trainer.train()

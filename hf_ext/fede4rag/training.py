@@ -102,6 +102,18 @@ class FedE4RAGTrainer(Trainer):
                                                     float(getattr(self.args, "temperature", 1.0)))
         return (loss, {"similarity": sim}) if return_outputs else loss
 
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        """Evaluation: the loss, and per query the rank of its own passage among the batch's passages (0 = first),
+        so [`compute_metrics`] can report in-batch hit@k / MRR from `trainer.evaluate()`."""
+        inputs = self._prepare_inputs(inputs)
+        with torch.no_grad():
+            loss, out = self.compute_loss(model, inputs, return_outputs=True)
+        if prediction_loss_only:
+            return loss.detach(), None, None
+        sim = out["similarity"]
+        ranks = (sim > sim.diagonal()[:, None]).sum(dim=1)  # passages scored above the positive
+        return loss.detach(), ranks, torch.zeros_like(ranks)
+
 
 class TextPairCollator:
     """Tokenises `question` / `passage` features into `q_*` / `p_*` tensors."""
@@ -159,3 +171,16 @@ def frozen_teacher(model) -> torch.nn.Module:
 
 __all__ = ["CachedPairCollator", "FedE4RAGTrainer", "FedE4RAGTrainingArguments", "TextPairCollator",
            "TokenPairCollator", "frozen_teacher", "kd_contrastive_loss", "similarity", "split_sides"]
+
+
+def compute_metrics(eval_pred) -> dict[str, float]:
+    """`Trainer(compute_metrics=...)` for [`FedE4RAGTrainer`]: in-batch retrieval (each query against the passages of
+    its evaluation batch) as `inbatch_hit@1`, `inbatch_hit@5` and `inbatch_mrr`. The README's hit@k / MRR rank the
+    whole corpus (`hf_ext.fede4rag.evaluation`); these are the same measures over a batch-sized candidate set."""
+    import numpy as np
+
+    ranks = np.asarray(eval_pred.predictions).reshape(-1)
+    ranks = ranks[ranks >= 0]  # drop Trainer's cross-batch padding
+    return {"inbatch_hit@1": float((ranks < 1).mean()), "inbatch_hit@5": float((ranks < 5).mean()),
+            "inbatch_mrr": float((1.0 / (ranks + 1)).mean())}
+

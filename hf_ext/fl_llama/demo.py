@@ -2,8 +2,9 @@
 generated text and the bytes each party sent, with the KV cache held by each side and without it (the whole prefix
 resent every token).
 
-The Space loads the saved client and server parts from `runs/fl_llama/artifact/{client,server}` (written by
-`hf-ext fl_llama train`); without them it splits a tiny random Llama with a BPE tokenizer trained on MultiRC.
+The Space loads the client and server parts from the linked model repo's `client/` and `server/` subfolders (as
+`hf-ext fl_llama train` writes them); without them it splits a tiny random Llama with a BPE tokenizer trained on
+MultiRC, and says so.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ import functools
 import time
 
 from hf_ext.core.demo import readable_errors
-from hf_ext.core.registry import REPO_ROOT
-
-ARTIFACT = REPO_ROOT / "runs" / "fl_llama" / "artifact"
+from hf_ext.core.demo import space_model_repo
 
 
 @functools.lru_cache(maxsize=1)
@@ -25,11 +24,16 @@ def _parts():
 
     from .modeling_fl_llama import FlLlamaClientModel, FlLlamaServerModel, split_llama
 
-    if (ARTIFACT / "client" / "config.json").is_file() and (ARTIFACT / "server" / "config.json").is_file():
-        client = FlLlamaClientModel.from_pretrained(ARTIFACT / "client")
-        server = FlLlamaServerModel.from_pretrained(ARTIFACT / "server")
-        tok = AutoTokenizer.from_pretrained(ARTIFACT / "client")
-        return client, server, tok, f"saved artifact {ARTIFACT.relative_to(REPO_ROOT)}"
+    repo = space_model_repo("fl_llama")  # the linked model repo (client/ and server/ parts), or $HF_EXT_MODEL_REPO
+    why = "no model repo is linked"
+    if repo:
+        try:
+            client = FlLlamaClientModel.from_pretrained(repo, subfolder="client")
+            server = FlLlamaServerModel.from_pretrained(repo, subfolder="server")
+            tok = AutoTokenizer.from_pretrained(repo, subfolder="client")
+            return client, server, tok, f"model repo `{repo}` (client/ and server/ parts)"
+        except Exception as err:  # noqa: BLE001 - offline or missing: the tiny split below, and the page says so
+            why = f"could not load the linked model repo {repo} ({type(err).__name__})"
     from .data import corpus, load_multirc, train_tokenizer
     from .training import tiny_llama
 
@@ -37,7 +41,7 @@ def _parts():
     torch.manual_seed(0)
     client, server = split_llama(tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id), 1, 1,
                                  client_stored_blocks=3)  # fmt: skip
-    return client, server, tok, "tiny random Llama (no saved artifact found)"
+    return client, server, tok, f"**Note:** {why}; showing a tiny random Llama built in code instead"
 
 
 def _validate(a, c, noise_scale, prompt, max_new_tokens, num_layers: int) -> tuple[int, int, float, str, int]:
@@ -118,6 +122,11 @@ def build_demo():
             s = gr.Slider(0.0, 1.0, value=0.0, step=0.01, label="noise scale s")
             n = gr.Slider(1, 64, value=24, step=1, label="tokens to generate")
         prompt = gr.Textbox(value="What causes a change in motion? Question: Is it a force?", label="prompt", lines=2)
+        gr.Examples(examples=[[1, 1, 0.0, "What causes a change in motion? Question: Is it a force?", 24],
+                              [3, 3, 0.0, "What causes a change in motion? Question: Is it a force?", 24],
+                              [1, 1, 0.5, "What causes a change in motion? Question: Is it a force?", 24]],
+                    inputs=[a, c, s, prompt, n],
+                    label="examples: the default split, more blocks on the client, noise on the hidden states")
         button = gr.Button("Generate through the split model", variant="primary")
         text = gr.Textbox(label="generated continuation (with caches)", elem_id="fl-llama-text")
         table = gr.Dataframe(headers=["mode", "client sent (B)", "server sent (B)", "messages", "tokens/s",

@@ -33,7 +33,7 @@ class FlLlamaReproduceArguments:
     """Scale of the reproduction (quick by default; `--full` gives the spec's complete grids)."""
 
     full: bool = False
-    out: str = field(default_factory=lambda: str(work_dir("fl_llama")))
+    out: str = str(work_dir("fl_llama"))
     seed: int = 0
     train_passages: int = 80
     val_passages: int = 30

@@ -19,6 +19,10 @@ from peft import LoraConfig
 TESTED_PEFT_RANGE = (">=0.21.2", "<0.22")
 
 H2TUNE_MARKER = "use_h2tune"
+# The `peft_type` written to adapter_config.json. Not a member of PEFT's closed `PeftType` enum on purpose: plain
+# PEFT (no hf_ext) refuses the adapter with `KeyError: 'HF_EXT_H2TUNE'` instead of silently building an ordinary
+# LoRA without the middle matrix (logits off by up to 0.42). `import hf_ext` maps it back (see `hooks.py`).
+H2TUNE_PEFT_TYPE = "HF_EXT_H2TUNE"
 
 
 @dataclass
@@ -67,6 +71,23 @@ class H2TuneConfig(LoraConfig):
         from .layer import H2TuneLinear
 
         self._register_custom_module({nn.Linear: H2TuneLinear, Conv1D: H2TuneLinear})
+
+    def save_pretrained(self, save_directory: str, **kwargs) -> None:
+        """PEFT's save, with `peft_type` set to [`H2TUNE_PEFT_TYPE`] in `adapter_config.json` (see above)."""
+        import json
+        import os
+
+        from peft.utils import CONFIG_NAME
+
+        super().save_pretrained(save_directory, **kwargs)
+        path = os.path.join(save_directory, CONFIG_NAME)
+        with open(path) as f:
+            data = json.load(f)
+        data["peft_type"] = H2TUNE_PEFT_TYPE
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(json.dumps(data, indent=2, sort_keys=True))
+        os.replace(tmp, path)
 
     @classmethod
     def from_dict(cls, config_dict: dict) -> "H2TuneConfig":

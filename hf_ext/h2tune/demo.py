@@ -1,36 +1,38 @@
 """The H2Tune Space: pick one of the three heterogeneous clients and prompt it, with and without its federated
-H2Tune adapter. Loads the artifacts `hf-ext reproduce h2tune` writes (`runs/h2tune/clients/<client>/`); without them
+H2Tune adapter. Loads the artifacts `hf-ext reproduce h2tune` writes (the linked model repo (`<client>/base`, `<client>/adapter`)); without them
 it builds the client's untrained tiny decoder and says so."""
 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
-from hf_ext.core.demo import readable_errors
-from hf_ext.core.registry import REPO_ROOT
-
-ARTIFACTS = REPO_ROOT / "runs" / "h2tune" / "clients"
+from hf_ext.core.demo import readable_errors, space_model_repo
 
 
 @functools.lru_cache(maxsize=4)
-def load_client(name: str, root: str = str(ARTIFACTS)):
-    """`(peft_model, source)` for client `name`: the saved base + adapter, or a fresh untrained client."""
+def load_client(name: str, root: str | None = None):
+    """`(peft_model, source)` for client `name`: base + adapter from the linked model repo (or `root`: a repo id or
+    a folder laid out as `hf-ext reproduce h2tune`'s `clients/`, i.e. `<client>/base`, `<client>/adapter`), or a
+    fresh untrained client with a note when that cannot be loaded."""
     from .task import CLIENTS, H2TuneClient, RunConfig
 
     specs = {c.name: c for c in CLIENTS}
     if name not in specs:
         raise ValueError(f"unknown client {name!r}; choose one of {sorted(specs)}")
-    folder = Path(root) / name
-    if (folder / "adapter" / "adapter_config.json").is_file() and (folder / "base" / "config.json").is_file():
+    root = root or space_model_repo("h2tune")
+    why = "no model repo is linked"
+    if root:
         from peft import PeftModel
         from transformers import AutoModelForCausalLM
 
-        base = AutoModelForCausalLM.from_pretrained(folder / "base")
-        return PeftModel.from_pretrained(base, folder / "adapter"), f"saved artifact {folder}"
+        try:
+            base = AutoModelForCausalLM.from_pretrained(root, subfolder=f"{name}/base")
+            return PeftModel.from_pretrained(base, root, subfolder=f"{name}/adapter"), f"model repo `{root}` ({name})"
+        except Exception as err:  # noqa: BLE001 - offline or missing: an untrained client, and the page says so
+            why = f"could not load the linked model repo {root} ({type(err).__name__})"
     index = [c.name for c in CLIENTS].index(name)
     client = H2TuneClient(specs[name], RunConfig(), max(c.layers for c in CLIENTS), index=index)
-    return client.model, "untrained client (run `hf-ext reproduce h2tune` for the federated adapters)"
+    return client.model, f"**Note:** {why}; showing an untrained client built in code instead"
 
 
 def generate(client: str, prompt: str, max_new_tokens: int = 4) -> tuple[list[list[str]], str]:
@@ -76,6 +78,8 @@ def build_demo():
         with gr.Row():
             client = gr.Radio([c.name for c in CLIENTS], value=CLIENTS[0].name, label="client")
             prompt = gr.Textbox(value="3+4=", label="prompt", elem_id="h2tune-prompt")
+        gr.Examples(examples=[["client-0", "3+4="], ["client-2", "print((3+4)%10)>"]], inputs=[client, prompt],
+                    label="examples: a fill-in sum (Llama-style client), a program output (GPT-2-style client)")
         button = gr.Button("Generate", variant="primary")
         table = gr.Dataframe(headers=["model", "answer"], label="greedy answers", elem_id="h2tune-answers")
         info = gr.Markdown(elem_id="h2tune-info")

@@ -36,6 +36,9 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce h2tune", description=__doc__)
     p.add_argument("--full", action="store_true", help="3 seeds, 5 rounds, 40 local steps per round")
     p.add_argument("--out", default=str(work_dir("h2tune")), help="output folder (results.json, clients/)")
+    from hf_ext.core.devices import add_device_argument
+
+    add_device_argument(p)
     p.add_argument("--rounds", type=int, help="federated rounds")
     p.add_argument("--seeds", nargs="+", type=int, help="seeds")
     p.add_argument("--local-steps", type=int, help="optimiser steps per client per round")
@@ -139,8 +142,38 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
+    """`training_record.json` beside each saved H2Tune client (`clients/<name>/adapter` and `base`): its final
+    exact match in the first seed's federation, so `hf-ext push h2tune --from ...` renders the card from it."""
+    from hf_ext.core.records import metric, save_training_record
+
+    per_seed = results["variants"].get("h2tune", {}).get("final_accuracy_per_seed", {})
+    for spec in CLIENTS:
+        folder = out / "clients" / spec.name
+        if not (folder / "adapter").is_dir() or spec.name not in per_seed:
+            continue
+        data = f"synthetic-{spec.task.replace('_', '-')}"
+        common = dict(method="h2tune", command="hf-ext reproduce h2tune" + (" --full" if ns.full else ""),
+                      datasets=[{"name": data, "hub_id": None,
+                                 "description": f"hf_ext.h2tune.data '{spec.task}' modular-arithmetic task"}],
+                      config={"client": spec.__dict__, "run": {k: v for k, v in run.__dict__.items()
+                                                               if isinstance(v, (int, float, str, bool))}})
+        # base_model stays unset: the base is the sibling `base/` folder, not a Hub repo; push it first and set it
+        save_training_record(folder / "adapter", **common, skip_nonfinite=True,
+                             metrics=[metric("exact match", "exact_match", per_seed[spec.name][0], dataset=data,
+                                             higher_is_better=True)],
+                             notes=f"{spec.name} ({spec.family}, {spec.layers} layers, r={spec.rank}) after "
+                                   f"{run.rounds} rounds, seed {seeds[0]}; its base decoder is in ../base")
+        if (folder / "base").is_dir():
+            save_training_record(folder / "base", **common, notes=f"{spec.name}'s base decoder (pretrained on the "
+                                 "shared sums corpus), unmodified by the adapter")
+
+
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
+    from hf_ext.core.devices import set_device
+
+    set_device(ns.device)
     out = Path(ns.out)
     run = RunConfig(rounds=5 if ns.full else 3, local_steps=40 if ns.full else 20, pretrain_steps=300,
                     cache_dir=str(out / "pretrained"))
@@ -184,6 +217,7 @@ def main(argv: list[str] | None = None) -> dict:
     results["seconds"] = time.perf_counter() - start
     results["seconds_federated"] = results["seconds"] - results["seconds_pretrain"]
     (out / "results.json").write_text(json.dumps(results, indent=2))
+    _save_records(out, results, run, seeds, ns)
     table = format_table(results)
     print(table)
     print(f"wrote {out / 'results.json'} and {out / 'clients'} ({results['seconds']:.0f} s: pretraining "

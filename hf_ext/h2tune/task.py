@@ -70,7 +70,7 @@ class RunConfig:
     sparsify: bool = True
     index_aligned: bool = False
     pretrain_steps: int = 0  # >0: briefly pretrain each base on the shared corpus (cached under cache_dir)
-    cache_dir: str = field(default_factory=lambda: str(work_dir("h2tune", "pretrained")))
+    cache_dir: str = str(work_dir("h2tune", "pretrained"))
     alternating: bool = True  # False = the "joint instead of alternating" ablation
     corrupt_partition: int = -1  # tests: this partition sends NaNs (the server must reject them)
     variant: str = "h2tune"  # a key of VARIANTS; `for_variant` sets the fields it implies
@@ -187,19 +187,24 @@ class H2TuneClient:
         from datasets import Dataset
         from transformers import PrinterCallback, TrainingArguments
 
+        from hf_ext.core.devices import use_cpu
+        from hf_ext.core.trainer_metrics import argmax_logits
+
         from .model import H2TuneTrainer
-        from .training import H2TuneAlternatingTrainer, previous_t
+        from .training import H2TuneAlternatingTrainer, compute_metrics, previous_t
 
         ds = Dataset.from_dict(to_features(self.train_pairs))
         args = TrainingArguments(
-            output_dir=self.output_dir, use_cpu=True, report_to="none",
+            output_dir=self.output_dir, use_cpu=use_cpu(), report_to="none",
             max_steps=self.run.local_steps, per_device_train_batch_size=self.run.batch_size,
             learning_rate=self.run.learning_rate, weight_decay=0.1, adam_beta2=0.95, lr_scheduler_type="cosine",
-            warmup_steps=0, save_strategy="no", disable_tqdm=True, seed=self.run.seed, logging_strategy="no",
+            warmup_steps=0, save_strategy="no", seed=self.run.seed, logging_strategy="no",
         )
         extra = [self.relation.weight] if self.relation.weight.requires_grad and not self.plain_lora else []
         # P_c is trained by the task loss through M̃ = P_cᵀ·G + D_c (model.relation_path) and by its norm penalty
         relation = {"relation": self.relation.weight, "global_tensor": self.global_tensor} if extra else {}
+        # trainer.evaluate(eval_dataset) reports exact_match / token_acc (the README's metric), not only the loss
+        relation.update(compute_metrics=compute_metrics, preprocess_logits_for_metrics=argmax_logits)
         if self.run.alternating and self.prev_t and not self.plain_lora:  # rounds >= 1: two passes per step
             trainer = H2TuneAlternatingTrainer(model=self.model, args=args, train_dataset=ds, extra_shared=extra,
                                                prev_t=self.prev_t, **relation)
@@ -294,8 +299,10 @@ def pretrained_base(base, spec: ClientSpec, run: RunConfig, init_seed: int | Non
     if (folder / "config.json").is_file():
         return AutoModelForCausalLM.from_pretrained(folder)
     ds = Dataset.from_dict(to_features(pretrain_corpus(PRETRAIN_CORPUS["n"], seed=PRETRAIN_CORPUS["seed"])))
-    args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="h2tune_pre_"), use_cpu=True, report_to="none",
-                             max_steps=run.pretrain_steps, save_strategy="no", disable_tqdm=True,
+    from hf_ext.core.devices import use_cpu
+
+    args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="h2tune_pre_"), use_cpu=use_cpu(), report_to="none",
+                             max_steps=run.pretrain_steps, save_strategy="no",
                              logging_strategy="no", **PRETRAIN_ARGS)
     trainer = Trainer(model=base, args=args, train_dataset=ds)
     trainer.remove_callback(PrinterCallback)

@@ -76,3 +76,13 @@ class H2TuneAlternatingTrainer(H2TuneTrainer):
             loss_b = out_b.loss + kl
         loss = loss_a + loss_b
         return (loss, out_b) if return_outputs else loss
+
+
+def compute_metrics(eval_pred) -> dict[str, float]:
+    """`Trainer(compute_metrics=...)` of H2Tune's clients (with `preprocess_logits_for_metrics=argmax_logits`):
+    `exact_match` as in the README table (teacher forcing over the first two answer positions equals
+    `hf_ext.h2tune.data.exact_match`'s two-token greedy decode; the test checks it) and `token_acc`."""
+    from hf_ext.core.trainer_metrics import answer_exact_match, token_accuracy
+
+    return {**answer_exact_match(eval_pred, max_positions=2), **token_accuracy(eval_pred)}
+

@@ -115,6 +115,9 @@ def build_demo():
             unseen = gr.Dropdown([NO_UNSEEN] + [str(c) for c in range(10)], value="3", label="unseen class")
             rounds = gr.Slider(2, 80, value=30, step=1, label="rounds")
             seed = gr.Number(value=0, precision=0, label="seed")
+        gr.Examples(examples=[[50, "3", 30, 0], [1, NO_UNSEEN, 30, 0], [100, "3", 30, 0]],
+                    inputs=[ratio, unseen, rounds, seed],
+                    label="examples: the default, balanced pools with every class seen, strong imbalance")
         button = gr.Button("Train vanilla VFL and Proto-EVFL", variant="primary")
         table = gr.Dataframe(headers=["metric (%)", "vanilla VFL", "Proto-EVFL"], label="test metrics",
                              elem_id="proto-evfl-metrics")

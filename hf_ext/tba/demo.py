@@ -1,8 +1,9 @@
 """The TBA Space: pick a rendered example (with ground truth) or upload an image, choose ε, the attack and its number
 of steps, and see the perturbation and the victim's predicted skeleton before and after the attack.
 
-The Space loads the artifacts written by `hf-ext reproduce tba` (or `TBA_ARTIFACTS=<folder>`); without them it
-trains a small victim and generator once (about a minute on two CPU cores) into `runs/tba/demo-artifacts`.
+The Space loads the artifacts of `TBA_ARTIFACTS=<folder>` (e.g. one `hf-ext reproduce tba` wrote); without them it
+trains a small victim and generator once (about a minute on two CPU cores) into the user cache
+(`hf_ext.core.paths.cache_dir("tba", "demo-artifacts")`); it reads nothing from `runs/`.
 """
 
 from __future__ import annotations
@@ -26,16 +27,12 @@ def _artifact_folder() -> Path:
     env = os.environ.get("TBA_ARTIFACTS")
     if env:
         return Path(env)
-    from hf_ext.core.registry import REPO_ROOT
+    from hf_ext.core.paths import cache_dir
 
-    runs = REPO_ROOT / "runs" / "tba"
-    found = sorted(runs.glob("artifacts-*/training.json"), key=lambda p: p.stat().st_mtime)
-    found = [p for p in found if json.loads(p.read_text())["training_args"]["body"] == "procedural"] or found
-    if found:
-        return found[-1].parent
     from .training import TbaTrainingArguments, train_all
 
-    folder = runs / "demo-artifacts"
+    # a Space reads nothing from runs/: a small victim and generator are trained once into the user cache
+    folder = cache_dir("tba", "demo-artifacts")
     if not (folder / "training.json").is_file():
         train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25), folder)
     return folder
@@ -161,6 +158,10 @@ def build_demo():
             attack = gr.Radio(list(ATTACKS), value="TBA", label="attack")
             steps = gr.Slider(1, 50, value=10, step=1, label="steps")
             seed = gr.Number(value=0, precision=0, label="seed")
+        gr.Examples(examples=[[EXAMPLES[0], None, 8, "TBA", 10, 0], [EXAMPLES[0], None, 8, "PGD", 10, 0],
+                              [EXAMPLES[1], None, 4, "FGSM", 1, 0]],
+                    inputs=[source, upload, eps, attack, steps, seed],
+                    label="examples: TBA against PGD on the same image and budget, a one-step FGSM")
         button = gr.Button("Attack", variant="primary")
         with gr.Row():
             clean = gr.Image(label="clean + predicted skeleton", elem_id="tba-clean", type="pil")

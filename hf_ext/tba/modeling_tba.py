@@ -113,7 +113,13 @@ class TbaDhngModel(PreTrainedModel):
 
     def __init__(self, config: TbaDhngConfig):
         super().__init__(config)
-        from diffusers import AutoencoderKL, ControlNetModel
+        try:  # only the noise generator needs diffusers; the victim in this file loads without it
+            from diffusers import AutoencoderKL, ControlNetModel
+        except ImportError as err:
+            raise ImportError(
+                "TbaDhngModel (the DHNG noise generator) needs diffusers, which is not installed: "
+                "pip install 'diffusers>=0.42.1,<0.43'"
+            ) from err
 
         n_vae = len(config.vae_block_out_channels)
         self.vae = AutoencoderKL(

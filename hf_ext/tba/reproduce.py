@@ -65,6 +65,29 @@ def _artifacts(args: TbaTrainingArguments, root: Path, retrain: bool) -> tuple[d
     return train_all(args, folder), False
 
 
+def _save_records(meta: dict, per_seed: list[dict], setting: dict, ns) -> None:
+    """`training_record.json` beside each saved victim (clean test errors, mean over seeds) and the DHNG, so
+    `hf-ext push tba --from <artifact>` renders its card from what the artifact measured."""
+    from hf_ext.core.records import metric, save_training_record
+
+    data = f"rendered-{setting['body']}-body"
+    datasets = [{"name": data, "hub_id": None, "description": f"images rendered from the {setting['body']} body model"}]
+    command = "hf-ext reproduce tba" + (" --full" if ns.full else "")
+    for key, regime in (("victim_a", "white_box"), ("victim_b", "transfer")):
+        if key not in meta["paths"]:
+            continue
+        clean = [s[regime]["clean"] for s in per_seed]
+        metrics = [metric(label, name, statistics.fmean(c[name] for c in clean), dataset=data, higher_is_better=False)
+                   for name, label in (("mpjpe", "MPJPE (mm)"), ("pa_mpjpe", "PA-MPJPE (mm)"), ("pve", "PVE (mm)"))
+                   if name in clean[0]]
+        save_training_record(meta["paths"][key], method="tba", command=command, datasets=datasets, metrics=metrics,
+                             config=meta["training_args"], skip_nonfinite=True,
+                             notes=f"clean test errors, mean over seeds {list(ns.seeds)} ({len(clean)} runs)")
+    if "dhng" in meta["paths"]:
+        save_training_record(meta["paths"]["dhng"], method="tba", command=command, datasets=datasets,
+                             config=meta["training_args"], notes="the DHNG's VAE (reconstruction + KL); no metric")
+
+
 def _errors(body, victim, images, gt) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         pred = torch.cat([victim(pixel_values=images[i : i + 128]).params for i in range(0, len(images), 128)])
@@ -188,11 +211,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
     p.add_argument("--retrain", action="store_true", help="ignore cached artifacts")
     p.add_argument("--out", default=str(work_dir("tba")), help="output folder (results.json, grid.png, artifacts-*/)")
+    from hf_ext.core.devices import add_device_argument
+
+    add_device_argument(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> dict:
     ns = build_parser().parse_args(argv)
+    from hf_ext.core.devices import set_device
+
+    set_device(ns.device)
     full = ns.full
     ns.body = ns.body or ("anny" if full else "procedural")
     ns.seeds = ns.seeds or ([0, 1, 2, 3, 4] if full else [0, 1])
@@ -260,6 +289,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
         "wall_time_s": time.perf_counter() - t0,
     }
     (out / "results.json").write_text(json.dumps(results, indent=1))
+    _save_records(meta, per_seed, results["setting"], ns)
     print(f"\nwrote {out / 'results.json'} and {out / 'grid.png'} ({results['wall_time_s']:.0f}s)")
     return results
 

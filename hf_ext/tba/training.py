@@ -48,25 +48,44 @@ class TbaTrainingArguments:
     seed: int = 0
 
 
-def _trainer(model, dataset, output_dir: Path, epochs: float, lr: float, batch_size: int, seed: int, max_steps=-1):
+def victim_metrics(body):
+    """`compute_metrics` of a victim regressor's `Trainer`: mean MPJPE, PA-MPJPE and PVE in millimetres (the README
+    table's columns; lower is better) of the predicted against the true body parameters, through `body`."""
+
+    def compute_metrics(eval_pred) -> dict[str, float]:
+        from .metrics import body_errors
+
+        preds = eval_pred.predictions[0] if isinstance(eval_pred.predictions, tuple) else eval_pred.predictions
+        with torch.no_grad():
+            errors = body_errors(body, torch.as_tensor(preds).float(), torch.as_tensor(eval_pred.label_ids).float())
+        return {k: float(v.mean()) for k, v in errors.items()}
+
+    return compute_metrics
+
+
+def _trainer(model, dataset, output_dir: Path, epochs: float, lr: float, batch_size: int, seed: int, max_steps=-1,
+             body=None):
     from transformers import Trainer, TrainingArguments
+
+    from hf_ext.core.devices import use_cpu
 
     args = TrainingArguments(
         output_dir=str(output_dir), num_train_epochs=epochs, max_steps=max_steps,
         per_device_train_batch_size=batch_size,
-        learning_rate=lr, weight_decay=0.01, warmup_steps=0, use_cpu=True, report_to="none", save_strategy="no",
-        logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False, seed=seed,
+        learning_rate=lr, weight_decay=0.01, warmup_steps=0, use_cpu=use_cpu(), report_to="none", save_strategy="no",
+        logging_strategy="no", dataloader_num_workers=0, remove_unused_columns=False, seed=seed,
     )  # fmt: skip
-    return Trainer(model=model, args=args, train_dataset=dataset, data_collator=collate)
+    return Trainer(model=model, args=args, train_dataset=dataset, data_collator=collate,
+                   compute_metrics=victim_metrics(body) if body is not None else None)
 
 
 def train_victim(config: TbaVictimConfig, dataset, output_dir: Path, *, epochs: float, lr: float, batch_size: int,
-                 seed: int) -> TbaPoseRegressor:  # fmt: skip
+                 seed: int, body=None) -> TbaPoseRegressor:  # fmt: skip
     """Trains one victim regressor with `Trainer` (MSE on the body parameters) and returns it in eval mode."""
     torch.manual_seed(seed)
     model = TbaPoseRegressor(config)
-    _trainer(model, dataset, output_dir, epochs, lr, batch_size, seed).train()
-    return model.eval()
+    _trainer(model, dataset, output_dir, epochs, lr, batch_size, seed, body=body).train()
+    return model.cpu().eval()  # Trainer moved it to CUDA when present; the attacks and metrics run on CPU tensors
 
 
 def train_dhng(config: TbaDhngConfig, dataset, output_dir: Path, *, epochs: float, lr: float, batch_size: int,
@@ -76,7 +95,7 @@ def train_dhng(config: TbaDhngConfig, dataset, output_dir: Path, *, epochs: floa
     model = TbaDhngModel(config)
     if epochs > 0:
         _trainer(model, dataset.remove_columns("labels"), output_dir, epochs, lr, batch_size, seed).train()
-    return model.eval()
+    return model.cpu().eval()
 
 
 @torch.no_grad()
@@ -105,7 +124,7 @@ def train_all(args: TbaTrainingArguments, out_dir: Path, log=print) -> dict:
         config = TbaVictimConfig(backbone=backbone, image_size=args.image_size, body_model=body.name,
                                  num_params=body.num_params)  # fmt: skip
         model = train_victim(config, train, out_dir / "_trainer", epochs=args.victim_epochs,
-                             lr=args.victim_learning_rate, batch_size=args.batch_size, seed=seed)  # fmt: skip
+                             lr=args.victim_learning_rate, batch_size=args.batch_size, seed=seed, body=body)  # fmt: skip
         paths[name] = str(save_artifact(model, out_dir / name, SPEC))
         timings[f"{name}_s"] = time.perf_counter() - t
         log(f"trained {name} ({backbone}) in {timings[f'{name}_s']:.1f}s")

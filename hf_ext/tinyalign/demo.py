@@ -11,15 +11,16 @@ import numpy as np
 import torch
 
 from hf_ext.core.demo import readable_errors
-from hf_ext.core.registry import REPO_ROOT
+from hf_ext.core.paths import cache_dir
 
-SPACE_DIR = Path(os.environ.get("HF_EXT_TINYALIGN_SPACE_DIR", REPO_ROOT / "runs" / "tinyalign" / "space"))
+# a Space reads nothing from runs/: the two small models are trained once into the user cache
+SPACE_DIR = Path(os.environ.get("HF_EXT_TINYALIGN_SPACE_DIR") or cache_dir("tinyalign", "space"))
 
 
 @functools.lru_cache(maxsize=1)
 def load_models() -> dict:
     """The baseline and TinyAlign (k = 4) artifacts on the small LM, loaded with `from_pretrained`; trained once with
-    the reproduction's recipe (seed 0) and saved under `runs/tinyalign/space/` when missing."""
+    the reproduction's recipe (seed 0) and saved under the user cache (`hf_ext.core.paths.cache_dir`) when missing."""
     from transformers import AutoModelForImageTextToText, AutoTokenizer
 
     from .processing_tinyalign import TinyAlignProcessor
@@ -94,11 +95,13 @@ def build_demo():
             index = gr.Number(value=0, precision=None, label="test digit index (0–359)")
             image = gr.Image(label="or upload an image (used instead of the index)", type="numpy",
                              elem_id="tinyalign-upload")
+        gr.Examples(examples=[[None, 0], [None, 7], [None, 123]], inputs=[image, index],
+                    label="examples: test digits (the captions name class, thickness, width and slant)")
         button = gr.Button("Caption with and without retrieval", variant="primary")
         with gr.Row():
             shown = gr.Image(label="input (8×8, enlarged)", elem_id="tinyalign-input")
             captions = gr.Dataframe(headers=["model", "caption"], label="captions", elem_id="tinyalign-captions")
-        neighbours = gr.Dataframe(headers=["rank", "cosine", "neighbour caption (memory split)"],
+        neighbours = gr.Dataframe(headers=["rank", "cosine similarity ↑", "neighbour caption (memory split)"],
                                   label="retrieved neighbours", elem_id="tinyalign-neighbours")
         button.click(run, [image, index], [shown, captions, neighbours], api_name="caption")
     return demo

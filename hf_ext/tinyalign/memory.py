@@ -98,6 +98,19 @@ class TinyAlignValueEncoder(nn.Module):
         return out
 
 
+FAISS_PIP = "pip install 'faiss-cpu>=1.15.1,<1.16'"
+
+
+def _import_faiss():
+    """faiss, imported on first use. Inside a `try` on purpose: transformers' remote-code import check skips `try`
+    blocks, so a machine without faiss gets this message with the real pip name (`faiss-cpu`), not `pip install faiss`."""
+    try:
+        import faiss
+    except ImportError as err:
+        raise ImportError(f"TinyAlign's memory bank needs faiss, which is not installed: {FAISS_PIP}") from err
+    return faiss
+
+
 class MemoryBankError(ValueError):
     """A memory bank that does not fit the model or the request (width, emptiness, k)."""
 
@@ -119,7 +132,7 @@ class MemoryBank:
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, captions: list[str] | None = None, index=None,
                  index_factory: str = "Flat", ef_search: int = 128):
-        import faiss
+        faiss = _import_faiss()
 
         if keys.ndim != 2 or values.ndim != 3:
             raise MemoryBankError(f"keys must be (N, H) and values (N, L, D); got {tuple(keys.shape)} and "
@@ -178,7 +191,7 @@ class MemoryBank:
         return self.values[ids.reshape(-1)].reshape(b, k * self.values.shape[1], self.values.shape[2])
 
     def state(self) -> dict[str, torch.Tensor]:
-        import faiss
+        faiss = _import_faiss()
 
         raw = faiss.serialize_index(self.index)
         return {"keys": self.keys, "values": self.values, "faiss_index": torch.from_numpy(np.asarray(raw).copy())}
@@ -194,7 +207,7 @@ class MemoryBank:
 
     @classmethod
     def load(cls, path: str | Path) -> "MemoryBank":
-        import faiss
+        faiss = _import_faiss()
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as f:

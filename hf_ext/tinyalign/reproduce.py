@@ -35,7 +35,7 @@ class TinyAlignReproduceArguments:
     both LMs and the released-retrieval ablation."""
 
     full: bool = False
-    out: str = field(default_factory=lambda: str(work_dir("tinyalign")))
+    out: str = str(work_dir("tinyalign"))
     lm_sizes: list[str] = field(default_factory=lambda: ["small", "large"])
     seeds: list[int] = field(default_factory=lambda: [0])
     ks: list[int] = field(default_factory=lambda: [4])
@@ -61,6 +61,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="3 seeds, k in {1, 4}, fractions 20..100 %% on both LMs, and the released-retrieval ablation")
     p.add_argument("--out", default=str(work_dir("tinyalign")),
                    help="output folder (results.json, loss_curves.png, artifact/)")
+    from hf_ext.core.devices import add_device_argument
+
+    add_device_argument(p)
     p.add_argument("--lm-sizes", nargs="+", choices=sorted(LM_CONFIGS))
     p.add_argument("--seeds", nargs="+", type=int)
     p.add_argument("--ks", nargs="+", type=int, help="top-k values of TinyAlign")
@@ -246,6 +249,9 @@ def format_table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
+    from hf_ext.core.devices import set_device
+
+    set_device(ns.device)
     run = TinyAlignReproduceArguments(full=ns.full, out=ns.out)
     for key in ("lm_sizes", "seeds", "ks", "fractions", "epochs", "stage2_epochs", "workers"):
         if getattr(ns, key) is not None:
@@ -292,6 +298,27 @@ def main(argv: list[str] | None = None) -> dict:
         **summary, "seconds": round(time.perf_counter() - start, 1),
     }
     (out / "results.json").write_text(json.dumps(results, indent=1))
+    if artifact_job in done and (out / "artifact").is_dir():  # what `hf-ext push tinyalign` renders the card from
+        from hf_ext.core.records import metric, save_training_record
+
+        m = done[artifact_job]["metrics"]
+        lm, variant, seed, _ = artifact_job
+        save_training_record(
+            out / "artifact", method="tinyalign", command="hf-ext reproduce tinyalign" + (" --full" if run.full else ""),
+            datasets=[{"name": "sklearn-digits-captions", "hub_id": None,
+                       "description": "sklearn load_digits images with generated class + style captions"}],
+            metrics=[metric("token acc", "accuracy", m["token_accuracy"], dataset="sklearn-digits-captions",
+                            higher_is_better=True),
+                     metric("class-word acc", "accuracy", m["class_word_accuracy"], dataset="sklearn-digits-captions",
+                            higher_is_better=True),
+                     metric("BLEU", "bleu", m["bleu"], dataset="sklearn-digits-captions", higher_is_better=True),
+                     metric("test CE", "loss", m["test_loss"], dataset="sklearn-digits-captions",
+                            higher_is_better=False)],
+            config={"lm": lm, "variant": variant, "seed": seed, **{k: v for k, v in asdict(run).items()
+                                                                    if k in ("epochs", "stage2_epochs", "full")}},
+            notes=f"TinyAlign {variant} on the {lm} LM, seed {seed} (the first job of the sweep's artifact cell)",
+            skip_nonfinite=True,
+        )
     plot_curves(summary["curves"], out / "loss_curves.png")
     table = format_table(results)
     print(table)

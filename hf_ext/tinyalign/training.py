@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
+from hf_ext.core.devices import use_cpu as _run_uses_cpu
+
 from .metrics import class_word_accuracy, corpus_bleu, token_accuracy
 
 
@@ -25,8 +27,8 @@ class TinyAlignTrainingArguments(TrainingArguments):
     save_strategy: str = "no"
     report_to: str | list[str] = "none"
     remove_unused_columns: bool = False
-    use_cpu: bool = field(default_factory=lambda: not torch.cuda.is_available())
-    disable_tqdm: bool = True
+    # the run's --device (auto: TrainingArguments picks CUDA when present); progress bars as HF's default (on)
+    use_cpu: bool = field(default_factory=_run_uses_cpu)
     dataloader_num_workers: int = 0
 
 
@@ -62,8 +64,12 @@ def make_trainer(model, processor, train_dataset, args: TinyAlignTrainingArgumen
     else:
         raise ValueError(f"stage must be 'pretrain' or 'finetune', got {stage!r}")
     curve = LossCurveCallback()
+    from hf_ext.core.trainer_metrics import argmax_logits, token_accuracy as token_acc_metric
+
+    # trainer.evaluate(eval_dataset) reports `eval_token_acc` (the README's "token acc", teacher-forced caption
+    # tokens); class-word accuracy and BLEU need generation (`evaluate_captions`)
     trainer = Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=TinyAlignCollator(processor),
-                      callbacks=[curve])
+                      callbacks=[curve], compute_metrics=token_acc_metric, preprocess_logits_for_metrics=argmax_logits)
     return trainer, curve
 
 

@@ -1,7 +1,9 @@
 """Gradio Space for stringy Tr(φ³) and superstring amplitudes (arXiv 2504.21676), built on hf_ext: a thin shell
 over `hf_ext.amplitudes.demo`."""
 
+from hf_ext.core.demo import launch_kwargs, prepare
 from hf_ext.amplitudes.demo import build_demo
 
 if __name__ == "__main__":
-    build_demo().launch()
+    # queued, uploads capped (Gradio max_file_size), per-request limits in the handlers
+    prepare(build_demo()).launch(**launch_kwargs())

@@ -1,6 +1,8 @@
 """Gradio Space for ORCA (arXiv 2508.16573), built on hf_ext: a thin shell over `hf_ext.orca.demo`."""
 
+from hf_ext.core.demo import launch_kwargs, prepare
 from hf_ext.orca.demo import build_demo
 
 if __name__ == "__main__":
-    build_demo().launch()
+    # queued, uploads capped (Gradio max_file_size), per-request limits in the handlers
+    prepare(build_demo()).launch(**launch_kwargs())

@@ -147,7 +147,7 @@ def test_card_validates_and_rejects_bad_metadata():
 def test_push_dry_run_writes_the_upload_folder(artifact, tmp_path, capsys):
     out = tmp_path / "upload"
     assert cli_main(["push", "orca", "--repo-id", "someone/orca-mmoe", "--from", str(artifact),
-                     "--dry-run", "--out", str(out)]) == 0
+                     "--dry-run", "--out", str(out), "--allow-untrained"]) == 0
     files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert {"config.json", "model.safetensors", "modeling_orca.py", "configuration_orca.py", "README.md",
             "spaces/orca/app.py", "spaces/orca/README.md", "spaces/orca/requirements.txt"} <= files
@@ -165,7 +165,7 @@ def test_push_to_local_hub(artifact, tmp_path):
         env = _env(HF_ENDPOINT=hub.url, HF_TOKEN="hf_fake", HF_HUB_OFFLINE="0", HF_HOME=str(tmp_path / "hf_home"))
         proc = subprocess.run(
             [sys.executable, "-m", "hf_ext.core.cli", "push", "orca", "--repo-id", "tester/orca-mmoe",
-             "--from", str(artifact), "--space-repo-id", "tester/orca-space"],
+             "--from", str(artifact), "--space-repo-id", "tester/orca-space", "--allow-untrained"],
             capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
