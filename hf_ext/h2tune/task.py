@@ -11,7 +11,7 @@ import dataclasses
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
