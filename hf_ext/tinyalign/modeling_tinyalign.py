@@ -279,8 +279,10 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """Loads weights and, if the artifact has `memory_bank.safetensors`, the bank (faiss index + values)."""
-        model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        """Loads weights and, if the artifact has `memory_bank.safetensors`, the bank (faiss index + values).
+        With `output_loading_info=True` returns `(model, info)` as transformers does."""
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        model = loaded[0] if kwargs.get("output_loading_info") else loaded
         path = Path(os.fspath(pretrained_model_name_or_path)) / BANK_FILE
         if not path.is_file():
             from transformers.utils import cached_file
@@ -290,7 +292,7 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
             path = Path(found) if found else None
         if path is not None and model.config.use_retrieval:
             model.set_memory_bank(MemoryBank.load(path))
-        return model
+        return loaded
 
 
 __all__ = ["TinyAlignForConditionalGeneration", "TinyAlignPreTrainedModel", "TinyAlignOutput", "TinyAlignConnector"]
