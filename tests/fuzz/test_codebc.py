@@ -65,9 +65,17 @@ def _stage(**kwargs):
 
 
 def _reproduce(*argv):
-    from hf_ext.codebc.reproduce import main
+    """`main(argv)` with the first expensive step replaced by an error: a flag that slips through validation shows
+    up as a deep failure at once instead of starting a real run."""
+    from unittest import mock
 
-    return main(["--out", "/nonexistent/never-written", *argv])
+    from hf_ext.codebc import reproduce
+
+    def reached(*args, **kwargs):
+        raise RuntimeError(f"bad flags {argv} reached the run (toolchain_problem)")
+
+    with mock.patch.object(reproduce, "toolchain_problem", reached):
+        return reproduce.main(["--out", "/dev/null/hf_ext_fuzz", *argv])
 
 
 CASES = [

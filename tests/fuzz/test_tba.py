@@ -67,9 +67,17 @@ def _tba(clean):
 
 
 def _reproduce(*argv):
-    from hf_ext.tba.reproduce import main
+    """`main(argv)` with the first expensive step replaced by an error: a flag that slips through validation shows
+    up as a deep failure at once instead of starting a real run."""
+    from unittest import mock
 
-    return main(["--out", "/nonexistent/never-written", *argv])
+    from hf_ext.tba import reproduce
+
+    def reached(*args, **kwargs):
+        raise RuntimeError(f"bad flags {argv} reached the run (_run)")
+
+    with mock.patch.object(reproduce, "_run", reached):
+        return reproduce.main(["--out", "/dev/null/hf_ext_fuzz", *argv])
 
 
 def _train_args(**kwargs):

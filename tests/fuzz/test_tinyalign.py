@@ -47,9 +47,17 @@ def _with_ids(fn):
 
 
 def _reproduce(*argv):
-    from hf_ext.tinyalign.reproduce import main
+    """`main(argv)` with the first expensive step replaced by an error: a flag that slips through validation shows
+    up as a deep failure at once instead of starting a real run."""
+    from unittest import mock
 
-    return main(["--out", "/nonexistent/never-written", *argv])
+    from hf_ext.tinyalign import reproduce
+
+    def reached(*args, **kwargs):
+        raise RuntimeError(f"bad flags {argv} reached the run (setup)")
+
+    with mock.patch.object(reproduce, "setup", reached):
+        return reproduce.main(["--out", "/dev/null/hf_ext_fuzz", *argv])
 
 
 def _bank(keys=None, values=None):
