@@ -1,5 +1,11 @@
 """Hub artifacts: atomic saves, checkpoint verification, the push folder (model + card + Space) and the push itself.
 
+- Saves ([`atomic_write_dir`]) swap a finished temporary folder with the artifact in one atomic exchange, so the
+  path holds the old or the new complete artifact at every instant, and record the sha256 of every weight/table file
+  in [`CHECKSUMS_FILE`]; [`verify_checkpoint`] checks them (and headers, sizes, `model_type`) before a load.
+- Pushes upload an allow-list ([`PUSH_ALLOWED`], [`select_push_files`]): everything else (secrets, pickles, logs,
+  hidden files, symlinks leaving the folder) is refused and listed.
+
 Every registered model class writes safetensors, `config.json` with `auto_map` and its modeling code (see
 [`~hf_ext.core.registry.register_method`]), so a pushed repo loads with `trust_remote_code=True` on a machine
 without hf_ext, and with plain `AutoModel.from_pretrained` where hf_ext is imported.
@@ -371,6 +377,9 @@ def select_push_files(artifact_dir: str | os.PathLike) -> tuple[list[str], list[
                 target = item.resolve()
                 if root != target and root not in target.parents:
                     refused.append((rel, f"symlink leaving the artifact folder (-> {os.readlink(item)})"))
+                    continue
+                if item.is_dir():  # not followed: a link to an enclosing folder would recurse forever
+                    refused.append((rel, "symlinked folder (not followed)"))
                     continue
             if item.is_dir():
                 walk(item)

@@ -123,7 +123,7 @@ def guard_config_keys(config_class: type) -> None:
 
 def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
     """`value` as an int `>= minimum`; bools, floats and NaN are refused."""
-    if isinstance(value, bool) or not isinstance(value, int) and not (hasattr(value, "__index__")):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):  # ints and numpy ints, not floats
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     value = int(value)
     if value < minimum:

@@ -49,6 +49,7 @@ def planted(tmp_path) -> Path:
     os.symlink(outside, art / "linked_config.json")  # escapes the folder
     os.symlink(tmp_path, art / "escape_dir")
     os.symlink(art / "config.json", art / "generation_config.json")  # stays inside: uploaded as a file
+    os.symlink(art, art / "loop")  # a folder link back into the artifact: not followed
     return art
 
 
@@ -64,6 +65,7 @@ def test_select_push_files_refuses_everything_planted(planted):
     for rel in ("pytorch_model.bin", "training_args.bin", "optimizer.pt", "scaler.pkl"):
         assert "pickle" in reasons[rel], rel
     assert "symlink leaving" in reasons["linked_config.json"] and "symlink leaving" in reasons["escape_dir"]
+    assert reasons["loop"] == "symlinked folder (not followed)"
 
 
 def test_dry_run_prints_the_exact_list(planted, tmp_path, capsys):
