@@ -9,7 +9,9 @@
   closest field;
 - loading a saved `config.json` (`from_pretrained`, `from_dict`, `AutoConfig`) with such a key **warns** by name
   ([`UnknownConfigKeyWarning`]) and keeps it as an attribute, as transformers does: a config written by a newer
-  hf_ext must still load in an older one (forward compatibility).
+  hf_ext must still load in an older one (forward compatibility). Keys that Hub configs carry from older
+  transformers ([`LEGACY_HUB_KEYS`], e.g. `gradient_checkpointing`) also only warn when a config is rebuilt from
+  such a dict in code; [`loading_saved_config`] marks any other such rebuild explicitly.
 
 Remote code loaded with `trust_remote_code=True` on a machine without hf_ext keeps transformers' behaviour
 (unknown keys become attributes silently): the configuration files may not import hf_ext.
@@ -17,6 +19,7 @@ Remote code loaded with `trust_remote_code=True` on a machine without hf_ext kee
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import difflib
 import functools
@@ -36,6 +39,32 @@ _COMMON_KEYS = frozenset({
     "_attn_implementation_internal", "_experts_implementation_internal", "return_dict", "output_hidden_states",
     "use_return_dict", "tie_word_embeddings",
 })
+
+
+# Keys that configs on the Hub carry from older transformers versions (not fields in transformers 5): building a
+# config from such a dict in code (e.g. `MyConfig(**pretrained.config.to_dict())`) warns about them by name
+# instead of raising, as loading does.
+LEGACY_HUB_KEYS = frozenset({
+    "gradient_checkpointing", "position_embedding_type", "torchscript", "use_bfloat16", "xla_device",
+    "pruned_heads", "tie_encoder_decoder", "chunk_size_feed_forward", "is_decoder", "add_cross_attention",
+    "cross_attention_hidden_size", "tokenizer_class", "prefix", "task_specific_params", "finetuning_task",
+    "decoder_start_token_id", "sep_token_id", "tf_legacy_loss", "use_cache", "output_scores",
+    "return_dict_in_generate", "classifier_dropout",
+})
+
+
+@contextlib.contextmanager
+def loading_saved_config():
+    """Marks configs built inside the block as coming from a saved `config.json` (unknown keys warn, not raise).
+
+    `from_pretrained` / `from_dict` set it themselves; use it where code rebuilds a config from another saved
+    config's dict, e.g. `with loading_saved_config(): MyConfig(**pretrained.config.to_dict())`.
+    """
+    token = _LOADING.set(True)
+    try:
+        yield
+    finally:
+        _LOADING.reset(token)
 
 
 class UnknownConfigKeyError(TypeError, ValueError):
@@ -76,8 +105,8 @@ def check_config_keys(config_class: type, kwargs: dict[str, Any]) -> None:
         close = difflib.get_close_matches(key, sorted(known), n=1)
         hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     name = config_class.__name__
-    if _LOADING.get():
-        warnings.warn(f"{name}: the saved config has keys this version does not know, kept as attributes: "
+    if _LOADING.get() or all(key in LEGACY_HUB_KEYS for key in unknown):
+        warnings.warn(f"{name}: keys of a saved config that this version does not know, kept as attributes: "
                       f"{', '.join(hints)}", UnknownConfigKeyWarning, stacklevel=4)
         return
     raise UnknownConfigKeyError(f"{name} got unknown config keys {', '.join(hints)}; the fields are the "
@@ -107,11 +136,8 @@ def guard_config_keys(config_class: type) -> None:
 
     @functools.wraps(original_from_dict)
     def from_dict(cls, config_dict, **kwargs):
-        token = _LOADING.set(True)
-        try:
+        with loading_saved_config():
             return original_from_dict(cls, config_dict, **kwargs)
-        finally:
-            _LOADING.reset(token)
 
     config_class.__init__ = __init__
     config_class.from_dict = classmethod(from_dict)
@@ -153,5 +179,5 @@ def check_ids_in_range(name: str, ids: Iterable[int], size: int) -> list[int]:
     return out
 
 
-__all__ = ["UnknownConfigKeyError", "UnknownConfigKeyWarning", "check_config_keys", "check_finite_number",
+__all__ = ["LEGACY_HUB_KEYS", "UnknownConfigKeyError", "loading_saved_config", "UnknownConfigKeyWarning", "check_config_keys", "check_finite_number",
            "check_ids_in_range", "check_positive_int", "guard_config_keys", "known_config_keys"]

@@ -141,3 +141,15 @@ def test_unknown_config_key_warns_when_loading(orca_dir, tmp_path):
         warnings.simplefilter("error", UnknownConfigKeyWarning)
         OrcaModel.from_pretrained(orca_dir)  # a config this version wrote has no unknown keys
         OrcaConfig.from_dict(tiny_config().to_dict())
+
+
+def test_legacy_hub_keys_warn_and_saved_rebuilds_can_say_so():
+    from hf_ext.core.validation import loading_saved_config
+
+    with pytest.warns(UnknownConfigKeyWarning, match="gradient_checkpointing"):
+        config = OrcaConfig(**{**tiny_config().to_dict(), "gradient_checkpointing": False})
+    assert config.gradient_checkpointing is False
+    with pytest.raises(UnknownConfigKeyError):  # one legacy key does not excuse a typo beside it
+        OrcaConfig(**{**tiny_config().to_dict(), "gradient_checkpointing": False, "embed_dimm": 8})
+    with loading_saved_config(), pytest.warns(UnknownConfigKeyWarning, match="from_a_newer_version"):
+        OrcaConfig(**{**tiny_config().to_dict(), "from_a_newer_version": 1})
