@@ -119,8 +119,8 @@ def verify_checksums(folder: str | os.PathLike) -> bool:
     for rel, expected in sorted(files.items()):
         got = file_sha256(folder / rel)
         if got != expected:
-            raise CheckpointError(f"{folder / rel} is corrupt: sha256 {got[:12]}… does not match the {expected[:12]}… "
-                                  f"recorded in {CHECKSUMS_FILE} when it was saved")
+            raise CheckpointError(f"{folder / rel} is corrupt: sha256 {got[:12]}… does not match the "
+                                  f"{expected[:12]}… recorded in {CHECKSUMS_FILE} when it was saved")
     return True
 
 

@@ -179,5 +179,6 @@ def check_ids_in_range(name: str, ids: Iterable[int], size: int) -> list[int]:
     return out
 
 
-__all__ = ["LEGACY_HUB_KEYS", "UnknownConfigKeyError", "loading_saved_config", "UnknownConfigKeyWarning", "check_config_keys", "check_finite_number",
-           "check_ids_in_range", "check_positive_int", "guard_config_keys", "known_config_keys"]
+__all__ = ["LEGACY_HUB_KEYS", "UnknownConfigKeyError", "UnknownConfigKeyWarning", "check_config_keys",
+           "check_finite_number", "check_ids_in_range", "check_positive_int", "guard_config_keys", "known_config_keys",
+           "loading_saved_config"]

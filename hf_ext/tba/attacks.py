@@ -219,4 +219,5 @@ def mifgsm(loss_fn: Callable, clean: torch.Tensor, eps: float, steps: int, alpha
     return adv
 
 
-__all__ = ["AdversarialLossConfig", "AdversarialObjective", "check_clean_images", "check_eps", "fgsm", "mifgsm", "pgd", "project"]
+__all__ = ["AdversarialLossConfig", "AdversarialObjective", "check_clean_images", "check_eps", "fgsm", "mifgsm",
+           "pgd", "project"]

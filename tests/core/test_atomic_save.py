@@ -237,3 +237,38 @@ def test_exchange_failure_keeps_old(tmp_path, monkeypatch):
         atomic_write_dir(out, lambda d: (d / "config.json").write_text('{"v": 3}'))
     monkeypatch.setattr(os, "replace", real_replace)
     assert json.loads((out / "config.json").read_text()) == {"v": 2} and _leftovers(out) == []
+
+
+REAL_CHILD = textwrap.dedent(
+    r"""
+    import sys
+    import torch
+    import hf_ext
+    from hf_ext.core.hub import save_artifact
+    from hf_ext.tinyalign.testing import tiny_model
+    models = [tiny_model(seed=s) for s in (0, 1)]
+    for i in range(1000):
+        save_artifact(models[i % 2], sys.argv[1])
+        print(f"saved {i + 1}", flush=True)
+    """
+)
+
+
+def test_killed_real_save_loads(tmp_path):
+    """A TinyAlign model (weights + faiss bank) saved in a loop and killed mid-way loads with its bank."""
+    out = tmp_path / "tinyalign"
+    proc = subprocess.Popen([sys.executable, "-c", REAL_CHILD, str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    for _ in range(3):  # let a few saves complete, then kill during a later one
+        line = proc.stdout.readline()
+        assert line.startswith("saved"), proc.stderr.read()[-2000:]
+    time.sleep(random.Random(1).uniform(0.0, 0.3))
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=120)
+    from transformers import AutoModelForImageTextToText
+
+    import hf_ext  # noqa: F401
+
+    model = AutoModelForImageTextToText.from_pretrained(out)
+    assert model.memory_bank is not None and len(model.memory_bank) == 24
+    _next_save_cleans(out)
