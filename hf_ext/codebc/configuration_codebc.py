@@ -6,6 +6,8 @@ it imports nothing from hf_ext: a Hub user loads it with `trust_remote_code=True
 
 from __future__ import annotations
 
+import math
+
 from transformers import LlamaConfig
 
 
@@ -36,9 +38,32 @@ class CodeBCConfig(LlamaConfig):
         if self.tag_token_ids is None:
             self.tag_token_ids = {}
         self.tag_token_ids = {str(k): int(v) for k, v in self.tag_token_ids.items()}
+        self.validate_sizes()  # before LlamaConfig divides by num_attention_heads
         super().__post_init__(**kwargs)
         if len(set(self.security_tags)) != len(self.security_tags) or len(self.security_tags) < 2:
             raise ValueError(f"CodeBCConfig.security_tags must hold >= 2 distinct tags, got {self.security_tags}")
         bad = {k: v for k, v in self.tag_token_ids.items() if not 0 <= v < self.vocab_size}
         if bad:
             raise ValueError(f"CodeBCConfig.tag_token_ids outside the vocabulary (size {self.vocab_size}): {bad}")
+        for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            value = getattr(self, name, None)
+            if isinstance(value, int) and not 0 <= value < self.vocab_size:
+                raise ValueError(f"CodeBCConfig.{name}={value} must lie in [0, vocab_size={self.vocab_size})")
+
+    def validate_sizes(self) -> None:
+        """Zero, negative or NaN sizes fail here, naming the field, not later inside torch."""
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                     "max_position_embeddings"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"CodeBCConfig.{name} must be an integer >= 1, got {value!r}")
+        kv = self.num_key_value_heads if self.num_key_value_heads is not None else self.num_attention_heads
+        if isinstance(kv, bool) or not isinstance(kv, int) or kv < 1 or self.num_attention_heads % kv:
+            raise ValueError(f"CodeBCConfig.num_key_value_heads must be >= 1 and divide num_attention_heads="
+                             f"{self.num_attention_heads}, got {kv!r}")
+        if getattr(self, "head_dim", None) is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"CodeBCConfig.hidden_size={self.hidden_size} must be divisible by num_attention_heads="
+                             f"{self.num_attention_heads}")
+        eps = self.rms_norm_eps
+        if not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+            raise ValueError(f"CodeBCConfig.rms_norm_eps must be a finite number > 0, got {eps!r}")

@@ -50,6 +50,27 @@ class ScaleConfig:
     temperature: float = 0.8
     seed: int = 0
 
+    def __post_init__(self):
+        """Every size is an integer >= 1 (steps >= 0), rates and the temperature finite and > 0; checked before any
+        work, so a bad `--stage-steps` or `--samples` fails here naming the flag's field."""
+        for name in ("vocab_size", "hidden_size", "layers", "heads", "block_size", "max_chars", "n_secure",
+                     "stage_batch", "max_length", "samples", "max_new_tokens", "max_prompt_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ScaleConfig.{name} must be an integer >= 1, got {value!r}")
+        for name in ("pretrain_steps", "stage_steps", "n_injected_per_pattern", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"ScaleConfig.{name} must be an integer >= 0, got {value!r}")
+        if self.stage_steps == 0:
+            raise ValueError("ScaleConfig.stage_steps must be >= 1 (0 would train no adapter)")
+        for name in ("pretrain_lr", "stage_lr", "temperature"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ValueError(f"ScaleConfig.{name} must be a finite number > 0, got {value!r}")
+        if self.hidden_size % self.heads:
+            raise ValueError(f"ScaleConfig.hidden_size={self.hidden_size} must be divisible by heads={self.heads}")
+
     def key(self, *fields: str) -> str:
         d = asdict(self)
         blob = json.dumps({f: d[f] for f in fields} if fields else d, sort_keys=True)

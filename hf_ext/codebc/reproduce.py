@@ -221,6 +221,11 @@ def _save_record(artifact: Path, results: dict, scale, args) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
+    overrides = {k: v for k, v in (("stage_steps", args.stage_steps), ("samples", args.samples),
+                                   ("seed", args.seed),
+                                   ("pretrain_steps", args.pretrain_steps),
+                                   ("max_new_tokens", args.max_new_tokens)) if v is not None}
+    scale = dataclasses.replace(FULL if args.full else QUICK, **overrides)  # validates the flags, before any work
     from hf_ext.core.devices import set_device
 
     set_device(args.device)
@@ -232,12 +237,6 @@ def main(argv: list[str] | None = None) -> dict:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
-    scale = FULL if args.full else QUICK
-    overrides = {k: v for k, v in (("stage_steps", args.stage_steps), ("samples", args.samples),
-                                   ("seed", args.seed),
-                                   ("pretrain_steps", args.pretrain_steps),
-                                   ("max_new_tokens", args.max_new_tokens)) if v is not None}
-    scale = dataclasses.replace(scale, **overrides)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = run(scale, out, control=args.full or args.control)

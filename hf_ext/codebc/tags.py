@@ -102,17 +102,48 @@ class ForcedTagLogitsProcessor:
         forced_ids (`list[int]`): the token ids to force.
     """
 
-    def __init__(self, prompt_length: int, forced_ids: list[int]):
+    def __init__(self, prompt_length: int, forced_ids: list[int], vocab_size: int | None = None):
+        if isinstance(prompt_length, bool) or not isinstance(prompt_length, int) or prompt_length < 0:
+            raise ValueError(f"prompt_length must be an integer >= 0, got {prompt_length!r}")
+        ids = list(forced_ids)
+        if any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
+            raise ValueError(f"forced_ids must be integer token ids, got {ids}")
+        high = vocab_size if vocab_size is not None else None
+        bad = [i for i in ids if i < 0 or (high is not None and i >= high)]
+        if bad:
+            raise ValueError(f"forced_ids must lie in [0, {high if high is not None else 'vocab_size'}), got {bad} "
+                             f"(a negative id would wrap around to the end of the vocabulary)")
         self.prompt_length = prompt_length
-        self.forced_ids = list(forced_ids)
+        self.forced_ids = ids
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         step = input_ids.shape[1] - self.prompt_length
+        if 0 <= step < len(self.forced_ids) and self.forced_ids[step] >= scores.shape[-1]:
+            raise ValueError(f"forced_ids must lie in [0, vocab_size={scores.shape[-1]}), got "
+                             f"{self.forced_ids[step]}")
         if 0 <= step < len(self.forced_ids):
             forced = torch.full_like(scores, float("-inf"))
             forced[:, self.forced_ids[step]] = 0.0
             return forced
         return scores
+
+
+def check_generation_args(instructions, *, max_new_tokens, temperature, top_p, max_prompt_tokens, batch_size,
+                          do_sample) -> None:
+    """Refuses arguments of [`generate_with_tag`] that would crash inside `generate()` or silently do something else
+    (an empty batch, `max_prompt_tokens=0` keeping the whole prompt, a zero batch size)."""
+    from hf_ext.core.validation import check_finite_number, check_positive_int
+
+    if not isinstance(instructions, (list, tuple)) or len(instructions) == 0:
+        raise ValueError("instructions must be a non-empty list of strings (an empty batch generates nothing)")
+    if not all(isinstance(i, str) and i.strip() for i in instructions):
+        raise ValueError("instructions must be non-empty strings")
+    check_positive_int("max_new_tokens", max_new_tokens)
+    check_positive_int("max_prompt_tokens", max_prompt_tokens)
+    check_positive_int("batch_size", batch_size)
+    if do_sample:
+        check_finite_number("temperature", temperature, low=0.0, low_open=True, high=100.0)
+        check_finite_number("top_p", top_p, low=0.0, low_open=True, high=1.0)
 
 
 @torch.no_grad()
@@ -144,6 +175,8 @@ def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_
 
     if isinstance(instructions, str):
         instructions = [instructions]
+    check_generation_args(instructions, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                          max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, do_sample=do_sample)
     if force not in ("processor", "prefix"):
         raise ValueError(f"force must be 'processor' or 'prefix', got {force!r}")
     block = tag_block(security_tag) if security_tag is not None else ""
@@ -167,7 +200,7 @@ def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_
         mask = torch.tensor([[0] * (width - len(ids[i])) + [1] * len(ids[i]) for i in chunk])
         processors = LogitsProcessorList()
         if forced_ids:
-            processors.append(ForcedTagLogitsProcessor(width, forced_ids))
+            processors.append(ForcedTagLogitsProcessor(width, forced_ids, vocab_size=len(tokenizer)))
         gen_kwargs = dict(max_new_tokens=max_new_tokens + len(forced_ids), do_sample=do_sample,
                           pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                           logits_processor=processors)

@@ -51,6 +51,28 @@ class CodeBCStageArguments:
     trainable_token_ids: list[int] | None = None
     seed: int = 0
 
+    def __post_init__(self):
+        from hf_ext.core.validation import check_finite_number, check_positive_int
+
+        check_finite_number("learning_rate", self.learning_rate, low=0.0, low_open=True, high=10.0)
+        check_finite_number("epochs", self.epochs, low=0.0, low_open=True, high=1e6)
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps == 0 \
+                or self.max_steps < -1:
+            raise ValueError(f"max_steps must be -1 (use epochs) or an integer >= 1, got {self.max_steps!r}")
+        check_positive_int("batch_size", self.batch_size)
+        check_positive_int("max_length", self.max_length, minimum=2)
+        check_finite_number("adam_beta2", self.adam_beta2, low=0.0, high=1.0)
+        check_finite_number("weight_decay", self.weight_decay, low=0.0, high=10.0)
+        check_positive_int("lora_r", self.lora_r)
+        check_finite_number("lora_alpha", self.lora_alpha, low=0.0, low_open=True, high=1e6)
+        check_finite_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0)
+        if self.lora_dropout == 1.0:
+            raise ValueError("lora_dropout must be in [0, 1), got 1.0 (every LoRA activation dropped)")
+        if not self.lora_targets:
+            raise ValueError("lora_targets must name at least one module (e.g. ['q_proj', 'v_proj'])")
+        if self.trainable_token_ids is not None and any(int(i) < 0 for i in self.trainable_token_ids):
+            raise ValueError(f"trainable_token_ids must be ids >= 0, got {self.trainable_token_ids}")
+
 
 def lora_config(args: CodeBCStageArguments):
     from peft import LoraConfig
@@ -72,6 +94,8 @@ def encode_pair(tokenizer, prompt: str, answer: str, max_length: int, loss_on_pr
 
     Too-long examples lose the start of the prompt (the authors truncate on the left), never the answer.
     """
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"max_length must be an integer >= 1, got {max_length!r}")
     p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     a = tokenizer(answer, add_special_tokens=False)["input_ids"]
     a = a[:max_length]

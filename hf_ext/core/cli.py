@@ -83,24 +83,41 @@ def _default_artifact(spec) -> Path:
 
 
 def cmd_push(args) -> int:
-    from .hub import build_push_folder, push_folder
+    import shutil
+
+    from .hub import build_push_folder, push_folder, push_manifest, select_push_files
 
     spec = get_method(args.method)
-    artifact = Path(args.from_dir) if args.from_dir else _default_artifact(spec)
     if args.dry_run and not args.out:
         raise SystemExit("hf-ext push: --dry-run needs --out DIR")
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"hf_ext_push_{spec.name}_"))
-    folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained,
-                               wheel=args.wheel)
-    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-    print(f"push folder {folder}:\n  " + "\n  ".join(files))
-    if args.dry_run:
-        print("dry run: nothing uploaded")
+    scratch = []  # temporary folders this command made; removed whatever happens (no copies left in /tmp)
+    try:
+        artifact = Path(args.from_dir) if args.from_dir else _default_artifact(spec)
+        _, refused = select_push_files(artifact)
+        if args.out:
+            out = Path(args.out)
+        else:
+            scratch.append(Path(tempfile.mkdtemp(prefix=f"hf_ext_push_{spec.name}_")))
+            out = scratch[-1] / "upload"
+        folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained,
+                                   wheel=args.wheel)
+        files = push_manifest(folder, spec)
+        print(f"model repo {args.repo_id} gets {len(files['model'])} files:\n  " + "\n  ".join(files["model"]))
+        if args.space_repo_id or args.dry_run:
+            print(f"Space {args.space_repo_id or '(with --space-repo-id)'} gets {len(files['space'])} files:\n  "
+                  + "\n  ".join(files["space"]))
+        if refused:
+            print(f"refused ({len(refused)}, not uploaded):\n  " + "\n  ".join(f"{p}: {why}" for p, why in refused))
+        if args.dry_run:
+            print(f"dry run: nothing uploaded (the folder is {folder})")
+            return 0
+        urls = push_folder(spec, folder, args.repo_id, space_repo_id=args.space_repo_id, private=args.private)
+        for kind, url in urls.items():
+            print(f"{kind}: {url}")
         return 0
-    urls = push_folder(spec, folder, args.repo_id, space_repo_id=args.space_repo_id, private=args.private)
-    for kind, url in urls.items():
-        print(f"{kind}: {url}")
-    return 0
+    finally:
+        for path in scratch:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def load_space_app(spec):

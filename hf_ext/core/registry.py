@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,7 +161,12 @@ _REGISTRY: dict[str, MethodSpec] = {}
 
 
 def _guard_from_pretrained(model_class: type) -> None:
-    """Turns a corrupt or incomplete checkpoint into one clear error for every registered model class.
+    """Turns a corrupt, incomplete or foreign checkpoint into one clear error for every registered model class.
+
+    `from_pretrained` first runs [`~hf_ext.core.hub.verify_checkpoint`] (config, safetensors sizes, the sha256 of
+    every weight/table file, and `model_type` equal to the class's), then loads strictly: missing, unexpected or
+    mismatched tensors raise [`~hf_ext.core.hub.CheckpointError`] instead of a load report over a partly random
+    model (`hf_ext_strict=False` restores transformers' lenient report). `save_pretrained` writes the checksum file.
 
     The modeling files stay self-contained (they are copied to the Hub as remote code and may not import hf_ext),
     so the guard is attached here, once, instead of being repeated in each method's modeling file.
@@ -168,15 +174,42 @@ def _guard_from_pretrained(model_class: type) -> None:
     if getattr(model_class, "_hf_ext_guarded", False) or "from_pretrained" not in dir(model_class):
         return
     original = model_class.from_pretrained.__func__
+    original_save = model_class.save_pretrained
 
     @functools.wraps(original)
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        from .hub import verify_checkpoint
+        from .hub import CheckpointError, verify_checkpoint
 
-        verify_checkpoint(pretrained_model_name_or_path)
-        return original(cls, pretrained_model_name_or_path, *args, **kwargs)
+        strict = kwargs.pop("hf_ext_strict", True)
+        given = kwargs.get("config")
+        own_config = given is not None and not isinstance(given, (str, os.PathLike))
+        model_type = None if own_config else getattr(cls.config_class, "model_type", None)
+        verify_checkpoint(pretrained_model_name_or_path, model_type=model_type or None)
+        if not strict:
+            return original(cls, pretrained_model_name_or_path, *args, **kwargs)
+        wants_info = kwargs.pop("output_loading_info", False)
+        model, info = original(cls, pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
+        problems = {k: sorted(map(str, info.get(k) or ())) for k in ("missing_keys", "unexpected_keys",
+                                                                       "mismatched_keys", "error_msgs")}
+        problems = {k: v for k, v in problems.items() if v}
+        if problems:
+            detail = "; ".join(f"{k.replace('_', ' ')}: {v[:8]}{' ...' if len(v) > 8 else ''}"
+                               for k, v in problems.items())
+            raise CheckpointError(f"{pretrained_model_name_or_path} does not match {cls.__name__}: {detail} "
+                                  f"(pass hf_ext_strict=False to load anyway with transformers' load report)")
+        return (model, info) if wants_info else model
+
+    @functools.wraps(original_save)
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        from .hub import write_checksums
+
+        result = original_save(self, save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True) and os.path.isdir(save_directory):
+            write_checksums(save_directory)
+        return result
 
     model_class.from_pretrained = classmethod(from_pretrained)
+    model_class.save_pretrained = save_pretrained
     model_class._hf_ext_guarded = True
 
 
@@ -187,8 +220,11 @@ def _resolve(obj: type | str) -> type:
 def _register_auto(method: str, config_class: type | str, auto_classes: Mapping[str, type | str]) -> None:
     import transformers
 
+    from .validation import guard_config_keys
+
     config_class = _resolve(config_class)
     transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+    guard_config_keys(config_class)  # unknown keys raise in code, warn when loading a saved config.json
     # Hub artifacts carry the modeling code: a pushed repo loads with trust_remote_code=True without hf_ext.
     config_class.register_for_auto_class()
     for auto_name, model_class in auto_classes.items():

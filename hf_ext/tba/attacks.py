@@ -51,12 +51,34 @@ class AdversarialLossConfig:
 
 
 def check_eps(eps: float) -> float:
-    eps = float(eps)
+    """`eps` as a float in (0, 1] (pixel units of [0, 1] images); NaN, strings and 0 are refused."""
+    try:
+        eps = float(eps)
+    except (TypeError, ValueError):
+        raise ValueError(f"eps (the L-infinity budget) must be a number in (0, 1], got {eps!r}") from None
     if not eps > 0:
         raise ValueError(f"eps (the L-infinity budget) must be > 0, got {eps}")
     if eps > 1:
         raise ValueError(f"eps is in pixel units of [0, 1] images and must be <= 1, got {eps}")
     return eps
+
+
+def check_clean_images(clean, who: str) -> None:
+    """A non-empty float batch `(B, 3, S, S)` of finite values in [0, 1] (the attacks' `clean` argument)."""
+    if not isinstance(clean, torch.Tensor) or clean.ndim != 4 or clean.shape[1] != 3:
+        raise ValueError(f"{who}: clean images must have shape (batch, 3, S, S), got "
+                         f"{tuple(getattr(clean, 'shape', ())) or type(clean).__name__}")
+    if clean.shape[0] == 0:
+        raise ValueError(f"{who}: clean images are an empty batch")
+    if not clean.is_floating_point() or not bool(torch.isfinite(clean).all()) or clean.min() < 0 or clean.max() > 1:
+        raise ValueError(f"{who} expects pixel values in [0, 1] (finite floats) for the clean images")
+
+
+def _check_steps(steps, alpha, who: str) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"{who}: steps must be an integer >= 1, got {steps!r}")
+    if alpha is not None and not (isinstance(alpha, (int, float)) and 0 < alpha <= 1):  # NaN fails too
+        raise ValueError(f"{who}: alpha (the step size) must be a number in (0, 1], got {alpha!r}")
 
 
 class AdversarialObjective:
@@ -75,7 +97,12 @@ class AdversarialObjective:
     def __init__(self, victim, body, clean: torch.Tensor, eps: float, config: AdversarialLossConfig | None = None,
                  reference_params: torch.Tensor | None = None):  # fmt: skip
         self.config = config or AdversarialLossConfig()
+        for name in ("lambda_joint", "lambda_vertex", "lambda_param", "lambda_perceptual"):
+            value = getattr(self.config, name)
+            if not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ValueError(f"AdversarialLossConfig.{name} must be a finite number >= 0, got {value!r}")
         self.eps = check_eps(eps)
+        check_clean_images(clean, "the attack")
         cfg = getattr(victim, "config", None)
         if cfg is not None:
             if getattr(cfg, "num_params", body.num_params) != body.num_params:
@@ -151,6 +178,7 @@ def fgsm(loss_fn: Callable, clean: torch.Tensor, eps: float, random_start: bool 
     """FGSM (Goodfellow et al.): one signed-gradient step of size `eps` (one gradient evaluation); with
     `random_start`, the gradient is taken at a uniform random point of the ball (R+FGSM-style)."""
     eps = check_eps(eps)
+    check_clean_images(clean, "fgsm")
     start = _random_start(clean, eps, generator) if random_start else clean
     return project(start + eps * _loss_grad(loss_fn, start).sign(), clean, eps).detach()
 
@@ -160,6 +188,8 @@ def pgd(loss_fn: Callable, clean: torch.Tensor, eps: float, steps: int, alpha: f
     """PGD (Madry et al.) with a uniform random start in the ball, `steps` signed steps of `alpha` (defaults to
     `2.5 eps / steps`), each followed by the projection; `steps` gradient evaluations."""
     eps = check_eps(eps)
+    check_clean_images(clean, "pgd")
+    _check_steps(steps, alpha, "pgd")
     alpha = 2.5 * eps / steps if alpha is None else alpha
     adv = _random_start(clean, eps, generator) if random_start else clean.clone().detach()
     for _ in range(steps):
@@ -174,6 +204,10 @@ def mifgsm(loss_fn: Callable, clean: torch.Tensor, eps: float, steps: int, alpha
     (defaults to `eps / steps`), projection after each; `steps` gradient evaluations (`random_start`: start at a
     uniform random point of the ball, not in torchattacks)."""
     eps = check_eps(eps)
+    check_clean_images(clean, "mifgsm")
+    _check_steps(steps, alpha, "mifgsm")
+    if not (isinstance(decay, (int, float)) and 0 <= decay < float("inf")):
+        raise ValueError(f"mifgsm: decay must be a finite number >= 0, got {decay!r}")
     alpha = eps / steps if alpha is None else alpha
     adv = _random_start(clean, eps, generator) if random_start else clean.clone().detach()
     momentum = torch.zeros_like(clean)
@@ -185,4 +219,5 @@ def mifgsm(loss_fn: Callable, clean: torch.Tensor, eps: float, steps: int, alpha
     return adv
 
 
-__all__ = ["AdversarialLossConfig", "AdversarialObjective", "check_eps", "fgsm", "mifgsm", "pgd", "project"]
+__all__ = ["AdversarialLossConfig", "AdversarialObjective", "check_clean_images", "check_eps", "fgsm", "mifgsm",
+           "pgd", "project"]

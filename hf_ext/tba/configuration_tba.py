@@ -10,6 +10,8 @@ class per config class.
 
 from __future__ import annotations
 
+import math
+
 from transformers import PreTrainedConfig
 
 BACKBONES = ("vit", "convnext")
@@ -17,6 +19,18 @@ BODY_MODELS = ("procedural", "anny")
 
 _VIT_DEFAULTS = dict(patch_size=8, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=128)
 _CONVNEXT_DEFAULTS = dict(patch_size=4, hidden_sizes=[24, 48, 96, 192], depths=[1, 1, 2, 1])
+
+
+def _check_int(owner: str, name: str, value, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_real(owner: str, name: str, value, low: float = 0.0, high: float = math.inf, low_open: bool = False):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or value > high or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise ValueError(f"{owner}.{name} must be a finite number in {bracket}{low:g}, {high:g}], got {value!r}")
 
 
 class TbaVictimConfig(PreTrainedConfig):
@@ -60,10 +74,13 @@ class TbaVictimConfig(PreTrainedConfig):
             raise ValueError(f"{name}.backbone must be one of {BACKBONES}, got {self.backbone!r}")
         if self.body_model not in BODY_MODELS:
             raise ValueError(f"{name}.body_model must be one of {BODY_MODELS}, got {self.body_model!r}")
-        if self.image_size < 8:
-            raise ValueError(f"{name}.image_size must be >= 8, got {self.image_size}")
-        if self.num_params < 1:
-            raise ValueError(f"{name}.num_params must be >= 1, got {self.num_params}")
+        _check_int(name, "image_size", self.image_size, 8)
+        _check_int(name, "num_params", self.num_params)
+        _check_real(name, "initializer_range", self.initializer_range, 0.0, 1.0)
+        patch = self.backbone_kwargs.get("patch_size", 1)
+        _check_int(name, "backbone_kwargs['patch_size']", patch)
+        if self.backbone == "vit" and self.image_size % patch:
+            raise ValueError(f"{name}.image_size={self.image_size} must be divisible by the ViT patch_size={patch}")
 
 
 class TbaDhngConfig(PreTrainedConfig):
@@ -113,16 +130,32 @@ class TbaDhngConfig(PreTrainedConfig):
     kl_weight: float = 1e-3
 
     def __post_init__(self, **kwargs):
-        self.vae_block_out_channels = [int(v) for v in (self.vae_block_out_channels or [16, 32])]
-        self.controlnet_block_out_channels = [int(v) for v in (self.controlnet_block_out_channels or [16, 32])]
-        cond = self.conditioning_embedding_out_channels or [16, 32]
-        self.conditioning_embedding_out_channels = [int(v) for v in cond]
+        name = type(self).__name__
+        for field in ("vae_block_out_channels", "controlnet_block_out_channels", "conditioning_embedding_out_channels"):
+            value = getattr(self, field)
+            if value is None:
+                value = [16, 32]
+            if not isinstance(value, (list, tuple)) or not value or any(
+                    isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+                raise ValueError(f"{name}.{field} must be a non-empty list of integers >= 1, got {value!r}")
+            setattr(self, field, [int(v) for v in value])
         super().__post_init__(**kwargs)
         self.validate_dhng()
 
     def validate_dhng(self):
         """Checks the fields; every failure is a `ValueError` that names the field."""
         name = type(self).__name__
+        _check_int(name, "image_size", self.image_size, 8)
+        for field in ("latent_channels", "layers_per_block", "norm_num_groups", "cross_attention_dim",
+                      "num_train_timesteps"):
+            _check_int(name, field, getattr(self, field))
+        _check_int(name, "timestep", self.timestep, 0)
+        _check_real(name, "controlnet_init_std", self.controlnet_init_std)
+        _check_real(name, "kl_weight", self.kl_weight)
+        _check_real(name, "beta_start", self.beta_start, 0.0, 1.0, low_open=True)
+        _check_real(name, "beta_end", self.beta_end, 0.0, 1.0, low_open=True)
+        if not self.beta_start <= self.beta_end or self.beta_end >= 1.0:
+            raise ValueError(f"{name} needs 0 < beta_start <= beta_end < 1, got {self.beta_start} and {self.beta_end}")
         down = 2 ** (len(self.vae_block_out_channels) - 1)
         if self.image_size % down:
             raise ValueError(f"{name}.image_size must be divisible by {down}, got {self.image_size}")

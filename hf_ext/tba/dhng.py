@@ -13,7 +13,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .attacks import AdversarialObjective, check_eps, project
+from hf_ext.core.validation import check_finite_number, check_positive_int
+
+from .attacks import AdversarialObjective, check_clean_images, check_eps, project
 
 
 @dataclass
@@ -57,6 +59,13 @@ class TbaAttackConfig:
             raise ValueError("TBA needs at least one noise branch: use_vae or use_controlnet")
         if self.beta < 0 or self.noise_gain <= 0:
             raise ValueError("beta must be >= 0 and noise_gain > 0")
+        check_finite_number("beta", self.beta, low=0.0)
+        check_finite_number("noise_gain", self.noise_gain, low=0.0, low_open=True)
+        check_finite_number("w_vae", self.w_vae, low=0.0)
+        check_finite_number("w_controlnet", self.w_controlnet, low=0.0)
+        if self.alpha is not None:
+            check_finite_number("alpha", self.alpha, low=0.0, low_open=True, high=1.0)
+        check_positive_int("steps", self.steps)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -109,6 +118,7 @@ def tba_attack(objective: AdversarialObjective, dhng, clean: torch.Tensor, confi
         config ([`TbaAttackConfig`], *optional*): the attack's knobs.
     """
     config = config or TbaAttackConfig()
+    check_clean_images(clean, "tba_attack")
     eps = config.eps
     alpha = 2.5 * eps / config.steps if config.alpha is None else config.alpha
     if tuple(clean.shape[-2:]) != (dhng.config.image_size,) * 2:

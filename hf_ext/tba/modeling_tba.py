@@ -27,6 +27,10 @@ def check_pixel_values(pixel_values: torch.Tensor, image_size: int, who: str) ->
         raise ValueError(
             f"{who} expects {image_size}x{image_size} images, got {pixel_values.shape[-2]}x{pixel_values.shape[-1]}"
         )
+    if pixel_values.shape[0] == 0:
+        raise ValueError(f"{who} got an empty batch: pass at least one image of shape (3, {image_size}, {image_size})")
+    if not pixel_values.is_floating_point():
+        raise ValueError(f"{who} expects float pixel values in [0, 1], got {pixel_values.dtype}")
     lo, hi = float(pixel_values.detach().min()), float(pixel_values.detach().max())
     if lo < 0.0 or hi > 1.0 or math.isnan(lo) or math.isnan(hi):
         raise ValueError(f"{who} expects pixel values in [0, 1], got values in [{lo:.4g}, {hi:.4g}]")
@@ -76,8 +80,14 @@ class TbaPoseRegressor(PreTrainedModel):
 
     def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None, **kwargs) -> TbaPoseOutput:
         check_pixel_values(pixel_values, self.config.image_size, type(self).__name__)
-        if labels is not None and labels.shape[-1] != self.config.num_params:
-            raise ValueError(f"labels must have {self.config.num_params} columns, got {labels.shape[-1]}")
+        if labels is not None:
+            if not isinstance(labels, torch.Tensor) or labels.ndim != 2 or labels.shape[-1] != self.config.num_params:
+                raise ValueError(f"labels must have {self.config.num_params} columns (num_params), shape (batch, "
+                                 f"{self.config.num_params}); got {tuple(getattr(labels, 'shape', ()))}")
+            if labels.shape[0] != pixel_values.shape[0]:
+                raise ValueError(f"labels has {labels.shape[0]} rows for {pixel_values.shape[0]} images")
+            if not labels.is_floating_point() or not bool(torch.isfinite(labels).all()):
+                raise ValueError("labels must be finite float pose/shape parameters; got NaN, Inf or integers")
         out = self.regressor(pixel_values=pixel_values * 2 - 1, labels=labels)
         return TbaPoseOutput(loss=out.loss, params=out.logits)
 

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from hf_ext.core.paths import work_dir
 
-from .attacks import AdversarialLossConfig, AdversarialObjective, fgsm, mifgsm, pgd
+from .attacks import AdversarialLossConfig, AdversarialObjective, check_eps, fgsm, mifgsm, pgd
 from .body import build_body
 from .data import render_batch
 from .dhng import TbaAttackConfig, tba_attack
@@ -217,22 +217,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_reproduce_args(ns) -> None:
+    """Refuses flags that would crash deep in the run or silently change it, before any training."""
+    if ns.steps < 1 or ns.reference_steps < 1:
+        raise ValueError(f"--steps and --reference-steps must be >= 1, got {ns.steps} and {ns.reference_steps}")
+    if ns.num_test < 2:
+        raise ValueError(f"--num-test must be >= 2 (a batch for the paired comparison), got {ns.num_test}")
+    check_eps(ns.eps)
+    if not 0 <= ns.beta < float("inf"):
+        raise ValueError(f"--beta must be a finite number >= 0, got {ns.beta}")
+    if ns.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {ns.threads}")
+    if any(s < 0 for s in ns.seeds):
+        raise ValueError(f"--seeds must be >= 0, got {ns.seeds}")
+
+
 def main(argv: list[str] | None = None) -> dict:
     ns = build_parser().parse_args(argv)
     from hf_ext.core.devices import set_device
 
     set_device(ns.device)
     full = ns.full
+
+    def default(value, fallback):  # `is None`, not `or`: an explicit 0 must be refused, not replaced
+        return fallback if value is None else value
+
     ns.body = ns.body or ("anny" if full else "procedural")
-    ns.seeds = ns.seeds or ([0, 1, 2, 3, 4] if full else [0, 1])
-    ns.steps = ns.steps or (10 if full else 5)
-    ns.num_test = ns.num_test or (128 if full else 24)
-    ns.reference_steps = ns.reference_steps or (100 if full else 30)
-    if ns.steps < 1 or ns.num_test < 2 or not 0 < ns.eps <= 1:
-        raise SystemExit("hf-ext tba reproduce: need --steps >= 1, --num-test >= 2 and 0 < --eps <= 1")
+    ns.seeds = default(ns.seeds, [0, 1, 2, 3, 4] if full else [0, 1])
+    ns.steps = default(ns.steps, 10 if full else 5)
+    ns.num_test = default(ns.num_test, 128 if full else 24)
+    ns.reference_steps = default(ns.reference_steps, 100 if full else 30)
+    check_reproduce_args(ns)
     train_args = TbaTrainingArguments(
-        body=ns.body, num_train=ns.num_train or (4000 if full else 1500),
-        victim_epochs=ns.victim_epochs or (20 if full else 10), vae_epochs=ns.vae_epochs or (3 if full else 0.35),
+        body=ns.body, num_train=default(ns.num_train, 4000 if full else 1500),
+        victim_epochs=default(ns.victim_epochs, 20 if full else 10),
+        vae_epochs=default(ns.vae_epochs, 3 if full else 0.35),
     )  # fmt: skip
     threads = torch.get_num_threads()
     torch.set_num_threads(ns.threads)

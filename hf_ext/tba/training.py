@@ -47,6 +47,20 @@ class TbaTrainingArguments:
     batch_size: int = 32
     seed: int = 0
 
+    def __post_init__(self):
+        from hf_ext.core.validation import check_finite_number, check_positive_int
+
+        if self.body not in ("procedural", "anny"):
+            raise ValueError(f"body must be 'procedural' or 'anny', got {self.body!r}")
+        check_positive_int("num_train", self.num_train, minimum=2)
+        check_positive_int("image_size", self.image_size, minimum=8)
+        check_positive_int("batch_size", self.batch_size)
+        check_positive_int("seed", self.seed, minimum=0)
+        for name in ("victim_epochs", "vae_epochs"):
+            check_finite_number(name, getattr(self, name), low=0.0, low_open=True, high=1e6)
+        for name in ("victim_learning_rate", "vae_learning_rate"):
+            check_finite_number(name, getattr(self, name), low=0.0, low_open=True, high=10.0)
+
 
 def victim_metrics(body):
     """`compute_metrics` of a victim regressor's `Trainer`: mean MPJPE, PA-MPJPE and PVE in millimetres (the README

@@ -94,9 +94,20 @@ class TinyAlignConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        for name in ("image_size", "num_channels", "num_image_tokens", "value_num_latents", "value_latent_dim",
+                     "value_num_self_attends", "value_num_heads", "value_text_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TinyAlignConfig.{name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.value_d_model, int) or self.value_d_model < 2 or self.value_d_model % 2:
+            raise ValueError(f"TinyAlignConfig.value_d_model must be an even integer >= 2 (half conv channels, half "
+                             f"positions), got {self.value_d_model!r}")
+        if self.value_latent_dim % self.value_num_heads:
+            raise ValueError(f"TinyAlignConfig.value_latent_dim={self.value_latent_dim} must be divisible by "
+                             f"value_num_heads={self.value_num_heads}")
         if self.connector_type != "mlp2x_gelu":
             raise ValueError(f"connector_type must be 'mlp2x_gelu', got {self.connector_type!r}")
-        if not 0.0 <= self.alpha <= 1.0:
+        if not 0.0 <= self.alpha <= 1.0:  # also refuses NaN
             raise ValueError(f"alpha must lie in [0, 1], got {self.alpha}")
         if self.memory_top_k < 1:
             raise ValueError(f"memory_top_k must be >= 1, got {self.memory_top_k}")

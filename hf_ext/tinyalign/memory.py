@@ -143,6 +143,8 @@ class MemoryBank:
             raise MemoryBankError(f"{keys.shape[0]} keys but {values.shape[0]} values")
         if captions is not None and len(captions) != keys.shape[0]:
             raise MemoryBankError(f"{len(captions)} captions for {keys.shape[0]} keys")
+        if not bool(torch.isfinite(keys).all()) or not bool(torch.isfinite(values).all()):
+            raise MemoryBankError("memory bank keys and values must be finite; got NaN or Inf")
         self.keys = nn.functional.normalize(keys.detach().float().cpu(), dim=-1).contiguous()
         self.values = values.detach().float().cpu().contiguous()
         self.captions = list(captions) if captions is not None else None
@@ -176,8 +178,14 @@ class MemoryBank:
 
     def search(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-`k` cosine neighbours of each query: `(scores, ids)`, both `(B, k)`, best first."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise MemoryBankError(f"top_k must be an integer >= 1, got {k!r}")
         if k > len(self):
             raise MemoryBankError(f"top_k={k} is larger than the memory bank ({len(self)} entries)")
+        if queries.ndim != 2 or queries.shape[0] == 0:
+            raise MemoryBankError(f"queries must be a non-empty (batch, width) tensor, got {tuple(queries.shape)}")
+        if not bool(torch.isfinite(queries).all()):
+            raise MemoryBankError("queries must be finite; got NaN or Inf")
         if queries.shape[-1] != self.key_dim:
             raise MemoryBankError(f"query width {queries.shape[-1]} does not match the bank's key width {self.key_dim}")
         q = nn.functional.normalize(queries.detach().float().cpu(), dim=-1).numpy()

@@ -69,6 +69,13 @@ class TinyAlignProcessor:
 
     def __call__(self, images, captions: list[str] | None = None) -> dict[str, torch.Tensor]:
         """`captions=None` gives generation prompts; otherwise training inputs with labels (right-padded)."""
+        if len(images) == 0:
+            raise ValueError("images is an empty batch: pass at least one image")
+        if captions is not None and (isinstance(captions, str) or len(captions) != len(images)):
+            raise ValueError(f"captions must be a list with one caption per image ({len(images)}), got "
+                             f"{'a string' if isinstance(captions, str) else len(captions)}")
+        if captions is not None and not all(isinstance(c, str) for c in captions):
+            raise ValueError("captions must be strings")
         prefix = self.prefix_ids()
         rows, labels = [], []
         for i in range(len(images)):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +54,24 @@ class TinyAlignReproduceArguments:
         if self.full:
             self.seeds, self.ks, self.fractions = [0, 1, 2], [1, 4], [0.2, 0.4, 0.6, 0.8, 1.0]
             self.efficiency_lms, self.leakage_ablation = list(self.lm_sizes), True
+
+
+def validate_run(run: "TinyAlignReproduceArguments") -> None:
+    """Refuses settings that would crash deep in a worker or silently run nothing (before any training)."""
+    for name in ("seeds", "ks", "fractions", "lm_sizes"):
+        if not getattr(run, name):
+            raise ValueError(f"--{name.replace('_', '-')} must hold at least one value")
+    if any(isinstance(k, bool) or k < 1 for k in run.ks) or run.efficiency_k < 1:
+        raise ValueError(f"--ks must be top-k values >= 1, got {run.ks}")
+    if any(not (0.0 < f <= 1.0) for f in run.fractions):  # also refuses NaN
+        raise ValueError(f"--fractions must lie in (0, 1], got {run.fractions}")
+    if not run.epochs > 0 or not (run.stage2_epochs >= 0) or not math.isfinite(run.epochs + run.stage2_epochs):
+        raise ValueError(f"--epochs must be > 0 and --stage2-epochs >= 0 (finite), got {run.epochs} and "
+                         f"{run.stage2_epochs}")
+    if run.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {run.workers}")
+    if any(s < 0 for s in run.seeds):
+        raise ValueError(f"--seeds must be >= 0, got {run.seeds}")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -258,6 +277,7 @@ def main(argv: list[str] | None = None) -> dict:
             setattr(run, key, getattr(ns, key))
     if ns.leakage_ablation is not None:
         run.leakage_ablation = ns.leakage_ablation
+    validate_run(run)
     run.efficiency_lms = [lm for lm in run.efficiency_lms if lm in run.lm_sizes]
     if 1.0 not in run.fractions:
         run.fractions.append(1.0)
