@@ -36,6 +36,14 @@ $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver
 
+# Proto-EVFL's Fashion-MNIST: Debian's dataset-fashion-mnist (MIT, 31 MB; /usr/share/datasets/fashion-mnist/*.gz),
+# installed only when missing.
+FASHION_MNIST := /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz
+
+$(FASHION_MNIST):
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends dataset-fashion-mnist
+
 # CodeBC: solc-js (npm `solc`, pinned by tools/solc/package-lock.json) in a project-local folder; Slither reaches it
 # through the tools/solc/solc shim. Node.js comes from Debian when it is missing.
 SOLCJS := tools/solc/node_modules/solc/soljson.js
@@ -47,12 +55,12 @@ $(SOLCJS): tools/solc/package.json tools/solc/package-lock.json
 
 tools: $(SOLCJS)
 
-install: $(STAMP) $(CHROMIUM) $(SOLCJS)
+install: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST)
 
-run: $(STAMP) $(SOLCJS)
+run: $(STAMP) $(SOLCJS) $(FASHION_MNIST)
 	$(VENV)/bin/hf-ext reproduce
 
-test: $(STAMP) $(CHROMIUM) $(SOLCJS)
+test: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST)
 	$(PY) -m pytest -q
 
 # Refresh docs/spaces/<method>.png (the README's Space screenshots).
