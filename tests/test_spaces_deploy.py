@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import pytest
 import hf_ext
 from hf_ext.core import browser
 from hf_ext.core.hub import write_space_folder
+from hf_ext.core.testing import build_wheel, venv_reusing_site_packages
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = "gpmfs"
@@ -33,37 +32,13 @@ pytestmark = pytest.mark.timeout(900)
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
-    """`pip wheel --no-deps` of a copy of the checkout (an in-tree build would leave build/ and *.egg-info here)."""
-    src = tmp_path_factory.mktemp("src") / "hf_ext"
-    ignore = shutil.ignore_patterns(".git", ".venv", "runs", "node_modules", "__pycache__", "*.egg-info", "build",
-                                    "dist", "tests", "docs", "benchmarks")
-    shutil.copytree(ROOT, src, ignore=ignore)
-    out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                           "-q", "-w", str(out), str(src)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (built,) = out.glob("hf_ext-*.whl")
-    return built
+    return build_wheel(ROOT, tmp_path_factory.mktemp("dist"))
 
 
 @pytest.fixture(scope="session")
 def fresh_python(tmp_path_factory) -> Path:
     """A new venv whose site-packages sees the test venv's packages except hf_ext (through a filtered view)."""
-    root = tmp_path_factory.mktemp("deploy")
-    view = root / "site-view"
-    view.mkdir()
-    site = Path(sysconfig.get_paths()["purelib"])
-    for entry in site.iterdir():
-        if "hf_ext" in entry.name or entry.name.startswith("__editable__"):
-            continue
-        (view / entry.name).symlink_to(entry)
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    new_site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                            text=True).strip())
-    (new_site / "test-venv-packages.pth").write_text(str(view) + "\n")
-    return python
+    return venv_reusing_site_packages(tmp_path_factory.mktemp("deploy"))
 
 
 def _free_port() -> int:

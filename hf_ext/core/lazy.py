@@ -119,8 +119,6 @@ class _PostImportHooks:  # a meta path finder (not subclassing importlib.abc: it
                 self._busy.discard(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        with self._lock:
-            callbacks = self.callbacks.pop(fullname, [])
         exec_module = spec.loader.exec_module
         counts = fullname.startswith(self.prefix)
 
@@ -129,12 +127,12 @@ class _PostImportHooks:  # a meta path finder (not subclassing importlib.abc: it
             state.depth += counts
             try:
                 exec_module(module)
-            except BaseException:
-                with self._lock:  # the import failed: a later import of the same module tries again
-                    self.callbacks.setdefault(fullname, [])[:0] = callbacks
-                raise
             finally:
                 state.depth -= counts
+            # Taken only once the module has run: `importlib.util.find_spec("peft")` (transformers' availability
+            # checks) asks this finder for a spec it never executes, and must not use up the callbacks.
+            with self._lock:
+                callbacks = self.callbacks.pop(fullname, [])
             state.pending.extend(callbacks)
             if state.depth == 0:
                 self._flush()

@@ -157,3 +157,47 @@ def assert_clear_error(case: BadInput, timeout_s: float = 60.0) -> None:
     verdict, message = classify_bad_input(case, timeout_s)
     assert verdict == "clear", f"{case.name}: {verdict} ({message or 'no error raised'}); expected {case.error} " \
                                f"matching {case.match!r}"
+
+
+def build_wheel(checkout: Path, out: Path) -> Path:
+    """`pip wheel --no-deps` of a copy of the checkout at `checkout` into `out` (an in-tree build would leave build/
+    and *.egg-info in the checkout); returns the wheel. The copy follows the `hf_ext/_assets` links, so the wheel
+    holds real files. Used by the tests that install hf_ext outside its checkout."""
+    import shutil
+    import subprocess
+    import sys
+
+    src = out / "src" / "hf_ext"
+    ignore = shutil.ignore_patterns(".git", ".venv", "runs", "node_modules", "__pycache__", "*.egg-info", "build",
+                                    "dist", "tests", "docs", "benchmarks")  # fmt: skip
+    shutil.copytree(checkout, src, ignore=ignore)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                           "-q", "-w", str(out), str(src)], capture_output=True, text=True, timeout=600)  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip wheel failed: {proc.stderr[-3000:]}")
+    (built,) = out.glob("hf_ext-*.whl")
+    return built
+
+
+def venv_reusing_site_packages(root: Path) -> Path:
+    """A fresh venv under `root` whose site-packages sees this interpreter's packages except hf_ext, through a
+    `.pth` line to a filtered view of symbolic links (seconds, not the minutes of a real install); returns its
+    python. Installing the hf_ext wheel there with `--no-deps` then gives an hf_ext that knows nothing of the
+    checkout."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    view = root / "site-view"
+    view.mkdir(parents=True)
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if "hf_ext" in entry.name or entry.name.startswith("__editable__"):
+            continue
+        (view / entry.name).symlink_to(entry)
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (Path(site) / "test-venv-packages.pth").write_text(str(view) + "\n")
+    return python

@@ -71,7 +71,7 @@ def test_select_push_files_refuses_everything_planted(planted):
 def test_dry_run_prints_the_exact_list(planted, tmp_path, capsys):
     out = tmp_path / "upload"
     assert cli_main(["push", "orca", "--repo-id", "someone/orca", "--from", str(planted), "--dry-run",
-                     "--out", str(out)]) == 0
+                     "--out", str(out), "--allow-untrained"]) == 0
     printed = capsys.readouterr().out
     files = push_manifest(out, hf_ext.get_method("orca"))
     on_disk = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
@@ -93,7 +93,7 @@ def test_real_push_uploads_only_the_list_and_leaves_no_temp(planted, tmp_path):
         env = dict(os.environ, HF_ENDPOINT=hub.url, HF_TOKEN="hf_fake", HF_HUB_OFFLINE="0",
                    HF_HOME=str(tmp_path / "hf_home"), TMPDIR=str(scratch))
         proc = subprocess.run([sys.executable, "-m", "hf_ext.core.cli", "push", "orca", "--repo-id", "t/orca",
-                               "--from", str(planted), "--space-repo-id", "t/orca-space"],
+                               "--from", str(planted), "--space-repo-id", "t/orca-space", "--allow-untrained"],
                               capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT)
         assert proc.returncode == 0, proc.stderr[-3000:]
     repo = hub.repo_dir("models", "t/orca")
