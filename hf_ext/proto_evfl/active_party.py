@@ -58,6 +58,7 @@ class ActiveParty:
         self.label_of = dict(zip(labels.aligned_ids.tolist(), labels.aligned_labels.tolist()))
         self.labelled = np.bincount(labels.aligned_labels, minlength=settings.num_classes) > 0
         self.global_prior = uniform_prior(settings.num_classes)
+        self.party_evidence: np.ndarray | None = None  # (K, C): n_k π^k, from the last local replies
         self.party_of_node: dict[int, int] = {}
         self.pending: dict[int, ArrayRecord] = {}
 
@@ -121,6 +122,7 @@ class ActiveParty:
             validate_prior(p, c, what=f"local prior sent by party {k}")
         counts = [int(replies[n]["metrics"]["num-examples"]) for n in self.nodes]
         self.global_prior = global_prior(priors, counts)
+        self.party_evidence = np.asarray(counts, dtype=np.float64)[:, None] * priors
         self.set_unseen(self._by_party(replies, "prototypes", "prototypes", (c, d)))
         stats = [replies[n]["metrics"] for n in self.nodes]
         return {"selected-fraction": float(np.mean([m["selected-fraction"] for m in stats])),
@@ -129,7 +131,10 @@ class ActiveParty:
 
     def set_unseen(self, prototypes: np.ndarray) -> None:
         if self.top.config.classifier == "prototype":
-            self.top.set_unseen_prototypes(torch.from_numpy(prototypes))
+            evidence = None
+            if self.args.unseen_weighting == "evidence" and self.party_evidence is not None:
+                evidence = torch.from_numpy(self.party_evidence)
+            self.top.set_unseen_prototypes(torch.from_numpy(prototypes), evidence)
 
     def batches(self, rnd: int) -> list[np.ndarray]:
         ids = np.random.default_rng([self.args.seed, 7, rnd]).permutation(self.labels.aligned_ids)

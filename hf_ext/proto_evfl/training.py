@@ -21,6 +21,7 @@ from hf_ext.core.federated import LocalGrid
 
 SELECTIONS = ("ot", "threshold", "none")
 PRIORS = ("mixed", "uniform", "local")
+UNSEEN_WEIGHTINGS = ("evidence", "gate")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,11 @@ class ProtoEvflTrainingArguments:
         unaligned_loss_weight (`float`, defaults to 1.0): weight of the prototype-contrastive loss `ℓ_u`.
         discover_unseen (`bool`, defaults to `True`): initialise the local prototypes of never-labelled classes
             from the party's most novel samples when the lower level starts.
+        novelty_quantile (`float`, defaults to 0.1): `q` of the open-set estimate of the never-labelled classes'
+            share of a party's unaligned pool (`prototypes.unseen_mass`), which their local prior starts from.
+        unseen_weighting (`str`, defaults to `"evidence"`): how the parties' local prototypes of a never-labelled
+            class are weighted into its global prototype: `"gate"` (`ḡ_k`, the spec's reading) or `"evidence"`
+            (`ḡ_k n_k π^k_u`: the parties that see the class dominate; see `set_unseen_prototypes`).
         seed (`int`, defaults to 0): seed of the model initialisation, batching and selection.
     """
 
@@ -78,6 +84,8 @@ class ProtoEvflTrainingArguments:
     prototype_ema: bool = True
     unaligned_loss_weight: float = 1.0
     discover_unseen: bool = True
+    novelty_quantile: float = 0.1
+    unseen_weighting: str = "evidence"
     seed: int = 0
 
     def __post_init__(self):
@@ -99,6 +107,10 @@ class ProtoEvflTrainingArguments:
             raise ValueError(f"prototype_momentum must be in [0, 1), got {self.prototype_momentum}")
         if not self.sinkhorn_epsilon > 0 or self.sinkhorn_iterations < 1:
             raise ValueError("sinkhorn_epsilon must be > 0 and sinkhorn_iterations >= 1")
+        if self.unseen_weighting not in UNSEEN_WEIGHTINGS:
+            raise ValueError(f"unseen_weighting must be one of {UNSEEN_WEIGHTINGS}, got {self.unseen_weighting!r}")
+        if not 0.0 < self.novelty_quantile < 1.0:
+            raise ValueError(f"novelty_quantile must be in (0, 1), got {self.novelty_quantile}")
         if min(self.party_learning_rate, self.top_learning_rate) <= 0:
             raise ValueError("learning rates must be > 0")
 
