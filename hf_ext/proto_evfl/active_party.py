@@ -61,6 +61,7 @@ class ActiveParty:
         self.party_evidence: np.ndarray | None = None  # (K, C): n_k π^k, from the last local replies
         self.party_of_node: dict[int, int] = {}
         self.pending: dict[int, ArrayRecord] = {}
+        self.leak_hits, self.leak_total = 0, 0  # the label-leakage attack's guesses (see `_measure_leak`)
 
     @property
     def nodes(self) -> list[int]:
@@ -155,11 +156,23 @@ class ActiveParty:
         out.loss.backward()
         self.optimizer.step()
         grad_s = s.grad if s.grad is not None else torch.zeros_like(s)
+        self._measure_leak(grad_s, y)
         for node in self.nodes:
             k = self.party_of_node[node]
             self.pending[node] = array_record(ids=ids, embeddings=z.grad[:, k].numpy(),
                                               prototype_logits=grad_s[:, k].numpy())  # fmt: skip
         return float(out.loss.detach())
+
+    @torch.no_grad()
+    def _measure_leak(self, grad_s: torch.Tensor, labels: torch.Tensor) -> None:
+        """The label-leakage attack, measured where the gradients are made: a passive party (k ≥ 1) guesses each
+        aligned label as `argmin_c ∂L/∂s^k_c`. For `L ⊃ μ CE(s^k, y)` that gradient is `μ (softmax(s^k) − e_y)`,
+        negative only at `y`, so the guess is exact whenever `μ > 0`."""
+        if grad_s.shape[1] < 2:
+            return
+        guesses = grad_s[:, 1:].argmin(-1)  # (batch, K − 1)
+        self.leak_hits += int((guesses == labels[:, None]).sum())
+        self.leak_total += int(guesses.numel())
 
     @torch.no_grad()
     def evaluate(self, replies: dict[int, RecordDict]) -> tuple[dict[str, float], dict[str, np.ndarray]]:
@@ -171,6 +184,8 @@ class ActiveParty:
         out = self.top(party_embeddings=z)
         pred = out.logits.argmax(-1).numpy()
         metrics = classification_metrics(self.labels.test_labels, pred, c, self.labels.unseen_class)
+        if self.leak_total:
+            metrics["label_leak_accuracy"] = self.leak_hits / self.leak_total
         predictions = {"test-ids": self.labels.test_ids, "labels": self.labels.test_labels, "predictions": pred,
                        "fused": out.fused.numpy(), "gate": out.gate.numpy(),
                        "global-prototypes": self.top.head.prototypes.numpy()}  # fmt: skip
