@@ -128,7 +128,8 @@ class ActiveParty:
         stats = [replies[n]["metrics"] for n in self.nodes]
         return {"selected-fraction": float(np.mean([m["selected-fraction"] for m in stats])),
                 "ot-fallbacks": float(sum(m["ot-fallbacks"] for m in stats)),
-                "unaligned-loss": float(np.mean([m["unaligned-loss"] for m in stats]))}  # fmt: skip
+                "unaligned-loss": float(np.mean([m["unaligned-loss"] for m in stats])),
+                "unseen-share": float(max(m.get("unseen-share", 0.0) for m in stats))}  # fmt: skip
 
     def set_unseen(self, prototypes: np.ndarray) -> None:
         if self.top.config.classifier == "prototype":
@@ -227,7 +228,8 @@ def run_server(grid: Grid, context: Context) -> None:
     active = ActiveParty(settings, build_vertical_split(settings.data).labels())
     timeout = settings.message_timeout
     nodes = _wait_for_nodes(grid, settings.data.num_parties, timeout)
-    history: dict[str, list[float]] = {"loss": [], "selected-fraction": [], "ot-fallbacks": [], "unaligned-loss": []}
+    history: dict[str, list[float]] = {"loss": [], "selected-fraction": [], "ot-fallbacks": [], "unaligned-loss": [],
+                                       "unseen-share": []}  # fmt: skip
     for rnd in range(1, settings.training.rounds + 1):
         batches = active.batches(rnd)
         contents = {n: active.local_request(n, rnd, batches[0]) for n in nodes}
