@@ -9,6 +9,9 @@ unaligned sample or an OT plan.
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import numpy as np
 import torch
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
@@ -39,6 +42,22 @@ from .task import (
 )
 
 
+def load_party_data(settings: ProtoEvflRunConfig, k: int, data_path: str = ""):
+    """Only party `k`'s own rows: its saved dataset (`data_path`, else `<party_data_dir>/party-<k>`), or its block
+    of the simulated split."""
+    path = data_path or (str(Path(settings.party_data_dir) / f"party-{k}") if settings.party_data_dir else "")
+    if path:
+        return _cached_party_dataset(str(Path(path).resolve()), k)
+    return build_vertical_split(settings.data).party(k)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_party_dataset(path: str, k: int):
+    from .party_data import load_party_dataset  # datasets is imported only by parties that read their own data
+
+    return load_party_dataset(path, k)
+
+
 class PartyWorker:
     """One party's side of the protocol, rebuilt from its node's `Context` for every message.
 
@@ -46,11 +65,13 @@ class PartyWorker:
         settings ([`ProtoEvflRunConfig`]): the run.
         party_index (`int`): which feature block this party holds (its node's `partition-id`).
         state (`RecordDict`): the node's persistent state (`context.state`).
+        data_path (`str`, *optional*): this party's saved dataset (`party_data.py`); default: the run's
+            `party_data_dir`, else the simulated split.
     """
 
-    def __init__(self, settings: ProtoEvflRunConfig, party_index: int, state: RecordDict):
+    def __init__(self, settings: ProtoEvflRunConfig, party_index: int, state: RecordDict, data_path: str = ""):
         self.settings, self.k, self.state, self.args = settings, party_index, state, settings.training
-        self.data = build_vertical_split(settings.data).party(party_index)
+        self.data = load_party_data(settings, party_index, data_path)
         expected = settings.party_widths()[party_index]
         if self.data.width != expected:
             raise ValueError(
@@ -76,7 +97,7 @@ class PartyWorker:
         if n != settings.data.num_parties:
             raise ValueError(f"this SuperNode belongs to a federation of {n} parties; the run expects "
                              f"{settings.data.num_parties}")  # fmt: skip
-        return cls(settings, k, context.state)
+        return cls(settings, k, context.state, str(context.node_config.get("data-path", "")))
 
     def save(self) -> None:
         self.state["party-model"] = state_dict_to_arrays(self.model.state_dict())

@@ -127,6 +127,7 @@ class FederationResult:
         predictions (`dict[str, np.ndarray]`): test ids, labels, predictions, fused features `h`.
         history (`dict[str, list[float]]`): per-round losses and lower-level statistics.
         messages (`list[dict]`), *optional*: with `record_messages`, what crossed the wire.
+        rejections (`list[str]`): the replies the active party rejected, with reasons (last 20).
         seconds (`float`): wall time of the run.
     """
 
@@ -137,9 +138,10 @@ class FederationResult:
     history: dict
     messages: list = field(default_factory=list)
     seconds: float = 0.0
+    rejections: list = field(default_factory=list)
 
 
-def run_federation(settings, *, record_messages: bool = False, client_app=None) -> FederationResult:
+def run_federation(settings, *, record_messages: bool = False, client_app=None, node_configs=None) -> FederationResult:
     """Runs the Proto-EVFL `ServerApp` with its `ClientApp`s in this process (a `LocalGrid`: no sockets).
 
     Args:
@@ -148,6 +150,12 @@ def run_federation(settings, *, record_messages: bool = False, client_app=None) 
             message that crosses between the active party and the parties (and keep the arrays, for the privacy
             tests).
         client_app (`ClientApp`, *optional*): replaces the parties' app (tests inject faulty parties).
+        node_configs (`list[dict]`, *optional*): extra node config per party, e.g. `{"data-path": ...}` (each
+            party then reads only its own saved dataset).
+
+    Raises:
+        [`~hf_ext.proto_evfl.active_party.FederationAborted`]: when the ServerApp ended the run (it saved the
+            reason; the ServerApp itself does not raise).
     """
     from flwr.app import Context, RecordDict
 
@@ -160,10 +168,15 @@ def run_federation(settings, *, record_messages: bool = False, client_app=None) 
     start = time.perf_counter()
     run_config = settings.to_run_config()
     grid_class = RecordingGrid if record_messages else LocalGrid
-    grid = grid_class(client_app or default_client_app, settings.data.num_parties, run_config=run_config)
+    grid = grid_class(client_app or default_client_app, settings.data.num_parties, run_config=run_config,
+                      node_configs=node_configs)  # fmt: skip
     context = Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
     server_app(grid, context)
     state = dict(context.state)
+    if state["status"]["status"] != "ok":
+        from .active_party import FederationAborted
+
+        raise FederationAborted(f"the ServerApp aborted the run: {state['status']['reason']}")
     result = state["predictions"]
     parties = [party_model_from_state(settings, k, grid.contexts[n].state) for k, n in enumerate(grid.get_node_ids())]
     history = {k: list(v) if isinstance(v, list) else v for k, v in state["history"].items()}
@@ -173,6 +186,7 @@ def run_federation(settings, *, record_messages: bool = False, client_app=None) 
         party_models=parties,
         predictions={k.replace("-", "_"): result[k].numpy() for k in result.keys()},
         history=history,
+        rejections=[r for r in state["status"]["rejections"] if r],
         messages=getattr(grid, "log", []),
         seconds=time.perf_counter() - start,
     )
