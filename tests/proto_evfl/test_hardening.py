@@ -9,6 +9,7 @@ import pytest
 from flwr.app import Array, ConfigRecord, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from hf_ext.core.federated.local import _set_task_identity
 from hf_ext.proto_evfl.active_party import ActiveParty, FederationAborted, _exchange
 from hf_ext.proto_evfl.client_app import app as client_app
 from hf_ext.proto_evfl.data import VerticalDataConfig, build_vertical_split
@@ -94,6 +95,7 @@ class FakeGrid:
 
 
 def test_replies_from_unasked_nodes_or_twice_are_rejected_by_transport_identity():
+    _set_task_identity(1)  # Message() reads its ids from the runtime's identity (LocalGrid sets it the same way)
     settings = small()
     active = ActiveParty(settings, build_vertical_split(settings.data).labels())
     good = RecordDict({"metrics": MetricRecord({"party-index": 0})})
