@@ -4,6 +4,7 @@ the published artifacts load through AutoModel."""
 import json
 
 import numpy as np
+import pytest
 from transformers import AutoModel
 
 from hf_ext.proto_evfl import ProtoEvflForClassification, ProtoEvflPartyModel
@@ -45,3 +46,13 @@ def test_tiny_reproduce_writes_results_and_artifacts(tmp_path):
     assert top.unseen_classes.numel() == 1 and party.config.party_index == 1
     assert (out / "artifact" / "README.md").read_text().count("## ") >= 3  # the rendered model card
 
+
+
+def test_train_help_shows_the_real_options(capsys):
+    from hf_ext.core.cli import main as cli
+
+    with pytest.raises(SystemExit):
+        cli(["train", "proto_evfl", "--help"])
+    text = capsys.readouterr().out
+    for option in ("--unseen_class", "--dataset", "--prior_mix", "--party_data_dir", "--local_loss_weight"):
+        assert option in text
