@@ -82,6 +82,9 @@ class ProtoEvflReproduceArguments:
             from hf_ext.core.paths import work_dir
 
             self.out = str(work_dir("proto_evfl"))
+        self.validate()
+
+    def validate(self):
         for name in self.variants:
             if name not in VARIANTS:
                 raise ValueError(f"unknown variant {name!r}; choose from {list(VARIANTS)}")
@@ -207,7 +210,11 @@ def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
     kwargs = {k: getattr(ns, k) for k in ("seeds", "fashion_seeds", "imbalance_ratios", "variants", "settings",
                                           "datasets", "rounds", "workers", "out") if getattr(ns, k) is not None}
-    run = ProtoEvflReproduceArguments(full=ns.full, **kwargs)
+    # Explicit arguments win over the --full scale's defaults.
+    run = ProtoEvflReproduceArguments(full=ns.full, out=kwargs.pop("out", None))
+    for key, value in kwargs.items():
+        setattr(run, key, value)
+    run.validate()
     if "fashion_mnist" in run.datasets:
         from .data import fashion_mnist_dir
 
