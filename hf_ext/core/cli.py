@@ -168,7 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("methods", nargs="*", help="methods to run (default: all, at quick scale)")
     p.add_argument("--full", action="store_true", help="the complete sweeps instead of the quick scale")
 
-    p = sub.add_parser("train", help="train a method (arguments after METHOD go to its training script)")
+    # add_help=False: `hf-ext train METHOD --help` reaches the method's own parser (its real options).
+    p = sub.add_parser("train", help="train a method (arguments after METHOD go to its training script)",
+                       add_help=False)
     p.add_argument("method")
 
     p = sub.add_parser("push", help="push a trained artifact, its card and its Space to the Hub")

@@ -38,10 +38,11 @@ SPEC = register_method(
         train="hf_ext.proto_evfl.training:main",
         demo="hf_ext.proto_evfl.demo:build_demo",
         contract="hf_ext.proto_evfl.testing:contract_fixture",
-        datasets=("sklearn-digits",),
+        datasets=("sklearn-digits", "fashion-mnist"),
         metrics=("accuracy", "f1"),
         pipeline_tag="tabular-classification",
-        status="implemented (sklearn digits, vertical halves; Flower in-process and loopback deployment)",
+        status="implemented (Fashion-MNIST and sklearn digits, vertical halves; Flower in-process and loopback "
+               "deployment; per-party datasets)",
     )
 )
 

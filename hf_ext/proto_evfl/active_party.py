@@ -25,6 +25,8 @@ and OT plans never leave a party.
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 
 import numpy as np
@@ -39,6 +41,28 @@ from .metrics import classification_metrics
 from .modeling_proto_evfl import ProtoEvflForClassification
 from .prototypes import global_prior, uniform_prior, validate_prior
 from .task import ProtoEvflRunConfig, array_record, read_array, seeded
+
+logger = logging.getLogger(__name__)
+# A party's unaligned pool size is a weight of the global prior: bounded, so one reply cannot swamp it.
+MAX_EXAMPLES = 10**9
+
+
+class FederationAborted(RuntimeError):
+    """The run cannot go on (a feature block is missing for good): the ServerApp logs the reason, saves it as the
+    run's `status` record and returns; it does not crash."""
+
+
+def _metric(content: RecordDict, name: str, sender: str, low: float, high: float) -> float:
+    """A finite number in `[low, high]` from the reply's `metrics` record (a `MetricRecord`)."""
+    record = content["metrics"] if "metrics" in content else None
+    if not isinstance(record, MetricRecord):
+        raise ValueError(f"{sender}: reply has no 'metrics' MetricRecord")
+    value = record[name] if name in record else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{sender}: metric {name!r} must be a finite number, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{sender}: metric {name!r} = {value} is outside [{low}, {high}]")
+    return float(value)
 
 
 class ActiveParty:
@@ -58,8 +82,12 @@ class ActiveParty:
         self.label_of = dict(zip(labels.aligned_ids.tolist(), labels.aligned_labels.tolist()))
         self.labelled = np.bincount(labels.aligned_labels, minlength=settings.num_classes) > 0
         self.global_prior = uniform_prior(settings.num_classes)
+        self.party_evidence: np.ndarray | None = None  # (K, C): n_k π^k, from the last local replies
         self.party_of_node: dict[int, int] = {}
         self.pending: dict[int, ArrayRecord] = {}
+        self.leak_hits, self.leak_total = 0, 0  # the label-leakage attack's guesses (see `_measure_leak`)
+        self.rejections: list[str] = []  # every rejected reply, with its reason
+        self.last_local: dict[int, tuple] = {}  # node -> last accepted (prior, count, prototypes, stats)
 
     @property
     def nodes(self) -> list[int]:
@@ -81,67 +109,154 @@ class ActiveParty:
                             **{"global-prior": prior})  # fmt: skip
 
     def identify(self, replies: dict[int, RecordDict]) -> None:
-        """Maps nodes to party indices from the round-1 replies and checks the parties' entity ids and widths."""
+        """Binds each node id to the party index it claims in round 1 (checked: in range, width and entity ids as
+        agreed). From then on every reply is keyed by the node id Flower reports for it (the transport's identity),
+        never by a claim in the payload; a later claim that differs makes that reply invalid. A node whose
+        enrolment fails is rejected alone (logged); without all `K` feature blocks the run is aborted cleanly."""
         k_total, widths = self.settings.data.num_parties, self.settings.party_widths()
-        for node, content in replies.items():
-            k = int(content["metrics"]["party-index"])
-            if not 0 <= k < k_total or k in self.party_of_node.values():
-                raise ValueError(f"node {node} claims party index {k}: expected each of 0..{k_total - 1} once")
-            self.party_of_node[node] = k
-            if int(content["metrics"]["width"]) != widths[k]:
-                raise ValueError(f"party {k} reports a feature block of width {int(content['metrics']['width'])}; "
-                                 f"the federation agreed on {widths[k]}")  # fmt: skip
-            for name, mine in (("aligned-ids", self.labels.aligned_ids), ("test-ids", self.labels.test_ids)):
-                theirs = read_array(content, "layout", name, (-1,), f"party {k}")
-                missing, extra = np.setdiff1d(mine, theirs), np.setdiff1d(theirs, mine)
-                if missing.size or extra.size:
-                    raise ValueError(
-                        f"party {k}'s {name} disagree with the active party's: {missing.size} of the active party's "
-                        f"{mine.size} ids are missing there (e.g. {missing[:3].tolist()}) and {extra.size} are extra "
-                        f"(e.g. {extra[:3].tolist()})"
-                    )
+        claims: dict[int, list[int]] = {}
+        for node, content in sorted(replies.items()):
+            try:
+                k = int(_metric(content, "party-index", f"node {node}", 0, k_total - 1))
+                width = int(_metric(content, "width", f"node {node}", 1, 10**7))
+                if width != widths[k]:
+                    raise ValueError(f"party {k} reports a feature block of width {width}; the federation agreed "
+                                     f"on {widths[k]}")  # fmt: skip
+                for name, mine in (("aligned-ids", self.labels.aligned_ids), ("test-ids", self.labels.test_ids)):
+                    theirs = read_array(content, "layout", name, (-1,), f"party {k}")
+                    missing, extra = np.setdiff1d(mine, theirs), np.setdiff1d(theirs, mine)
+                    if missing.size or extra.size:
+                        raise ValueError(
+                            f"party {k}'s {name} disagree with the active party's: {missing.size} of the active "
+                            f"party's {mine.size} ids are missing there (e.g. {missing[:3].tolist()}) and "
+                            f"{extra.size} are extra (e.g. {extra[:3].tolist()})"
+                        )
+            except (ValueError, TypeError, KeyError) as err:
+                self.reject(node, "train.local", str(err))
+                continue
+            claims.setdefault(k, []).append(node)
+        for k, nodes in claims.items():
+            if len(nodes) > 1:  # two transports claim one feature block: neither can be trusted with it
+                for node in nodes:
+                    self.reject(node, "train.local", f"nodes {nodes} all claim party index {k}")
+            else:
+                self.party_of_node[nodes[0]] = k
         if len(self.party_of_node) != k_total:
-            raise ValueError(f"{len(self.party_of_node)} parties answered; the run expects {k_total}")
+            enrolled = sorted(self.party_of_node.values())
+            raise FederationAborted(f"only parties {enrolled} of 0..{k_total - 1} enrolled; rejected: "
+                                    f"{self.rejections[-3:]}")  # fmt: skip
+
+    def reject(self, node: int, message_type: str, reason: str) -> None:
+        """Drops one reply, with its reason logged and kept (`self.rejections`)."""
+        logger.warning("rejected the reply of node %s to %r: %s", node, message_type, reason)
+        self.rejections.append(f"node {node} ({message_type}): {reason}")
+
+    def _check_party(self, node: int, content: RecordDict) -> int:
+        """The party index bound to `node`; a reply whose own claim differs is invalid."""
+        k = self.party_of_node[node]
+        claimed = _metric(content, "party-index", f"party {k} (node {node})", -1e18, 1e18)
+        if int(claimed) != k:
+            raise ValueError(f"node {node} is party {k} but its reply claims party {claimed:g}")
+        return k
 
     def _by_party(self, replies: dict[int, RecordDict], record: str, key: str, shape: tuple) -> np.ndarray:
-        """One array per party from the replies, stacked in party order (checked shapes, finite)."""
+        """One array per party from the replies, stacked in party order (checked shapes, finite, and the bounds of
+        normalised embeddings `‖z‖ = 1` and cosine logits `|s| ≤ 1/τ_p`). Raises `ValueError` naming the party."""
         out = []
         for node in self.nodes:
-            k = self.party_of_node[node]
-            if int(replies[node]["metrics"]["party-index"]) != k:
-                raise ValueError(f"node {node} answered as party {replies[node]['metrics']['party-index']}, was {k}")
-            out.append(read_array(replies[node], record, key, shape, f"party {k}"))
+            if node not in replies:
+                raise ValueError(f"party {self.party_of_node[node]} (node {node}) did not reply")
+            k = self._check_party(node, replies[node])
+            value = read_array(replies[node], record, key, shape, f"party {k}")
+            if record == "embeddings":
+                bound = 1.0 if key == "embeddings" else 1.0 / self.settings.temperature
+                v = value.astype(np.float64)
+                size = np.sqrt((v * v).sum(-1)) if key == "embeddings" else np.abs(v)
+                if size.size and float(size.max()) > bound * (1 + 1e-3):
+                    raise ValueError(f"party {k}: {record}/{key} exceeds its bound {bound:g} (got "
+                                     f"{float(size.max()):.3g}); embeddings are unit vectors")  # fmt: skip
+            out.append(value)
         return np.stack(out)
 
+    def valid_replies(self, replies: dict[int, RecordDict], message_type: str, checks) -> dict[int, RecordDict]:
+        """The replies for which `checks(node, content)` passes; each failing one is rejected alone."""
+        ok = {}
+        for node, content in replies.items():
+            if node not in self.party_of_node:
+                self.reject(node, message_type, "not an enrolled party")
+                continue
+            try:
+                checks(node, content)
+            except (ValueError, TypeError, KeyError) as err:
+                self.reject(node, message_type, str(err))
+                continue
+            ok[node] = content
+        return ok
+
     def receive_local(self, replies: dict[int, RecordDict]) -> dict[str, float]:
-        """Global prior from the local priors (weighted by unaligned counts); unseen prototypes from `p^k_u`."""
+        """Global prior from the local priors (weighted by unaligned counts); unseen prototypes from `p^k_u`.
+
+        A party whose reply is invalid keeps its last accepted prior, count and prototypes (none yet: it is left
+        out of the global prior this round)."""
         c, d = self.settings.num_classes, self.settings.embed_dim
-        priors = self._by_party(replies, "prototypes", "prior", (c,))
-        for k, p in enumerate(priors):
-            validate_prior(p, c, what=f"local prior sent by party {k}")
-        counts = [int(replies[n]["metrics"]["num-examples"]) for n in self.nodes]
+
+        def checks(node, content):
+            k = self._check_party(node, content)
+            sender = f"party {k}"
+            prior = validate_prior(read_array(content, "prototypes", "prior", (c,), sender), c,
+                                   what=f"local prior sent by party {k}")  # fmt: skip
+            protos = read_array(content, "prototypes", "prototypes", (c, d), sender)
+            if np.abs(np.linalg.norm(protos, axis=-1) - 1).max() > 1e-3:
+                raise ValueError(f"{sender}: prototypes must be unit vectors")
+            count = _metric(content, "num-examples", sender, 1, MAX_EXAMPLES)
+            stats = {name: _metric(content, name, sender, lo, hi) for name, lo, hi in (
+                ("selected-fraction", 0, 1), ("ot-fallbacks", 0, 1e6), ("unaligned-loss", 0, 1e6),
+                ("unseen-share", 0, 1))}  # fmt: skip
+            self.last_local[node] = (prior, count, protos, stats)
+
+        self.valid_replies(replies, "train.local", checks)
+        known = [n for n in self.nodes if n in self.last_local]
+        if not known:
+            return {"selected-fraction": 0.0, "ot-fallbacks": 0.0, "unaligned-loss": 0.0, "unseen-share": 0.0}
+        priors = np.stack([self.last_local[n][0] for n in known])
+        counts = np.array([self.last_local[n][1] for n in known])
         self.global_prior = global_prior(priors, counts)
-        self.set_unseen(self._by_party(replies, "prototypes", "prototypes", (c, d)))
-        stats = [replies[n]["metrics"] for n in self.nodes]
+        evidence = np.zeros((len(self.nodes), c))
+        for n in known:
+            evidence[self.party_of_node[n]] = self.last_local[n][1] * self.last_local[n][0]
+        self.party_evidence = evidence
+        if len(known) == len(self.nodes):
+            self.set_unseen(np.stack([self.last_local[n][2] for n in self.nodes]))
+        stats = [self.last_local[n][3] for n in known]
         return {"selected-fraction": float(np.mean([m["selected-fraction"] for m in stats])),
                 "ot-fallbacks": float(sum(m["ot-fallbacks"] for m in stats)),
-                "unaligned-loss": float(np.mean([m["unaligned-loss"] for m in stats]))}  # fmt: skip
+                "unaligned-loss": float(np.mean([m["unaligned-loss"] for m in stats])),
+                "unseen-share": float(max(m["unseen-share"] for m in stats))}  # fmt: skip
 
     def set_unseen(self, prototypes: np.ndarray) -> None:
         if self.top.config.classifier == "prototype":
-            self.top.set_unseen_prototypes(torch.from_numpy(prototypes))
+            evidence = None
+            if self.args.unseen_weighting == "evidence" and self.party_evidence is not None:
+                evidence = torch.from_numpy(self.party_evidence)
+            self.top.set_unseen_prototypes(torch.from_numpy(prototypes), evidence)
 
     def batches(self, rnd: int) -> list[np.ndarray]:
         ids = np.random.default_rng([self.args.seed, 7, rnd]).permutation(self.labels.aligned_ids)
         size = self.args.aligned_batch_size
         return [ids[i : i + size] for i in range(0, len(ids), size)]
 
-    def step(self, ids: np.ndarray, replies: dict[int, RecordDict]) -> float:
+    def step(self, ids: np.ndarray, replies: dict[int, RecordDict], message_type: str = "train.step") -> float | None:
         """One upper-level step on an aligned batch: top forward/backward, Adam, global-prototype EMA; the
-        gradients for each party wait in `self.pending` until its next message."""
+        gradients for each party wait in `self.pending` until its next message. Returns the loss, or `None` when a
+        party's embeddings are missing or invalid: that reply is rejected (logged) and the batch is skipped (split
+        learning needs every block of a sample)."""
         shape_z, shape_s = (len(ids), self.settings.embed_dim), (len(ids), self.settings.num_classes)
-        z = torch.from_numpy(self._by_party(replies, "embeddings", "embeddings", shape_z)).transpose(0, 1)
-        s = torch.from_numpy(self._by_party(replies, "embeddings", "prototype-logits", shape_s)).transpose(0, 1)
+        try:
+            z = torch.from_numpy(self._by_party(replies, "embeddings", "embeddings", shape_z)).transpose(0, 1)
+            s = torch.from_numpy(self._by_party(replies, "embeddings", "prototype-logits", shape_s)).transpose(0, 1)
+        except (ValueError, TypeError, KeyError) as err:
+            self.reject(-1, message_type, f"{err}; batch skipped")
+            return None
         z, s = z.contiguous().requires_grad_(), s.contiguous().requires_grad_()
         y = torch.tensor([self.label_of[int(i)] for i in ids])
         self.top.train()
@@ -150,11 +265,23 @@ class ActiveParty:
         out.loss.backward()
         self.optimizer.step()
         grad_s = s.grad if s.grad is not None else torch.zeros_like(s)
+        self._measure_leak(grad_s, y)
         for node in self.nodes:
             k = self.party_of_node[node]
             self.pending[node] = array_record(ids=ids, embeddings=z.grad[:, k].numpy(),
                                               prototype_logits=grad_s[:, k].numpy())  # fmt: skip
         return float(out.loss.detach())
+
+    @torch.no_grad()
+    def _measure_leak(self, grad_s: torch.Tensor, labels: torch.Tensor) -> None:
+        """The label-leakage attack, measured where the gradients are made: a passive party (k ≥ 1) guesses each
+        aligned label as `argmin_c ∂L/∂s^k_c`. For `L ⊃ μ CE(s^k, y)` that gradient is `μ (softmax(s^k) − e_y)`,
+        negative only at `y`, so the guess is exact whenever `μ > 0`."""
+        if grad_s.shape[1] < 2:
+            return
+        guesses = grad_s[:, 1:].argmin(-1)  # (batch, K − 1)
+        self.leak_hits += int((guesses == labels[:, None]).sum())
+        self.leak_total += int(guesses.numel())
 
     @torch.no_grad()
     def evaluate(self, replies: dict[int, RecordDict]) -> tuple[dict[str, float], dict[str, np.ndarray]]:
@@ -166,25 +293,36 @@ class ActiveParty:
         out = self.top(party_embeddings=z)
         pred = out.logits.argmax(-1).numpy()
         metrics = classification_metrics(self.labels.test_labels, pred, c, self.labels.unseen_class)
+        if self.leak_total:
+            metrics["label_leak_accuracy"] = self.leak_hits / self.leak_total
         predictions = {"test-ids": self.labels.test_ids, "labels": self.labels.test_labels, "predictions": pred,
                        "fused": out.fused.numpy(), "gate": out.gate.numpy(),
                        "global-prototypes": self.top.head.prototypes.numpy()}  # fmt: skip
         return metrics, predictions
 
 
-def _exchange(grid: Grid, contents: dict[int, RecordDict], message_type: str, group: str, timeout: float):
-    """Sends one message per node and returns the replies' contents by node; a failed or missing reply raises."""
+def _exchange(active: ActiveParty, grid: Grid, contents: dict[int, RecordDict], message_type: str, group: str,
+              timeout: float) -> dict[int, RecordDict]:  # fmt: skip
+    """Sends one message per node and returns the replies' contents keyed by the node id Flower reports as their
+    source. An error reply, an empty one, one from a node that was not asked, or a missing one is rejected alone,
+    with its reason logged; the others are returned."""
     messages = [Message(content=c, dst_node_id=n, message_type=message_type, group_id=group)
                 for n, c in contents.items()]  # fmt: skip
-    replies = {}
+    replies, seen = {}, set()
     for reply in grid.send_and_receive(messages, timeout=timeout):
         node = reply.metadata.src_node_id
+        if node not in contents or node in seen:
+            active.reject(node, message_type, "unexpected reply (not asked, or a second one)")
+            continue
+        seen.add(node)
         if reply.has_error():
-            raise RuntimeError(f"the party on node {node} failed on {message_type!r}: {reply.error.reason}")
-        replies[node] = reply.content
-    missing = sorted(set(contents) - set(replies))
-    if missing:
-        raise TimeoutError(f"no reply to {message_type!r} from nodes {missing} within {timeout} s")
+            active.reject(node, message_type, f"error reply: {reply.error.reason}")
+        elif not reply.has_content():
+            active.reject(node, message_type, "reply has no content")
+        else:
+            replies[node] = reply.content
+    for node in sorted(set(contents) - seen):
+        active.reject(node, message_type, f"no reply within {timeout} s")
     return replies
 
 
@@ -200,36 +338,64 @@ def _wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
 
 
 def run_server(grid: Grid, context: Context) -> None:
-    """The `ServerApp`'s main: the bi-level schedule, then the test evaluation; ends with `save_result`."""
+    """The `ServerApp`'s main: the bi-level schedule, then the test evaluation; ends with `save_result` (metrics,
+    top model, predictions, history, `status`). Never raises on what parties send: a bad reply is rejected alone
+    (logged) and a run that cannot go on ends with `status` = aborted and the reason."""
     start = time.perf_counter()
     settings = ProtoEvflRunConfig.from_run_config(context.run_config)
-    # The simulation builds the whole split in every process; the active party takes only the labels from it.
-    active = ActiveParty(settings, build_vertical_split(settings.data).labels())
+    active = ActiveParty(settings, load_labels(settings))
     timeout = settings.message_timeout
-    nodes = _wait_for_nodes(grid, settings.data.num_parties, timeout)
-    history: dict[str, list[float]] = {"loss": [], "selected-fraction": [], "ot-fallbacks": [], "unaligned-loss": []}
-    for rnd in range(1, settings.training.rounds + 1):
-        batches = active.batches(rnd)
-        contents = {n: active.local_request(n, rnd, batches[0]) for n in nodes}
-        replies = _exchange(grid, contents, "train.local", f"{rnd}", timeout)
-        if rnd == 1:
-            active.identify(replies)
-        for key, value in active.receive_local(replies).items():
-            history[key].append(value)
-        losses = [active.step(batches[0], replies)]
-        for b, ids in enumerate(batches[1:], start=1):
-            contents = {n: active.request(n, step=array_record(ids=ids)) for n in nodes}
-            losses.append(active.step(ids, _exchange(grid, contents, "train.step", f"{rnd}.{b}", timeout)))
-        history["loss"].append(float(np.mean(losses)))
-    contents = {n: active.request(n, config=ConfigRecord({"split": "test"})) for n in nodes}
-    metrics, predictions = active.evaluate(_exchange(grid, contents, "evaluate", "test", timeout))
+    history: dict[str, list[float]] = {"loss": [], "selected-fraction": [], "ot-fallbacks": [], "unaligned-loss": [],
+                                       "unseen-share": [], "skipped-batches": []}  # fmt: skip
+    try:
+        nodes = _wait_for_nodes(grid, settings.data.num_parties, timeout)
+        for rnd in range(1, settings.training.rounds + 1):
+            batches = active.batches(rnd)
+            ask = nodes if rnd == 1 else active.nodes
+            contents = {n: active.local_request(n, rnd, batches[0]) for n in ask}
+            replies = _exchange(active, grid, contents, "train.local", f"{rnd}", timeout)
+            if rnd == 1:
+                active.identify(replies)
+            for key, value in active.receive_local(replies).items():
+                history[key].append(value)
+            losses = [active.step(batches[0], replies, "train.local")]
+            for b, ids in enumerate(batches[1:], start=1):
+                contents = {n: active.request(n, step=array_record(ids=ids)) for n in active.nodes}
+                losses.append(active.step(ids, _exchange(active, grid, contents, "train.step", f"{rnd}.{b}",
+                                                         timeout)))  # fmt: skip
+            done = [v for v in losses if v is not None]
+            history["loss"].append(float(np.mean(done)) if done else float("nan"))
+            history["skipped-batches"].append(float(len(losses) - len(done)))
+        contents = {n: active.request(n, config=ConfigRecord({"split": "test"})) for n in active.nodes}
+        replies = _exchange(active, grid, contents, "evaluate", "test", timeout)
+        try:
+            metrics, predictions = active.evaluate(replies)
+        except (ValueError, TypeError, KeyError) as err:
+            raise FederationAborted(f"cannot evaluate: {err}") from err
+    except (FederationAborted, TimeoutError, ValueError) as err:
+        logger.error("Proto-EVFL run aborted: %s", err)
+        save_result(context, {"status": ConfigRecord({"status": "aborted", "reason": str(err),
+                                                      "rejections": active.rejections[-20:] or [""]})})  # fmt: skip
+        return
     metrics["seconds"] = time.perf_counter() - start
+    metrics["rejected_replies"] = float(len(active.rejections))
     save_result(context, {
         "metrics": MetricRecord(metrics),
         "top-model": state_dict_to_arrays(active.top.state_dict()),
         "predictions": array_record(**{k.replace("-", "_"): v for k, v in predictions.items()}),
         "history": MetricRecord(history),
+        "status": ConfigRecord({"status": "ok", "reason": "", "rejections": active.rejections[-20:] or [""]}),
     })  # fmt: skip
 
 
-__all__ = ["ActiveParty", "run_server"]
+def load_labels(settings: ProtoEvflRunConfig) -> LabelData:
+    """The active party's labels: from `settings.labels_path` (a saved `datasets.Dataset`, see `party_data.py`)
+    when set, else from the simulated split (of which only the label part is taken)."""
+    if settings.labels_path:
+        from .party_data import load_label_dataset
+
+        return load_label_dataset(settings.labels_path, settings.num_classes, settings.data.unseen_class)
+    return build_vertical_split(settings.data).labels()
+
+
+__all__ = ["ActiveParty", "FederationAborted", "load_labels", "run_server"]

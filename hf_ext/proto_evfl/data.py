@@ -19,12 +19,22 @@ party's label holder holds; the unaligned pools' true labels are kept for diagno
 from __future__ import annotations
 
 import functools
+import gzip
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-DATASETS = ("digits", "breast_cancer")
-NUM_CLASSES = {"digits": 10, "breast_cancer": 2}
+DATASETS = ("digits", "breast_cancer", "fashion_mnist")
+NUM_CLASSES = {"digits": 10, "breast_cancer": 2, "fashion_mnist": 10}
+# Debian's `dataset-fashion-mnist` package (apt-get install -y dataset-fashion-mnist) installs the four idx files here.
+FASHION_MNIST_PACKAGE = "dataset-fashion-mnist"
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                       "t10k-labels-idx1-ubyte.gz")  # fmt: skip
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                         "Ankle boot")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -32,8 +42,8 @@ class VerticalDataConfig:
     """How to build a vertical split.
 
     Args:
-        dataset (`str`, defaults to `"digits"`): `"digits"` (1,797 × 64, 10 classes) or `"breast_cancer"`
-            (569 × 30, 2 classes).
+        dataset (`str`, defaults to `"digits"`): `"digits"` (1,797 × 64, 10 classes), `"breast_cancer"`
+            (569 × 30, 2 classes) or `"fashion_mnist"` (70,000 × 784, 10 classes; Debian `dataset-fashion-mnist`).
         num_parties (`int`, defaults to 2): number of parties (feature blocks).
         aligned_per_class (`int`, defaults to 10): aligned labelled samples per class (100 for digits).
         test_per_class (`int`, defaults to 30): aligned test samples per class.
@@ -113,16 +123,7 @@ class VerticalSplit:
     def party(self, k: int) -> PartyData:
         if not 0 <= k < self.config.num_parties:
             raise ValueError(f"party index {k} is out of range for {self.config.num_parties} parties")
-        cols = self.column_blocks[k]
-        x = self.features[:, cols]
-        return PartyData(
-            party_index=k,
-            aligned_ids=self.aligned_ids,
-            aligned_features=x[self.aligned_ids],
-            unaligned_features=x[self.unaligned_ids[k]],
-            test_ids=self.test_ids,
-            test_features=x[self.test_ids],
-        )
+        return _party_data(self.config, k)
 
     def labels(self) -> LabelData:
         return LabelData(
@@ -151,9 +152,77 @@ class VerticalSplit:
         return out
 
 
+def fashion_mnist_dir() -> Path:
+    """The folder of the Fashion-MNIST idx files: `$HF_EXT_FASHION_MNIST_DATA` when set, else the Debian package's
+    `/usr/share/datasets/fashion-mnist`.
+
+    Raises:
+        `DataNotFoundError` naming the Debian package when the files are not there.
+    """
+    from hf_ext.core.paths import DataNotFoundError, data_env_var
+
+    var = data_env_var("fashion_mnist")
+    folder = Path(os.environ.get(var) or FASHION_MNIST_DIR)
+    missing = [f for f in FASHION_MNIST_FILES if not (folder / f).is_file()]
+    if missing:
+        raise DataNotFoundError(
+            f"Fashion-MNIST not found in {folder} (missing {', '.join(missing)}). Install the Debian package "
+            f"{FASHION_MNIST_PACKAGE!r} (`apt-get install -y {FASHION_MNIST_PACKAGE}`), or set ${var} to a folder "
+            "holding the four idx .gz files."
+        )
+    return folder
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    """An idx file (the MNIST format): big-endian magic `0x0000 dtype ndim`, `ndim` uint32 sizes, then the data."""
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] != 0x08:
+        raise ValueError(f"{path} is not an unsigned-byte idx file")
+    ndim = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(shape)):
+        raise ValueError(f"{path}: header says {shape}, but it holds {data.size} values")
+    return data.reshape(shape)
+
+
+@functools.lru_cache(maxsize=1)
+def _fashion_mnist() -> tuple[np.ndarray, np.ndarray]:
+    folder = fashion_mnist_dir()
+    images = [_read_idx(folder / f) for f in FASHION_MNIST_FILES[0::2]]
+    labels = [_read_idx(folder / f) for f in FASHION_MNIST_FILES[1::2]]
+    x = (np.concatenate(images).reshape(-1, 28 * 28) / np.float32(255.0)).astype(np.float32)
+    x.flags.writeable = False
+    return x, np.concatenate(labels).astype(np.int64)
+
+
+@functools.lru_cache(maxsize=32)
+def _party_data(config: VerticalDataConfig, k: int) -> PartyData:
+    # Rows first, then the party's columns: never a copy of the whole table's block (70k rows for Fashion-MNIST).
+    # Cached per process: a SuperNode's party is rebuilt for every message.
+    split = build_vertical_split(config)
+    cols = split.column_blocks[k]
+
+    def block(ids):
+        return split.features[np.ix_(ids, cols)]
+
+    return PartyData(
+        party_index=k,
+        aligned_ids=split.aligned_ids,
+        aligned_features=block(split.aligned_ids),
+        unaligned_features=block(split.unaligned_ids[k]),
+        test_ids=split.test_ids,
+        test_features=block(split.test_ids),
+    )
+
+
 def _load_table(dataset: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], str]:
     from sklearn import datasets
 
+    if dataset == "fashion_mnist":  # train and t10k pooled: 70,000 × 784, 7,000 per class
+        x, y = _fashion_mnist()
+        return x, y, FASHION_MNIST_CLASSES, "image"
     if dataset == "digits":
         bunch = datasets.load_digits()
         return bunch.data / 16.0, bunch.target, tuple(str(c) for c in range(10)), "image"
@@ -163,11 +232,12 @@ def _load_table(dataset: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], 
 
 def column_blocks(dataset: str, num_parties: int) -> tuple[np.ndarray, ...]:
     """The feature columns of each party: vertical image stripes for digits, contiguous blocks for tables."""
-    if dataset == "digits":
-        stripes = np.array_split(np.arange(8), num_parties)
+    if dataset in ("digits", "fashion_mnist"):
+        side = 8 if dataset == "digits" else 28
+        stripes = np.array_split(np.arange(side), num_parties)
         if min(len(s) for s in stripes) == 0:
-            raise ValueError(f"digits has 8 pixel columns; cannot split them among {num_parties} parties")
-        return tuple(np.array([r * 8 + c for r in range(8) for c in s]) for s in stripes)
+            raise ValueError(f"{dataset} has {side} pixel columns; cannot split them among {num_parties} parties")
+        return tuple(np.array([r * side + c for r in range(side) for c in s]) for s in stripes)
     n_features = 30
     if num_parties > n_features:
         raise ValueError(f"breast_cancer has {n_features} features; cannot split them among {num_parties} parties")
@@ -241,7 +311,7 @@ def build_vertical_split(config: VerticalDataConfig) -> VerticalSplit:
             own = np.concatenate([np.concatenate(aligned), np.concatenate(unaligned[k])])
             mean, std = x[np.ix_(own, cols)].mean(0), x[np.ix_(own, cols)].std(0) + 1e-8
             x[:, cols] = (x[:, cols] - mean) / std
-    x = x.astype(np.float32)
+    x = x.astype(np.float32, copy=False)  # Fashion-MNIST is float32 already: shared, not copied per split
     arrays = dict(
         features=x,
         labels_all=y.astype(np.int64),
@@ -266,6 +336,7 @@ __all__ = [
     "VerticalSplit",
     "build_vertical_split",
     "column_blocks",
+    "fashion_mnist_dir",
     "feature_widths",
     "long_tail_fractions",
 ]

@@ -113,9 +113,12 @@ class ProtoEvflAggregation(nn.Module):
             g = z.new_ones(z.shape[:2])
         return torch.einsum("bkd,kdh,bk->bh", z, self.projection, g), g
 
-    def project_per_party(self, vectors: torch.Tensor) -> torch.Tensor:
-        """`Σ_k ḡ_k W_k v^k` for `vectors` of shape `(K, n, d)`: shape `(n, d_h)`."""
-        return torch.einsum("knd,kdh,k->nh", vectors, self.projection, self.gate_mean)
+    def project_per_party(self, vectors: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """`Σ_k w_kn W_k v^k_n` for `vectors` of shape `(K, n, d)`: shape `(n, d_h)`. `weights` (`(K, n)`) default
+        to the running mean gate `ḡ_k` for every `n`."""
+        if weights is None:
+            weights = self.gate_mean[:, None].expand(vectors.shape[:2])
+        return torch.einsum("knd,kdh,kn->nh", vectors, self.projection, weights.to(vectors))
 
 
 class ProtoEvflPrototypeHead(nn.Module):
@@ -317,12 +320,21 @@ class ProtoEvflForClassification(ProtoEvflPreTrainedModel):
             self.aggregation.gate_mean.mul_(m).add_((1 - m) * gate.mean(0))
 
     @torch.no_grad()
-    def set_unseen_prototypes(self, local_prototypes: torch.Tensor) -> torch.Tensor:
-        """Sets `P_u = normalize(Σ_k ḡ_k W_k p^k_u)` for every class `u` without labelled samples.
+    def set_unseen_prototypes(
+        self, local_prototypes: torch.Tensor, party_evidence: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Sets `P_u = normalize(Σ_k w_ku W_k p^k_u)` for every class `u` without labelled samples, with
+        `w_ku = ḡ_k` (the spec's reading) or, given `party_evidence`, `w_ku ∝ ḡ_k e_ku`.
+
+        Why the evidence weights: with inter-party imbalance an unseen class is frequent at one party and nearly
+        absent at another, whose `p^k_u` is then a cluster of something else; weighting by how many of its samples
+        each party puts in `u` (its local prior times its pool size) keeps that noise out of `P_u`.
 
         Args:
             local_prototypes (`torch.FloatTensor` of shape `(num_parties, num_classes, embed_dim)`): the parties'
                 local prototypes (normalised), as they reported them this round.
+            party_evidence (`torch.FloatTensor` of shape `(num_parties, num_classes)`, *optional*): non-negative
+                evidence of each party for each class (e.g. `n_k π^k_c`).
 
         Returns:
             `torch.LongTensor`: the classes whose prototype was set.
@@ -334,8 +346,24 @@ class ProtoEvflForClassification(ProtoEvflPreTrainedModel):
                 f"got {tuple(local_prototypes.shape)}"
             )
         unseen = self.unseen_classes
+        weights = None
+        if party_evidence is not None:
+            if party_evidence.shape != (cfg.num_parties, cfg.num_classes):
+                raise ValueError(f"party_evidence must have shape ({cfg.num_parties}, {cfg.num_classes}), "
+                                 f"got {tuple(party_evidence.shape)}")  # fmt: skip
+            if not torch.isfinite(party_evidence).all() or (party_evidence < 0).any():
+                raise ValueError("party_evidence must be finite and non-negative")
         if unseen.numel():
-            projected = self.aggregation.project_per_party(local_prototypes[:, unseen].to(self.head.prototypes))
+            vectors = local_prototypes[:, unseen].to(self.head.prototypes)
+            seen = self.head.class_counts > 0
+            if party_evidence is not None and seen.any():
+                e = party_evidence[:, unseen].to(vectors)
+                share = torch.where(e.sum(0, keepdim=True) > 0, e / e.sum(0, keepdim=True).clamp_min(1e-30),
+                                    torch.ones_like(e))  # fmt: skip
+                share = share / share.amax(0, keepdim=True)  # the party with the most evidence keeps its p^k_u
+                mean = F.normalize(local_prototypes[:, seen].to(vectors).mean(1), dim=-1)  # (K, d)
+                vectors = share[..., None] * vectors + (1 - share[..., None]) * mean[:, None]
+            projected = self.aggregation.project_per_party(vectors, weights)
             self.head.prototypes[unseen] = F.normalize(projected, dim=-1)
         return unseen
 

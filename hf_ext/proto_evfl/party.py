@@ -9,6 +9,9 @@ unaligned sample or an OT plan.
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import numpy as np
 import torch
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
@@ -21,9 +24,12 @@ from .ot_selection import cosine_cost, select_by_confidence, select_by_ot, sinkh
 from .prototypes import (
     discover_unseen_prototypes,
     ema_update_prototypes,
+    local_class_prior,
     mixed_prior,
-    soft_label_mass,
+    novelty_scores,
+    prototype_contrastive_loss,
     uniform_prior,
+    unseen_mass,
     validate_prior,
 )
 from .task import (
@@ -36,6 +42,22 @@ from .task import (
 )
 
 
+def load_party_data(settings: ProtoEvflRunConfig, k: int, data_path: str = ""):
+    """Only party `k`'s own rows: its saved dataset (`data_path`, else `<party_data_dir>/party-<k>`), or its block
+    of the simulated split."""
+    path = data_path or (str(Path(settings.party_data_dir) / f"party-{k}") if settings.party_data_dir else "")
+    if path:
+        return _cached_party_dataset(str(Path(path).resolve()), k)
+    return build_vertical_split(settings.data).party(k)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_party_dataset(path: str, k: int):
+    from .party_data import load_party_dataset  # datasets is imported only by parties that read their own data
+
+    return load_party_dataset(path, k)
+
+
 class PartyWorker:
     """One party's side of the protocol, rebuilt from its node's `Context` for every message.
 
@@ -43,11 +65,13 @@ class PartyWorker:
         settings ([`ProtoEvflRunConfig`]): the run.
         party_index (`int`): which feature block this party holds (its node's `partition-id`).
         state (`RecordDict`): the node's persistent state (`context.state`).
+        data_path (`str`, *optional*): this party's saved dataset (`party_data.py`); default: the run's
+            `party_data_dir`, else the simulated split.
     """
 
-    def __init__(self, settings: ProtoEvflRunConfig, party_index: int, state: RecordDict):
+    def __init__(self, settings: ProtoEvflRunConfig, party_index: int, state: RecordDict, data_path: str = ""):
         self.settings, self.k, self.state, self.args = settings, party_index, state, settings.training
-        self.data = build_vertical_split(settings.data).party(party_index)
+        self.data = load_party_data(settings, party_index, data_path)
         expected = settings.party_widths()[party_index]
         if self.data.width != expected:
             raise ValueError(
@@ -58,7 +82,7 @@ class PartyWorker:
         self.model = seeded(self.args.seed * 1009 + party_index, lambda: ProtoEvflPartyModel(config))
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.args.party_learning_rate)
         self.local_prior = uniform_prior(settings.num_classes)
-        self.discovered = False
+        self.discovered, self.unseen_share = False, 0.0
         if "party-model" in state:
             self.model.load_state_dict(arrays_to_state_dict(state["party-model"], reference=self.model.state_dict()))
             load_optimizer_arrays(self.optimizer, state["party-optimizer"])
@@ -73,7 +97,7 @@ class PartyWorker:
         if n != settings.data.num_parties:
             raise ValueError(f"this SuperNode belongs to a federation of {n} parties; the run expects "
                              f"{settings.data.num_parties}")  # fmt: skip
-        return cls(settings, k, context.state)
+        return cls(settings, k, context.state, str(context.node_config.get("data-path", "")))
 
     def save(self) -> None:
         self.state["party-model"] = state_dict_to_arrays(self.model.state_dict())
@@ -117,6 +141,22 @@ class PartyWorker:
             self.state["party-pending"] = array_record(ids=ids)
         return RecordDict({"embeddings": array_record(embeddings=z.numpy(), prototype_logits=s.numpy())})
 
+    @torch.no_grad()
+    def estimate_local_prior(self, x_u: torch.Tensor, labelled: np.ndarray) -> np.ndarray:
+        """`π^k`: the EM mass of the labelled classes and, for the never-labelled ones, the open-set share `ν` of
+        the unaligned pool that no labelled prototype explains (referenced on the party's aligned entities, which
+        are all of labelled classes); see [`local_class_prior`]."""
+        model = self.model
+        z_u = model.embed(x_u)
+        self.unseen_share = 0.0
+        if not labelled.all() and labelled.any():
+            z_a = model.embed(torch.from_numpy(self.data.aligned_features))
+            protos = model.prototypes.detach()
+            self.unseen_share = unseen_mass(novelty_scores(z_u, protos, labelled).numpy(),
+                                            novelty_scores(z_a, protos, labelled).numpy(),
+                                            self.args.novelty_quantile)  # fmt: skip
+        return local_class_prior(model.prototype_logits(z_u), labelled, self.unseen_share)
+
     def local_phase(self, rnd: int, global_prior_: np.ndarray, labelled: np.ndarray) -> tuple[RecordDict, dict]:
         """The lower level on this party's unaligned data: conditional-OT (or threshold) selection, the
         prototype-contrastive update and the EMA of the prototypes; returns prototypes and local prior."""
@@ -156,15 +196,15 @@ class PartyWorker:
                 if not keep.any():
                     continue
                 mask, q = torch.from_numpy(keep), torch.from_numpy(targets[keep]).float()
-                loss = -(q * s[mask].log_softmax(-1)).sum(1).mean() * args.unaligned_loss_weight
+                loss = prototype_contrastive_loss(s[mask], q) * args.unaligned_loss_weight
                 self.optimizer.zero_grad()
                 loss.backward()
                 self.optimizer.step()
                 stats["unaligned-loss"] += float(loss.detach()) / args.local_steps
                 if args.prototype_ema:
                     ema_update_prototypes(model.prototypes.data, z.detach()[mask], q.argmax(1), args.prototype_momentum)
-        with torch.no_grad():
-            self.local_prior = soft_label_mass(model.prototype_logits(model.embed(x_u)))
+        self.local_prior = self.estimate_local_prior(x_u, labelled)
+        stats["unseen-share"] = self.unseen_share
         stats.update({"num-examples": int(x_u.shape[0]), "party-index": self.k, "width": self.data.width})
         prototypes = model.normalized_prototypes().detach().numpy()
         content = RecordDict({"prototypes": array_record(prototypes=prototypes, prior=self.local_prior),

@@ -99,6 +99,99 @@ def soft_label_mass(prototype_logits: torch.Tensor, iterations: int = 20) -> np.
     return mass / mass.sum()
 
 
+def _em_mass(logits: torch.Tensor, iterations: int) -> torch.Tensor:
+    prior = logits.new_full((logits.shape[1],), 1.0 / logits.shape[1])
+    mass = logits.softmax(-1).mean(0)
+    for _ in range(iterations):
+        prior = mass
+        mass = (logits + prior.clamp_min(1e-12).log()).softmax(-1).mean(0)
+    return mass / mass.sum()
+
+
+@torch.no_grad()
+def novelty_scores(embeddings: torch.Tensor, prototypes: torch.Tensor, labelled_mask) -> torch.Tensor:
+    """`max_{c labelled} cos(z_i, p_c)`: how well the best labelled class explains each sample (low: novel)."""
+    mask = torch.as_tensor(np.asarray(labelled_mask, dtype=bool))
+    if mask.sum() == 0:
+        raise ValueError("no class has labels: there is nothing to tell novel samples from")
+    z = F.normalize(embeddings.double(), dim=-1)
+    return (z @ F.normalize(prototypes.double()[mask], dim=-1).T).max(1).values
+
+
+def unseen_mass(unaligned_scores, reference_scores, quantile: float = 0.1) -> float:
+    """The share `ν` of a party's unaligned pool that no labelled class explains (an open-set estimate).
+
+    The threshold `t` is the `quantile`-quantile of the novelty scores of samples known to come from labelled
+    classes (the party's aligned entities); a labelled-class sample then falls below `t` with probability
+    `quantile`, an unseen-class sample (far from every labelled prototype) with probability about 1. The observed
+    share `f = mean(s_i < t)` is thus `ν + (1 − ν)·quantile`, which gives `ν = (f − quantile) / (1 − quantile)`,
+    clipped to `[0, 1]`.
+
+    Args:
+        unaligned_scores (`array-like` of shape `(n,)`): [`novelty_scores`] of the unaligned samples.
+        reference_scores (`array-like` of shape `(m,)`): the same scores of labelled-class samples.
+        quantile (`float`, defaults to 0.1): the reference quantile `q ∈ (0, 1)`.
+    """
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"novelty quantile must be in (0, 1), got {quantile}")
+    u = np.asarray(unaligned_scores, dtype=np.float64)
+    r = np.asarray(reference_scores, dtype=np.float64)
+    if u.ndim != 1 or r.ndim != 1 or u.size == 0 or r.size == 0:
+        raise ValueError(f"need non-empty score vectors, got shapes {u.shape} and {r.shape}")
+    threshold = np.quantile(r, quantile)
+    below = float((u < threshold).mean())
+    return float(np.clip((below - quantile) / (1.0 - quantile), 0.0, 1.0))
+
+
+@torch.no_grad()
+def local_class_prior(
+    prototype_logits: torch.Tensor,
+    labelled_mask,
+    unseen_share: float,
+    *,
+    iterations: int = 20,
+) -> np.ndarray:
+    """A party's local prior `π^k` when some classes have no labels: `1 − ν` spread over the labelled classes by
+    the EM mass of their logits ([`soft_label_mass`] restricted to them), `ν` over the unlabelled ones (by the EM
+    mass of their logits when there are several).
+
+    Why not EM over every class: an unlabelled class starts with a random prototype that explains no sample, so its
+    EM mass is ~0, which the mixed prior then keeps at ~0 and the OT never sends it a sample (the collapse this
+    replaces). `ν` comes from [`unseen_mass`], which does not need the unseen prototype.
+
+    Args:
+        prototype_logits (`torch.Tensor` of shape `(n, C)`): `cos(z_i, p^k_c) / τ_p` of the unaligned samples.
+        labelled_mask (`array-like` of shape `(C,)`): `True` for classes with labelled aligned samples.
+        unseen_share (`float`): `ν ∈ [0, 1]`, the mass of the unlabelled classes together.
+        iterations (`int`, defaults to 20): EM iterations.
+    """
+    mask = np.asarray(labelled_mask, dtype=bool)
+    if prototype_logits.ndim != 2 or prototype_logits.shape[0] == 0 or prototype_logits.shape[1] != mask.shape[0]:
+        raise ValueError(f"need (n > 0, {mask.shape[0]}) prototype logits, got shape {tuple(prototype_logits.shape)}")
+    if not 0.0 <= unseen_share <= 1.0:
+        raise ValueError(f"unseen_share ν must be in [0, 1], got {unseen_share}")
+    if mask.all():
+        return soft_label_mass(prototype_logits, iterations)
+    if not mask.any():
+        raise ValueError("no class has labels: the local prior needs at least one labelled class")
+    logits = prototype_logits.double()
+    seen, unseen = torch.from_numpy(np.flatnonzero(mask)), torch.from_numpy(np.flatnonzero(~mask))
+    prior = np.zeros(mask.shape[0])
+    prior[mask] = (1.0 - unseen_share) * _em_mass(logits[:, seen], iterations).cpu().numpy()
+    prior[~mask] = unseen_share * _em_mass(logits[:, unseen], iterations).cpu().numpy()
+    return prior / prior.sum()
+
+
+def prototype_contrastive_loss(prototype_logits: torch.Tensor, soft_labels: torch.Tensor) -> torch.Tensor:
+    """The lower-level loss `ℓ_u = −(1/n) Σ_i Σ_c q_ic log softmax_c(s_i)` on the selected unaligned samples
+    (`s_i = cos(z_i, p^k_c) / τ_p`, `q_i` their OT soft labels). Minimising it pulls each sample towards the
+    prototypes the OT assigned it to."""
+    if prototype_logits.shape != soft_labels.shape or prototype_logits.ndim != 2:
+        raise ValueError(f"logits and soft labels must be (n, C) of one shape, got {tuple(prototype_logits.shape)} "
+                         f"and {tuple(soft_labels.shape)}")  # fmt: skip
+    return -(soft_labels * prototype_logits.log_softmax(-1)).sum(1).mean()
+
+
 @torch.no_grad()
 def ema_update_prototypes(
     prototypes: torch.Tensor, embeddings: torch.Tensor, assignments: torch.Tensor, momentum: float
@@ -180,6 +273,10 @@ def discover_unseen_prototypes(
 __all__ = [
     "discover_unseen_prototypes",
     "ema_update_prototypes",
+    "local_class_prior",
+    "novelty_scores",
+    "prototype_contrastive_loss",
+    "unseen_mass",
     "global_prior",
     "mixed_prior",
     "soft_label_mass",

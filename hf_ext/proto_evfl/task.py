@@ -35,6 +35,13 @@ class ProtoEvflRunConfig:
             global_prototype_momentum (`float`): the top model (see [`ProtoEvflConfig`]).
         temperature (`float`, defaults to 0.1): `τ_p`, shared by all prototype logits.
         message_timeout (`float`, defaults to 120): seconds to wait for the parties' replies.
+        labels_path (`str`, defaults to `""`): the active party's saved label dataset (`party_data.py`); empty:
+            the simulated split's labels.
+        party_data_dir (`str`, defaults to `""`): a folder with `party-<k>/` datasets, for simulations; in a
+            deployment each SuperNode's `data-path` node config points at its own (and wins).
+        feature_widths (`str`, defaults to `""`): the agreed width of each party's block, comma-separated
+            (`"392,392"`), for parties' own data; empty: from `data.dataset`.
+        num_labels (`int`, defaults to 0): number of classes for parties' own data; 0: from `data.dataset`.
     """
 
     data: VerticalDataConfig = field(default_factory=VerticalDataConfig)
@@ -48,12 +55,30 @@ class ProtoEvflRunConfig:
     local_loss_weight: float = 1.0
     global_prototype_momentum: float = 0.9
     message_timeout: float = 120.0
+    labels_path: str = ""
+    party_data_dir: str = ""
+    feature_widths: str = ""
+    num_labels: int = 0
+
+    def __post_init__(self):
+        if self.num_labels < 0 or self.num_labels == 1:
+            raise ValueError(f"num_labels must be 0 (from the dataset) or >= 2, got {self.num_labels}")
+        if self.feature_widths:
+            widths = self.party_widths()
+            if len(widths) != self.data.num_parties or min(widths) < 1:
+                raise ValueError(f"feature_widths must list {self.data.num_parties} positive widths, got "
+                                 f"{self.feature_widths!r}")  # fmt: skip
 
     @property
     def num_classes(self) -> int:
-        return NUM_CLASSES[self.data.dataset]
+        return self.num_labels or NUM_CLASSES[self.data.dataset]
 
     def party_widths(self) -> list[int]:
+        if self.feature_widths:
+            try:
+                return [int(v) for v in self.feature_widths.split(",")]
+            except ValueError:
+                raise ValueError(f"feature_widths must be comma-separated integers, got {self.feature_widths!r}")
         return feature_widths(self.data.dataset, self.data.num_parties)
 
     def party_config(self, k: int) -> ProtoEvflPartyConfig:
@@ -160,9 +185,14 @@ def read_array(content: RecordDict, record: str, key: str, shape: tuple, sender:
     """An array from a received message, checked: present, of the expected shape (`-1`: any), finite."""
     if record not in content:
         raise ValueError(f"{sender}: message has no {record!r} record (it has {sorted(content.keys())})")
+    if not isinstance(content[record], ArrayRecord):
+        raise ValueError(f"{sender}: record {record!r} is a {type(content[record]).__name__}, not an ArrayRecord")
     if key not in content[record]:
         raise ValueError(f"{sender}: record {record!r} has no {key!r} (it has {sorted(content[record].keys())})")
-    value = content[record][key].numpy()
+    try:
+        value = content[record][key].numpy()
+    except Exception as err:  # corrupt bytes, an unknown dtype: Flower raises various types
+        raise ValueError(f"{sender}: {record}/{key} cannot be decoded ({type(err).__name__}: {err})") from None
     if value.ndim != len(shape) or any(s not in (-1, v) for s, v in zip(shape, value.shape)):
         raise ValueError(f"{sender}: {record}/{key} has shape {value.shape}, expected {shape}")
     if value.dtype.kind == "f" and not np.isfinite(value).all():

@@ -21,6 +21,7 @@ from hf_ext.core.federated import LocalGrid
 
 SELECTIONS = ("ot", "threshold", "none")
 PRIORS = ("mixed", "uniform", "local")
+UNSEEN_WEIGHTINGS = ("evidence", "gate")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,11 @@ class ProtoEvflTrainingArguments:
         unaligned_loss_weight (`float`, defaults to 1.0): weight of the prototype-contrastive loss `ℓ_u`.
         discover_unseen (`bool`, defaults to `True`): initialise the local prototypes of never-labelled classes
             from the party's most novel samples when the lower level starts.
+        novelty_quantile (`float`, defaults to 0.1): `q` of the open-set estimate of the never-labelled classes'
+            share of a party's unaligned pool (`prototypes.unseen_mass`), which their local prior starts from.
+        unseen_weighting (`str`, defaults to `"evidence"`): how the parties' local prototypes of a never-labelled
+            class are weighted into its global prototype: `"gate"` (`ḡ_k`, the spec's reading) or `"evidence"`
+            (`ḡ_k n_k π^k_u`: the parties that see the class dominate; see `set_unseen_prototypes`).
         seed (`int`, defaults to 0): seed of the model initialisation, batching and selection.
     """
 
@@ -78,6 +84,8 @@ class ProtoEvflTrainingArguments:
     prototype_ema: bool = True
     unaligned_loss_weight: float = 1.0
     discover_unseen: bool = True
+    novelty_quantile: float = 0.1
+    unseen_weighting: str = "evidence"
     seed: int = 0
 
     def __post_init__(self):
@@ -99,6 +107,10 @@ class ProtoEvflTrainingArguments:
             raise ValueError(f"prototype_momentum must be in [0, 1), got {self.prototype_momentum}")
         if not self.sinkhorn_epsilon > 0 or self.sinkhorn_iterations < 1:
             raise ValueError("sinkhorn_epsilon must be > 0 and sinkhorn_iterations >= 1")
+        if self.unseen_weighting not in UNSEEN_WEIGHTINGS:
+            raise ValueError(f"unseen_weighting must be one of {UNSEEN_WEIGHTINGS}, got {self.unseen_weighting!r}")
+        if not 0.0 < self.novelty_quantile < 1.0:
+            raise ValueError(f"novelty_quantile must be in (0, 1), got {self.novelty_quantile}")
         if min(self.party_learning_rate, self.top_learning_rate) <= 0:
             raise ValueError("learning rates must be > 0")
 
@@ -115,6 +127,7 @@ class FederationResult:
         predictions (`dict[str, np.ndarray]`): test ids, labels, predictions, fused features `h`.
         history (`dict[str, list[float]]`): per-round losses and lower-level statistics.
         messages (`list[dict]`), *optional*: with `record_messages`, what crossed the wire.
+        rejections (`list[str]`): the replies the active party rejected, with reasons (last 20).
         seconds (`float`): wall time of the run.
     """
 
@@ -125,9 +138,10 @@ class FederationResult:
     history: dict
     messages: list = field(default_factory=list)
     seconds: float = 0.0
+    rejections: list = field(default_factory=list)
 
 
-def run_federation(settings, *, record_messages: bool = False, client_app=None) -> FederationResult:
+def run_federation(settings, *, record_messages: bool = False, client_app=None, node_configs=None) -> FederationResult:
     """Runs the Proto-EVFL `ServerApp` with its `ClientApp`s in this process (a `LocalGrid`: no sockets).
 
     Args:
@@ -136,6 +150,12 @@ def run_federation(settings, *, record_messages: bool = False, client_app=None) 
             message that crosses between the active party and the parties (and keep the arrays, for the privacy
             tests).
         client_app (`ClientApp`, *optional*): replaces the parties' app (tests inject faulty parties).
+        node_configs (`list[dict]`, *optional*): extra node config per party, e.g. `{"data-path": ...}` (each
+            party then reads only its own saved dataset).
+
+    Raises:
+        [`~hf_ext.proto_evfl.active_party.FederationAborted`]: when the ServerApp ended the run (it saved the
+            reason; the ServerApp itself does not raise).
     """
     from flwr.app import Context, RecordDict
 
@@ -148,10 +168,15 @@ def run_federation(settings, *, record_messages: bool = False, client_app=None) 
     start = time.perf_counter()
     run_config = settings.to_run_config()
     grid_class = RecordingGrid if record_messages else LocalGrid
-    grid = grid_class(client_app or default_client_app, settings.data.num_parties, run_config=run_config)
+    grid = grid_class(client_app or default_client_app, settings.data.num_parties, run_config=run_config,
+                      node_configs=node_configs)  # fmt: skip
     context = Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
     server_app(grid, context)
     state = dict(context.state)
+    if state["status"]["status"] != "ok":
+        from .active_party import FederationAborted
+
+        raise FederationAborted(f"the ServerApp aborted the run: {state['status']['reason']}")
     result = state["predictions"]
     parties = [party_model_from_state(settings, k, grid.contexts[n].state) for k, n in enumerate(grid.get_node_ids())]
     history = {k: list(v) if isinstance(v, list) else v for k, v in state["history"].items()}
@@ -161,6 +186,7 @@ def run_federation(settings, *, record_messages: bool = False, client_app=None) 
         party_models=parties,
         predictions={k.replace("-", "_"): result[k].numpy() for k in result.keys()},
         history=history,
+        rejections=[r for r in state["status"]["rejections"] if r],
         messages=getattr(grid, "log", []),
         seconds=time.perf_counter() - start,
     )
@@ -203,40 +229,86 @@ class RecordingGrid(LocalGrid):
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hf-ext train proto_evfl",
-        description="Train Proto-EVFL in-process on a vertical digits split and save the party and top models.",
-    )
-    p.add_argument("--output_dir", default="runs/proto_evfl/train", help="folder for metrics.json")
-    p.add_argument("--artifact_dir", default=None, help="where to save the top model (default OUTPUT_DIR/artifact)")
-    p.add_argument("--dataset", default="digits", choices=["digits", "breast_cancer"])
-    p.add_argument("--unseen_class", type=int, default=None, help="class without any labelled sample (zero-shot)")
-    p.add_argument("--imbalance_ratio", type=float, default=50.0)
-    p.add_argument("--rounds", type=int, default=40)
-    p.add_argument("--seed", type=int, default=0)
+        description="Train one Proto-EVFL federation in-process (Flower ServerApp + one ClientApp per party on an "
+                    "in-process grid) and save the top model and every party's model as Hub artifacts.",
+    )  # fmt: skip
+    d, t = VerticalDataDefaults, ProtoEvflTrainingArguments
+    g = p.add_argument_group("output")
+    g.add_argument("--output_dir", default=None, help="folder for metrics.json (default $HF_EXT_HOME/proto_evfl/train)")
+    g.add_argument("--artifact_dir", default=None, help="where to save the top model (default OUTPUT_DIR/artifact); "
+                   "party models go next to it as party-<k>/")  # fmt: skip
+    g = p.add_argument_group("data (simulated split)")
+    g.add_argument("--dataset", default="digits", choices=["digits", "breast_cancer", "fashion_mnist"],
+                   help="fashion_mnist needs the Debian package dataset-fashion-mnist")
+    g.add_argument("--num_parties", type=int, default=d.num_parties)
+    g.add_argument("--unseen_class", type=int, default=None, help="class without any labelled sample (zero-shot)")
+    g.add_argument("--imbalance_ratio", type=float, default=d.imbalance_ratio)
+    g.add_argument("--aligned_per_class", type=int, default=d.aligned_per_class)
+    g.add_argument("--max_unaligned_per_class", type=int, default=d.max_unaligned_per_class)
+    g.add_argument("--test_per_class", type=int, default=d.test_per_class)
+    g = p.add_argument_group("parties' own data (party_data.py format)")
+    g.add_argument("--party_data_dir", default="", help="folder with party-<k>/ datasets; each party reads only its own")
+    g.add_argument("--labels_path", default="", help="the active party's label dataset")
+    g.add_argument("--feature_widths", default="", help="agreed widths, comma-separated, e.g. 32,32")
+    g.add_argument("--num_labels", type=int, default=0, help="number of classes (0: from --dataset)")
+    g = p.add_argument_group("training")
+    g.add_argument("--rounds", type=int, default=t.rounds)
+    g.add_argument("--warmup_rounds", type=int, default=None, help="default min(15, rounds // 2)")
+    g.add_argument("--local_steps", type=int, default=t.local_steps)
+    g.add_argument("--selection", default=t.selection, choices=SELECTIONS)
+    g.add_argument("--prior", default=t.prior, choices=PRIORS)
+    g.add_argument("--prior_mix", type=float, default=t.prior_mix, help="λ of the mixed prior")
+    g.add_argument("--sinkhorn_epsilon", type=float, default=t.sinkhorn_epsilon)
+    g.add_argument("--novelty_quantile", type=float, default=t.novelty_quantile)
+    g.add_argument("--unseen_weighting", default=t.unseen_weighting, choices=UNSEEN_WEIGHTINGS)
+    g.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("models")
+    g.add_argument("--aggregation", default="gate", choices=["gate", "concat"])
+    g.add_argument("--classifier", default="prototype", choices=["prototype", "linear"])
+    g.add_argument("--local_loss_weight", type=float, default=1.0,
+                   help="μ of the label-tying term; > 0 lets passive parties read aligned labels from ∂L/∂s^k")
     return p
+
+
+class VerticalDataDefaults:
+    """The data defaults shown by `--help` (those of `VerticalDataConfig`, without importing it at parse time)."""
+
+    num_parties, imbalance_ratio, aligned_per_class, max_unaligned_per_class, test_per_class = 2, 50.0, 10, 120, 30
 
 
 def main(argv: list[str] | None = None) -> dict:
     """Trains one federation in-process and saves every party's model and the top model as Hub artifacts."""
     from hf_ext.core.hub import save_artifact
+    from hf_ext.core.paths import work_dir
 
     from . import SPEC
     from .data import VerticalDataConfig
     from .task import ProtoEvflRunConfig
 
     ns = make_parser().parse_args(argv)
+    warmup = ns.warmup_rounds if ns.warmup_rounds is not None else min(15, ns.rounds // 2)
     settings = ProtoEvflRunConfig(
-        data=VerticalDataConfig(dataset=ns.dataset, unseen_class=ns.unseen_class, imbalance_ratio=ns.imbalance_ratio,
-                                seed=ns.seed),
-        training=ProtoEvflTrainingArguments(rounds=ns.rounds, warmup_rounds=min(15, ns.rounds // 2), seed=ns.seed),
+        data=VerticalDataConfig(dataset=ns.dataset, num_parties=ns.num_parties, unseen_class=ns.unseen_class,
+                                imbalance_ratio=ns.imbalance_ratio, aligned_per_class=ns.aligned_per_class,
+                                max_unaligned_per_class=ns.max_unaligned_per_class,
+                                test_per_class=ns.test_per_class, seed=ns.seed),
+        training=ProtoEvflTrainingArguments(rounds=ns.rounds, warmup_rounds=warmup, local_steps=ns.local_steps,
+                                            selection=ns.selection, prior=ns.prior, prior_mix=ns.prior_mix,
+                                            sinkhorn_epsilon=ns.sinkhorn_epsilon,
+                                            novelty_quantile=ns.novelty_quantile,
+                                            unseen_weighting=ns.unseen_weighting, seed=ns.seed),
+        aggregation=ns.aggregation, classifier=ns.classifier, local_loss_weight=ns.local_loss_weight,
+        party_data_dir=ns.party_data_dir, labels_path=ns.labels_path, feature_widths=ns.feature_widths,
+        num_labels=ns.num_labels,
     )  # fmt: skip
     result = run_federation(settings)
-    out = Path(ns.output_dir)
+    out = Path(ns.output_dir) if ns.output_dir else work_dir("proto_evfl", "train")
     artifact = Path(ns.artifact_dir) if ns.artifact_dir else out / "artifact"
     save_artifact(result.top_model, artifact, SPEC)
     for k, party in enumerate(result.party_models):
         party.save_pretrained(artifact.parent / f"party-{k}")
     report = {"metrics": result.metrics, "settings": asdict(settings), "artifact_dir": str(artifact),
-              "seconds": round(result.seconds, 1)}  # fmt: skip
+              "seconds": round(result.seconds, 1), "rejections": result.rejections}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps(report["metrics"], indent=1))

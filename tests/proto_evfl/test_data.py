@@ -61,3 +61,40 @@ def test_bad_configurations_are_named(kwargs, match):
         build_vertical_split(VerticalDataConfig(**kwargs))
     with pytest.raises(ValueError, match=r"unseen_class must be in \[0, 10\)"):
         build_vertical_split(VerticalDataConfig(unseen_class=10))
+
+
+def test_missing_fashion_mnist_names_the_debian_package(monkeypatch, tmp_path):
+    from hf_ext.core.paths import DataNotFoundError
+    from hf_ext.proto_evfl.data import fashion_mnist_dir
+
+    monkeypatch.setenv("HF_EXT_FASHION_MNIST_DATA", str(tmp_path))
+    with pytest.raises(DataNotFoundError, match=r"Install the Debian package 'dataset-fashion-mnist' \(`apt-get"):
+        fashion_mnist_dir()
+
+
+def _fashion_available():
+    from hf_ext.proto_evfl.data import fashion_mnist_dir
+
+    try:
+        fashion_mnist_dir()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not _fashion_available(), reason="Fashion-MNIST absent: apt-get install -y dataset-fashion-mnist")
+def test_fashion_mnist_split_is_extremely_unaligned_and_imbalanced():
+    from hf_ext.proto_evfl.reproduce import DATA_SCALE
+
+    scale = {k: v for k, v in DATA_SCALE["fashion_mnist"].items() if k != "ratio"}
+    split = build_vertical_split(VerticalDataConfig(dataset="fashion_mnist", imbalance_ratio=100.0, unseen_class=3,
+                                                    **scale))  # fmt: skip
+    counts = split.class_counts()
+    unaligned = counts["unaligned_party_0"].sum() + counts["unaligned_party_1"].sum()
+    assert counts["aligned"].sum() / (counts["aligned"].sum() + unaligned) <= 0.01  # ≤ 1 % aligned
+    for k in range(2):
+        c = counts[f"unaligned_party_{k}"]
+        assert c.max() / c.min() == pytest.approx(100, rel=0.05)  # intra-party imbalance
+    assert counts["unaligned_party_0"].argmax() != counts["unaligned_party_1"].argmax()  # inter-party
+    assert counts["aligned"][3] == 0 and counts["unaligned_party_1"][3] > 1000  # the unseen class, frequent at 1
+    assert split.party(0).width == split.party(1).width == 392

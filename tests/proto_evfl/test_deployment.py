@@ -15,7 +15,7 @@ from hf_ext.core.federated import LoopbackFederation  # noqa: E402
 from hf_ext.proto_evfl.task import ProtoEvflRunConfig  # noqa: E402
 from hf_ext.proto_evfl.training import run_federation  # noqa: E402
 
-APP_DIR = Path(__file__).parent / "flower_app"
+APP_DIR = Path(__file__).parents[2] / "examples" / "proto_evfl_app"
 # One round, one aligned batch: two messages per party, each of which starts a ClientApp process.
 RUN = {"rounds": 1, "warmup-rounds": 0, "local-steps": 1, "aligned-batch-size": 100, "unseen-class": 3}
 
