@@ -266,15 +266,19 @@ class AmplitudeTable:
         """Writes `config.json`, `dataset/` (`Dataset.save_to_disk`), `data/train-00000-of-00001.parquet` (the
         Hub's dataset layout, so the folder is a loadable dataset repo as uploaded) and the card `README.md`.
 
-        One atomic directory swap: the folder is written complete under a temporary sibling name, its files'
-        SHA-256 go into `config.json`, and the temporary folder and `save_directory` are exchanged in one
-        `renameat2(RENAME_EXCHANGE)` (two renames where the file system cannot; a save killed between them is
-        repaired by the next save). Leftovers of killed saves are removed first."""
+        One atomic directory swap ([`~hf_ext.core.hub.atomic_write_dir`]): the folder is written complete under a
+        temporary sibling name, its files' SHA-256 go into `config.json`, and the temporary folder and
+        `save_directory` are exchanged in one `renameat2(RENAME_EXCHANGE)` (two renames where the file system
+        cannot; a save killed between them is repaired by the next save). Leftovers of killed saves are removed
+        first."""
+        from hf_ext.core.hub import atomic_write_dir
+
         folder = Path(save_directory)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        _clean_stale(folder)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-{os.getpid()}-", dir=folder.parent))
-        try:
+        if os.path.lexists(folder) and (not folder.is_dir()
+                                        or (any(folder.iterdir()) and not (folder / CONFIG_NAME).is_file())):
+            raise ValueError(f"{folder} exists and is neither empty nor a saved amplitude table; refusing to replace it")
+
+        def write(tmp: Path) -> None:
             self.dataset.save_to_disk(str(tmp / DATASET_DIR))
             (tmp / PARQUET_FILE).parent.mkdir(parents=True)
             self.dataset.to_parquet(str(tmp / PARQUET_FILE))
@@ -283,11 +287,9 @@ class AmplitudeTable:
                     "config": self.config.to_dict(), "arxiv": "https://arxiv.org/abs/2504.21676",
                     "sha256": _hashes(tmp)}
             (tmp / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-            _swap_into_place(tmp, folder)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)  # after the swap: the previous table
+
+        # the table's own SHA-256 list lives in config.json, so no separate checksum file
+        atomic_write_dir(folder, write, checksums=False)
         return folder
 
     @classmethod
@@ -392,64 +394,3 @@ def _hashes(folder: Path) -> dict[str, str]:
                         digest.update(chunk)
                 out[path.relative_to(folder).as_posix()] = digest.hexdigest()
     return out
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swaps two paths with Linux `renameat2(RENAME_EXCHANGE)`; False where that is unavailable."""
-    import ctypes
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if not hasattr(libc, "renameat2"):
-            return False
-        return libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0  # AT_FDCWD, RENAME_EXCHANGE
-    except OSError:
-        return False
-
-
-def _swap_into_place(tmp: Path, folder: Path) -> None:
-    """After this, `folder` is the new table and `tmp` the previous one (or gone). At no instant is `folder`
-    missing when RENAME_EXCHANGE works; otherwise the old copy waits as `.<name>.old-<pid>-*` for the next save."""
-    if not os.path.lexists(folder):
-        os.replace(tmp, folder)
-        return
-    if not folder.is_dir() or (any(folder.iterdir()) and not (folder / CONFIG_NAME).is_file()):
-        raise ValueError(f"{folder} exists and is neither empty nor a saved amplitude table; refusing to replace it")
-    if _exchange(tmp, folder):
-        return
-    old = folder.with_name(f".{folder.name}.old-{os.getpid()}-{tmp.name.rsplit('-', 1)[-1]}")
-    os.replace(folder, old)
-    os.replace(tmp, folder)
-    os.replace(old, tmp)
-
-
-def _clean_stale(folder: Path) -> None:
-    """Removes `.<name>.tmp-<pid>-*` / `.<name>.old-<pid>-*` of dead processes; restores an old copy if the
-    table itself is missing (a fallback save killed between its two renames)."""
-    import re
-
-    if not folder.parent.is_dir():
-        return
-    pattern = re.compile(rf"\.{re.escape(folder.name)}\.(tmp|old)-(\d+)-.*")
-    for item in sorted(folder.parent.iterdir()):
-        m = pattern.fullmatch(item.name)
-        if m is None:
-            continue
-        pid = int(m.group(2))
-        if pid != os.getpid():
-            try:
-                os.kill(pid, 0)
-                continue  # a save of a live process
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue
-        elif m.group(1) == "tmp":
-            continue  # possibly a concurrent save of this process
-        if m.group(1) == "old" and not os.path.lexists(folder):
-            os.replace(item, folder)
-        else:
-            shutil.rmtree(item, ignore_errors=True)

@@ -43,60 +43,6 @@ def _hook(step: str) -> None:
         _SAVE_HOOK(step)
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swaps two paths with Linux `renameat2(RENAME_EXCHANGE)`; `False` where unsupported (then the
-    caller falls back to two renames)."""
-    import ctypes
-    import errno
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), str(a))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _clean_leftovers(out: Path) -> None:
-    """Removes `.<name>.tmp-<pid>-*` / `.<name>.old-<pid>-*` siblings left by killed saves (of dead processes).
-
-    If a fallback (two-rename) save was killed between its renames, `out` is missing and the old complete artifact
-    is in `.<name>.old-*`: it is moved back first, so the path holds the previous artifact again."""
-    import shutil
-
-    for kind in ("old", "tmp"):
-        for p in sorted(out.parent.glob(f".{out.name}.{kind}-*")):
-            try:
-                pid = int(p.name[len(f".{out.name}.{kind}-"):].split("-")[0])
-            except ValueError:
-                continue
-            if pid != os.getpid() and _pid_alive(pid):
-                continue  # another process is saving right now
-            if kind == "old" and not out.exists() and (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file():
-                os.replace(p, out)
-                continue
-            shutil.rmtree(p, ignore_errors=True)
-
-
 def _fsync_tree(folder: Path) -> None:
     for f in folder.iterdir():
         with open(f, "rb") as fh:
@@ -111,21 +57,18 @@ def _fsync_tree(folder: Path) -> None:
 def swap_dir(out_dir: str | os.PathLike, write: Callable[[Path], None]) -> Path:
     """Writes a whole artifact folder so that `out_dir` holds the old or the new complete artifact at every instant.
 
-    `write(tmp)` fills a fresh sibling folder; it is fsynced, then exchanged with the existing folder in one
-    `renameat2(RENAME_EXCHANGE)` (or renamed into place when there is none). Where the exchange is unsupported
-    (non-Linux, some file systems) two renames are used and the one-step window between them is repaired by the
-    next save or load (see [`_clean_leftovers`]). Leftovers of killed saves are removed by the next save.
+    `write(tmp)` fills a fresh sibling folder; it is fsynced, then swapped in by
+    [`~hf_ext.core.hub.atomic_write_dir`] (one `renameat2(RENAME_EXCHANGE)`; where the exchange is unsupported two
+    renames, whose one-step window is repaired by the next save or load). Leftovers of killed saves are removed by
+    the next save.
 
     Raises:
         ValueError: `out_dir` is a file, or a folder holding files that are not part of an artifact (they would be
             lost by the swap).
     """
-    import shutil
-    import tempfile
+    from hf_ext.core.hub import atomic_write_dir
 
     out = Path(out_dir).absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _clean_leftovers(out)
     if out.exists():
         if not out.is_dir():
             raise ValueError(f"save_directory {out} is a file; pass a folder")
@@ -133,24 +76,15 @@ def swap_dir(out_dir: str | os.PathLike, write: Callable[[Path], None]) -> Path:
         if foreign:
             raise ValueError(f"save_directory {out} holds files that are not part of a GPMFS artifact "
                              f"({foreign[:5]}); save into an empty or new folder")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
-    try:
+
+    def write_synced(tmp: Path) -> None:
         write(tmp)
         _fsync_tree(tmp)
         _hook("written")
-        if not out.exists():
-            os.rename(tmp, out)
-        elif _exchange(tmp, out):
-            pass  # tmp now holds the old artifact
-        else:
-            old = out.with_name(f".{out.name}.old-{os.getpid()}-{tmp.name.rsplit('-', 1)[-1]}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            tmp = old
-        _hook("swapped")
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+
+    # the config holds the weights' own SHA-256, so no separate checksum file
+    atomic_write_dir(out, write_synced, checksums=False)
+    _hook("swapped")
     _hook("cleaned")
     return out
 
@@ -233,7 +167,9 @@ def save_pretrained(selector, save_directory: str | os.PathLike, extra_files: di
 def _resolve(name_or_path: str | os.PathLike, **hub_kwargs) -> tuple[Path, Path]:
     folder = Path(name_or_path)
     if not folder.exists() and folder.parent.is_dir() and any(folder.parent.glob(f".{folder.name}.old-*")):
-        _clean_leftovers(folder.absolute())  # a fallback save was killed between its two renames: restore
+        from hf_ext.core.hub import clean_stale_saves
+
+        clean_stale_saves(folder.absolute())  # a fallback save was killed between its two renames: restore
     if folder.is_dir():
         return folder / CONFIG_NAME, folder / WEIGHTS_NAME
     if folder.exists():

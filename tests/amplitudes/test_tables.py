@@ -168,11 +168,12 @@ _KILL = textwrap.dedent("""
     import os, sys
     from hf_ext.amplitudes import tables as T
     from hf_ext.amplitudes.config import AmplitudeTableConfig
+    from hf_ext.core import hub
     cfg = AmplitudeTableConfig(theories=("tr_phi3",), points=(4,), alphas=(1.0,), samples=int(sys.argv[3]))
     table = T.AmplitudeTable(cfg)
     where, folder = sys.argv[1], sys.argv[2]
     if where == "fallback":
-        T._exchange = lambda a, b: False
+        hub._exchange = lambda a, b: False
     real = os.replace
     calls = []
     def replace(a, b):
@@ -180,13 +181,13 @@ _KILL = textwrap.dedent("""
         calls.append((a, b))
         if where == "exchange" or len(calls) == int(sys.argv[4]):
             os._exit(9)  # killed right after this rename
-    T.os.replace = replace
+    hub.os.replace = replace
     if where == "exchange":
-        real_exchange = T._exchange
+        real_exchange = hub._exchange
         def exchange(a, b):
             assert real_exchange(a, b)
             os._exit(9)  # killed right after the swap, before the old copy is removed
-        T._exchange = exchange
+        hub._exchange = exchange
     table.save_pretrained(folder)
     """)
 

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+import hf_ext.core.hub as hub
 import hf_ext.gpmfs.artifact as artifact
 from hf_ext.gpmfs.selector import GPMFSSelector
 
@@ -88,7 +89,7 @@ def test_fallback_two_renames_are_repaired(two_selectors, tmp_path, monkeypatch)
     the next load or save moves the old complete artifact back."""
     path = tmp_path / "art"
     two_selectors[0].save_pretrained(path)
-    monkeypatch.setattr(artifact, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(hub, "_exchange", lambda a, b: False)
     pid = os.fork()
     if pid == 0:
         try:
