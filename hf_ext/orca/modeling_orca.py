@@ -294,10 +294,13 @@ class OrcaModel(OrcaPreTrainedModel):
         self.ctr_head = OrcaHead(2 + tower_out, 8, 1)
         self.dt_head = OrcaHead(2 + tower_out, config.num_bins, config.num_bins)
         if config.use_orca:
-            self.interaction = OrcaTaskInteraction(feat, config.attention_heads) if config.use_inter else None
-            nde_in = 2 * feat if config.use_inter else feat
-            self.nde_tower = OrcaMLP(nde_in, config.tower_dims, config.dropout)
-            self.nde_head = OrcaHead(2 + tower_out, config.num_bins, config.num_bins)
+            # Built without advancing the global RNG, and registered after the shared modules, so that with one
+            # seed an ORCA model and its baseline start from the same weights in every shared module (paired runs).
+            with torch.random.fork_rng(devices=[]):
+                self.interaction = OrcaTaskInteraction(feat, config.attention_heads) if config.use_inter else None
+                nde_in = 2 * feat if config.use_inter else feat
+                self.nde_tower = OrcaMLP(nde_in, config.tower_dims, config.dropout)
+                self.nde_head = OrcaHead(2 + tower_out, config.num_bins, config.num_bins)
         for name, value in self.derived_buffers(config).items():
             self.register_buffer(name, value, persistent=False)
         self.post_init()
