@@ -45,7 +45,7 @@ _INT_FIELDS = ("num_users", "num_impressions", "num_patience_groups", "num_quali
                "num_categories", "num_title_tags", "seed", "population_seed")
 
 
-@dataclass
+@dataclass(frozen=True)
 class SpuriousOrcaConfig:
     r"""Parameters of the spurious-shortcut generator (see the module docstring).
 
