@@ -65,7 +65,8 @@ def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_
             if any(m is None for m in per):
                 continue
             gaps = [gap_closed(m["dt_ce"], cells[(s, seed, "trivial")][test_name]["dt_ce"],
-                               cells[(s, seed, "oracle")][test_name]["dt_ce"]) for seed, m in zip(seeds, per)]
+                               cells[(s, seed, "oracle")][test_name]["dt_ce"])
+                    if (s, seed, "oracle") in cells else float("nan") for seed, m in zip(seeds, per)]
 
             def cell(key, scale=1.0, digits=3, values=None):
                 mean, std = _ms(values if values is not None else [m[key] for m in per])

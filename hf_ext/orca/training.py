@@ -127,6 +127,7 @@ def make_compute_metrics(bin_seconds, moderate_bins: tuple[int, ...] = (2, 3, 4,
     from .metrics import ctr_metrics, dt_metrics
 
     seconds_of_bin = np.asarray(bin_seconds, dtype=np.float64)
+    moderate_bins = tuple(b for b in moderate_bins if b < seconds_of_bin.size)  # fewer bins (e.g. 5 ratings)
 
     def compute_metrics(eval_pred) -> dict[str, float]:
         click_probs, dt_probs, dt_probs_raw = (np.asarray(a, dtype=np.float64) for a in eval_pred.predictions)

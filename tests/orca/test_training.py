@@ -76,22 +76,35 @@ def test_training_arguments_validation(tmp_path, kwargs, field):
 
 
 def test_reproduce_end_to_end_small(tmp_path, capsys):
+    from hf_ext.orca.report import REFERENCE_ORDER
     from hf_ext.orca.reproduce import main
 
-    results = main(["--out", str(tmp_path), "--strengths", "0", "3", "--seeds", "0", "1", "--backbones", "mmoe",
-                    "--num-impressions", "4000", "--epochs", "1", "--workers", "1"])
-    saved = json.loads((tmp_path / "results.json").read_text())
-    assert [(r["strength"], r["variant"]) for r in saved["rows"]] == [
-        (0.0, "baseline"), (0.0, "orca"), (3.0, "baseline"), (3.0, "orca")]
-    for row in saved["rows"]:
-        assert len(row["per_seed"]) == 2
-        for key in ("moderate_share_pred", "js_distance", "dt_macro_f1", "dt_mae_s", "ndcg@5", "ctr_auc"):
-            values = [m[key] for m in row["per_seed"]]
-            assert row["metrics"][key]["mean"] == pytest.approx(np.mean(values))
-            assert row["metrics"][key]["std"] == pytest.approx(np.std(values))
+    main(["--out", str(tmp_path), "--strengths", "0", "3", "--seeds", "0", "1", "--num-impressions", "3000",
+          "--test-impressions", "3000", "--epochs", "1", "--workers", "1", "--device", "cpu"])
+    saved = json.loads((tmp_path / "results.json").read_text())["backbones"]["mmoe"]
+    cells = {(c["strength"], c["seed"], c["row"]): c for c in saved["cells"]}
+    for s in (0.0, 3.0):
+        for seed in (0, 1):
+            for row in REFERENCE_ORDER:
+                tests = {"shifted"} if row == "oracle@train" else {"iid", "shifted"}
+                assert tests <= set(cells[(s, seed, row)]), (s, seed, row)
+            # Oracle and oracle@train coincide when there is no shift in the posterior (s = 0 = test strength).
+            if s == 0.0:
+                assert cells[(s, seed, "oracle@train")]["shifted"]["dt_ce"] == pytest.approx(
+                    cells[(s, seed, "oracle")]["shifted"]["dt_ce"])
+            assert cells[(s, seed, "oracle")]["iid"]["num_clicked"] > 500
+    # Paired differences are per-seed differences of the same cells.
+    d = saved["paired_shifted"]["orca vs baseline @ s=3"]
+    expect = [cells[(3.0, seed, "baseline")]["shifted"]["dt_ce"] - cells[(3.0, seed, "orca")]["shifted"]["dt_ce"]
+              for seed in (0, 1)]
+    assert d["ce_gain"] == pytest.approx(expect)
+    assert d["ce_gain_mean_std"][0] == pytest.approx(np.mean(expect))
+    assert d["ce_gain_mean_std"][1] == pytest.approx(np.std(expect))
+    assert any(line.startswith("verdict:") for line in saved["verdict"])
+    out = capsys.readouterr().out
+    assert out.index("Stated before the runs") < out.index("| oracle |")
     assert (tmp_path / "heatmaps.png").stat().st_size > 1000
     assert (tmp_path / "artifact" / "model.safetensors").is_file()
-    assert "moderate%(true)" in capsys.readouterr().out and "moderate%(true)" in results["table"]
 
 
 def test_two_process_training_stays_in_sync_and_shards_data(tmp_path):
