@@ -59,7 +59,7 @@ class OrcaReproduceArguments:
     num_users: int = 1_000
     test_impressions: int = 30_000
     test_strength: float = 0.0
-    epochs: float = 4.0
+    epochs: float = 6.0
     batch_size: int = 512
     ablations: bool = False
     workers: int = 2
@@ -68,12 +68,12 @@ class OrcaReproduceArguments:
     def __post_init__(self):
         if self.full:
             self.num_impressions, self.num_users, self.test_impressions = 300_000, 3_000, 40_000
-            self.epochs, self.seeds = 5.0, [0, 1, 2]
+            self.epochs, self.seeds = 6.0, [0, 1, 2]
 
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce orca", description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="300k impressions, 3 users/1000, 3 seeds, 5 epochs max")
+    p.add_argument("--full", action="store_true", help="300k impressions, 3000 users, 3 seeds, 6 epochs max")
     p.add_argument("--out", default=None, help="output folder (default: work_dir('orca'))")
     p.add_argument("--data", choices=["synthetic", "ml-100k"], default="synthetic")
     p.add_argument("--ml100k-dir", default=None, help="folder with ml-100k.inter/.user/.item, or the recbole wheel")
@@ -102,14 +102,17 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
     torch.manual_seed(seed)
     model = OrcaModel(config)
     train = splits["train"]
-    if clicked_only:  # the single-task reference sees the DT loss only, i.e. the clicked rows
+    epochs = run.epochs
+    if clicked_only:  # the single-task reference sees the DT loss only, i.e. the clicked rows ...
+        full = len(train)
         train = train.filter(lambda c: [x > 0.5 for x in c], input_columns="click_labels", batched=True)
+        epochs = run.epochs * full / max(len(train), 1)  # ... for as many optimiser steps as the MTL models
     val = splits.get("validation")
     device = getattr(run, "device", "auto")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is visible")
     args = OrcaTrainingArguments(
-        output_dir=str(Path(run.out) / "trainer"), num_train_epochs=run.epochs, seed=seed, data_seed=seed,
+        output_dir=str(Path(run.out) / "trainer"), num_train_epochs=epochs, seed=seed, data_seed=seed,
         per_device_train_batch_size=run.batch_size, logging_strategy="no", use_mask_fea=use_mask,
         eval_strategy="epoch" if val is not None else "no", disable_tqdm=True, report_to="none",
         use_cpu=device == "cpu",
