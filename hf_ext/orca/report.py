@@ -41,7 +41,10 @@ def score(test: dict[str, np.ndarray], click_probs: np.ndarray | None, dt_probs:
     dt = dt_metrics(y, probs, dwell_seconds_true=test["dwell_seconds"][clicked], bin_seconds=bin_seconds,
                     moderate_bins=moderate_bins, user_ids=None if user_ids is None else user_ids[clicked])
     out = {"dt_ce": cross_entropy(probs, y), **dt, "num_clicked": int(clicked.sum())}
-    out["ctr_auc"] = ctr_metrics(test["click"], click_probs)["ctr_auc"] if click_probs is not None else float("nan")
+    if click_probs is not None:
+        out.update(ctr_metrics(test["click"], click_probs))
+    else:  # a single-task DT model has no CTR head worth scoring
+        out.update(ctr_auc=float("nan"), ctr_logloss=float("nan"))
     return out
 
 

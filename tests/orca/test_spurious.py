@@ -105,7 +105,7 @@ def test_shortcut_is_present_in_training_and_absent_after_the_shift():
 
 def test_masked_fields_carry_the_content_information():
     assert "item_id" not in SPURIOUS_FIELD_NAMES  # items are per-impression: nothing identifies them but content
-    config = SpuriousOrcaConfig(num_impressions=15_000, shortcut_strength=0.0, seed=4)
+    config = SpuriousOrcaConfig(num_impressions=5_000, shortcut_strength=0.0, seed=4)
     d = _frame(config)
     clicked = d["click"] == 1
     y = d["dwell_bin"][clicked]
