@@ -55,6 +55,12 @@ class OrcaTrainingArguments(TrainingArguments):
     label_names: list[str] | None = field(default_factory=lambda: ["click_labels", "dwell_labels", "dwell_seconds"])
 
     def __post_init__(self):
+        import os
+
+        # Several processes (torchrun / accelerate launch) and no GPU: data-parallel CPU training (gloo) needs
+        # Accelerate's CPU mode; on one process, or with a GPU, the device is left to TrainingArguments/Accelerate.
+        if not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
+            self.use_cpu = True
         super().__post_init__()
         if not 0.0 <= self.mask_fea_ratio <= 1.0:
             raise ValueError(f"mask_fea_ratio must be in [0, 1], got {self.mask_fea_ratio}")
