@@ -27,10 +27,10 @@ SPEC = register_method(
         train="hf_ext.orca.training:main",
         demo="hf_ext.orca.demo:build_demo",
         contract="hf_ext.orca.testing:contract_fixture",
-        datasets=("synthetic-causal-dwell", "tenrec-qk-article"),
+        datasets=("synthetic-spurious-shortcut-dwell", "synthetic-causal-dwell", "tenrec-qk-article", "ml-100k"),
         metrics=("roc_auc", "f1", "mae", "ndcg"),
         pipeline_tag="tabular-classification",
-        status="implemented (synthetic causal data; Tenrec loader)",
+        status="implemented (spurious-shortcut generator with exact oracle; ml-100k proxy run; Tenrec loader)",
     )
 )
 

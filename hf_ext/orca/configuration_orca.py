@@ -48,6 +48,12 @@ class OrcaConfig(PreTrainedConfig):
         alpha (`float`), beta (`float`): weights of the DT loss and the NDE loss (`L = L1 + α L2 + β L3`).
         ctr_weight (`float`, defaults to -0.1), dt_weight (`float`, defaults to 0.8), inst_offset (`float`,
             defaults to -0.2): the instance weight `ω = ReLU(BCE(p,1)^ctr_weight · CE_T^dt_weight + offset)`.
+        ctr_loss_weight (`float`, defaults to 1.0): weight of the CTR loss L1. `0.0` with `use_orca=False` gives the
+            single-task dwell-time reference (same architecture, trained on the DT loss only).
+
+    Ids: each field has its ids `0 .. size-1`, then the "blocked" id `size` (post-click masking) and an
+    out-of-vocabulary bucket `size + 1`; the model maps every id above `size` to that bucket (negative ids are an
+    error). The OOV rows start at zero (no information) and are trained only if training data holds unseen ids.
     """
 
     model_type = "hf_ext_orca"
@@ -75,6 +81,7 @@ class OrcaConfig(PreTrainedConfig):
     ctr_weight: float = -0.1
     dt_weight: float = 0.8
     inst_offset: float = -0.2
+    ctr_loss_weight: float = 1.0
     initializer_range: float = 0.02
 
     def __post_init__(self, **kwargs):
@@ -106,7 +113,12 @@ class OrcaConfig(PreTrainedConfig):
         self.validate_orca()
 
     def validate_orca(self):
-        """Checks the ORCA fields; every failure is a `ValueError` that names the field."""
+        """Checks the ORCA fields; every failure is a `ValueError` that names the field and the allowed range."""
+        import math
+
+        def is_int(v):
+            return isinstance(v, int) and not isinstance(v, bool)
+
         if len(self.field_names) == 0:
             raise ValueError("OrcaConfig.field_names: at least one input field is required")
         if len(set(self.field_names)) != len(self.field_names):
@@ -124,6 +136,17 @@ class OrcaConfig(PreTrainedConfig):
             raise ValueError(f"OrcaConfig.post_click_fields: {unknown} are not among field_names {self.field_names}")
         if self.backbone not in BACKBONES:
             raise ValueError(f"OrcaConfig.backbone must be one of {BACKBONES}, got {self.backbone!r}")
+        for name in ("embed_dim", "num_experts", "num_task_experts", "attention_heads"):
+            value = getattr(self, name)
+            if not is_int(value) or value < 1:
+                raise ValueError(f"OrcaConfig.{name} must be an integer >= 1, got {value!r}")
+        for name in ("alpha", "beta", "ctr_weight", "dt_weight", "inst_offset", "ctr_loss_weight", "dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"OrcaConfig.{name} must be a finite number, got {value!r}")
+        for name in ("alpha", "beta", "ctr_loss_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"OrcaConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         edges = self.bin_edges
         if len(edges) < 3:
             raise ValueError(f"OrcaConfig.bin_edges: need at least 3 edges (2 bins), got {edges}")
@@ -133,8 +156,12 @@ class OrcaConfig(PreTrainedConfig):
             raise ValueError(
                 f"OrcaConfig.bin_seconds: {len(self.bin_seconds)} values for {len(edges) - 1} bins"
             )
-        if not self.expert_dims or not self.tower_dims or not all(self.ple_level_dims):
+        if not self.expert_dims or not self.tower_dims or not self.ple_level_dims or not all(self.ple_level_dims):
             raise ValueError("OrcaConfig.expert_dims, ple_level_dims and tower_dims must be non-empty")
+        for name, dims in (("expert_dims", self.expert_dims), ("tower_dims", self.tower_dims),
+                           ("ple_level_dims", [d for level in self.ple_level_dims for d in level])):
+            if any(d < 1 for d in dims):
+                raise ValueError(f"OrcaConfig.{name}: every width must be >= 1, got {dims}")
         if self.expert_dims[-1] % self.attention_heads or self.ple_level_dims[-1][-1] % self.attention_heads:
             raise ValueError(
                 f"OrcaConfig.attention_heads={self.attention_heads} must divide the task feature size"

@@ -27,7 +27,7 @@ class OrcaOutput(ModelOutput):
     """Output of [`OrcaModel`].
 
     Args:
-        loss (`torch.FloatTensor`, *optional*): `L1 + α·L2 + β·L3` when labels are given.
+        loss (`torch.FloatTensor`, *optional*): `ctr_loss_weight·L1 + α·L2 + β·L3` when labels are given.
         click_probs (`torch.FloatTensor` of shape `(batch,)`): predicted click probability.
         dt_logits (`torch.FloatTensor` of shape `(batch, num_bins)`): the dwell-time logits used for prediction:
             debiased `stopgrad(z_T) − z_NDE` with ORCA, the raw head's logits without it.
@@ -66,27 +66,33 @@ class OrcaMLP(nn.Sequential):
 class OrcaFieldEmbedding(nn.Module):
     """Field embeddings plus the shallow terms `s = [lin(x), fm(e)]`.
 
-    All fields share one table with per-field offsets; each field owns `vocab_size + 1` rows, the last being the
-    "blocked" id that the counterfactual intervention puts in post-click fields.
+    All fields share one table with per-field offsets; each field owns `vocab_size + 2` rows: its ids, the
+    "blocked" id `vocab_size` that the counterfactual intervention puts in post-click fields, and the
+    out-of-vocabulary bucket `vocab_size + 1` that every larger (unseen) id maps to. The OOV bucket's embedding and
+    first-order weight are held at zero (no information): no training row is out of vocabulary, so a trainable row
+    would stay at its random initialisation.
     """
 
     def __init__(self, config: OrcaConfig):
         super().__init__()
-        sizes = [v + 1 for v in config.field_vocab_sizes]
+        sizes = [v + 2 for v in config.field_vocab_sizes]
         self.register_buffer("offsets", self.field_offsets(config), persistent=False)
+        self.register_buffer("vocab", torch.tensor(config.field_vocab_sizes, dtype=torch.long), persistent=False)
         self.embedding = nn.Embedding(sum(sizes), config.embed_dim)
         self.linear = nn.Embedding(sum(sizes), 1)
         self.linear_bias = nn.Parameter(torch.zeros(1))
 
     @staticmethod
     def field_offsets(config: OrcaConfig) -> torch.Tensor:
-        sizes = [v + 1 for v in config.field_vocab_sizes]
+        sizes = [v + 2 for v in config.field_vocab_sizes]
         return torch.tensor([0] + sizes[:-1]).cumsum(0)
 
     def forward(self, input_ids: torch.LongTensor) -> tuple[torch.Tensor, torch.Tensor]:
-        idx = input_ids + self.offsets
-        e = self.embedding(idx)  # [B, F, D]
-        lin = self.linear(idx).sum(dim=(1, 2)) + self.linear_bias
+        oov = input_ids > self.vocab  # == vocab is the blocked id
+        idx = torch.where(oov, self.vocab + 1, input_ids) + self.offsets
+        keep = (~oov).unsqueeze(-1).to(self.embedding.weight.dtype)
+        e = self.embedding(idx) * keep  # [B, F, D]
+        lin = (self.linear(idx) * keep).sum(dim=(1, 2)) + self.linear_bias
         fm = 0.5 * (e.sum(1).pow(2) - e.pow(2).sum(1)).sum(1)
         return e, torch.stack([lin, fm], dim=1)
 
@@ -250,6 +256,7 @@ class OrcaPreTrainedModel(PreTrainedModel):
             init.zeros_(module.linear_bias)
             # Non-persistent buffers are not in the checkpoint: from_pretrained rebuilds them here.
             init.copy_(module.offsets, OrcaFieldEmbedding.field_offsets(self.config))
+            init.copy_(module.vocab, torch.tensor(self.config.field_vocab_sizes, dtype=torch.long))
         elif isinstance(module, OrcaModel):
             for name, value in module.derived_buffers(self.config).items():
                 init.copy_(getattr(module, name), value)
@@ -287,10 +294,13 @@ class OrcaModel(OrcaPreTrainedModel):
         self.ctr_head = OrcaHead(2 + tower_out, 8, 1)
         self.dt_head = OrcaHead(2 + tower_out, config.num_bins, config.num_bins)
         if config.use_orca:
-            self.interaction = OrcaTaskInteraction(feat, config.attention_heads) if config.use_inter else None
-            nde_in = 2 * feat if config.use_inter else feat
-            self.nde_tower = OrcaMLP(nde_in, config.tower_dims, config.dropout)
-            self.nde_head = OrcaHead(2 + tower_out, config.num_bins, config.num_bins)
+            # Built without advancing the global RNG, and registered after the shared modules, so that with one
+            # seed an ORCA model and its baseline start from the same weights in every shared module (paired runs).
+            with torch.random.fork_rng(devices=[]):
+                self.interaction = OrcaTaskInteraction(feat, config.attention_heads) if config.use_inter else None
+                nde_in = 2 * feat if config.use_inter else feat
+                self.nde_tower = OrcaMLP(nde_in, config.tower_dims, config.dropout)
+                self.nde_head = OrcaHead(2 + tower_out, config.num_bins, config.num_bins)
         for name, value in self.derived_buffers(config).items():
             self.register_buffer(name, value, persistent=False)
         self.post_init()
@@ -321,6 +331,8 @@ class OrcaModel(OrcaPreTrainedModel):
         return masked
 
     def _check_inputs(self, input_ids, click_labels, dwell_labels):
+        """Clear `ValueError`s for bad batches (the contract of the model's entry points). Ids above a field's
+        vocabulary are not an error: they go to its OOV bucket."""
         cfg = self.config
         if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"input_ids must be an integer tensor of field ids, got {getattr(input_ids, 'dtype', type(input_ids))}")
@@ -329,19 +341,29 @@ class OrcaModel(OrcaPreTrainedModel):
                 f"input_ids must have shape (batch, {cfg.num_fields}) for fields {cfg.field_names}, "
                 f"got {tuple(input_ids.shape)}"
             )
-        low, high = input_ids.min(0).values, input_ids.max(0).values
-        bad = (low < 0) | (high > self.vocab_sizes)  # == vocab size is the blocked id
-        if bad.any():
-            j = int(bad.nonzero()[0])
+        if input_ids.shape[0] == 0:
+            raise ValueError("input_ids: empty batch (0 rows); pass at least one row of field ids")
+        if self.training and input_ids.shape[0] < 2:
+            raise ValueError("input_ids: a training batch needs at least 2 rows (BatchNorm); got 1")
+        low = input_ids.min(0).values
+        if (low < 0).any():
+            j = int((low < 0).nonzero()[0])
             raise ValueError(
-                f"input_ids: field {cfg.field_names[j]!r} has ids in [{int(low[j])}, {int(high[j])}], "
-                f"outside its vocabulary [0, {cfg.field_vocab_sizes[j]})"
+                f"input_ids: field {cfg.field_names[j]!r} has negative id {int(low[j])}; ids must be >= 0 "
+                f"(ids in [0, {cfg.field_vocab_sizes[j]}) are known, larger ones go to the OOV bucket)"
             )
-        if click_labels is not None and click_labels.shape != input_ids.shape[:1]:
-            raise ValueError(f"click_labels must have shape ({input_ids.shape[0]},), got {tuple(click_labels.shape)}")
+        n = input_ids.shape[0]
+        if click_labels is not None:
+            if not isinstance(click_labels, torch.Tensor) or click_labels.shape != (n,):
+                raise ValueError(f"click_labels must be a tensor of shape ({n},), got {tuple(getattr(click_labels, 'shape', ()))}")
+            bad = ~((click_labels == 0) | (click_labels == 1))  # NaN fails both
+            if bad.any():
+                raise ValueError(f"click_labels must hold only 0 and 1, found {click_labels[bad][0].item()!r}")
         if dwell_labels is not None:
-            if dwell_labels.shape != input_ids.shape[:1]:
-                raise ValueError(f"dwell_labels must have shape ({input_ids.shape[0]},), got {tuple(dwell_labels.shape)}")
+            if not isinstance(dwell_labels, torch.Tensor) or dwell_labels.shape != (n,):
+                raise ValueError(f"dwell_labels must be a tensor of shape ({n},), got {tuple(getattr(dwell_labels, 'shape', ()))}")
+            if dwell_labels.dtype.is_floating_point or dwell_labels.dtype == torch.bool:
+                raise ValueError(f"dwell_labels must be integer bins in [0, {cfg.num_bins}) or {IGNORE_INDEX}, got dtype {dwell_labels.dtype}")
             valid = dwell_labels[dwell_labels != IGNORE_INDEX]
             if valid.numel() and (valid.min() < 0 or valid.max() >= cfg.num_bins):
                 raise ValueError(
@@ -442,7 +464,7 @@ class OrcaModel(OrcaPreTrainedModel):
         click_labels = click_labels.to(click_logit.dtype)
         ctr_loss = F.binary_cross_entropy_with_logits(click_logit, click_labels)
         if dwell_labels is None:
-            out.loss, out.ctr_loss = ctr_loss, ctr_loss
+            out.loss, out.ctr_loss = cfg.ctr_loss_weight * ctr_loss, ctr_loss
             return
         clicked = (click_labels > 0.5) & (dwell_labels != IGNORE_INDEX)
         y = dwell_labels[clicked]
@@ -457,7 +479,7 @@ class OrcaModel(OrcaPreTrainedModel):
             nde_loss = None
             if has_nde:
                 nde_loss = self._nde_loss(out.dt_logits[clicked], y, out.click_probs[clicked], ce_t)
-        loss = ctr_loss + cfg.alpha * dt_loss
+        loss = cfg.ctr_loss_weight * ctr_loss + cfg.alpha * dt_loss
         if nde_loss is not None:
             loss = loss + cfg.beta * nde_loss
         out.loss, out.ctr_loss, out.dt_loss, out.nde_loss = loss, ctr_loss, dt_loss, nde_loss

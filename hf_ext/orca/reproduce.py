@@ -1,6 +1,14 @@
-"""`hf-ext reproduce orca`: MMoE vs MMoE+ORCA and PLE vs PLE+ORCA over seeds and clickbait-shortcut strengths on
-the synthetic generator with a known causal ground truth; prints the table, writes `results.json`, the CTR × DT
-heatmaps (the paper's Fig. 1) and the ORCA artifact that `hf-ext push orca` uploads."""
+"""`hf-ext reproduce orca`: does ORCA remove a spurious CTR → DT shortcut, and does its gain grow with the shortcut?
+
+On the spurious-shortcut generator ([`~hf_ext.orca.spurious.SpuriousOrcaConfig`]: hidden clickbait seen through a
+noisy proxy, impulse noise shared by click and dwell, no item ids) at shortcut strengths `s`, every table has the
+same rows: the exact posterior (**oracle**), the training posterior applied to the test (`oracle@train`), the class
+prior (**trivial**), a **single-task** DT model, the MTL **baseline**, **ORCA** and ORCA's own **raw head**. Models
+of one seed share the training data and the initialisation of every shared module (paired), and are scored on two
+fixed test sets of >= 5,000 clicked rows: an i.i.d. one (same `s`) and a shifted one (the shortcut at
+`--test-strength`, 0 by default). Prints the criteria stated beforehand, the tables, the paired differences and the
+verdict; writes `results.json`, the CTR × DT heatmaps and the ORCA artifact that `hf-ext push orca` uploads.
+`--data ml-100k` runs the real-data check instead (see [`~hf_ext.orca.movielens`])."""
 
 from __future__ import annotations
 
@@ -16,22 +24,26 @@ import torch
 from transformers import PrinterCallback
 
 from hf_ext.core.parallel import run_jobs
+from hf_ext.core.paths import work_dir
 
 from .configuration_orca import OrcaConfig
-from .data import (
-    FIELD_NAMES,
-    POST_CLICK_FIELDS,
-    SyntheticOrcaConfig,
-    field_vocab_sizes,
-    generate_synthetic,
-    to_model_features,
-    train_val_test_split,
-)
-from .metrics import ctr_dt_heatmap, ctr_metrics, dt_metrics
+from .data import POST_CLICK_FIELDS, to_model_features
+from .metrics import ctr_dt_heatmap
 from .modeling_orca import OrcaModel
-from .training import MODEL_COLUMNS, OrcaTrainer, OrcaTrainingArguments
+from .report import CRITERIA, paired_differences, paired_table, plot_heatmaps, reference_table, score, verdict
+from .training import EVAL_COLUMNS, MODEL_COLUMNS, OrcaTrainer, OrcaTrainingArguments
 
-REPORTED = ("moderate_share_pred", "js_distance", "dt_macro_f1", "dt_mae_s", "ndcg@5", "ctr_auc")
+VARIANTS = {
+    "single-task": {"use_orca": False, "ctr_loss_weight": 0.0},
+    "baseline": {"use_orca": False},
+    "orca": {"use_orca": True},
+}
+ABLATIONS = {
+    "orca-no-mask": {"use_orca": True, "_use_mask_fea": False},
+    "orca-no-inter": {"use_orca": True, "use_inter": False},
+    "orca-no-inst": {"use_orca": True, "use_inst": False},
+}
+IID_TEST_SEED, SHIFT_TEST_SEED = 10_000, 20_000
 
 
 @dataclass
@@ -39,205 +51,273 @@ class OrcaReproduceArguments:
     """Scale of `hf-ext reproduce orca`. Quick scale by default; `--full` gives the complete sweep."""
 
     full: bool = False
-    out: str = "runs/orca"
-    backbones: list[str] = field(default_factory=lambda: ["mmoe", "ple"])
+    out: str = field(default_factory=lambda: str(work_dir("orca")))
+    backbones: list[str] = field(default_factory=lambda: ["mmoe"])
     strengths: list[float] = field(default_factory=lambda: [0.0, 1.0, 2.0, 3.0])
-    seeds: list[int] = field(default_factory=lambda: [0, 1])  # --full: 3 seeds
+    seeds: list[int] = field(default_factory=lambda: [0, 1])
     num_impressions: int = 48_000
     num_users: int = 1_000
-    num_items: int = 600
-    epochs: float = 4.0
+    test_impressions: int = 30_000
+    test_strength: float = 0.0
+    epochs: float = 6.0
     batch_size: int = 512
     ablations: bool = False
     workers: int = 2
+    device: str = "auto"
 
     def __post_init__(self):
         if self.full:
-            self.num_impressions, self.num_users, self.num_items = 300_000, 3_000, 2_000
-            self.epochs, self.ablations, self.seeds = 5.0, True, [0, 1, 2]
+            self.num_impressions, self.num_users, self.test_impressions = 300_000, 3_000, 40_000
+            self.epochs, self.seeds = 4.0, [0, 1, 2]  # 6.25× the data: fewer passes (≈ 25 min idle, estimated)
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext reproduce orca", description=__doc__)
-    p.add_argument("--full", action="store_true", help="300k impressions, 5 epochs, plus ablations on MMoE")
-    p.add_argument("--out", default="runs/orca", help="output folder (results.json, heatmaps.png, artifact/)")
+    p = argparse.ArgumentParser(prog="hf-ext reproduce orca", description=__doc__.splitlines()[0])
+    p.add_argument("--full", action="store_true", help="300k impressions, 3000 users, 3 seeds, 4 epochs max")
+    p.add_argument("--out", default=None, help="output folder (default: work_dir('orca'))")
+    p.add_argument("--data", choices=["synthetic", "ml-100k"], default="synthetic")
+    p.add_argument("--ml100k-dir", default=None, help="folder with ml-100k.inter/.user/.item, or the recbole wheel")
     p.add_argument("--backbones", nargs="+", choices=["mmoe", "ple"])
-    p.add_argument("--strengths", nargs="+", type=float, help="clickbait shortcut strengths s")
+    p.add_argument("--strengths", nargs="+", type=float, help="training shortcut strengths s")
+    p.add_argument("--test-strength", type=float, help="shortcut strength of the shifted test set (default 0)")
     p.add_argument("--seeds", nargs="+", type=int)
     p.add_argument("--num-impressions", type=int)
-    p.add_argument("--epochs", type=float)
+    p.add_argument("--test-impressions", type=int)
+    p.add_argument("--epochs", type=float, help="maximum epochs (early stopping on the validation DT CE)")
+    p.add_argument("--ablations", action="store_true", help="also train ORCA without mask / interaction / weights")
     p.add_argument("--workers", type=int, help="parallel training processes (default 2)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="auto: whatever Accelerate picks (the GPU when there is one)")
     return p
 
 
-def _variants(run: OrcaReproduceArguments) -> dict[str, dict]:
-    variants = {"baseline": {"use_orca": False}, "orca": {"use_orca": True}}
-    if run.ablations:
-        variants.update({
-            "orca-no-mask": {"use_orca": True, "_use_mask_fea": False},
-            "orca-no-inter": {"use_orca": True, "use_inter": False},
-            "orca-no-inst": {"use_orca": True, "use_inst": False},
-        })
-    return variants
+def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduceArguments, **overrides) -> OrcaModel:
+    """Trains one model with `OrcaTrainer` (early stopping on the validation DT CE when `splits` has a
+    `validation` split); `overrides` go to `OrcaConfig` (plus `_use_mask_fea` and `post_click_fields`)."""
+    use_mask = overrides.pop("_use_mask_fea", True)
+    post_click = overrides.pop("post_click_fields", list(POST_CLICK_FIELDS))
+    clicked_only = overrides.pop("_clicked_only", False)
+    config = OrcaConfig(field_names=names, field_vocab_sizes=sizes, post_click_fields=post_click,
+                        backbone=backbone, **overrides)
+    torch.manual_seed(seed)
+    model = OrcaModel(config)
+    train = splits["train"]
+    epochs = run.epochs
+    if clicked_only:  # the single-task reference sees the DT loss only, i.e. the clicked rows ...
+        full = len(train)
+        train = train.filter(lambda c: [x > 0.5 for x in c], input_columns="click_labels", batched=True)
+        epochs = run.epochs * full / max(len(train), 1)  # ... for as many optimiser steps as the MTL models
+    val = splits.get("validation")
+    device = getattr(run, "device", "auto")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is visible")
+    args = OrcaTrainingArguments(
+        output_dir=str(Path(run.out) / "trainer"), num_train_epochs=epochs, seed=seed, data_seed=seed,
+        per_device_train_batch_size=run.batch_size, logging_strategy="no", use_mask_fea=use_mask,
+        eval_strategy="epoch" if val is not None else "no", disable_tqdm=True, report_to="none",
+        use_cpu=device == "cpu",
+    )
+    trainer = OrcaTrainer(model=model, args=args, train_dataset=train.select_columns(list(MODEL_COLUMNS)),
+                          eval_dataset=None if val is None else val.select_columns(
+                              [c for c in EVAL_COLUMNS if c in val.column_names]))
+    trainer.remove_callback(PrinterCallback)
+    trainer.train()
+    return model.eval()
 
 
 @torch.no_grad()
-def predict(model: OrcaModel, dataset, batch_size: int = 4096) -> dict[str, np.ndarray]:
+def predict(model: OrcaModel, dataset, batch_size: int = 8192) -> dict[str, np.ndarray]:
     """Click probabilities and DT bin probabilities (prediction head and raw head) on a model-features dataset."""
     model.eval()
     ids = torch.as_tensor(np.asarray(dataset["input_ids"], dtype=np.int64))
     out = {"click_probs": [], "dt_probs": [], "dt_probs_raw": []}
     for start in range(0, len(ids), batch_size):
-        o = model(input_ids=ids[start : start + batch_size])
-        out["click_probs"].append(o.click_probs)
-        out["dt_probs"].append(o.dt_logits.softmax(-1))
-        out["dt_probs_raw"].append(o.dt_logits_raw.softmax(-1))
+        o = model(input_ids=ids[start : start + batch_size].to(model.device))
+        out["click_probs"].append(o.click_probs.float().cpu())
+        out["dt_probs"].append(o.dt_logits.float().softmax(-1).cpu())
+        out["dt_probs_raw"].append(o.dt_logits_raw.float().softmax(-1).cpu())
     return {k: torch.cat(v).numpy() for k, v in out.items()}
 
 
 def evaluate(model: OrcaModel, test) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Table metrics of a model on a model-features test set (as the demo uses it)."""
     pred = predict(model, test)
-    clicks = np.asarray(test["click_labels"])
-    clicked = clicks > 0.5
-    bins = np.asarray(test["dwell_labels"])[clicked]
-    kw = dict(dwell_seconds_true=np.asarray(test["dwell_seconds"])[clicked],
-              user_ids=np.asarray(test["user_ids"])[clicked], bin_seconds=model.config.bin_seconds)
-    metrics = {**ctr_metrics(clicks, pred["click_probs"]), **dt_metrics(bins, pred["dt_probs"][clicked], **kw)}
-    if model.config.use_orca:  # the raw head of the same model, for comparison
-        raw = dt_metrics(bins, pred["dt_probs_raw"][clicked], **kw)
+    frame = {"click": np.asarray(test["click_labels"]), "dwell_bin": np.asarray(test["dwell_labels"]),
+             "dwell_seconds": np.asarray(test["dwell_seconds"])}
+    users = np.asarray(test["user_ids"]) if "user_ids" in test.column_names else None
+    metrics = score(frame, pred["click_probs"], pred["dt_probs"], model.config.bin_seconds, user_ids=users)
+    if model.config.use_orca:
+        raw = score(frame, pred["click_probs"], pred["dt_probs_raw"], model.config.bin_seconds, user_ids=users)
         metrics.update({f"raw_{k}": v for k, v in raw.items()})
     return metrics, pred
 
 
-def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduceArguments, **overrides) -> OrcaModel:
-    use_mask = overrides.pop("_use_mask_fea", True)
-    post_click = overrides.pop("post_click_fields", list(POST_CLICK_FIELDS))
-    config = OrcaConfig(field_names=names, field_vocab_sizes=sizes, post_click_fields=post_click,
-                        backbone=backbone, **overrides)
-    torch.manual_seed(seed)
-    model = OrcaModel(config)
-    args = OrcaTrainingArguments(
-        output_dir=str(Path(run.out) / "trainer"), num_train_epochs=run.epochs, seed=seed, data_seed=seed,
-        per_device_train_batch_size=run.batch_size, logging_strategy="no", use_mask_fea=use_mask,
-    )
-    trainer = OrcaTrainer(model=model, args=args, train_dataset=splits["train"].select_columns(list(MODEL_COLUMNS)))
-    trainer.remove_callback(PrinterCallback)  # one line per run from tqdm is enough
-    trainer.train()
-    return model
+# ----------------------------------------------------------------------------------------------------------------
+# Synthetic sweep
+# ----------------------------------------------------------------------------------------------------------------
 
 
-def _summarise(per_seed: list[dict[str, float]]) -> dict[str, dict[str, float]]:
-    keys = per_seed[0].keys()
-    return {k: {"mean": float(np.nanmean([m[k] for m in per_seed])), "std": float(np.nanstd([m[k] for m in per_seed]))}
-            for k in keys}
+def _configs(run: OrcaReproduceArguments, strength: float, seed: int):
+    from .spurious import SpuriousOrcaConfig, shifted_test_config
+
+    train = SpuriousOrcaConfig(num_users=run.num_users, num_impressions=run.num_impressions,
+                               shortcut_strength=strength, seed=seed)
+    val = shifted_test_config(train, max(run.num_impressions // 8, 2_000), 5_000 + seed, strength)
+    iid = shifted_test_config(train, run.test_impressions, IID_TEST_SEED, strength)
+    shift = shifted_test_config(train, run.test_impressions, SHIFT_TEST_SEED, run.test_strength)
+    return train, val, iid, shift
 
 
-def format_table(results: dict) -> str:
-    head = ["backbone", "s", "variant", "moderate%(true)", "JS dist", "macro-F1", "MAE s", "NDCG@5", "CTR AUC"]
-    lines = [" | ".join(head), " | ".join("---" for _ in head)]
-    for row in results["rows"]:
-        m = row["metrics"]
+@functools.lru_cache(maxsize=4)
+def _frame(cfg):
+    from .spurious import SPURIOUS_FIELD_NAMES, generate_spurious, spurious_vocab_sizes
 
-        def cell(key, scale=1.0, digits=3):
-            return f"{m[key]['mean'] * scale:.{digits}f}±{m[key]['std'] * scale:.{digits}f}"
-
-        moderate = f"{cell('moderate_share_pred', 100, 1)} ({m['moderate_share_true']['mean'] * 100:.1f})"
-        lines.append(" | ".join([row["backbone"], f"{row['strength']:g}", row["variant"], moderate,
-                                 cell("js_distance"), cell("dt_macro_f1"), cell("dt_mae_s", 1, 1),
-                                 cell("ndcg@5"), cell("ctr_auc", 1, 4)]))
-    return "\n".join(lines)
+    ds = generate_spurious(cfg)
+    return ds, to_model_features(ds, SPURIOUS_FIELD_NAMES, spurious_vocab_sizes(cfg))
 
 
-def plot_heatmaps(panels: dict[str, np.ndarray], path: Path, title: str) -> None:
-    import matplotlib
+@functools.lru_cache(maxsize=8)
+def _oracle(cfg, data_cfg):
+    """The posterior of generator `cfg` on the rows of the data set drawn from `data_cfg` (cached: the test sets
+    are shared by every seed)."""
+    from .spurious import oracle_posterior
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), constrained_layout=True)
-    for ax, (name, counts) in zip(np.atleast_1d(axes), panels.items()):
-        share = counts / max(counts.sum(), 1)
-        ax.imshow(share, aspect="auto", cmap="viridis", origin="lower")
-        ax.set_title(name)
-        ax.set_xlabel("DT bin")
-        ax.set_yticks(range(share.shape[0]))
-        ax.set_yticklabels([f"{0.05 * i:.2f}" for i in range(share.shape[0] - 1)] + ["≥0.40"])
-        ax.set_ylabel("predicted CTR bucket (ground truth: true CTR)")
-    fig.suptitle(title)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return oracle_posterior(cfg, _columns(_frame(data_cfg)[0]))
 
 
-@functools.lru_cache(maxsize=2)
-def _splits(strength: float, num_impressions: int, num_users: int, num_items: int):
-    """The synthetic data of one shortcut strength (seed 0), split 80/10/10; cached per worker process."""
-    gen = SyntheticOrcaConfig(num_impressions=num_impressions, num_users=num_users, num_items=num_items,
-                              shortcut_strength=strength, seed=0)
-    sizes = field_vocab_sizes(gen)
-    return train_val_test_split(to_model_features(generate_synthetic(gen), list(FIELD_NAMES), sizes), seed=0), sizes
+def _columns(ds) -> dict[str, np.ndarray]:
+    return dict(ds.with_format("numpy")[:])
 
 
-def _run_job(run: OrcaReproduceArguments, strength: float, backbone: str, variant: str, seed: int, keep: bool):
-    """Trains and evaluates one (strength, backbone, variant, seed); with `keep`, also returns heatmaps and saves
-    the ORCA artifact."""
-    splits, sizes = _splits(strength, run.num_impressions, run.num_users, run.num_items)
-    test = splits["test"]
-    model = train_one(splits, list(FIELD_NAMES), sizes, backbone, seed, run, **dict(_variants(run)[variant]))
-    metrics, pred = evaluate(model, test)
-    heatmaps = {}
-    if keep:
-        clicked = np.asarray(test["click_labels"]) > 0.5
-        heatmaps["ground truth"] = ctr_dt_heatmap(np.asarray(test["true_click_prob"])[clicked],
-                                                  np.asarray(test["dwell_labels"])[clicked])
-        heatmaps[f"{backbone} {variant}"] = ctr_dt_heatmap(pred["click_probs"][clicked],
+def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: str, variant: str, keep: bool):
+    """Trains one (s, seed, backbone, variant) and scores it on the i.i.d. and shifted tests."""
+    from .spurious import SPURIOUS_FIELD_NAMES, SPURIOUS_POST_CLICK_FIELDS, spurious_vocab_sizes
+
+    train_cfg, val_cfg, iid_cfg, shift_cfg = _configs(run, strength, seed)
+    splits = {"train": _frame(train_cfg)[1], "validation": _frame(val_cfg)[1]}
+    overrides = dict({**VARIANTS, **ABLATIONS}[variant], post_click_fields=list(SPURIOUS_POST_CLICK_FIELDS))
+    if variant == "single-task":
+        overrides["_clicked_only"] = True
+    model = train_one(splits, list(SPURIOUS_FIELD_NAMES), spurious_vocab_sizes(train_cfg), backbone, seed, run,
+                      **overrides)
+    scores, maps = {}, {}
+    for name, cfg in (("iid", iid_cfg), ("shifted", shift_cfg)):
+        raw_ds, features = _frame(cfg)
+        test = _columns(raw_ds)
+        pred = predict(model, features)
+        click = None if variant == "single-task" else pred["click_probs"]
+        scores[(variant, name)] = score(test, click, pred["dt_probs"], model.config.bin_seconds)
+        if model.config.use_orca and variant == "orca":
+            scores[("orca-raw", name)] = score(test, click, pred["dt_probs_raw"], model.config.bin_seconds)
+        if keep and name == "shifted":
+            clicked = test["click"] == 1
+            maps[f"{backbone} {variant}"] = ctr_dt_heatmap(pred["click_probs"][clicked],
                                                            pred["dt_probs"][clicked].argmax(-1))
-        if variant == "orca":
-            from hf_ext.core.hub import save_artifact
+    if keep and variant == "orca":
+        from hf_ext.core.hub import save_artifact
 
-            from . import SPEC
+        from . import SPEC
 
-            save_artifact(model, Path(run.out) / "artifact", SPEC)
-    return (strength, backbone, variant, seed), metrics, heatmaps
+        save_artifact(model.cpu(), Path(run.out) / "artifact", SPEC)
+    return (strength, seed, backbone), scores, maps
+
+
+def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict:
+    """Oracle, oracle@train and trivial rows of one (s, seed) on both tests."""
+    from .configuration_orca import ORCA_BIN_SECONDS
+
+    train_cfg, _, iid_cfg, shift_cfg = _configs(run, strength, seed)
+    train = _columns(_frame(train_cfg)[0])
+    clicked = train["click"] == 1
+    prior = np.bincount(train["dwell_bin"][clicked], minlength=len(ORCA_BIN_SECONDS)) / clicked.sum()
+    out: dict = {}
+    for name, cfg in (("iid", iid_cfg), ("shifted", shift_cfg)):
+        test = _columns(_frame(cfg)[0])
+        n = len(test["click"])
+        oracle = _oracle(cfg, cfg)
+        out[("oracle", name)] = score(test, oracle["click_probs"], oracle["dt_probs"], ORCA_BIN_SECONDS)
+        if name == "shifted":
+            at_train = _oracle(train_cfg, cfg)
+            out[("oracle@train", name)] = score(test, at_train["click_probs"], at_train["dt_probs"], ORCA_BIN_SECONDS)
+        out[("trivial", name)] = score(test, np.full(n, clicked.mean()), np.tile(prior, (n, 1)), ORCA_BIN_SECONDS)
+        if name == "shifted" and strength == max(run.strengths) and seed == run.seeds[0]:
+            rows = test["click"] == 1
+            out["heatmap"] = ctr_dt_heatmap(oracle["click_probs"][rows], test["dwell_bin"][rows])
+    return out
+
+
+def run_synthetic(run: OrcaReproduceArguments) -> dict:
+    variants = list(VARIANTS) + (list(ABLATIONS) if run.ablations else [])
+    top = max(run.strengths)
+    jobs = [(run, s, seed, b, v, s == top and seed == run.seeds[0] and b == run.backbones[0])
+            for s in run.strengths for seed in run.seeds for b in run.backbones for v in variants]
+    cells: dict = {b: {} for b in run.backbones}
+    heatmaps: dict = {}
+    for s in run.strengths:
+        for seed in run.seeds:
+            refs = _references(run, s, seed)
+            if "heatmap" in refs:
+                heatmaps["oracle (test posterior)"] = refs.pop("heatmap")
+            for b in run.backbones:
+                for (row, name), m in refs.items():
+                    cells[b].setdefault((s, seed, row), {})[name] = m
+    for (s, seed, b), scores, maps in run_jobs(_run_job, jobs, workers=run.workers, desc="orca reproduce"):
+        for (row, name), m in scores.items():
+            cells[b].setdefault((s, seed, row), {})[name] = m
+        heatmaps.update(maps)
+    return {"cells": cells, "heatmaps": heatmaps}
 
 
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
-    run = OrcaReproduceArguments(full=ns.full, out=ns.out)
-    for key in ("backbones", "strengths", "seeds", "num_impressions", "epochs", "workers"):
+    run = OrcaReproduceArguments(full=ns.full, **({"out": ns.out} if ns.out else {}))
+    for key in ("backbones", "strengths", "seeds", "num_impressions", "test_impressions", "test_strength", "epochs",
+                "workers"):
         if getattr(ns, key) is not None:
             setattr(run, key, getattr(ns, key))
+    run.ablations = run.ablations or ns.ablations
+    run.device = ns.device
+    if run.device != "cpu" and torch.cuda.is_available() and run.workers > 1:
+        run.workers = 1  # one GPU: one training process at a time
+    if ns.data == "ml-100k":
+        from .movielens import run_movielens
+
+        return run_movielens(run, ns.ml100k_dir)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
+    print(CRITERIA + "\n", flush=True)
     start = time.perf_counter()
-    variants = _variants(run)
+    result = run_synthetic(run)
+    cells = result["cells"]
+    text, record = [], {"method": "orca", "scale": "full" if run.full else "quick", "settings": asdict(run),
+                        "data": "spurious-shortcut generator (hf_ext.orca.spurious); train seed = model seed; "
+                                f"fixed test sets (seeds {IID_TEST_SEED}, {SHIFT_TEST_SEED})",
+                        "backbones": {}}
+    for b in run.backbones:
+        diffs = paired_differences(cells[b], run.strengths, run.seeds, "shifted")
+        diffs_iid = paired_differences(cells[b], run.strengths, run.seeds, "iid")
+        lines = verdict(cells[b], diffs, run.strengths, run.seeds)
+        text += [f"## {b}: i.i.d. test (same s as training)", reference_table(cells[b], run.strengths, run.seeds, "iid"),
+                 f"\n## {b}: shifted test (shortcut at s = {run.test_strength:g})",
+                 reference_table(cells[b], run.strengths, run.seeds, "shifted"),
+                 f"\n## {b}: paired differences, shifted test (positive DT-CE gain = second model better)",
+                 paired_table(diffs), f"\n## {b}: paired differences, i.i.d. test", paired_table(diffs_iid),
+                 f"\n## {b}: reading", *lines, ""]
+        record["backbones"][b] = {
+            "cells": [{"strength": k[0], "seed": k[1], "row": k[2], **v} for k, v in cells[b].items()],
+            "paired_shifted": diffs, "paired_iid": diffs_iid, "verdict": lines,
+        }
+    record["seconds"] = round(time.perf_counter() - start, 1)
+    (out / "results.json").write_text(json.dumps(record, indent=1, default=float))
     top = max(run.strengths)
-    jobs = [(s, b, v, seed, s == top and b == run.backbones[0] and seed == run.seeds[0] and v in ("baseline", "orca"))
-            for s in run.strengths for b in run.backbones for v in variants for seed in run.seeds]
-    done, heatmaps = {}, {}
-    for key, metrics, maps in run_jobs(_run_job, [(run, *job) for job in jobs], workers=run.workers,
-                                       desc="orca reproduce"):
-        done[key] = metrics
-        heatmaps.update(maps)
-    rows = []
-    for s in run.strengths:
-        for b in run.backbones:
-            for v in variants:
-                per_seed = [done[(s, b, v, seed)] for seed in run.seeds]
-                rows.append({"backbone": b, "strength": s, "variant": v, "metrics": _summarise(per_seed),
-                             "per_seed": per_seed})
-    results = {"method": "orca", "scale": "full" if run.full else "quick", "settings": asdict(run),
-               "data": "synthetic causal generator (hf_ext.orca.data.generate_synthetic), seed 0; test split 10%",
-               "rows": rows, "seconds": round(time.perf_counter() - start, 1)}
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    order = ["ground truth"] + [f"{run.backbones[0]} {v}" for v in ("baseline", "orca")]
-    plot_heatmaps({k: heatmaps[k] for k in order if k in heatmaps}, out / "heatmaps.png",
-                  f"clicked test impressions, s = {top:g}: CTR bucket × DT bin")
-    table = format_table(results)
+    order = ["oracle (test posterior)"] + [f"{run.backbones[0]} {v}" for v in ("baseline", "orca")]
+    plot_heatmaps({k: result["heatmaps"][k] for k in order if k in result["heatmaps"]}, out / "heatmaps.png",
+                  f"shifted test (s = {run.test_strength:g}), trained at s = {top:g}: CTR bucket × DT bin")
+    table = "\n".join(text)
     print(table)
-    print(f"\nwrote {out / 'results.json'}, {out / 'heatmaps.png'} and {out / 'artifact'} "
-          f"({results['seconds']:.0f} s)")
-    results["table"] = table
-    return results
+    print(f"\nwrote {out / 'results.json'}, {out / 'heatmaps.png'} and {out / 'artifact'} ({record['seconds']:.0f} s)")
+    record["table"] = table
+    return record
 
 
 if __name__ == "__main__":

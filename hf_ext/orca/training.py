@@ -12,47 +12,62 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import HfArgumentParser, Trainer, TrainingArguments
+from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments
 
 from .configuration_orca import OrcaConfig
 from .modeling_orca import OrcaModel
 
 MODEL_COLUMNS = ("input_ids", "click_labels", "dwell_labels")
+# Evaluation also reads the true read time (for MAE in seconds) when the dataset has it.
+EVAL_COLUMNS = (*MODEL_COLUMNS, "dwell_seconds")
 
 
 @dataclass
 class OrcaTrainingArguments(TrainingArguments):
     """`TrainingArguments` with the ORCA training knobs and the official defaults (lr 1e-3, weight decay 1e-4,
-    batch 512; the loader is shuffled, unlike the released code).
+    batch 512; the loader is shuffled, unlike the released code). The device comes from `TrainingArguments` /
+    Accelerate as usual (`use_cpu=True` to force the CPU).
 
     Args:
         nde_lr_ratio (`float`, defaults to 1.0): learning-rate ratio of the NDE tower and head. The released code
             reads an undeclared `united_lr_ratio`; 1.0 is the documented choice.
         use_mask_fea (`bool`, defaults to `True`): the feature-level counterfactual intervention.
         mask_fea_ratio (`float`, defaults to 0.2): share of batches also served with post-click fields masked.
+        early_stopping_patience (`int`, *optional*, defaults to 1): with an evaluation strategy, stop after this
+            many evaluations without a lower validation CE of the prediction (ORCA) head and restore the best
+            weights, as the released code does (patience 1). `None` turns it off.
     """
 
     nde_lr_ratio: float = field(default=1.0, metadata={"help": "LR ratio of the NDE tower/head (united_lr_ratio)."})
     use_mask_fea: bool = field(default=True, metadata={"help": "Counterfactual intervention on post-click fields."})
     mask_fea_ratio: float = field(default=0.2, metadata={"help": "Share of batches re-served masked."})
+    early_stopping_patience: int | None = field(
+        default=1, metadata={"help": "Evaluations without a better ORCA-head validation CE before stopping."}
+    )
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
     per_device_train_batch_size: int = 512
     per_device_eval_batch_size: int = 2048
     num_train_epochs: float = 3.0
     save_strategy: str = "no"
-    use_cpu: bool = True
-    disable_tqdm: bool = True
     dataloader_num_workers: int = 0
     ddp_find_unused_parameters: bool = False
-    label_names: list[str] | None = field(default_factory=lambda: ["click_labels", "dwell_labels"])
+    label_names: list[str] | None = field(default_factory=lambda: ["click_labels", "dwell_labels", "dwell_seconds"])
 
     def __post_init__(self):
+        import os
+
+        # Several processes (torchrun / accelerate launch) and no GPU: data-parallel CPU training (gloo) needs
+        # Accelerate's CPU mode; on one process, or with a GPU, the device is left to TrainingArguments/Accelerate.
+        if not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
+            self.use_cpu = True
         super().__post_init__()
         if not 0.0 <= self.mask_fea_ratio <= 1.0:
             raise ValueError(f"mask_fea_ratio must be in [0, 1], got {self.mask_fea_ratio}")
         if self.nde_lr_ratio <= 0:
             raise ValueError(f"nde_lr_ratio must be > 0, got {self.nde_lr_ratio}")
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
+            raise ValueError(f"early_stopping_patience must be >= 1 or None, got {self.early_stopping_patience}")
 
 
 @contextlib.contextmanager
@@ -106,6 +121,81 @@ def counterfactual_nde_step(
     return loss.detach()
 
 
+def make_compute_metrics(bin_seconds, moderate_bins: tuple[int, ...] = (2, 3, 4, 5)):
+    """A `compute_metrics` for [`OrcaTrainer`]: CTR AUC on all rows; on clicked rows the prediction head's DT
+    cross-entropy (`dt_ce`, the early-stopping criterion), macro-F1, MAE in seconds, moderate-bin share and JS
+    distance to the true histogram, plus the raw head's CE (`raw_dt_ce`).
+
+    Args:
+        bin_seconds (`list[float]`): seconds of each bin (`config.bin_seconds`).
+        moderate_bins (`tuple[int, ...]`, defaults to `(2, 3, 4, 5)`): bins counted as "moderate".
+    """
+    from .metrics import ctr_metrics, dt_metrics
+
+    seconds_of_bin = np.asarray(bin_seconds, dtype=np.float64)
+    moderate_bins = tuple(b for b in moderate_bins if b < seconds_of_bin.size)  # fewer bins (e.g. 5 ratings)
+
+    def compute_metrics(eval_pred) -> dict[str, float]:
+        click_probs, dt_probs, dt_probs_raw = (np.asarray(a, dtype=np.float64) for a in eval_pred.predictions)
+        click, dwell, seconds = (np.asarray(a) for a in eval_pred.label_ids)
+        clicked = click > 0.5
+        out = {"ctr_auc": ctr_metrics(click, click_probs)["ctr_auc"]}
+        if not clicked.any():
+            return out
+        y = dwell[clicked].astype(np.int64)
+        probs = dt_probs[clicked] / dt_probs[clicked].sum(1, keepdims=True)
+        raw = dt_probs_raw[clicked] / dt_probs_raw[clicked].sum(1, keepdims=True)
+        dt = dt_metrics(y, probs, dwell_seconds_true=seconds[clicked], bin_seconds=seconds_of_bin,
+                        moderate_bins=moderate_bins)
+        rows = np.arange(y.size)
+        out.update({
+            "dt_ce": float(-np.mean(np.log(np.clip(probs[rows, y], 1e-12, None)))),
+            "raw_dt_ce": float(-np.mean(np.log(np.clip(raw[rows, y], 1e-12, None)))),
+            **{k: dt[k] for k in ("dt_macro_f1", "dt_mae_s", "moderate_share_pred", "moderate_share_true",
+                                  "js_distance")},
+        })
+        return out
+
+    return compute_metrics
+
+
+class OrcaEarlyStoppingCallback(TrainerCallback):
+    """Early stopping on a validation metric that must go down (default `eval_dt_ce`, the cross-entropy of the
+    prediction head, which is the ORCA head for ORCA models), with the best weights kept in memory and restored at
+    the end of training, as the released code's early stopper does (patience 1).
+
+    Args:
+        patience (`int`, defaults to 1): evaluations without improvement before stopping.
+        metric (`str`, defaults to `"eval_dt_ce"`): key of the evaluation metrics.
+    """
+
+    def __init__(self, patience: int = 1, metric: str = "eval_dt_ce"):
+        self.patience, self.metric = patience, metric
+        self.best: float | None = None
+        self.best_step: int | None = None
+        self.bad_evals = 0
+        self._best_state: dict[str, torch.Tensor] | None = None
+
+    def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
+        value = (metrics or {}).get(self.metric)
+        if value is None:
+            raise ValueError(f"early stopping needs {self.metric!r} in the evaluation metrics, got {sorted(metrics or {})}")
+        if self.best is None or value < self.best:
+            self.best, self.best_step, self.bad_evals = float(value), state.global_step, 0
+            if model is not None:
+                self._best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            self.bad_evals += 1
+            if self.bad_evals >= self.patience:
+                control.should_training_stop = True
+        return control
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        if self._best_state is not None and model is not None:
+            model.load_state_dict(self._best_state)
+        return control
+
+
 class OrcaTrainer(Trainer):
     """`Trainer` for [`OrcaModel`] (subclassed because the optimisation changes, not just the loss).
 
@@ -114,14 +204,42 @@ class OrcaTrainer(Trainer):
       time with its post-click fields blocked, and only the NDE tower and head are updated from it, with their own
       Adam. The draw uses a generator seeded from `args.seed`, identical on every rank, and the NDE gradients are
       averaged across ranks, so data-parallel replicas stay in sync.
+    - `evaluate()` returns the ORCA metrics ([`make_compute_metrics`]) unless another `compute_metrics` is given,
+      and with an evaluation strategy and `args.early_stopping_patience` an [`OrcaEarlyStoppingCallback`] is added.
     """
 
     loss_is_scaled_for_ga = False  # the model returns a per-batch mean
 
     def __init__(self, *args, **kwargs):
+        model = kwargs.get("model", args[0] if args else None)
+        if kwargs.get("compute_metrics") is None and model is not None:
+            kwargs["compute_metrics"] = make_compute_metrics(model.config.bin_seconds)
         super().__init__(*args, **kwargs)
         self._mask_rng = random.Random(self.args.seed)
         self._nde_optimizer = None
+        patience = getattr(self.args, "early_stopping_patience", None)
+        if patience is not None and self.args.eval_strategy != "no" and self.eval_dataset is not None:
+            self.add_callback(OrcaEarlyStoppingCallback(patience=patience))
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        """Returns `(loss, (click_probs, dt_probs, dt_probs_raw), (click, dwell_bin, dwell_seconds))`; without
+        `dwell_seconds` in the batch the true bin's seconds stand in for it."""
+        inputs = self._prepare_inputs(inputs)
+        model_inputs = {k: inputs[k] for k in MODEL_COLUMNS if inputs.get(k) is not None}
+        with torch.no_grad():
+            out = model(**model_inputs)
+        loss = out.loss.detach() if out.loss is not None else None
+        if prediction_loss_only:
+            return loss, None, None
+        preds = (out.click_probs, out.dt_logits.float().softmax(-1), out.dt_logits_raw.float().softmax(-1))
+        if "click_labels" not in model_inputs or "dwell_labels" not in model_inputs:
+            return loss, preds, None
+        dwell = model_inputs["dwell_labels"]
+        seconds = inputs.get("dwell_seconds")
+        if seconds is None:
+            bins = self.accelerator.unwrap_model(model).bin_seconds
+            seconds = torch.where(dwell >= 0, bins[dwell.clamp_min(0)], torch.zeros_like(bins[:1]))
+        return loss, preds, (model_inputs["click_labels"], dwell, seconds.float())
 
     def _unwrapped(self) -> OrcaModel:
         return self.accelerator.unwrap_model(self.model)
@@ -216,7 +334,8 @@ class _RecordingCollator:
 
     def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
         self.seen.extend(int(f["row_id"]) for f in features if "row_id" in f)  # eval batches carry no row_id
-        return {k: torch.as_tensor(np.stack([np.asarray(f[k]) for f in features])) for k in MODEL_COLUMNS}
+        keys = [k for k in EVAL_COLUMNS if k in features[0]]
+        return {k: torch.as_tensor(np.stack([np.asarray(f[k]) for f in features])) for k in keys}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -237,7 +356,7 @@ def main(argv: list[str] | None = None) -> dict:
         collator = _RecordingCollator()
     trainer = OrcaTrainer(
         model=model, args=args, train_dataset=train.select_columns([*MODEL_COLUMNS] + (["row_id"] if collator else [])),
-        eval_dataset=splits["validation"].select_columns(list(MODEL_COLUMNS)), data_collator=collator,
+        eval_dataset=splits["validation"].select_columns(list(EVAL_COLUMNS)), data_collator=collator,
     )
     result = trainer.train()
     metrics = {"train_loss": result.training_loss, **trainer.evaluate()}

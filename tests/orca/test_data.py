@@ -1,6 +1,5 @@
 """ORCA data: dwell-time binning, the synthetic generator, the Tenrec loader, the input contract and features."""
 
-import time
 
 import datasets
 import numpy as np
@@ -130,11 +129,10 @@ def test_generator_is_deterministic_by_seed():
     assert not np.array_equal(a["click"], c["click"])
 
 
-def test_generator_default_size_is_fast():
-    start = time.perf_counter()
+def test_generator_default_size():
+    # Its speed is measured by benchmarks/orca_features.py (tests time nothing).
     ds = generate_synthetic(SyntheticOrcaConfig(shortcut_strength=2.0, seed=5))
     assert len(ds) == 200_000
-    assert time.perf_counter() - start < 2.0
 
 
 def test_generator_ctr_and_true_prob(synth):
@@ -341,11 +339,10 @@ def test_to_model_features_columns_and_torch_format():
     assert t["click_labels"].dtype == torch.float32 and t["dwell_labels"].dtype == torch.int64
 
 
-def test_to_model_features_default_size_is_fast_and_checks_vocab():
+def test_to_model_features_default_size_checks_vocab():
+    # Its speed is measured by benchmarks/orca_features.py (tests time nothing).
     ds = generate_synthetic(SyntheticOrcaConfig(shortcut_strength=1.0, seed=4))
-    start = time.perf_counter()
     features = to_model_features(ds, FIELD_NAMES, field_vocab_sizes(SyntheticOrcaConfig()))
-    assert time.perf_counter() - start < 3.0
     assert len(features) == 200_000
     sizes = field_vocab_sizes(SyntheticOrcaConfig())
     sizes[FIELD_NAMES.index("category")] = 5

@@ -113,7 +113,6 @@ def test_backbones_give_two_task_features(backbone):
     [
         (lambda b: b.update(input_ids=b["input_ids"].float()), "integer tensor"),
         (lambda b: b.update(input_ids=b["input_ids"][:, :2]), "shape"),
-        (lambda b: b["input_ids"].__setitem__((0, 1), 99), "'item_id'"),
         (lambda b: b["input_ids"].__setitem__((0, 0), -1), "'user_id'"),
         (lambda b: b["dwell_labels"].__setitem__(0, 8), "dwell_labels"),
         (lambda b: b.update(click_labels=b["click_labels"][:3]), "click_labels"),
@@ -124,6 +123,24 @@ def test_bad_input_names_the_problem(change, message):
     change(batch)
     with pytest.raises(ValueError, match=message):
         OrcaModel(tiny_config())(**batch)
+
+
+def test_unseen_ids_share_the_oov_bucket_with_zero_embedding():
+    torch.manual_seed(0)
+    model = OrcaModel(tiny_config()).eval()
+    batch = tiny_batch(8)
+    vocab = tiny_config().field_vocab_sizes[1]
+    a, b = batch["input_ids"].clone(), batch["input_ids"].clone()
+    a[0, 1], b[0, 1] = vocab + 1, 10_000  # the OOV id itself and any larger unseen id
+    with torch.no_grad():
+        out_a, out_b = model(input_ids=a), model(input_ids=b)
+        e, _ = model.embeddings(b)
+    torch.testing.assert_close(out_a.dt_logits, out_b.dt_logits)
+    assert torch.all(e[0, 1] == 0)  # no information, not a random row
+    blocked = batch["input_ids"].clone()
+    blocked[0, 1] = vocab  # the blocked id keeps its own (trained) row
+    with torch.no_grad():
+        assert not torch.equal(model.embeddings(blocked)[0][0, 1], e[0, 1])
 
 
 @pytest.mark.parametrize(

@@ -76,22 +76,35 @@ def test_training_arguments_validation(tmp_path, kwargs, field):
 
 
 def test_reproduce_end_to_end_small(tmp_path, capsys):
+    from hf_ext.orca.report import REFERENCE_ORDER
     from hf_ext.orca.reproduce import main
 
-    results = main(["--out", str(tmp_path), "--strengths", "0", "3", "--seeds", "0", "1", "--backbones", "mmoe",
-                    "--num-impressions", "4000", "--epochs", "1", "--workers", "1"])
-    saved = json.loads((tmp_path / "results.json").read_text())
-    assert [(r["strength"], r["variant"]) for r in saved["rows"]] == [
-        (0.0, "baseline"), (0.0, "orca"), (3.0, "baseline"), (3.0, "orca")]
-    for row in saved["rows"]:
-        assert len(row["per_seed"]) == 2
-        for key in ("moderate_share_pred", "js_distance", "dt_macro_f1", "dt_mae_s", "ndcg@5", "ctr_auc"):
-            values = [m[key] for m in row["per_seed"]]
-            assert row["metrics"][key]["mean"] == pytest.approx(np.mean(values))
-            assert row["metrics"][key]["std"] == pytest.approx(np.std(values))
+    main(["--out", str(tmp_path), "--strengths", "0", "3", "--seeds", "0", "1", "--num-impressions", "3000",
+          "--test-impressions", "3000", "--epochs", "1", "--workers", "1", "--device", "cpu"])
+    saved = json.loads((tmp_path / "results.json").read_text())["backbones"]["mmoe"]
+    cells = {(c["strength"], c["seed"], c["row"]): c for c in saved["cells"]}
+    for s in (0.0, 3.0):
+        for seed in (0, 1):
+            for row in REFERENCE_ORDER:
+                tests = {"shifted"} if row == "oracle@train" else {"iid", "shifted"}
+                assert tests <= set(cells[(s, seed, row)]), (s, seed, row)
+            # Oracle and oracle@train coincide when there is no shift in the posterior (s = 0 = test strength).
+            if s == 0.0:
+                assert cells[(s, seed, "oracle@train")]["shifted"]["dt_ce"] == pytest.approx(
+                    cells[(s, seed, "oracle")]["shifted"]["dt_ce"])
+            assert cells[(s, seed, "oracle")]["iid"]["num_clicked"] > 500
+    # Paired differences are per-seed differences of the same cells.
+    d = saved["paired_shifted"]["orca vs baseline @ s=3"]
+    expect = [cells[(3.0, seed, "baseline")]["shifted"]["dt_ce"] - cells[(3.0, seed, "orca")]["shifted"]["dt_ce"]
+              for seed in (0, 1)]
+    assert d["ce_gain"] == pytest.approx(expect)
+    assert d["ce_gain_mean_std"][0] == pytest.approx(np.mean(expect))
+    assert d["ce_gain_mean_std"][1] == pytest.approx(np.std(expect))
+    assert any(line.startswith("verdict:") for line in saved["verdict"])
+    out = capsys.readouterr().out
+    assert out.index("Stated before the runs") < out.index("| oracle |")
     assert (tmp_path / "heatmaps.png").stat().st_size > 1000
     assert (tmp_path / "artifact" / "model.safetensors").is_file()
-    assert "moderate%(true)" in capsys.readouterr().out and "moderate%(true)" in results["table"]
 
 
 def test_two_process_training_stays_in_sync_and_shards_data(tmp_path):
@@ -116,3 +129,112 @@ def test_two_process_training_stays_in_sync_and_shards_data(tmp_path):
     assert rank0 | rank1 == set(range(n))
     assert abs(len(rank0) - len(rank1)) <= 1 and len(rank0) <= n // 2 + 1
     assert (tmp_path / "out" / "artifact" / "model.safetensors").is_file()
+
+
+def test_masked_step_feeds_the_masked_batch(tmp_path):
+    """The counterfactual pass must see the post-click fields blocked and the other fields as they are (fails if
+    the unmasked batch is fed at the masked step)."""
+    trainer = _trainer(tmp_path, mask_fea_ratio=1.0)
+    model = trainer.model.train()
+    seen = []
+    handle = model.embeddings.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))
+    inputs = tiny_batch(32, seed=4)
+    try:
+        trainer._counterfactual_step(inputs)
+    finally:
+        handle.remove()
+    assert len(seen) == 1
+    cols = [model.config.field_names.index(f) for f in model.config.post_click_fields]
+    vocab = torch.tensor(model.config.field_vocab_sizes)
+    assert torch.all(seen[0][:, cols] == vocab[cols]), "the masked step saw unmasked post-click fields"
+    other = [j for j in range(model.config.num_fields) if j not in cols]
+    assert torch.equal(seen[0][:, other], inputs["input_ids"][:, other])
+
+
+def _eval_dataset(n=256, seed=5):
+    from datasets import Dataset
+
+    batch = tiny_batch(n, seed=seed)
+    data = {k: v.tolist() for k, v in batch.items()}
+    data["dwell_seconds"] = [30.0 if c > 0 else 0.0 for c in data["click_labels"]]
+    return Dataset.from_dict(data)
+
+
+def test_evaluate_returns_the_orca_metrics(tmp_path):
+    from hf_ext.orca.metrics import ctr_metrics
+
+    trainer = _trainer(tmp_path)
+    ds = _eval_dataset()
+    metrics = trainer.evaluate(eval_dataset=ds)
+    for key in ("eval_ctr_auc", "eval_dt_macro_f1", "eval_dt_mae_s", "eval_moderate_share_pred", "eval_js_distance",
+                "eval_dt_ce", "eval_raw_dt_ce"):
+        assert key in metrics and np.isfinite(metrics[key]), key
+    # The numbers are those of the model's own predictions.
+    model = trainer.model.eval()
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor(ds["input_ids"]))
+    clicks = np.asarray(ds["click_labels"])
+    assert metrics["eval_ctr_auc"] == pytest.approx(ctr_metrics(clicks, out.click_probs.numpy())["ctr_auc"], abs=1e-6)
+    clicked = clicks > 0.5
+    y = np.asarray(ds["dwell_labels"])[clicked]
+    p = out.dt_logits.softmax(-1).numpy()[clicked]
+    assert metrics["eval_dt_ce"] == pytest.approx(-np.mean(np.log(p[np.arange(y.size), y])), rel=1e-4)
+    pred_s = np.asarray(model.config.bin_seconds)[p.argmax(1)]
+    assert metrics["eval_dt_mae_s"] == pytest.approx(np.mean(np.abs(pred_s - 30.0)), rel=1e-5)
+
+
+def test_early_stopping_stops_and_restores_the_best_weights():
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    from hf_ext.orca.training import OrcaEarlyStoppingCallback
+
+    model = OrcaModel(tiny_config())
+    cb = OrcaEarlyStoppingCallback(patience=1)
+    control, state = TrainerControl(), SimpleNamespace(global_step=1)
+    cb.on_evaluate(None, state, control, metrics={"eval_dt_ce": 1.0}, model=model)
+    best = {k: v.clone() for k, v in model.state_dict().items()}
+    assert not control.should_training_stop
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    state.global_step = 2
+    cb.on_evaluate(None, state, control, metrics={"eval_dt_ce": 1.2}, model=model)  # worse: stop (patience 1)
+    assert control.should_training_stop and cb.best_step == 1
+    cb.on_train_end(None, state, control, model=model)
+    assert all(torch.equal(v, best[k]) for k, v in model.state_dict().items())
+
+
+def test_trainer_adds_early_stopping_with_an_eval_strategy(tmp_path):
+    from datasets import Dataset
+
+    from hf_ext.orca.training import OrcaEarlyStoppingCallback
+
+    batch = tiny_batch(64, seed=1)
+    train = Dataset.from_dict({k: v.tolist() for k, v in batch.items()})
+    args = OrcaTrainingArguments(output_dir=str(tmp_path), num_train_epochs=6, per_device_train_batch_size=32,
+                                 eval_strategy="epoch", seed=0, learning_rate=0.3, report_to="none")
+    trainer = OrcaTrainer(model=OrcaModel(tiny_config()), args=args, train_dataset=train, eval_dataset=_eval_dataset())
+    cbs = [c for c in trainer.callback_handler.callbacks if isinstance(c, OrcaEarlyStoppingCallback)]
+    assert len(cbs) == 1
+    trainer.train()
+    assert cbs[0].best is not None and cbs[0].best_step is not None
+    # The weights at the end are those of the best validation CE, restored by the callback.
+    state = trainer.model.state_dict()
+    assert all(torch.equal(v, state[k]) for k, v in cbs[0]._best_state.items())
+
+
+def test_paired_models_share_their_common_initialisation():
+    torch.manual_seed(3)
+    base = OrcaModel(tiny_config(use_orca=False))
+    torch.manual_seed(3)
+    orca = OrcaModel(tiny_config(use_orca=True))
+    common = base.state_dict()
+    other = orca.state_dict()
+    assert all(torch.equal(v, other[k]) for k, v in common.items())
+
+
+def test_training_arguments_do_not_force_the_cpu(tmp_path):
+    args = OrcaTrainingArguments(output_dir=str(tmp_path))
+    assert args.use_cpu is False
