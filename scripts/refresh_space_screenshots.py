@@ -16,7 +16,8 @@ set_offline_env()
 
 import hf_ext  # noqa: E402
 from hf_ext.core import browser  # noqa: E402
-from hf_ext.core.registry import REPO_ROOT  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,8 +14,10 @@ import pytest
 import hf_ext
 from hf_ext.core.cards import render_card
 from hf_ext.core.cli import load_space_app, main as cli_main
-from hf_ext.core.registry import REPO_ROOT, list_methods
+from hf_ext.core.registry import list_methods
 from hf_ext.core.testing import comparable_config_dict, to_numpy
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 METHODS = [m.name for m in list_methods()]
 CASES = [(m.name, check) for m in list_methods() for check in m.contract_checks]

@@ -17,7 +17,8 @@ import pytest
 import hf_ext
 from hf_ext.core import browser
 from hf_ext.core.cli import load_space_app
-from hf_ext.core.registry import REPO_ROOT
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 METHODS = [spec.name for spec in hf_ext.list_methods()]
 SCREENSHOT_DIR = Path(os.environ.get("HF_EXT_SCREENSHOT_DIR", REPO_ROOT / "runs" / "spaces_browser"))

@@ -28,10 +28,6 @@ CONTRACT_CHECKS: dict[str, tuple[str, ...]] = {
     "numerics": ("config_roundtrip", "save_load_outputs", "card", "space", "cli_help"),
 }
 
-# Deprecated: the source checkout's root, meaningless in an installed wheel. Use `hf_ext.core.paths` instead.
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
 class RegistryError(ValueError):
     """Raised when a method declaration is malformed or a method name is unknown."""
 

@@ -9,14 +9,16 @@ import textwrap
 import datasets
 import numpy as np
 import pytest
+from pathlib import Path
 
 from hf_ext.amplitudes.config import AmplitudeTableConfig
 from hf_ext.amplitudes.field_theory import field_theory_amplitude
 from hf_ext.amplitudes.gluons import GluonKinematics, type_i_four_gluon
 from hf_ext.amplitudes.stringy import stringy_amplitude
 from hf_ext.amplitudes.tables import FEATURES, AmplitudeTable, AmplitudeTableBuilder, dataset_card
-from hf_ext.core.registry import REPO_ROOT
 from hf_ext.core.testing_hub import MockHub
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 TINY = dict(theories=("tr_phi3", "field_theory", "superstring", "gluon_super"), points=(4, 5), gluons=(3, 4),
             alphas=(0.5, 1.0), samples=2)
