@@ -29,7 +29,7 @@ SPEC = register_method(
         metrics=("hamming_loss", "average_precision", "f1"),
         pipeline_tag="tabular-classification",
         library_name="hf_ext",
-        status="implemented (Yeast from the river wheel; planted synthetic data)",
+        status="implemented (Yeast and Solar Flare from the river wheel, digits, planted data; per-label classifier)",
         usage=(
             "from hf_ext.gpmfs import GPMFSSelector\n\n"
             "selector = GPMFSSelector.from_pretrained(\"{repo_id}\")\n"

@@ -219,7 +219,31 @@ def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: 
         from . import SPEC
 
         save_artifact(model.cpu(), Path(run.out) / "artifact", SPEC)
+        _save_record(run, strength, seed, backbone, scores)
     return (strength, seed, backbone), scores, maps
+
+
+def _save_record(run: OrcaReproduceArguments, strength: float, seed: int, backbone: str, scores: dict) -> None:
+    """The artifact's training record (what `hf-ext push orca` renders the card from): this model's own test
+    numbers on both test sets of its cell."""
+    from hf_ext.core.records import metric, save_training_record
+
+    data = f"synthetic-spurious-dwell (s = {strength:g})"
+    metrics = []
+    for test in ("iid", "shifted"):
+        m = scores[("orca", test)]
+        metrics += [metric(f"DT cross-entropy ({test} test)", "cross_entropy", m["dt_ce"], dataset=data,
+                           higher_is_better=False),
+                    metric(f"DT macro-F1 ({test} test)", "f1", m["dt_macro_f1"], dataset=data, higher_is_better=True),
+                    metric(f"CTR AUC ({test} test)", "roc_auc", m["ctr_auc"], dataset=data, higher_is_better=True)]
+    save_training_record(
+        Path(run.out) / "artifact", method="orca", command="hf-ext reproduce orca" + (" --full" if run.full else ""),
+        datasets=[{"name": "synthetic-spurious-dwell", "hub_id": None,
+                   "description": "hf_ext.orca.spurious: hidden clickbait seen through a noisy proxy; the shifted "
+                                  "test has the shortcut absent"}],
+        metrics=metrics, config={"strength": strength, "seed": seed, "backbone": backbone,
+                                 "num_impressions": run.num_impressions, "epochs": run.epochs},
+        notes=f"ORCA ({backbone}) trained at shortcut strength {strength:g}, seed {seed}", skip_nonfinite=True)
 
 
 def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict:
@@ -297,7 +321,8 @@ def main(argv: list[str] | None = None) -> dict:
         diffs = paired_differences(cells[b], run.strengths, run.seeds, "shifted")
         diffs_iid = paired_differences(cells[b], run.strengths, run.seeds, "iid")
         lines = verdict(cells[b], diffs, run.strengths, run.seeds)
-        text += [f"## {b}: i.i.d. test (same s as training)", reference_table(cells[b], run.strengths, run.seeds, "iid"),
+        text += [f"## {b}: i.i.d. test (same s as training)",
+                 reference_table(cells[b], run.strengths, run.seeds, "iid"),
                  f"\n## {b}: shifted test (shortcut at s = {run.test_strength:g})",
                  reference_table(cells[b], run.strengths, run.seeds, "shifted"),
                  f"\n## {b}: paired differences, shifted test (positive DT-CE gain = second model better)",

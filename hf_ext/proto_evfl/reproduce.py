@@ -156,10 +156,27 @@ def _run_job(job: tuple, rounds: int, out: str | None):
         save_artifact(result.top_model, Path(out) / "artifact", SPEC)
         for k, party in enumerate(result.party_models):
             save_artifact(party, Path(out) / "parties" / f"party-{k}")
+        _save_record(Path(out) / "artifact", job, result.metrics)
     metrics = dict(result.metrics)
     if settings.data.unseen_class is not None and settings.classifier == "prototype":
         metrics.update(oracle_unseen_metrics(result.predictions, settings.data.unseen_class, settings.temperature))
     return job, {k: v for k, v in metrics.items() if k in REPORTED or k.startswith("acc_class")}
+
+
+def _save_record(artifact: Path, job: tuple, measured: dict) -> None:
+    """The top model's training record (what `hf-ext push proto_evfl` renders the card from): its own test numbers."""
+    from hf_ext.core.records import metric, save_training_record
+
+    dataset, variant, setting, seed, ratio = job
+    names = {"accuracy": ("accuracy", "accuracy"), "macro_f1": ("macro-F1", "f1"),
+             "unseen_accuracy": ("unseen-class accuracy", "accuracy")}  # fmt: skip
+    save_training_record(
+        artifact, method="proto_evfl", command="hf-ext reproduce proto_evfl",
+        datasets=[{"name": dataset, "hub_id": None, "description": f"{dataset}, vertically split, {setting} setting"}],
+        metrics=[metric(label, kind, measured[key], dataset=dataset, higher_is_better=True)
+                 for key, (label, kind) in names.items() if key in measured],
+        config={"dataset": dataset, "variant": variant, "setting": setting, "seed": seed, "imbalance_ratio": ratio},
+        notes=f"Proto-EVFL top model, {setting} setting on {dataset}, seed {seed}", skip_nonfinite=True)
 
 
 def _summarise(per_seed: list[dict[str, float]]) -> dict[str, dict[str, float]]:

@@ -225,14 +225,19 @@ def installed(tmp_path_factory, wheel):
     site-packages through a filtered view without hf_ext (see `venv_reusing_site_packages`)."""
     root = tmp_path_factory.mktemp("installed")
     python = venv_reusing_site_packages(root)
+    # a clean environment: no PYTHONPATH / VIRTUAL_ENV / HF_EXT_* leaking the checkout into the fresh venv (pip
+    # would then see the checkout's hf_ext as "already satisfied" and install nothing)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_EXT_", "PIP_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
-                           "-q", str(wheel)], capture_output=True, text=True, timeout=300)  # fmt: skip
+                           "--force-reinstall", str(wheel)], capture_output=True, text=True, timeout=300,
+                          env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())  # fmt: skip
+                               capture_output=True, text=True, check=True, env=env).stdout.strip())  # fmt: skip
+    assert (site / "hf_ext" / "__init__.py").is_file(), f"the wheel was not installed:\n{proc.stdout[-3000:]}"
     work = root / "work"  # an empty folder outside the checkout
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_EXT_", "PYTHONPATH"))}
     env.update(HF_HUB_OFFLINE="1", HF_EXT_CACHE=str(root / "cache"))
     return {"python": python, "bin": python.parent, "work": work, "env": env, "site": site}
 

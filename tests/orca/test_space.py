@@ -23,10 +23,11 @@ def test_space_compares_baseline_and_orca(space_url):
     from gradio_client import Client
 
     client = Client(space_url, verbose=False)
-    table, image = client.predict(3.0, 4000, "mmoe", 1, 0, None, api_name="/compare")
+    table, image, reading = client.predict(3.0, 4000, "mmoe", 1, 0, None, api_name="/compare")
+    assert reading.startswith("**Reading:**") and "baseline" in reading
     rows = {r[0]: r[1:] for r in table["data"]}
-    assert "DT macro-F1" in rows and "CTR AUC" in rows
-    assert all(isinstance(v, (int, float)) for v in rows["CTR AUC"])
+    assert "DT macro-F1 ↑" in rows and "CTR AUC ↑" in rows  # headers say whether higher is better
+    assert all(isinstance(v, (int, float)) for v in rows["CTR AUC ↑"])
     assert 0.0 <= rows["true share in moderate bins 2–5"][0] <= 1.0
     assert Path(image).is_file() and Path(image).stat().st_size > 1000
 
