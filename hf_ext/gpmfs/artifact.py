@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from hf_ext.core.hub import atomic_write_dir, clean_stale_saves, file_sha256
+
 from .config import MODEL_TYPE, GPMFSConfig
 
 CONFIG_NAME = "config.json"
@@ -66,8 +68,6 @@ def swap_dir(out_dir: str | os.PathLike, write: Callable[[Path], None]) -> Path:
         ValueError: `out_dir` is a file, or a folder holding files that are not part of an artifact (they would be
             lost by the swap).
     """
-    from hf_ext.core.hub import atomic_write_dir
-
     out = Path(out_dir).absolute()
     if out.exists():
         if not out.is_dir():
@@ -87,16 +87,6 @@ def swap_dir(out_dir: str | os.PathLike, write: Callable[[Path], None]) -> Path:
     _hook("swapped")
     _hook("cleaned")
     return out
-
-
-def _sha256(path: str | os.PathLike) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _pad(rows: list[np.ndarray]) -> np.ndarray:
@@ -154,7 +144,7 @@ def save_pretrained(selector, save_directory: str | os.PathLike, extra_files: di
     def write(tmp: Path) -> None:
         save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "np"})
         # The config names the hash of the weights written beside it: a load checks that they belong together.
-        config["fitted"]["weights_sha256"] = _sha256(tmp / WEIGHTS_NAME)
+        config["fitted"]["weights_sha256"] = file_sha256(tmp / WEIGHTS_NAME)
         with open(tmp / CONFIG_NAME, "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2, sort_keys=True)
             f.write("\n")
@@ -167,8 +157,6 @@ def save_pretrained(selector, save_directory: str | os.PathLike, extra_files: di
 def _resolve(name_or_path: str | os.PathLike, **hub_kwargs) -> tuple[Path, Path]:
     folder = Path(name_or_path)
     if not folder.exists() and folder.parent.is_dir() and any(folder.parent.glob(f".{folder.name}.old-*")):
-        from hf_ext.core.hub import clean_stale_saves
-
         clean_stale_saves(folder.absolute())  # a fallback save was killed between its two renames: restore
     if folder.is_dir():
         return folder / CONFIG_NAME, folder / WEIGHTS_NAME
@@ -213,7 +201,7 @@ def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
         raise ValueError(f"{config_path}: unsupported format_version {fitted.get('format_version')!r}")
     config = GPMFSConfig.from_dict(raw)
     expected = fitted.get("weights_sha256")
-    if expected is not None and _sha256(weights_path) != expected:
+    if expected is not None and file_sha256(weights_path) != expected:
         raise ValueError(f"{weights_path}: content hash differs from the weights_sha256 in {CONFIG_NAME} (a corrupt "
                          "or mixed artifact)")
     try:
