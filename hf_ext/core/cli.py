@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("method")
     p.add_argument("--repo-id", required=True, help="model repo id, e.g. someone/orca-mmoe")
     p.add_argument("--from", dest="from_dir",
-                   help="a saved artifact folder (default: <work dir>/<method>/artifact; work dir: $HF_EXT_HOME or ./runs)")
+                   help="a saved artifact folder (default: <work dir>/<method>/artifact; the work dir is "
+                        "$HF_EXT_HOME or ./runs)")
     p.add_argument("--dry-run", action="store_true", help="write the upload folder to --out and upload nothing")
     p.add_argument("--out", help="where to write the upload folder")
     p.add_argument("--space-repo-id", help="also push spaces/<method>/ as a Gradio Space to this repo")
