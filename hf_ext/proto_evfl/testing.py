@@ -77,3 +77,20 @@ def contract_fixture() -> ContractFixture:
 
 
 __all__ = ["ProtoEvflPartyModel", "contract_fixture", "tiny_batch", "tiny_config", "tiny_party_config"]
+
+
+def tampering_client_app(tamper, party: int = 1):
+    """A Proto-EVFL ClientApp whose party `party` rewrites its replies with `tamper(message_type, content)`, for
+    the malformed- and spoofed-reply tests."""
+    from flwr.clientapp import ClientApp
+
+    from .client_app import app as client_app
+
+    class Tampering(ClientApp):
+        def __call__(self, message, context):
+            reply = client_app(message, context)
+            if int(context.node_config["partition-id"]) == party:
+                tamper(message.metadata.message_type, reply.content)
+            return reply
+
+    return Tampering()

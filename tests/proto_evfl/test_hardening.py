@@ -7,13 +7,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from flwr.app import Array, ConfigRecord, MetricRecord, RecordDict
-from flwr.clientapp import ClientApp
 
 from hf_ext.core.federated.local import _set_task_identity
 from hf_ext.proto_evfl.active_party import ActiveParty, FederationAborted, _exchange
-from hf_ext.proto_evfl.client_app import app as client_app
 from hf_ext.proto_evfl.data import VerticalDataConfig, build_vertical_split
 from hf_ext.proto_evfl.task import ProtoEvflRunConfig
+from hf_ext.proto_evfl.testing import tampering_client_app
 from hf_ext.proto_evfl.training import ProtoEvflTrainingArguments, run_federation
 
 
@@ -21,20 +20,6 @@ def small(**training) -> ProtoEvflRunConfig:
     args = dict(rounds=2, warmup_rounds=1, local_steps=1, unaligned_batch_size=48, aligned_batch_size=40)
     args.update(training)
     return ProtoEvflRunConfig(data=VerticalDataConfig(unseen_class=3), training=ProtoEvflTrainingArguments(**args))
-
-
-class Tampering(ClientApp):
-    """Party 1 rewrites its replies with `tamper(kind, content)`."""
-
-    def __init__(self, tamper):
-        super().__init__()
-        self.tamper = tamper
-
-    def __call__(self, message, context):
-        reply = client_app(message, context)
-        if int(context.node_config["partition-id"]) == 1:
-            self.tamper(message.metadata.message_type, reply.content)
-        return reply
 
 
 def _claim(index, kinds):
@@ -46,12 +31,12 @@ def _claim(index, kinds):
 
 def test_two_nodes_claiming_one_party_are_both_rejected_and_the_run_ends_cleanly(caplog):
     with pytest.raises(FederationAborted, match=r"only parties \[\] of 0..1 enrolled"):
-        run_federation(small(), client_app=Tampering(_claim(0, ("train.local",))))
+        run_federation(small(), client_app=tampering_client_app(_claim(0, ("train.local",))))
     assert "all claim party index 0" in caplog.text
 
 
 def test_a_later_claim_of_another_party_is_rejected_not_routed(caplog):
-    result = run_federation(small(), client_app=Tampering(_claim(0, ("train.step",))))
+    result = run_federation(small(), client_app=tampering_client_app(_claim(0, ("train.step",))))
     assert any("claims party 0" in r and "batch skipped" in r for r in result.rejections)
     assert np.isfinite(result.metrics["accuracy"])
     assert sum(result.history["skipped-batches"]) == 2 * 2  # every train.step batch, 2 per round (90 ids / 40)
@@ -76,7 +61,7 @@ def test_a_later_claim_of_another_party_is_rejected_not_routed(caplog):
          "non-unit-prototypes"],
 )
 def test_each_malformed_reply_is_rejected_alone_and_the_run_finishes(tamper, match, caplog):
-    result = run_federation(small(), client_app=Tampering(tamper))
+    result = run_federation(small(), client_app=tampering_client_app(tamper))
     assert any(__import__("re").search(match, r) for r in result.rejections), result.rejections
     assert "rejected the reply of node" in caplog.text
     assert np.isfinite(result.metrics["accuracy"]) and result.metrics["rejected_replies"] >= 1

@@ -11,15 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 from flwr.app import Array
-from flwr.clientapp import ClientApp
 
 from hf_ext.core.federated import ClientAppError
 from hf_ext.proto_evfl import party as party_module
 from hf_ext.proto_evfl.active_party import FederationAborted
-from hf_ext.proto_evfl.client_app import app as client_app
 from hf_ext.proto_evfl.data import VerticalDataConfig, build_vertical_split
 from hf_ext.proto_evfl.reproduce import run_settings
 from hf_ext.proto_evfl.task import ProtoEvflRunConfig
+from hf_ext.proto_evfl.testing import tampering_client_app
 from hf_ext.proto_evfl.training import ProtoEvflTrainingArguments, run_federation
 
 UNALIGNED_BATCH = 48  # distinct from every size that may cross the wire, so an OT plan would be recognisable
@@ -112,20 +111,6 @@ def test_ot_that_does_not_converge_is_a_counted_fallback_not_nan():
     assert np.isfinite(result.metrics["accuracy"])
 
 
-class Tampering(ClientApp):
-    """A ClientApp that lets party 1 tamper with its replies."""
-
-    def __init__(self, tamper):
-        super().__init__()
-        self.tamper = tamper
-
-    def __call__(self, message, context):
-        reply = client_app(message, context)
-        if int(context.node_config["partition-id"]) == 1:
-            self.tamper(message.metadata.message_type, reply.content)
-        return reply
-
-
 def _shift_aligned_ids(kind, content):
     if "layout" in content:
         content["layout"]["aligned-ids"] = Array(content["layout"]["aligned-ids"].numpy() + 1)
@@ -143,7 +128,7 @@ def _nan_embeddings(kind, content):
 
 def test_a_party_whose_entity_ids_disagree_is_rejected_and_the_run_ends_cleanly(caplog):
     with pytest.raises(FederationAborted, match=r"only parties \[0\] of 0..1 enrolled"):
-        run_federation(small(rounds=2), client_app=Tampering(_shift_aligned_ids))
+        run_federation(small(rounds=2), client_app=tampering_client_app(_shift_aligned_ids))
     assert "party 1's aligned-ids disagree with the active party's: " in caplog.text
 
 
@@ -156,7 +141,7 @@ def test_a_party_whose_entity_ids_disagree_is_rejected_and_the_run_ends_cleanly(
     ids=["prior", "nan-embeddings"],
 )
 def test_a_malformed_reply_is_rejected_alone_with_its_reason(tamper, match, caplog):
-    result = run_federation(small(rounds=2), client_app=Tampering(tamper))
+    result = run_federation(small(rounds=2), client_app=tampering_client_app(tamper))
     assert match in caplog.text and any(match in r for r in result.rejections)
     assert np.isfinite(result.metrics["accuracy"])
 
