@@ -12,7 +12,9 @@ from hf_ext.amplitudes.gluons import GluonKinematics, f3, four_gluon_channels, t
 from hf_ext.amplitudes.identities import OCTAGON_REF
 from hf_ext.amplitudes.residues import _term_values, laurent_coefficient, residue_terms
 from hf_ext.amplitudes.yang_mills import gluon_vectors, ym_amplitude
-from hf_ext.amplitudes.yang_mills_f3 import f3_amplitude, perturbiner_amplitude, scalar_pair_amplitude
+from hf_ext.amplitudes.spinors import METRIC, SpinorKinematics
+from hf_ext.amplitudes.yang_mills_f3 import (f3_amplitude, f3_via_yms, perturbiner_amplitude, scalar_pair_amplitude,
+                                             three_scalar_amplitude)
 
 OCTAGON = GluonKinematics.from_planar(OCTAGON_REF, 4)
 
@@ -93,8 +95,27 @@ def test_four_gluon_f3_amplitude_via_yang_mills_scalar_amplitudes(seed):
             i, j = cycles[0]
             yms = scalar_pair_amplitude(k, e, G, (i, j)).real
             assert value == pytest.approx(2 * kin.trace(i + 1, j + 1) * yms, rel=1e-10)
+        elif cycles:  # the 3-cycle: 8 tr(F2F3F4) x the 1-gluon 3-scalar YMS amplitude
+            assert value == pytest.approx(8 * kin.trace(2, 3, 4) * three_scalar_amplitude(k, e, G).real, rel=1e-10)
         total += value
     assert total - bos[3].real == pytest.approx(4 * a_f3, rel=1e-10)
+
+
+def test_f3_via_yms_is_a_field_theory_identity_in_any_kinematics():
+    # the first-α′-order formula with only field-theory amplitudes: real scaffolded kinematics (2n-dim coefficient
+    # space) and complex 4-d helicity states alike; F³ has no MHV amplitudes (--++, -+-+ vanish)
+    rng = np.random.default_rng(9)
+    for n in (3, 4):
+        for _ in range(3):
+            k, e, G = gluon_vectors(GluonKinematics.random(n, rng, -2.0, 2.0))
+            assert f3_via_yms(k, e, G) == pytest.approx(f3_amplitude(k, e, G), rel=1e-11)
+    for hel in ("----", "---+", "--++", "-+-+"):
+        sk = SpinorKinematics.random(4, rng)
+        k, e = sk.momenta(), sk.polarisations(hel)
+        amp, formula = f3_amplitude(k, e, METRIC), f3_via_yms(k, e, METRIC)
+        scale = abs(perturbiner_amplitude(k, e, METRIC)) + abs(f3_amplitude(k, sk.polarisations("----"), METRIC))
+        assert abs(formula - amp) < 1e-11 * scale
+        assert (abs(amp) < 1e-11 * scale) == (hel.count("-") == 2)
 
 
 @pytest.mark.parametrize("n", [3, 4, 5])
