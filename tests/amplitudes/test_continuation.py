@@ -84,28 +84,19 @@ def test_six_points_in_the_euclidean_region_equal_the_fan_rule_and_auto_dispatch
         stringy_amplitude(a, 1.0, method="curve")  # the curve integral itself still refuses
 
 
-def test_superstring_six_scalars_below_the_tachyon_bound_use_the_continuation():
-    # α′X_oo in (0.5, 1): the shift -1 puts them in (-0.5, 0), where only the continuation reaches
-    X = np.array([0.8, 0.9, 0.7, 1.2, 0.6, 1.1, 0.75, 0.9, 0.9])
+def test_superstring_six_scalars_below_the_tachyon_bound_are_picture_independent():
+    # α′X_oo in (0.6, 0.95): the shift -1 puts every term of every picture in (-0.4, 0), where only the
+    # continuation reaches; the three pictures are three different sets of continued A_6 (measured 5e-14)
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0.3, 1.5, 9)
     odd = [k for k, (i, j) in enumerate(planar_variables(6)) if i % 2 and j % 2]
-    assert np.all(X[odd] < 1)
-    assert np.isfinite(float(superstring_amplitude(X, 1.0).value))
+    X[odd] = rng.uniform(0.6, 0.95, 3)
+    vals = [float(superstring_amplitude(X, 1.0, special_pair=j).value) for j in (1, 2, 3)]
+    assert vals[1] == pytest.approx(vals[0], rel=1e-10) and vals[2] == pytest.approx(vals[0], rel=1e-10)
     X2 = X.copy()
     X2[odd[0]] = -0.2  # shifted -1.2: beyond one subtraction
     with pytest.raises(ValueError, match="> -1"):
         superstring_amplitude(X2, 1.0)
-
-
-@pytest.mark.slow
-def test_superstring_six_scalars_picture_independence_in_the_continued_region():
-    # the three pictures are three different sets of shifted, continued A_6 (measured agreement 6e-10)
-    rng = np.random.default_rng(3)
-    X = rng.uniform(0.3, 1.5, 9)
-    odd = [k for k, (i, j) in enumerate(planar_variables(6)) if i % 2 and j % 2]
-    X[odd] += 0.6
-    assert np.any(X[odd] < 1)
-    vals = [float(superstring_amplitude(X, 1.0, special_pair=j).value) for j in (1, 2, 3)]
-    assert vals[1] == pytest.approx(vals[0], rel=1e-8) and vals[2] == pytest.approx(vals[0], rel=1e-8)
 
 
 def test_bad_input_names_the_constraint():
