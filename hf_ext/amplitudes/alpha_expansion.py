@@ -61,8 +61,8 @@ def continued_four_gluon(kin: GluonKinematics, alpha, theory: str = "super", spe
             instead of their sum.
 
     Raises:
-        ValueError: not 4 gluons, α′ = 0 or not finite, or α′s, α′t on a pole (a non-positive... integer
-            -k - 1 of the endpoint series).
+        ValueError: not 4 gluons, α′ = 0 or not finite, or α′s or α′t on a pole of the endpoint series
+            (α′s = -k - 1 for an integer k >= -K: the massless pole 0, the tachyon 1, the string poles -1, -2, ...).
     """
     if not isinstance(kin, GluonKinematics) or kin.n != 4:
         raise ValueError("continued_four_gluon needs GluonKinematics of 4 gluons")

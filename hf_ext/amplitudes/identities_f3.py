@@ -19,7 +19,8 @@ from .residues import _term_values, laurent_coefficient, residue_terms
 from .spinors import METRIC, SpinorKinematics
 from .stringy import stringy_amplitude
 from .yang_mills import gluon_vectors
-from .yang_mills_f3 import f3_amplitude, f3_via_yms, perturbiner_amplitude, scalar_pair_amplitude, three_scalar_amplitude
+from .yang_mills_f3 import (f3_amplitude, f3_via_yms, perturbiner_amplitude, scalar_pair_amplitude,
+                             three_scalar_amplitude)
 
 A6 = np.array([0.6, 1.1, 0.9, 0.7, 1.3, 0.8, 1.2, 0.5, 1.0])  # α′X of the hexagon (planar-variable order)
 

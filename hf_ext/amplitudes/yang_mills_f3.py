@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-MAX_LEGS = 7  # the β-difference is exact for amplitudes of degree <= 4 in β, i.e. n <= 6; 7 keeps a margin check
+MAX_LEGS = 6  # the β-difference of f3_amplitude is exact for amplitudes of degree n - 2 <= 4 in β
 
 
 def perturbiner_amplitude(k, eps, gram, beta: float = 0.0) -> complex:
@@ -41,8 +41,8 @@ def perturbiner_amplitude(k, eps, gram, beta: float = 0.0) -> complex:
     if k.ndim != 2 or k.shape != eps.shape or G.shape != (k.shape[1],) * 2:
         raise ValueError(f"k, eps must have shape (n, d) and gram (d, d); got {k.shape}, {eps.shape}, {G.shape}")
     n = k.shape[0]
-    if not 3 <= n <= MAX_LEGS - 1:
-        raise ValueError(f"the F³ recursion is implemented for 3 <= n <= {MAX_LEGS - 1}; got n = {n}")
+    if not 3 <= n <= MAX_LEGS:
+        raise ValueError(f"the F³ recursion is implemented for 3 <= n <= {MAX_LEGS}; got n = {n}")
     A, F, H, K = {}, {}, {}, {}
     for i in range(n):
         A[(i, i)], K[(i, i)] = eps[i], k[i]

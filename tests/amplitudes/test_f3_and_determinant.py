@@ -140,3 +140,22 @@ def test_multilinear_determinant_and_log_are_exact():
     L = multilinear_log(D)
     c3 = np.trace(blocks[0, 1] @ blocks[1, 2] @ blocks[2, 0]) + np.trace(blocks[0, 2] @ blocks[2, 1] @ blocks[1, 0])
     assert L[7] == pytest.approx(c3, rel=1e-12)  # log det = Σ oriented cycles sgn tr: the 3-cycle sgn is +1
+
+
+def test_bad_input_names_the_problem():
+    k, e, G = gluon_vectors(GluonKinematics.random(3, np.random.default_rng(0), -2.0, 2.0))
+    with pytest.raises(ValueError, match="3 <= n <= 6"):
+        perturbiner_amplitude(k[:2], e[:2], G)
+    with pytest.raises(ValueError, match="shape"):
+        perturbiner_amplitude(k, e[:, :3], G)
+    with pytest.raises(ValueError, match="two different legs"):
+        scalar_pair_amplitude(k, e, G, (1, 1))
+    with pytest.raises(ValueError, match="4-point"):
+        three_scalar_amplitude(k, e, G)
+    k5, e5, G5 = gluon_vectors(GluonKinematics.random(5, np.random.default_rng(0), -2.0, 2.0))
+    with pytest.raises(ValueError, match="3 and 4 gluons"):
+        f3_via_yms(k5, e5, G5)
+    with pytest.raises(ValueError, match="4 gluons"):
+        continued_four_gluon(GluonKinematics.random(3, np.random.default_rng(0)), 0.5)
+    with pytest.raises(ValueError, match="nonzero"):
+        continued_four_gluon(OCTAGON, 0.0)
