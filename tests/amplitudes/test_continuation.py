@@ -11,7 +11,7 @@ from hf_ext.amplitudes import closed_forms as C
 from hf_ext.amplitudes.continuation import continued_amplitude, facet_amplitude, wall_rule
 from hf_ext.amplitudes.kinematics import crossing_variables, planar_variables, variable_index
 from hf_ext.amplitudes.stringy import stringy_amplitude
-from hf_ext.amplitudes.superstring import superstring_amplitude
+from hf_ext.amplitudes.superstring import scaffolded_bosonic_amplitude, superstring_amplitude
 
 A6 = np.array([0.6, 1.1, 0.9, 0.7, 1.3, 0.8, 1.2, 0.5, 1.0])  # α′X of the hexagon, planar-variable order
 IDX6 = variable_index(6)
@@ -97,6 +97,19 @@ def test_superstring_six_scalars_below_the_tachyon_bound_are_picture_independent
     X2[odd[0]] = -0.2  # shifted -1.2: beyond one subtraction
     with pytest.raises(ValueError, match="> -1"):
         superstring_amplitude(X2, 1.0)
+
+
+def test_superstring_six_scalars_have_no_tachyon_pole_across_alpha_x13_equal_one():
+    # the abstract's claim at 6 scalars, through the continued region: each term has the pole 1/(α′X13 - 1) (the
+    # shifted X13 hits 0), the bosonic string keeps it, the superstring sum cancels it (as test 5c at 4 scalars)
+    X = np.array([1.0, 0.9, 1.6, 1.2, 0.6, 1.1, 1.45, 0.9, 0.9])
+    h, sup, bos = 1e-2, [], []
+    for x in (1 + h, 1 - h):  # 1 + h: shifted X13 = +h (fan rule); 1 - h: -h (continued)
+        X[0] = x
+        sup.append(float(superstring_amplitude(X, 1.0).value))
+        bos.append(float(scaffolded_bosonic_amplitude(X, 1.0).value))
+    assert min(abs(b) for b in bos) > 1e2 and bos[0] * bos[1] < 0  # ~ ±416: the tachyon pole
+    assert abs(sup[0] - sup[1]) < 5 * h * abs(sup[0])  # continuous: O(h) (measured slope -1.2, value 1.91)
 
 
 def test_bad_input_names_the_constraint():
