@@ -3,8 +3,9 @@
 A verified numerics library: planar kinematics, the stringy Tr(φ³) amplitude as a curve / worldsheet integral,
 field-theory Tr(φ³), the scaffolded bosonic string as one shift, the superstring as the (2n-3)!! reduced-Pfaffian
 sum of shifted amplitudes, gluon amplitudes (3, 4, 5 gluons, real or helicity kinematics) from scaffolding
-residues checked against Berends-Giele Yang-Mills and the Mafra-Schlotterer-Stieberger 5-gluon form, and Hub-native
-amplitude tables.
+residues checked against Berends-Giele Yang-Mills and the Mafra-Schlotterer-Stieberger 5-gluon form, the
+continuation outside the Euclidean region, the F³ amplitude at first α′ order via Yang-Mills-scalar amplitudes, the
+determinant form of the residue integrand, and Hub-native amplitude tables.
 """
 
 from hf_ext.core.lazy import lazy_exports
@@ -22,6 +23,9 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "scaffolded_bosonic_amplitude": ".superstring", "superstring_amplitude": ".superstring",
     "superstring_terms": ".superstring", "berends_giele": ".yang_mills", "ym_amplitude": ".yang_mills",
     "AmplitudeTable": ".tables", "AmplitudeTableBuilder": ".tables",
+    "continued_amplitude": ".continuation", "alpha_series": ".alpha_expansion",
+    "continued_four_gluon": ".alpha_expansion", "determinant_integrand": ".determinant_form",
+    "f3_amplitude": ".yang_mills_f3", "f3_via_yms": ".yang_mills_f3", "perturbiner_amplitude": ".yang_mills_f3",
 })  # fmt: skip
 
 SPEC = register_method(
@@ -42,15 +46,18 @@ SPEC = register_method(
         demo="hf_ext.amplitudes.demo:build_demo",
         contract="hf_ext.amplitudes.testing:contract_fixture",
         library_name="datasets",
-        status="implemented (identities of spec §2.7 at N <= 6; 3, 4 and 5 gluons, helicity amplitudes)",
+        status="implemented (identities of spec §2.7 at N <= 6, continued to every α′X > -1; 3, 4 and 5 gluons, "
+               "helicity amplitudes; F³ via YMS at 4 gluons; determinant form)",
     )
 )
 
 
 __all__ = [
     "SPEC", "AmplitudeTable", "AmplitudeTableBuilder", "AmplitudeTableConfig", "Evaluation", "GluonKinematics",
-    "SpinorKinematics", "berends_giele", "cycle_weights", "field_theory_amplitude", "laurent_coefficient",
-    "mandelstams", "mss_amplitude", "planar_from_mandelstams", "planar_variables", "random_planar_kinematics",
-    "scaffolded_bosonic_amplitude", "stringy_amplitude", "superstring_amplitude", "superstring_terms", "t8f4",
-    "triangulations", "type_i_four_gluon", "ym_amplitude", "z_integrals",
+    "SpinorKinematics", "alpha_series", "berends_giele", "continued_amplitude", "continued_four_gluon",
+    "cycle_weights", "determinant_integrand", "f3_amplitude", "f3_via_yms", "field_theory_amplitude",
+    "laurent_coefficient", "mandelstams", "mss_amplitude", "perturbiner_amplitude", "planar_from_mandelstams",
+    "planar_variables", "random_planar_kinematics", "scaffolded_bosonic_amplitude", "stringy_amplitude",
+    "superstring_amplitude", "superstring_terms", "t8f4", "triangulations", "type_i_four_gluon", "ym_amplitude",
+    "z_integrals",
 ]

@@ -260,4 +260,9 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
     from .identities_gluons import gluon_checks
 
     rows.extend(gluon_checks(rng, full, _row, _timed))
+
+    # 14-19. continuation outside the Euclidean region, the F³ formula at 4 gluons, the determinant form
+    from .identities_f3 import f3_checks
+
+    rows.extend(f3_checks(rng, full, _row, _timed, kin))
     return rows

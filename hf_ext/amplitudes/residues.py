@@ -154,6 +154,16 @@ def _edge_multiplicities(n: int, terms: tuple[ResidueTerm, ...]) -> np.ndarray:
     return out
 
 
+def exponent_series(kin: GluonKinematics, alpha, terms, gaps, log=np.log) -> np.ndarray:
+    """P = Σ_ab (α′s_ab - mult_ab) log z_ab(ε) over the cross pairs, multilinear in ε, for every term: shape
+    (terms, *nodes, 2^n); exp(P) is the ε-dependent part of the term's integrand (without its 1/ε flavour poles)."""
+    n = kin.n
+    pairs = _cross_pairs(n)
+    series = _log_series(n, gaps, log)
+    exponents = alpha * np.array([kin.s[a - 1, b - 1] for a, b in pairs]) - _edge_multiplicities(n, tuple(terms))
+    return np.tensordot(exponents, series, axes=(1, 0))
+
+
 def _term_values(kin: GluonKinematics, alpha, terms, gaps, log=np.log, exp=np.exp, theory: str = "super",
                  special_pair: int = 1) -> np.ndarray:
     """Coefficient x [ε^subset] G for every term at the nodes: shape (terms, *nodes).
@@ -161,13 +171,8 @@ def _term_values(kin: GluonKinematics, alpha, terms, gaps, log=np.log, exp=np.ex
     Args:
         gaps (`np.ndarray` of shape (*nodes, n - 1)): consecutive gluon distances (object arrays on the mpmath path).
     """
-    n = kin.n
-    s = kin.s
-    pairs = _cross_pairs(n)
-    series = _log_series(n, gaps, log)
-    exponents = alpha * np.array([s[a - 1, b - 1] for a, b in pairs]) - _edge_multiplicities(n, tuple(terms))
-    P = np.tensordot(exponents, series, axes=(1, 0))  # (terms, *nodes, 2^n): Σ_ab (α′s_ab - mult_ab) log z_ab
-    weights = cycle_weights(s, alpha)  # the one definition (superstring.py); object arrays on the mpmath path
+    P = exponent_series(kin, alpha, terms, gaps, log)
+    weights = cycle_weights(kin.s, alpha)  # the one definition (superstring.py); object arrays on the mpmath path
     out = [matching_weight(weights, term) * exp(P[t, ..., 0]) * _exp_coefficient(P[t], term.subset)
            for t, term in enumerate(terms)]
     return np.stack(out)

@@ -32,7 +32,7 @@ from .kinematics import as_planar_array, check_points, planar_variables
 
 MAX_CURVE_POINTS = 6  # a 3-dimensional grid; N = 7 would need a 4-dimensional one (~10^8 nodes)
 MAX_MPMATH_POINTS = 5
-METHODS = ("auto", "closed_form", "curve", "worldsheet", "mpmath_curve", "mpmath_closed_form")
+METHODS = ("auto", "closed_form", "curve", "continued", "worldsheet", "mpmath_curve", "mpmath_closed_form")
 EPS = np.finfo(np.float64).eps
 _TAIL = 40.0  # the grid reaches |t| with min(α′X)|t| >= 40: the integrand has decayed below e^{-40}
 MIN_ALPHA, MAX_ALPHA = 1e-8, 1e4  # α′ range accepted anywhere in the library
@@ -389,10 +389,13 @@ def stringy_amplitude(X, alpha, N: int | None = None, method: str = "auto", dps:
         N (`int`, *optional*): number of points (inferred from X).
         method (`str`, defaults to `"auto"`): `"closed_form"` (N = 4: Beta; N = 5: 3F2; vectorised, analytic
             continuation), `"curve"` (vectorised curve quadrature, N <= 6, convergent region only),
-            `"worldsheet"` (N = 5, Gauss-Jacobi on the sector-decomposed square), `"mpmath_curve"` (N <= 5,
-            slow), `"mpmath_closed_form"` (mpmath Beta / hyp3f2);
+            `"continued"` (N <= 6, cone-by-cone Gauss-Jacobi with one subtraction at each facet: every α′X > -1,
+            off the pole 0; see [`~hf_ext.amplitudes.continuation`]), `"worldsheet"` (N = 5, Gauss-Jacobi on the
+            sector-decomposed square), `"mpmath_curve"` (N <= 5, slow), `"mpmath_closed_form"` (mpmath Beta /
+            hyp3f2);
             `"auto"` is the closed form for N <= 5 (at N = 5 the curve integral replaces it where its estimated
-            rounding error exceeds 1e-10 relative) and the curve integral for N = 6.
+            rounding error exceeds 1e-10 relative) and for N = 6 the curve integral in the Euclidean region, the
+            continuation outside it.
         dps (`int`): mpmath working precision.
         rule_kwargs: `step`, `scale` of the curve rule.
 
@@ -429,7 +432,11 @@ def stringy_amplitude(X, alpha, N: int | None = None, method: str = "auto", dps:
                 value, error = value.copy(), error.copy()
                 value[bad], error[bad] = fix.value, fix.error
             return Evaluation(value, error, "closed_form+curve" if np.any(bad) else "closed_form")
-        method = "closed_form" if N <= 5 else "curve"
+        method = "closed_form" if N <= 5 else ("curve" if np.all(aX > 0) else "continued")
+    if method == "continued":
+        from .continuation import continued_amplitude
+
+        return continued_amplitude(aX, N)
     if method == "curve":
         return curve_integral(aX, N, **rule_kwargs)
     if method == "worldsheet":

@@ -198,11 +198,14 @@ def _shifted(X: np.ndarray, alpha, shift: np.ndarray, what: str, method: str, **
     aX = (alpha[..., None] if alpha.ndim else alpha) * X + shift
     N = X.shape[-1]
     N = int(round((3 + math.sqrt(9 + 8 * N)) / 2))
-    if N > 4 and method in ("auto", "curve") and np.any(aX <= 0):
-        bad = sorted({x_label(*planar_variables(N)[k]) for k in np.argwhere(aX <= 0)[:, -1]})
-        raise ValueError(f"{what}: the shifted curve integral needs every α′X + m > 0; it fails for "
-                         f"{', '.join(bad)} (e.g. a shift -1 needs α′X > 1). There is no closed-form "
-                         f"continuation at N = {N}.")
+    if N == 6 and method == "auto" and np.any(aX <= 0):
+        method = "continued"  # the continuation reaches every shifted α′X + m > -1 (off the poles)
+    floor = -1 if method == "continued" else 0
+    if N > 4 and method in ("auto", "curve", "continued") and np.any(aX <= floor):
+        bad = sorted({x_label(*planar_variables(N)[k]) for k in np.argwhere(aX <= floor)[:, -1]})
+        raise ValueError(f"{what}: the shifted integral needs every α′X + m > {floor} (the continuation of "
+                         f"hf_ext.amplitudes.continuation reaches > -1; e.g. a shift -1 needs α′X > 0); it fails "
+                         f"for {', '.join(bad)}.")
     return stringy_amplitude(aX, 1.0, N, method=method, **kw)
 
 
@@ -235,7 +238,8 @@ def superstring_amplitude(X, alpha, n: int | None = None, special_pair: int = 1,
         special_pair (`int`, defaults to 1): the pair in the (-1) picture (picture independence: any choice gives
             the same amplitude).
         method (`str`): evaluator of each shifted A_2n: 2n = 4 uses the Beta closed form (continued everywhere);
-            2n = 6 the curve integral (every shifted α′X must be > 0); 2n >= 8 is out of reach of the integrals
+            2n = 6 the curve integral where every shifted α′X is > 0, the continuation of
+            [`~hf_ext.amplitudes.continuation`] where some lies in (-1, 0]; 2n >= 8 is out of reach of the integrals
             here (use the gluon residues of [`~hf_ext.amplitudes.gluons`]).
 
     Returns:

@@ -88,9 +88,9 @@ def berends_giele(k, eps, gram=None, order=None) -> complex:
     return complex(dot(eps[n - 1], vertices(0, n - 2)))
 
 
-def ym_amplitude(kin, order=None) -> complex:
-    """A_YM(σ) for gluon kinematics on the scaffolding residue ([`~hf_ext.amplitudes.gluons.GluonKinematics`]),
-    with k_i = p_{2i-1} + p_{2i} and ε_i = p_{2i} as coefficient vectors and the Gram matrix p_a.p_b = s_ab/2."""
+def gluon_vectors(kin):
+    """(k, ε, gram) of gluon kinematics on the scaffolding residue as coefficient vectors over the 2n scalar
+    momenta: k_i = p_{2i-1} + p_{2i}, ε_i = p_{2i}, gram p_a.p_b = s_ab/2 with ε_i^2 set to 0 (it never enters)."""
     n = kin.n
     kap = np.zeros((n, 2 * n))
     e = np.zeros((n, 2 * n))
@@ -99,4 +99,10 @@ def ym_amplitude(kin, order=None) -> complex:
         e[i, 2 * i + 1] = 1.0
     G = kin.s / 2
     G[np.arange(1, 2 * n, 2), np.arange(1, 2 * n, 2)] = 0.0  # ε_i^2 never enters; keep it 0 as in dot_products
-    return berends_giele(kap, e, G, order)
+    return kap, e, G
+
+
+def ym_amplitude(kin, order=None) -> complex:
+    """A_YM(σ) for gluon kinematics on the scaffolding residue ([`~hf_ext.amplitudes.gluons.GluonKinematics`]),
+    with k_i = p_{2i-1} + p_{2i} and ε_i = p_{2i} as coefficient vectors and the Gram matrix p_a.p_b = s_ab/2."""
+    return berends_giele(*gluon_vectors(kin), order)

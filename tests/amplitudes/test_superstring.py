@@ -108,9 +108,12 @@ def test_bad_input_names_the_constraint():
         superstring_amplitude(np.ones(5), 1.0)
     with pytest.raises(ValueError, match="2n <= 6"):
         superstring_amplitude(np.ones(20), 1.0)
-    X = np.full(9, 0.8)  # α′X_oo - 1 < 0
-    with pytest.raises(ValueError, match="superstring term .* X13"):
+    X = np.full(9, 0.8)
+    X[0] = -0.3  # α′X13 - 1 = -1.3: below the continuation's reach (α′X_oo - 1 in (-1, 0) is continued)
+    with pytest.raises(ValueError, match="superstring term .* > -1 .* X13"):
         superstring_amplitude(X, 1.0)
+    with pytest.raises(ValueError, match="superstring term .* > 0 .* X13"):
+        superstring_amplitude(np.full(9, 0.8), 1.0, method="curve")  # the curve integral alone refuses below 1
     with pytest.raises(ValueError, match="special_pair must be in 1..3"):
         superstring_terms(3, special_pair=4)
     with pytest.raises(ValueError, match="number of scaffolding pairs"):
