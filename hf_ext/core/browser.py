@@ -79,6 +79,48 @@ def chromium_path() -> str:
     return path
 
 
+# Paths opened while [`recording_opens`] is active, from any thread (a Space answers in Gradio's worker threads).
+_OPENS: list[list[str]] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and _OPENS and isinstance(args[0], (str, bytes, os.PathLike)):
+        for record in _OPENS:
+            record.append(os.fsdecode(args[0]))
+
+
+@contextlib.contextmanager
+def recording_opens() -> Iterator[list[str]]:
+    """Yields a list that collects every path Python opens until the block ends (an audit hook on `open`, so it
+    sees `open()`, `pathlib`, `io` and C extensions that go through Python's file API). Used to check that a Space
+    reads nothing outside itself (`runs/`, `../shared`)."""
+    import sys
+
+    if not getattr(_audit, "installed", False):  # an audit hook cannot be removed: install it once
+        sys.addaudithook(_audit)
+        _audit.installed = True
+    record: list[str] = []
+    _OPENS.append(record)
+    try:
+        yield record
+    finally:
+        _OPENS.remove(record)
+
+
+def outside_reads(opened: list[str], roots: list[str | os.PathLike]) -> list[str]:
+    """The paths of `opened` that lie under one of `roots` (resolved, so `../shared` and symlinks count)."""
+    resolved = [Path(r).resolve() for r in roots]
+    hits = []
+    for path in opened:
+        try:
+            real = Path(path).resolve()
+        except (OSError, RuntimeError):
+            continue
+        if any(real == root or root in real.parents for root in resolved):
+            hits.append(path)
+    return sorted(set(hits))
+
+
 @contextlib.contextmanager
 def chromium(viewport: dict[str, int] | None = None) -> Iterator[BrowserContext]:
     """Starts headless Chromium with [`CHROMIUM_FLAGS`] and a fresh user-data directory (removed afterwards).

@@ -158,6 +158,34 @@ def load_linked(method: str, load: Callable[[str], Any], build_small: Callable[[
     return build_small(), f"**Note:** {why}; showing {small_note} instead."
 
 
+def bar_figure(groups: list[str], series: dict[str, list[float]], ylabel: str, title: str | None = None,
+               log: bool = False):
+    """A grouped bar chart (matplotlib, Agg backend) for a `gr.Plot`: one group of bars per entry of `groups`, one
+    bar colour per key of `series` (each value lists one height per group)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if any(len(v) != len(groups) for v in series.values()):
+        raise ValueError(f"every series needs one value per group ({len(groups)})")
+    fig, ax = plt.subplots(figsize=(7, 3.2), constrained_layout=True)
+    x = np.arange(len(groups))
+    width = 0.8 / max(len(series), 1)
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width=width, label=name)
+    ax.set(xticks=x, ylabel=ylabel)
+    ax.set_xticklabels(groups)
+    if log:
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
 def launch_kwargs() -> dict[str, Any]:
     """What every Space passes to `launch()`: the upload cap (Gradio refuses bigger files with a message)."""
     return {"max_file_size": MAX_FILE_SIZE}
