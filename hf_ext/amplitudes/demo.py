@@ -243,7 +243,8 @@ def browser_check(page) -> None:
 
     b.choose(page, "4")
     box = page.locator("#amplitudes-x textarea")
-    expect(box).to_have_value(DEFAULT_X[4])  # the N = 4 default, filled in by the radio's change event
+    # the N = 4 default, filled in by the radio's change event (a server round trip: slow on a loaded machine)
+    expect(box).to_have_value(DEFAULT_X[4], timeout=b.ACTION_TIMEOUT_MS)
     box.fill("0.7, 1.3")
     b.choose(page, "closed_form")
     b.set_number(page, "from", 0.01)
