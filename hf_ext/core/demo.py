@@ -119,8 +119,16 @@ def _front_matter_models(readme: Path) -> list[str]:
 def space_model_repo(method: str) -> str | None:
     """The model repo a Space loads: `$HF_EXT_MODEL_REPO`, else the first `models:` entry of the deployed Space's
     README (the working directory of a Space holds `app.py` and `README.md`), else that of `spaces/<method>/`."""
+    repos = space_model_repos(method)
+    return repos[0] if repos else None
+
+
+def space_model_repos(method: str) -> list[str]:
+    """Every model repo a Space links, in order (a method whose artifacts are separate repos, e.g. TBA's victim and
+    noise generator): `$HF_EXT_MODEL_REPO` split at commas, else the `models:` list of the Space README (see
+    [`space_model_repo`])."""
     if os.environ.get(MODEL_REPO_ENV):
-        return os.environ[MODEL_REPO_ENV]
+        return [r.strip() for r in os.environ[MODEL_REPO_ENV].split(",") if r.strip()]
     candidates = []
     if Path("app.py").is_file():
         candidates.append(Path("README.md"))
@@ -133,8 +141,8 @@ def space_model_repo(method: str) -> str | None:
     for readme in candidates:
         models = _front_matter_models(readme)
         if models:
-            return models[0]
-    return None
+            return [str(m) for m in models]
+    return []
 
 
 def load_linked(method: str, load: Callable[[str], Any], build_small: Callable[[], Any],

@@ -1,9 +1,11 @@
 """The TBA Space: pick a rendered example (with ground truth) or upload an image, choose ε, the attack and its number
 of steps, and see the perturbation and the victim's predicted skeleton before and after the attack.
 
-The Space loads the artifacts of `TBA_ARTIFACTS=<folder>` (e.g. one `hf-ext reproduce tba` wrote); without them it
-trains a small victim and generator once (about a minute on two CPU cores) into the user cache
-(`hf_ext.core.paths.cache_dir("tba", "demo-artifacts")`); it reads nothing from `runs/`.
+The Space loads the victim and the noise generator from the two model repos its README links (`models:`, in that
+order, or `$HF_EXT_MODEL_REPO="victim,dhng"`) with `from_pretrained`. When they cannot be loaded it uses the artifacts
+of `TBA_ARTIFACTS=<folder>` (e.g. one `hf-ext reproduce tba` wrote), else trains a small victim and generator once
+(about a minute on two CPU cores) into the user cache (`hf_ext.core.paths.cache_dir("tba", "demo-artifacts")`), and
+says so on the page; it reads nothing from `runs/`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hf_ext.core.demo import readable_errors
+from hf_ext.core.demo import load_linked, readable_errors, space_model_repos
 
 ATTACKS = ("TBA", "PGD", "MI-FGSM", "FGSM")
 EXAMPLES = tuple(f"example {i}" for i in range(6))
@@ -41,8 +43,8 @@ def _artifact_folder() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def load_models():
-    """`(victim, dhng, body, examples, ground truth)` from the artifact folder (cached for the Space's lifetime)."""
+def _models():
+    """`(victim, dhng, body, examples, ground truth, source note)`, cached for the Space's lifetime."""
     from transformers import AutoModel
 
     import hf_ext.tba  # noqa: F401  (registers the Auto classes)
@@ -50,12 +52,32 @@ def load_models():
     from .body import build_body
     from .data import render_batch
 
-    meta = json.loads((_artifact_folder() / "training.json").read_text())
-    victim = AutoModel.from_pretrained(meta["paths"]["victim_a"]).eval().requires_grad_(False)
-    dhng = AutoModel.from_pretrained(meta["paths"]["dhng"]).eval().requires_grad_(False)
+    def linked(_):
+        repos = space_model_repos("tba")
+        if len(repos) < 2:
+            raise ValueError("the Space links the victim and the noise generator as two model repos")
+        return AutoModel.from_pretrained(repos[0]), AutoModel.from_pretrained(repos[1])
+
+    def in_code():
+        meta = json.loads((_artifact_folder() / "training.json").read_text())
+        return AutoModel.from_pretrained(meta["paths"]["victim_a"]), AutoModel.from_pretrained(meta["paths"]["dhng"])
+
+    (victim, dhng), source = load_linked(
+        "tba", linked, in_code, "a small victim and generator trained in code on the first request (user cache)"
+        if not os.environ.get("TBA_ARTIFACTS") else "the artifacts in $TBA_ARTIFACTS")
+    if not source.startswith("**Note:**"):
+        repos = space_model_repos("tba")
+        source = f"models: victim `{repos[0]}`, noise generator `{repos[1]}` (loaded with `from_pretrained`)"
+    victim, dhng = (m.eval().requires_grad_(False) for m in (victim, dhng))
     body = build_body(victim.config.body_model)
     images, gt = render_batch(body, len(EXAMPLES), seed=424242, image_size=victim.config.image_size)
-    return victim, dhng, body, images, gt
+    return victim, dhng, body, images, gt, source
+
+
+def load_models():
+    """`(victim, dhng, body, examples, ground truth)`: the linked model repos' victim and noise generator (the
+    Space README's `models:`, in that order), else a small pair trained in code into the user cache."""
+    return _models()[:5]
 
 
 def _validate(eps_255, steps, seed) -> tuple[float, int, int]:
@@ -146,12 +168,9 @@ def reading(rows: list[list], attack: str, eps_255: float) -> str:
             "roughly (README: a null result), so a shift says little about a production estimator.")
 
 
-def models_note() -> str:
-    """Where the Space's victim and generator come from (shown on the page)."""
-    if os.environ.get("TBA_ARTIFACTS"):
-        return f"models: the artifacts in `$TBA_ARTIFACTS` ({os.environ['TBA_ARTIFACTS']})"
-    return ("**Note:** models: a small victim and generator trained in code on the first request (about a minute on "
-            "two CPU cores) and kept in the user cache; no model repo is loaded by this Space.")
+MODELS_NOTE = ("Models: the victim and the noise generator of the linked model repos (the README's `models:`, in that "
+               "order) when they load; else a small pair trained in code on the first request (about a minute on two "
+               "CPU cores) and kept in the user cache.")
 
 
 def build_demo():
@@ -163,7 +182,7 @@ def build_demo():
         load_models()
         progress(0.5, desc=f"running {attack}")
         *views, rows = run_attack(source, image, eps_255, attack, steps, seed)
-        return (*views, rows, reading(rows, attack, eps_255))
+        return (*views, rows, reading(rows, attack, eps_255) + "\n\n" + _models()[5])
 
     handler.__name__ = "run_attack"
     run = readable_errors(handler)  # bad input: a readable message in the page, not a stack trace
@@ -196,7 +215,7 @@ def build_demo():
             adv = gr.Image(label="adversarial + predicted skeleton", elem_id="tba-adv", type="pil")
         table = gr.Dataframe(headers=["quantity", "value"], label="effect of the attack", elem_id="tba-metrics")
         verdict = gr.Markdown(elem_id="tba-reading")
-        gr.Markdown(models_note(), elem_id="tba-model")
+        gr.Markdown(MODELS_NOTE, elem_id="tba-model")
         button.click(run, [source, upload, eps, attack, steps, seed], [clean, delta, adv, table, verdict],
                      api_name="attack")
     return demo

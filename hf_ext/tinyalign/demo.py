@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hf_ext.core.demo import readable_errors
+from hf_ext.core.demo import load_linked, readable_errors
 from hf_ext.core.paths import cache_dir
 
 # a Space reads nothing from runs/: the two small models are trained once into the user cache
@@ -50,11 +50,15 @@ def load_models() -> dict:
         env = {**os.environ, "HF_EXT_HOME": str(SPACE_DIR / "work"), "HF_EXT_TINYALIGN_SPACE_DIR": str(SPACE_DIR)}
         subprocess.run([sys.executable, "-c", "from hf_ext.tinyalign.demo import train_space_models as t; t()"],
                        env=env, check=True)
-    models = {}
-    for variant in VARIANTS:
-        folder = SPACE_DIR / variant
+    def load(folder):
         model = AutoModelForImageTextToText.from_pretrained(folder).eval()
-        models[variant] = (model, TinyAlignProcessor(AutoTokenizer.from_pretrained(folder), model.config))
+        return model, TinyAlignProcessor(AutoTokenizer.from_pretrained(folder), model.config)
+
+    models = {variant: load(SPACE_DIR / variant) for variant in VARIANTS}
+    # the TinyAlign column: the linked model repo's model when it loads (its memory bank ships with it)
+    models["k4"], models["source"] = load_linked(
+        "tinyalign", load, lambda: models["k4"], "the TinyAlign model trained in code (user cache)")
+    models["source"] += " Baseline connector: trained in code with the same recipe (user cache)."
     models["test"] = load_digit_captions(seed=0)["test"]  # not setup(): it reads the frozen parts' work-dir cache
     return models
 
@@ -113,9 +117,9 @@ def reading(rows: list[list]) -> str:
             "negative result).")
 
 
-MODELS_NOTE = ("**Note:** models: a baseline and a TinyAlign (top-4) small VLM trained in code with the "
-               "reproduction's recipe on the first request (a few minutes on two CPU cores) and kept in the user "
-               "cache; no model repo is loaded by this Space.")
+MODELS_NOTE = ("Models: a baseline and a TinyAlign (top-4) small VLM trained in code with the reproduction's recipe "
+               "on the first request (a few minutes on two CPU cores) and kept in the user cache; the TinyAlign "
+               "column uses the linked model repo instead when it loads.")
 
 
 def build_demo():
@@ -127,7 +131,7 @@ def build_demo():
         load_models()
         progress(0.6, desc="captioning with and without retrieval")
         shown, rows, neighbours = caption(image, index)
-        return shown, rows, neighbours, reading(rows)
+        return shown, rows, neighbours, reading(rows) + "\n\n" + load_models()["source"]
 
     handler.__name__ = "caption"
     run = readable_errors(handler)  # bad input: a readable message in the page, not a stack trace
