@@ -104,7 +104,8 @@ def load_encoder(kind: str, root: str | None = None):
 
 @functools.lru_cache(maxsize=4)
 def load_retriever(kind: str, passages: tuple[str, ...] | None = None):
-    """`(model, tokenizer, index, source)`: `kind`'s encoder and an exact index over `passages` (default: the demo's)."""
+    """`(model, tokenizer, index, source)`: `kind`'s encoder and an exact index over `passages` (default: the
+    demo's)."""
     from .encoder import encode_texts
     from .metrics import RetrievalIndex
 

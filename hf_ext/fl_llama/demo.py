@@ -168,8 +168,8 @@ def build_demo():
                     label="examples: the default split, more blocks on the client, noise on the hidden states")
         button = gr.Button("Generate through the split model", variant="primary")
         text = gr.Textbox(label="generated continuation (with caches)", elem_id="fl-llama-text")
-        table = gr.Dataframe(headers=["mode", "client sent (bytes) ↓", "server sent (bytes) ↓", "messages ↓",
-                                      "tokens/s ↑", "same tokens"], label="traffic", elem_id="fl-llama-bytes")  # fmt: skip
+        headers = ["mode", "client sent (bytes) ↓", "server sent (bytes) ↓", "messages ↓", "tokens/s ↑", "same tokens"]
+        table = gr.Dataframe(headers=headers, label="traffic", elem_id="fl-llama-bytes")
         info = gr.Markdown(elem_id="fl-llama-reading")
         plot = gr.Plot(label="bytes sent by each party", elem_id="fl-llama-plot")
         button.click(run, [a, c, s, prompt, n], [text, table, plot, info], api_name="generate")

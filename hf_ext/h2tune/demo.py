@@ -114,9 +114,10 @@ def build_demo():
         with gr.Row():
             client = gr.Radio([c.name for c in CLIENTS], value=CLIENTS[0].name, label="client")
             prompt = gr.Textbox(value="3+4=", label="prompt", elem_id="h2tune-prompt")
-        gr.Examples(examples=[["client-0", "3+4="], ["client-1", "3+4? A1 B7 C2 D9:"], ["client-2", "print((3+4)%10)>"]],
-                    inputs=[client, prompt], label="examples: each client's own task format (a fill-in sum, a "
-                    "multiple choice, a program output); the adapter should turn a wrong answer into the right one")
+        gr.Examples(examples=[["client-0", "3+4="], ["client-1", "3+4? A1 B7 C2 D9:"],
+                              ["client-2", "print((3+4)%10)>"]], inputs=[client, prompt],
+                    label="examples: each client's own task format (a fill-in sum, a multiple choice, a program "
+                          "output); the adapter should turn a wrong answer into the right one")
         button = gr.Button("Generate", variant="primary")
         table = gr.Dataframe(headers=["model", "answer", "right answer? ((a + b) mod 10)"], label="greedy answers",
                              elem_id="h2tune-answers")
