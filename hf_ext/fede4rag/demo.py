@@ -176,7 +176,7 @@ def build_demo():
 
     run = readable_errors(handler)  # bad input: a readable message in the page, not a stack trace
 
-    headers = ["rank", "company", "cosine similarity ↑ (question, passage)", "passage"]
+    headers = ["rank", "company", "cosine ↑", "passage"]  # cosine similarity of question and passage
     with gr.Blocks(title="FedE4RAG: federated retriever for RAG") as demo:
         gr.Markdown(
             "# FedE4RAG — a retriever trained across five companies without sharing their data\n"
@@ -197,9 +197,10 @@ def build_demo():
         button = gr.Button("Retrieve", variant="primary")
         info = gr.Markdown(elem_id="fede4rag-info")
         with gr.Row():
-            fed = gr.Dataframe(headers=headers, label="federated (FedE4RAG)", elem_id="fede4rag-federated",
-                               wrap=True)
-            zero = gr.Dataframe(headers=headers, label="zero-shot MiniLM", elem_id="fede4rag-zeroshot", wrap=True)
+            fed = gr.Dataframe(headers=headers, label="federated (FedE4RAG); cosine: question–passage similarity, ↑ "
+                               "more similar", elem_id="fede4rag-federated", wrap=True)
+            zero = gr.Dataframe(headers=headers, label="zero-shot MiniLM; cosine: question–passage similarity, ↑ more "
+                                "similar", elem_id="fede4rag-zeroshot", wrap=True)
         button.click(run, [question, k, corpus], [fed, zero, info], api_name="retrieve")
     return demo
 
