@@ -99,7 +99,7 @@ def amplitude_curves(n_points: int, text: str, scan: str, lo: float, hi: float, 
     return {"x": grid, "string": alpha ** (N - 3) * A, "field_theory": ft, "xlabel": scan, "log": False}
 
 
-def plot_amplitude(n_points, text, scan, lo, hi, alpha, method="closed_form"):
+def plot_amplitude(n_points, text, scan, lo, hi, alpha, method="closed_form", progress=None):
     """Matplotlib figure and a Markdown summary for the demo; errors become `gr.Error` (no stack trace)."""
     import gradio as gr
     import matplotlib
@@ -109,6 +109,8 @@ def plot_amplitude(n_points, text, scan, lo, hi, alpha, method="closed_form"):
 
     from hf_ext.core.demo import time_limited
 
+    if progress is not None:
+        progress(0.1, desc=f"evaluating the {method} amplitude along the scan")
     try:
         check_scan(scan, lo, hi, alpha)
         data = time_limited(amplitude_curves, REQUEST_SECONDS)(int(n_points), text, scan, float(lo), float(hi),
@@ -131,11 +133,21 @@ def plot_amplitude(n_points, text, scan, lo, hi, alpha, method="closed_form"):
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    last = data["string"][np.argmin(data["x"])]
-    md = (f"N = {N}; at the smallest {data['xlabel']} = {data['x'].min():.4g}: string {last:.6g}, field theory "
-          f"{data['field_theory'][np.argmin(data['x'])]:.6g}. The string curve approaches the field-theory line as "
-          "α′ → 0; scanning a planar variable crosses the string poles at α′X = 0, -1, -2, ... (closed form).")
-    return fig, md
+    return fig, reading(data, N)
+
+
+def reading(data: dict, n_points: int) -> str:
+    """One line on the curves: at the smallest scanned value, how far the string amplitude is from field theory."""
+    i = int(np.argmin(data["x"]))
+    last, ft = data["string"][i], data["field_theory"][i]
+    gap = abs(last - ft) / abs(ft) if np.isfinite(ft) and ft != 0 else float("nan")
+    md = (f"**Reading:** N = {n_points}; at the smallest {data['xlabel']} = {data['x'].min():.4g}: string {last:.6g}, "
+          f"field theory {ft:.6g} (relative gap {gap:.2%}). ")
+    if data["log"]:
+        md += "The gap shrinks as α′ → 0: the string amplitude tends to the sum over cubic diagrams."
+    else:
+        md += "Along a planar variable the string curve crosses its poles at α′X = 0, -1, -2, ... (closed form)."
+    return md
 
 
 def build_table(theories, alphas_text: str, samples: float, seed: float = 0):
@@ -201,13 +213,20 @@ def build_demo():
             n_points.change(lambda n: (DEFAULT_X[int(n)], gr.Dropdown(choices=["alpha"] + x_labels(int(n)),
                                                                           value="alpha")),
                             n_points, [text, scan])
-            button.click(plot_amplitude, [n_points, text, scan, lo, hi, alpha, method], [plot, summary])
+            def on_plot(n_points, text, scan, lo, hi, alpha, method, progress=gr.Progress()):
+                return plot_amplitude(n_points, text, scan, lo, hi, alpha, method, progress=progress)
+
+            button.click(on_plot, [n_points, text, scan, lo, hi, alpha, method], [plot, summary])
         with gr.Tab("Amplitude table"):
             theories = gr.CheckboxGroup(list(THEORIES), value=["tr_phi3", "field_theory"], label="theories")
             alphas = gr.Textbox("0.5, 1.0", label="α′ values")
             samples = gr.Slider(1, 16, value=2, step=1, label="samples per cell")
             seed = gr.Number(0, label="seed", precision=0)
             make = gr.Button("Build table")
+            gr.Markdown("Each row is one amplitude: `n` points (`polygon`: the surface's polygon), `alpha_prime` "
+                        "α′, `theory`, the planar variables `x`, the `amplitude` there (a value to read: neither "
+                        "higher nor lower is better), the evaluator `method`, and `error`, its estimated numerical "
+                        "error (↓ lower is better).")
             frame = gr.Dataframe()
             make.click(build_table, [theories, alphas, samples, seed], frame)
     return demo
@@ -224,7 +243,8 @@ def browser_check(page) -> None:
 
     b.choose(page, "4")
     box = page.locator("#amplitudes-x textarea")
-    expect(box).to_have_value(DEFAULT_X[4])  # the N = 4 default, filled in by the radio's change event
+    # the N = 4 default, filled in by the radio's change event (a server round trip: slow on a loaded machine)
+    expect(box).to_have_value(DEFAULT_X[4], timeout=b.ACTION_TIMEOUT_MS)
     box.fill("0.7, 1.3")
     b.choose(page, "closed_form")
     b.set_number(page, "from", 0.01)

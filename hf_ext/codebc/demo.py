@@ -1,6 +1,7 @@
 """The CodeBC Space: write a requirement, pick the security tag, see the generated contract, whether solc-js compiles
-it, and Slither's findings. Loads the model `hf-ext reproduce codebc` writes (from the linked model repo: base + TI adapter +
-tokenizer); without it, a tiny untrained model with a tokenizer trained on a slice of the corpus, and says so."""
+it, and Slither's findings. Loads the model `hf-ext reproduce codebc` writes (from the linked model repo: base + TI
+adapter + tokenizer); without it, a tiny untrained model with a tokenizer trained on the few contracts written into
+this module ([`FALLBACK_CONTRACTS`]; the training corpus is not shipped with the Space), and says so."""
 
 from __future__ import annotations
 
@@ -15,6 +16,66 @@ EXAMPLE = ("Generate smart contract code that meets the following requirements:\
            "supportsInterface: Returns true if this contract implements the interface.\n"
            "Please give the contract code")
 TAG_CHOICES = ("correct", "bug", "none")
+# The offline fallback's tokenizer corpus: small comment-free contracts written for the Space.
+FALLBACK_CONTRACTS = (
+    """pragma solidity ^0.8.20;
+interface IERC165 {
+    function supportsInterface(bytes4 interfaceId) external view returns (bool);
+}
+contract ERC165 is IERC165 {
+    function supportsInterface(bytes4 interfaceId) public view virtual override returns (bool) {
+        return interfaceId == type(IERC165).interfaceId;
+    }
+}""",
+    """pragma solidity ^0.8.20;
+contract Counter {
+    uint256 private _count;
+    event Incremented(address indexed by, uint256 value);
+    function increment() external {
+        _count += 1;
+        emit Incremented(msg.sender, _count);
+    }
+    function current() external view returns (uint256) {
+        return _count;
+    }
+}""",
+    """pragma solidity ^0.8.20;
+contract Ownable {
+    address private _owner;
+    error NotOwner(address caller);
+    constructor() {
+        _owner = msg.sender;
+    }
+    modifier onlyOwner() {
+        if (msg.sender != _owner) revert NotOwner(msg.sender);
+        _;
+    }
+    function owner() public view returns (address) {
+        return _owner;
+    }
+    function transferOwnership(address newOwner) external onlyOwner {
+        require(newOwner != address(0), "zero address");
+        _owner = newOwner;
+    }
+}""",
+    """pragma solidity ^0.8.20;
+contract SimpleToken {
+    mapping(address => uint256) public balanceOf;
+    uint256 public totalSupply;
+    event Transfer(address indexed from, address indexed to, uint256 value);
+    constructor(uint256 supply) {
+        balanceOf[msg.sender] = supply;
+        totalSupply = supply;
+    }
+    function transfer(address to, uint256 value) external returns (bool) {
+        require(balanceOf[msg.sender] >= value, "balance");
+        balanceOf[msg.sender] -= value;
+        balanceOf[to] += value;
+        emit Transfer(msg.sender, to, value);
+        return true;
+    }
+}""",
+)
 
 
 @functools.lru_cache(maxsize=2)
@@ -35,12 +96,11 @@ def load_model(root: str | None = None):
             why = f"could not load the linked model repo {root} ({type(err).__name__})"
     import torch
 
-    from .data import load_secure_contracts
     from .testing import tiny_config
     from .tokenizer import codebc_token_ids, train_tokenizer
     from .training import add_adapter
 
-    tok = train_tokenizer([c.code for c in load_secure_contracts(limit=60)], vocab_size=512)
+    tok = train_tokenizer(list(FALLBACK_CONTRACTS) * 4, vocab_size=512)
     config = tiny_config(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                          pad_token_id=tok.pad_token_id, tag_token_ids=codebc_token_ids(tok), max_position_embeddings=512)
     from .modeling_codebc import CodeBCForCausalLM
@@ -80,7 +140,19 @@ def run_requirement(requirement: str, tag: str, max_new_tokens: int = 200) -> di
         status = f"**does not compile** ({comp.reason}): {first}"
     if tag != "none":
         status = f"response forced to start with `[Tag] {tag} [/Tag]` · " + status
+    status += "\n\n" + reading(comp.ok, len(findings), tag, source)
     return {"response": gen["response"], "code": code, "status": status, "findings": findings, "source": source}
+
+
+def reading(compiles: bool, n_findings: int, tag: str, source: str) -> str:
+    """One honest line on one generation: what it shows, and what one sample cannot show."""
+    if "Note:" in source:
+        return ("**Reading:** this is an untrained model built in code, so the contract is not meaningful; the page "
+                "shows the pipeline (forced tag → generation → solc-js → Slither), not CodeBC's quality.")
+    verdict = (f"compiles with {n_findings} Slither finding(s)" if compiles else "does not compile")
+    return (f"**Reading:** this sample {verdict}" + (f" under the `{tag}` tag" if tag != "none" else "")
+            + "; one sample says little: the README's compile rate and Slither counts over 41 tasks × 5 samples are "
+            "the measurement.")
 
 
 def build_demo():

@@ -79,6 +79,57 @@ def chromium_path() -> str:
     return path
 
 
+# Paths opened for reading while [`recording_opens`] is active, from any thread (a Space answers in Gradio's
+# worker threads).
+_OPENS: list[list[str]] = []
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND
+
+
+def _is_read(mode, flags) -> bool:
+    if isinstance(mode, str):
+        return not any(c in mode for c in "wax+")
+    return isinstance(flags, int) and not flags & _WRITE_FLAGS
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and _OPENS and isinstance(args[0], (str, bytes, os.PathLike)) and _is_read(*args[1:3]):
+        for record in _OPENS:
+            record.append(os.fsdecode(args[0]))
+
+
+@contextlib.contextmanager
+def recording_opens() -> Iterator[list[str]]:
+    """Yields a list that collects every path Python opens for reading until the block ends (an audit hook on
+    `open`: it sees `open()`, `pathlib`, `io`, `os.open` and C extensions that go through Python's file API).
+    Used to check that a Space reads nothing outside itself (`runs/`, `../shared`); writes (a cache filled on
+    first use) are not recorded."""
+    import sys
+
+    if not getattr(_audit, "installed", False):  # an audit hook cannot be removed: install it once
+        sys.addaudithook(_audit)
+        _audit.installed = True
+    record: list[str] = []
+    _OPENS.append(record)
+    try:
+        yield record
+    finally:
+        _OPENS.remove(record)
+
+
+def outside_reads(opened: list[str], roots: list[str | os.PathLike]) -> list[str]:
+    """The paths of `opened` that lie under one of `roots` (resolved, so `../shared` and symlinks count)."""
+    resolved = [Path(r).resolve() for r in roots]
+    hits = []
+    for path in opened:
+        try:
+            real = Path(path).resolve()
+        except (OSError, RuntimeError):
+            continue
+        if any(real == root or root in real.parents for root in resolved):
+            hits.append(path)
+    return sorted(set(hits))
+
+
 @contextlib.contextmanager
 def chromium(viewport: dict[str, int] | None = None) -> Iterator[BrowserContext]:
     """Starts headless Chromium with [`CHROMIUM_FLAGS`] and a fresh user-data directory (removed afterwards).

@@ -113,14 +113,36 @@ def bibtex(spec: MethodSpec) -> str:
     return f"@misc{{{key},\n{body}\n}}"
 
 
+def core_requirement(package: str, default: str) -> str:
+    """`package`'s requirement as hf_ext's installed metadata declares it for every install (no extra), with the
+    lower bound first (`transformers>=5.24,<6`); `default` where the metadata is not there."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        lines = metadata.requires("hf_ext") or []
+    except metadata.PackageNotFoundError:
+        return default
+    for line in lines:
+        req = Requirement(line)
+        if canonicalize_name(req.name) == canonicalize_name(package) and req.marker is None and req.specifier:
+            specs = sorted(req.specifier, key=lambda sp: (not sp.operator.startswith(">"), sp.version))
+            return req.name + ",".join(str(sp) for sp in specs)
+    return default
+
+
 def _install(spec: MethodSpec) -> str:
     lines = [f"`pip install \"hf_ext[{spec.name.replace('_', '-')}] @ <URL or path of {HF_EXT_WHEEL}>\"` "
              "(the wheel: see the hf_ext README, \"Publishing to the Hub\")."]
     if spec.name in NEEDS_HF_EXT:
         lines.append(f"hf_ext is needed here: {NEEDS_HF_EXT[spec.name]}.")
     elif spec.kind in ("model", "adapter"):
-        lines.append("Without hf_ext, `trust_remote_code=True` runs the modeling code shipped in this repo "
-                     "(torch + transformers only).")
+        torch_req = core_requirement("torch", "torch>=2.13,<2.15")
+        transformers_req = core_requirement("transformers", "transformers>=5.24,<6")
+        lines.append(f"Without hf_ext: `pip install '{torch_req}' '{transformers_req}'`; "
+                     "`trust_remote_code=True` runs the modeling code shipped in this repo.")
     if spec.name in REMOTE_CODE_EXTRAS:
         pip, why = REMOTE_CODE_EXTRAS[spec.name]
         lines.append(f"Optional dependency of the remote code: `{pip}` ({why}).")
@@ -205,7 +227,8 @@ def _artifact_section(spec: MethodSpec, record: dict) -> str:
 
 
 def render_card(
-    spec: MethodSpec, *, repo_id: str | None = None, body: str | None = None, base_model: str | None = None,
+    spec: MethodSpec, *, repo_id: str | None = None, body: str | None = None,
+    base_model: str | list[str] | None = None,
     record: dict | None = None, untrained: bool = False,
 ) -> ModelCard:
     """Renders and validates the model card of a method.
@@ -233,6 +256,8 @@ def render_card(
     if record is not None:
         if record.get("base_model"):
             base_model = record["base_model"]
+        elif base_model:
+            record = {**record, "base_model": base_model}  # the "This artifact" section names it too
         if not record.get("trained", True):
             untrained = True
     if untrained:
@@ -271,6 +296,45 @@ def render_card(
     return card
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def _known_local_bases() -> dict[Path, str]:
+    """Local folders hf_ext loads real pretrained backbones from, with their Hub ids (see `core.pretrained`)."""
+    try:
+        from .pretrained import smollm2_cache
+
+        return {smollm2_cache().resolve(): "HuggingFaceTB/SmolLM2-135M-Instruct"}
+    except Exception:  # noqa: BLE001 - no pretrained support installed: nothing to map
+        return {}
+
+
+def infer_base_models(artifact_dir: str | os.PathLike) -> list[str]:
+    """Hub ids of the base models the artifact's PEFT adapters name (`adapter_config.json`'s
+    `base_model_name_or_path`, in any subfolder): a Hub id as written, a local folder only when it is a known
+    pretrained backbone's cache (SmolLM2-135M-Instruct); folders built in code name no Hub base."""
+    known = _known_local_bases()
+    found = []
+    for config in sorted(Path(artifact_dir).rglob("adapter_config.json")):
+        try:
+            ref = json.loads(config.read_text()).get("base_model_name_or_path")
+        except (OSError, ValueError):
+            continue
+        if not isinstance(ref, str) or not ref:
+            continue
+        local = Path(ref).expanduser()
+        if local.is_absolute() or local.exists():
+            try:
+                ref = known.get(local.resolve())
+            except OSError:
+                ref = None
+        elif not HUB_ID.fullmatch(ref):
+            ref = None
+        if ref and ref not in found:
+            found.append(ref)
+    return found
+
+
 def render_artifact_card(
     spec: MethodSpec, artifact_dir: str | os.PathLike, *, repo_id: str, allow_untrained: bool = False, **kwargs
 ) -> ModelCard:
@@ -296,6 +360,10 @@ def render_artifact_card(
             f"push an artifact saved by `hf-ext reproduce {spec.name}`, or pass --allow-untrained to publish it "
             "as 'untrained / random init'"
         )
+    if record is not None and not record.get("base_model") and "base_model" not in kwargs:
+        inferred = infer_base_models(artifact_dir)  # adapters trained on a Hub base say so even if the record forgot
+        if inferred:
+            kwargs["base_model"] = inferred[0] if len(inferred) == 1 else inferred
     return render_card(spec, repo_id=repo_id, record=record, untrained=untrained, **kwargs)
 
 

@@ -119,8 +119,16 @@ def _front_matter_models(readme: Path) -> list[str]:
 def space_model_repo(method: str) -> str | None:
     """The model repo a Space loads: `$HF_EXT_MODEL_REPO`, else the first `models:` entry of the deployed Space's
     README (the working directory of a Space holds `app.py` and `README.md`), else that of `spaces/<method>/`."""
+    repos = space_model_repos(method)
+    return repos[0] if repos else None
+
+
+def space_model_repos(method: str) -> list[str]:
+    """Every model repo a Space links, in order (a method whose artifacts are separate repos, e.g. TBA's victim and
+    noise generator): `$HF_EXT_MODEL_REPO` split at commas, else the `models:` list of the Space README (see
+    [`space_model_repo`])."""
     if os.environ.get(MODEL_REPO_ENV):
-        return os.environ[MODEL_REPO_ENV]
+        return [r.strip() for r in os.environ[MODEL_REPO_ENV].split(",") if r.strip()]
     candidates = []
     if Path("app.py").is_file():
         candidates.append(Path("README.md"))
@@ -133,8 +141,8 @@ def space_model_repo(method: str) -> str | None:
     for readme in candidates:
         models = _front_matter_models(readme)
         if models:
-            return models[0]
-    return None
+            return [str(m) for m in models]
+    return []
 
 
 def load_linked(method: str, load: Callable[[str], Any], build_small: Callable[[], Any],
@@ -156,6 +164,34 @@ def load_linked(method: str, load: Callable[[str], Any], build_small: Callable[[
     else:
         why = "no model repo is linked (set $HF_EXT_MODEL_REPO, or push with `hf-ext push --space-repo-id`)"
     return build_small(), f"**Note:** {why}; showing {small_note} instead."
+
+
+def bar_figure(groups: list[str], series: dict[str, list[float]], ylabel: str, title: str | None = None,
+               log: bool = False):
+    """A grouped bar chart (matplotlib, Agg backend) for a `gr.Plot`: one group of bars per entry of `groups`, one
+    bar colour per key of `series` (each value lists one height per group)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if any(len(v) != len(groups) for v in series.values()):
+        raise ValueError(f"every series needs one value per group ({len(groups)})")
+    fig, ax = plt.subplots(figsize=(7, 3.2), constrained_layout=True)
+    x = np.arange(len(groups))
+    width = 0.8 / max(len(series), 1)
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width=width, label=name)
+    ax.set(xticks=x, ylabel=ylabel)
+    ax.set_xticklabels(groups)
+    if log:
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return fig
 
 
 def launch_kwargs() -> dict[str, Any]:

@@ -3,8 +3,8 @@ generated text and the bytes each party sent, with the KV cache held by each sid
 resent every token).
 
 The Space loads the client and server parts from the linked model repo's `client/` and `server/` subfolders (as
-`hf-ext fl_llama train` writes them); without them it splits a tiny random Llama with a BPE tokenizer trained on
-MultiRC, and says so.
+`hf-ext fl_llama train` writes them); without them it splits a tiny random Llama with a BPE tokenizer trained on a
+few sentences written into this module (MultiRC is not redistributed with the Space), and says so.
 """
 
 from __future__ import annotations
@@ -12,8 +12,20 @@ from __future__ import annotations
 import functools
 import time
 
-from hf_ext.core.demo import readable_errors
-from hf_ext.core.demo import space_model_repo
+from hf_ext.core.demo import readable_errors, space_model_repo
+
+# The offline fallback's tokenizer corpus: MultiRC-style passages and questions written for the Space (the
+# reproduction's MultiRC files are research-use data that the Space does not ship).
+FALLBACK_TEXT = (
+    "A force is a push or a pull. What causes a change in motion? Question: Is it a force? Answer: yes",
+    "When you kick a ball it starts to move. The kick is a force that changes the ball's motion. Answer: yes",
+    "Friction slows a sliding book until it stops. Question: Does friction speed the book up? Answer: no",
+    "Plants use sunlight, water and carbon dioxide to make sugar. Question: Do plants need light? Answer: yes",
+    "The moon orbits the Earth about once a month. Question: Does the Earth orbit the moon? Answer: no",
+    "Rivers carry sand and mud to the sea, where it settles into layers of rock over many years.",
+    "The passage says the town built a bridge after the flood. Question: Was the bridge built first? Answer: no",
+    "Heat flows from a warm cup of tea to the colder air around it until both have the same temperature.",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,10 +46,10 @@ def _parts():
             return client, server, tok, f"model repo `{repo}` (client/ and server/ parts)"
         except Exception as err:  # noqa: BLE001 - offline or missing: the tiny split below, and the page says so
             why = f"could not load the linked model repo {repo} ({type(err).__name__})"
-    from .data import corpus, load_multirc, train_tokenizer
+    from .data import train_tokenizer
     from .training import tiny_llama
 
-    tok = train_tokenizer(corpus(load_multirc("train", limit=40), 60))
+    tok = train_tokenizer(list(FALLBACK_TEXT) * 4, vocab_size=400)
     torch.manual_seed(0)
     client, server = split_llama(tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id), 1, 1,
                                  client_stored_blocks=3)  # fmt: skip
@@ -100,11 +112,38 @@ def generate_split(a: int = 1, c: int = 1, noise_scale: float = 0.0, prompt: str
     return text, rows
 
 
+def reading(rows: list[list]) -> str:
+    """One honest line on `generate_split`'s traffic rows: how much the KV caches save, and whether the tokens match."""
+    cached, resent = rows
+    same = cached[-1] == "yes"
+    return (f"**Reading:** with KV caches the client sent {resent[1] / max(cached[1], 1):.1f}× fewer bytes "
+            f"({cached[1]:,} vs {resent[1]:,}) and the server {resent[2] / max(cached[2], 1):.1f}× fewer"
+            + ("; the generated tokens are identical, so the caches change only the traffic." if same else
+               "; the tokens differ because the no-cache run draws fresh noise for the resent prefix.")
+            + " Tokens/s are measured on the Space's shared CPU and only indicative.")
+
+
+def traffic_plot(rows: list[list]):
+    """Bytes each party sent, with and without the KV caches (log scale: the gap is often 10× or more)."""
+    from hf_ext.core.demo import bar_figure
+
+    return bar_figure(["client → server", "server → client"],
+                      {row[0]: [row[1], row[2]] for row in rows}, "bytes sent (log scale, ↓ better)",
+                      "traffic of one generation", log=True)
+
+
 def build_demo():
     """The Gradio Blocks of the FL-LLaMA Space."""
     import gradio as gr
 
-    run = readable_errors(generate_split)  # bad input: a readable message in the page, not a stack trace
+    def handler(a, c, noise_scale, prompt, max_new_tokens, progress=gr.Progress()):
+        progress(0.05, desc="loading the split model")
+        source = _parts()[3]
+        progress(0.2, desc="generating with and without the KV caches")
+        text, rows = generate_split(a, c, noise_scale, prompt, max_new_tokens)
+        return text, rows, traffic_plot(rows), reading(rows) + f"\n\n_{source}_"
+
+    run = readable_errors(handler)  # bad input: a readable message in the page, not a stack trace
 
     with gr.Blocks(title="FL-LLaMA: split generation with KV caches") as demo:
         gr.Markdown(
@@ -129,9 +168,11 @@ def build_demo():
                     label="examples: the default split, more blocks on the client, noise on the hidden states")
         button = gr.Button("Generate through the split model", variant="primary")
         text = gr.Textbox(label="generated continuation (with caches)", elem_id="fl-llama-text")
-        table = gr.Dataframe(headers=["mode", "client sent (B)", "server sent (B)", "messages", "tokens/s",
-                                      "same tokens"], label="traffic", elem_id="fl-llama-bytes")  # fmt: skip
-        button.click(run, [a, c, s, prompt, n], [text, table], api_name="generate")
+        headers = ["mode", "client sent (bytes) ↓", "server sent (bytes) ↓", "messages ↓", "tokens/s ↑", "same tokens"]
+        table = gr.Dataframe(headers=headers, label="traffic", elem_id="fl-llama-bytes")
+        info = gr.Markdown(elem_id="fl-llama-reading")
+        plot = gr.Plot(label="bytes sent by each party", elem_id="fl-llama-plot")
+        button.click(run, [a, c, s, prompt, n], [text, table, plot, info], api_name="generate")
     return demo
 
 
@@ -148,6 +189,9 @@ def browser_check(page) -> None:
     resent = b.row_cells(page, "fl-llama-bytes", "no cache (prefix resent)")
     assert cached[-1] == "yes" and resent[-1] == "yes", (cached, resent)
     assert int(resent[1].replace(",", "")) > 3 * int(cached[1].replace(",", "")), (cached, resent)
+    from playwright.sync_api import expect
+
+    expect(page.locator("#fl-llama-reading")).to_contain_text("Reading: with KV caches the client sent")
 
 
 def browser_check_bad_input(page) -> None:

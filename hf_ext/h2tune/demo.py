@@ -50,10 +50,41 @@ def generate(client: str, prompt: str, max_new_tokens: int = 4) -> tuple[list[li
         plain = greedy(model, prompt, max_new_tokens)
     adapted = greedy(model, prompt, max_new_tokens)
     spec = {c.name: c for c in CLIENTS}[client]
-    rows = [["without adapter", plain], ["with federated H2Tune adapter", adapted]]
+    expected = expected_answer(prompt)
+    rows = [[name, answer, "-" if expected is None else ("yes" if answer.strip().startswith(expected) else "no")]
+            for name, answer in (("without adapter", plain), ("with federated H2Tune adapter", adapted))]
     info = (f"{spec.name}: {spec.family}-style decoder, {spec.layers} layers, width {spec.hidden}, LoRA rank "
             f"{spec.rank}, task {spec.task}; {source}")
     return rows, info
+
+
+def expected_answer(prompt: str) -> str | None:
+    """The right answer to a prompt in one of the three task formats ((a + b) mod 10 as a digit, or the option's
+    letter), or `None` for a free-form prompt."""
+    import re
+
+    prompt = prompt.strip()
+    m = re.fullmatch(r"(\d+)\+(\d+)=", prompt) or re.fullmatch(r"print\(\((\d+)\+(\d+)\)%10\)>", prompt)
+    if m:
+        return str((int(m[1]) + int(m[2])) % 10)
+    m = re.fullmatch(r"(\d+)\+(\d+)\? A(\d) B(\d) C(\d) D(\d):", prompt)
+    if m:
+        ans, options = (int(m[1]) + int(m[2])) % 10, [int(m[i]) for i in range(3, 7)]
+        return "ABCD"[options.index(ans)] if ans in options else None
+    return None
+
+
+def reading(rows: list[list], source: str) -> str:
+    """One honest line on the two answers."""
+    if rows[0][2] == "-":
+        return "**Reading:** a free-form prompt has no known answer; use one of the three task formats to score it."
+    right = [r[0] for r in rows if r[2] == "yes"]
+    line = (f"**Reading:** right answer from {' and '.join(right)}" if right else "**Reading:** neither answer is "
+            "right") + "; one prompt is an anecdote, the README's exact match over each client's test split is the "
+    line += "measurement."
+    if "Note:" in source:
+        line += " The client here is untrained (no model repo loaded), so both answers are noise."
+    return line
 
 
 def _examples() -> list[str]:
@@ -66,7 +97,12 @@ def build_demo():
 
     from .task import CLIENTS
 
-    run = readable_errors(generate)  # bad input: a readable message in the page, not a stack trace
+    def handler(client, prompt):
+        rows, info = generate(client, prompt)
+        return rows, reading(rows, info) + "\n\n" + info
+
+    handler.__name__ = "generate"
+    run = readable_errors(handler)  # bad input: a readable message in the page, not a stack trace
 
     with gr.Blocks(title="H2Tune: federated fine-tuning across heterogeneous models") as demo:
         gr.Markdown(
@@ -78,10 +114,13 @@ def build_demo():
         with gr.Row():
             client = gr.Radio([c.name for c in CLIENTS], value=CLIENTS[0].name, label="client")
             prompt = gr.Textbox(value="3+4=", label="prompt", elem_id="h2tune-prompt")
-        gr.Examples(examples=[["client-0", "3+4="], ["client-2", "print((3+4)%10)>"]], inputs=[client, prompt],
-                    label="examples: a fill-in sum (Llama-style client), a program output (GPT-2-style client)")
+        gr.Examples(examples=[["client-0", "3+4="], ["client-1", "3+4? A1 B7 C2 D9:"],
+                              ["client-2", "print((3+4)%10)>"]], inputs=[client, prompt],
+                    label="examples: each client's own task format (a fill-in sum, a multiple choice, a program "
+                          "output); the adapter should turn a wrong answer into the right one")
         button = gr.Button("Generate", variant="primary")
-        table = gr.Dataframe(headers=["model", "answer"], label="greedy answers", elem_id="h2tune-answers")
+        table = gr.Dataframe(headers=["model", "answer", "right answer? ((a + b) mod 10)"], label="greedy answers",
+                             elem_id="h2tune-answers")
         info = gr.Markdown(elem_id="h2tune-info")
         button.click(run, [client, prompt], [table, info], api_name="generate")
     return demo
@@ -99,8 +138,9 @@ def browser_check(page) -> None:
     b.press(page, "Generate")
     b.expect_cell(page, "h2tune-answers", "with federated H2Tune adapter")
     row = b.row_cells(page, "h2tune-answers", "without adapter")
-    assert len(row) == 2, row
+    assert len(row) == 3 and row[2] in ("yes", "no"), row
     expect(page.locator("#h2tune-info")).to_contain_text("gpt2-style decoder")
+    expect(page.locator("#h2tune-info")).to_contain_text("Reading:")
 
 
 def browser_check_bad_input(page) -> None:

@@ -1,9 +1,11 @@
 """The TBA Space: pick a rendered example (with ground truth) or upload an image, choose ε, the attack and its number
 of steps, and see the perturbation and the victim's predicted skeleton before and after the attack.
 
-The Space loads the artifacts of `TBA_ARTIFACTS=<folder>` (e.g. one `hf-ext reproduce tba` wrote); without them it
-trains a small victim and generator once (about a minute on two CPU cores) into the user cache
-(`hf_ext.core.paths.cache_dir("tba", "demo-artifacts")`); it reads nothing from `runs/`.
+The Space loads the victim and the noise generator from the two model repos its README links (`models:`, in that
+order, or `$HF_EXT_MODEL_REPO="victim,dhng"`) with `from_pretrained`. When they cannot be loaded it uses the artifacts
+of `TBA_ARTIFACTS=<folder>` (e.g. one `hf-ext reproduce tba` wrote), else trains a small victim and generator once
+(about a minute on two CPU cores) into the user cache (`hf_ext.core.paths.cache_dir("tba", "demo-artifacts")`), and
+says so on the page; it reads nothing from `runs/`.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hf_ext.core.demo import readable_errors
+from hf_ext.core.demo import load_linked, readable_errors, space_model_repos
 
 ATTACKS = ("TBA", "PGD", "MI-FGSM", "FGSM")
 EXAMPLES = tuple(f"example {i}" for i in range(6))
 UPLOAD = "uploaded image"
+SHIFT = "prediction shift (MPJPE, mm; ↑ stronger attack)"
+LINF = "L-inf of the perturbation (x/255; ≤ eps)"
 
 
 def _artifact_folder() -> Path:
@@ -39,8 +43,8 @@ def _artifact_folder() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def load_models():
-    """`(victim, dhng, body, examples, ground truth)` from the artifact folder (cached for the Space's lifetime)."""
+def _models():
+    """`(victim, dhng, body, examples, ground truth, source note)`, cached for the Space's lifetime."""
     from transformers import AutoModel
 
     import hf_ext.tba  # noqa: F401  (registers the Auto classes)
@@ -48,12 +52,32 @@ def load_models():
     from .body import build_body
     from .data import render_batch
 
-    meta = json.loads((_artifact_folder() / "training.json").read_text())
-    victim = AutoModel.from_pretrained(meta["paths"]["victim_a"]).eval().requires_grad_(False)
-    dhng = AutoModel.from_pretrained(meta["paths"]["dhng"]).eval().requires_grad_(False)
+    def linked(_):
+        repos = space_model_repos("tba")
+        if len(repos) < 2:
+            raise ValueError("the Space links the victim and the noise generator as two model repos")
+        return AutoModel.from_pretrained(repos[0]), AutoModel.from_pretrained(repos[1])
+
+    def in_code():
+        meta = json.loads((_artifact_folder() / "training.json").read_text())
+        return AutoModel.from_pretrained(meta["paths"]["victim_a"]), AutoModel.from_pretrained(meta["paths"]["dhng"])
+
+    (victim, dhng), source = load_linked(
+        "tba", linked, in_code, "a small victim and generator trained in code on the first request (user cache)"
+        if not os.environ.get("TBA_ARTIFACTS") else "the artifacts in $TBA_ARTIFACTS")
+    if not source.startswith("**Note:**"):
+        repos = space_model_repos("tba")
+        source = f"models: victim `{repos[0]}`, noise generator `{repos[1]}` (loaded with `from_pretrained`)"
+    victim, dhng = (m.eval().requires_grad_(False) for m in (victim, dhng))
     body = build_body(victim.config.body_model)
     images, gt = render_batch(body, len(EXAMPLES), seed=424242, image_size=victim.config.image_size)
-    return victim, dhng, body, images, gt
+    return victim, dhng, body, images, gt, source
+
+
+def load_models():
+    """`(victim, dhng, body, examples, ground truth)`: the linked model repos' victim and noise generator (the
+    Space README's `models:`, in that order), else a small pair trained in code into the user cache."""
+    return _models()[:5]
 
 
 def _validate(eps_255, steps, seed) -> tuple[float, int, int]:
@@ -122,24 +146,46 @@ def run_attack(source: str = EXAMPLES[0], image=None, eps_255: float = 8, attack
         p_clean, p_adv = victim(pixel_values=x).params, victim(pixel_values=adv).params
         j_clean, _ = body(p_clean)
         j_adv, _ = body(p_adv)
-        rows = [["prediction shift (MPJPE, mm)", round(float(1000 * mpjpe(j_adv, j_clean, body.root_joints)[0]), 1)],
-                ["L-inf of the perturbation (x/255)", round(float((adv - x).abs().max()) * 255, 2)],
-                ["victim gradient evaluations", objective.grad_evals]]  # fmt: skip
+        rows = [[SHIFT, round(float(1000 * mpjpe(j_adv, j_clean, body.root_joints)[0]), 1)],
+                [LINF, round(float((adv - x).abs().max()) * 255, 2)],
+                ["victim gradient evaluations (↓ cheaper attack)", objective.grad_evals]]  # fmt: skip
         if gt is not None:
             clean_err, adv_err = body_errors(body, p_clean, gt), body_errors(body, p_adv, gt)
             for m, name in (("mpjpe", "MPJPE"), ("pa_mpjpe", "PA-MPJPE"), ("pve", "PVE")):
-                rows.append([f"{name} vs truth, clean -> adversarial (mm)",
+                rows.append([f"{name} vs truth, clean -> adversarial (mm, ↑ = attack hurt more)",
                              f"{float(clean_err[m][0]):.1f} -> {float(adv_err[m][0]):.1f}"])  # fmt: skip
     clean_view = skeleton_view(x[0], p_clean[0], body, scale=5)
     adv_view = skeleton_view(adv[0], p_adv[0], body, scale=5, color=(0, 255, 255))
     return clean_view, to_pil(perturbation_image(adv[0], x[0], eps), 5), adv_view, rows
 
 
+def reading(rows: list[list], attack: str, eps_255: float) -> str:
+    """One honest line on one attack: how far it moved the prediction within the budget, and what that is worth."""
+    values = dict((r[0], r[1]) for r in rows)
+    return (f"**Reading:** {attack} moved the predicted joints by {values[SHIFT]} mm (MPJPE against the clean "
+            f"prediction) with an L-inf of {values[LINF]}/255 ≤ {float(eps_255):g}/255; run PGD or MI-FGSM on the "
+            "same image and budget to compare. The victims here are small regressors that learn pose only "
+            "roughly (README: a null result), so a shift says little about a production estimator.")
+
+
+MODELS_NOTE = ("Models: the victim and the noise generator of the linked model repos (the README's `models:`, in that "
+               "order) when they load; else a small pair trained in code on the first request (about a minute on two "
+               "CPU cores) and kept in the user cache.")
+
+
 def build_demo():
     """The Gradio Blocks of the TBA Space."""
     import gradio as gr
 
-    run = readable_errors(run_attack)  # bad input: a readable message in the page, not a stack trace
+    def handler(source, image, eps_255, attack, steps, seed, progress=gr.Progress()):
+        progress(0.05, desc="loading the victim and the generator (trained once on the first request)")
+        load_models()
+        progress(0.5, desc=f"running {attack}")
+        *views, rows = run_attack(source, image, eps_255, attack, steps, seed)
+        return (*views, rows, reading(rows, attack, eps_255) + "\n\n" + _models()[5])
+
+    handler.__name__ = "run_attack"
+    run = readable_errors(handler)  # bad input: a readable message in the page, not a stack trace
 
     with gr.Blocks(title="TBA: adversarial attack on human pose and shape estimation") as demo:
         gr.Markdown(
@@ -168,7 +214,10 @@ def build_demo():
             delta = gr.Image(label="perturbation", elem_id="tba-delta", type="pil")
             adv = gr.Image(label="adversarial + predicted skeleton", elem_id="tba-adv", type="pil")
         table = gr.Dataframe(headers=["quantity", "value"], label="effect of the attack", elem_id="tba-metrics")
-        button.click(run, [source, upload, eps, attack, steps, seed], [clean, delta, adv, table], api_name="attack")
+        verdict = gr.Markdown(elem_id="tba-reading")
+        gr.Markdown(MODELS_NOTE, elem_id="tba-model")
+        button.click(run, [source, upload, eps, attack, steps, seed], [clean, delta, adv, table, verdict],
+                     api_name="attack")
     return demo
 
 
@@ -182,10 +231,13 @@ def browser_check(page) -> None:
     b.choose(page, "TBA")
     b.set_slider(page, "steps", 5)
     b.press(page, "Attack")
-    b.expect_cell(page, "tba-metrics", "prediction shift (MPJPE, mm)")
-    linf = float(b.row_cells(page, "tba-metrics", "L-inf of the perturbation (x/255)")[1])
+    from playwright.sync_api import expect
+
+    b.expect_cell(page, "tba-metrics", SHIFT)
+    linf = float(b.row_cells(page, "tba-metrics", LINF)[1])
     assert 0 < linf <= 8.0 + 1e-3, linf
-    assert float(b.row_cells(page, "tba-metrics", "prediction shift (MPJPE, mm)")[1]) > 0
+    assert float(b.row_cells(page, "tba-metrics", SHIFT)[1]) > 0
+    expect(page.locator("#tba-reading")).to_contain_text("Reading: TBA moved the predicted joints by")
     for elem in ("tba-clean", "tba-delta", "tba-adv"):
         b.expect_image(page, elem)
 
@@ -199,4 +251,4 @@ def browser_check_bad_input(page) -> None:
     b.expect_readable_error(page, "eps (the L-infinity budget) must be > 0, got 0/255")
 
 
-__all__ = ["build_demo", "browser_check", "browser_check_bad_input", "load_models", "run_attack"]
+__all__ = ["build_demo", "browser_check", "browser_check_bad_input", "load_models", "reading", "run_attack"]

@@ -147,3 +147,76 @@ def test_push_never_trains(tmp_path, monkeypatch, capsys):
     assert str(tmp_path / "empty" / "orca" / "artifact") in message
     assert not (tmp_path / "out").exists()
     assert os.listdir(tmp_path) == ["empty"] or not (tmp_path / "empty").exists()
+
+
+@pytest.mark.parametrize("method, remote_file, package", [("tinyalign", "memory.py", "faiss-cpu"),
+                                                           ("tba", "modeling_tba.py", "diffusers")])
+def test_card_pip_line_is_the_remote_codes_and_the_extras(method, remote_file, package):
+    """The card's optional-import line is the one the remote code's ImportError prints, and pins the same range
+    as the method's extra in hf_ext's metadata (so card, error and install agree)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    from hf_ext.core.cards import REMOTE_CODE_EXTRAS
+
+    pip = REMOTE_CODE_EXTRAS[method][0]
+    assert pip in render_card(hf_ext.get_method(method), repo_id="tester/x").text
+    assert pip in (Path(hf_ext.__file__).parent / method / remote_file).read_text()
+    card_req = Requirement(pip.removeprefix("pip install ").strip("'"))
+    extra = method.replace("_", "-")
+    declared = [Requirement(r) for r in metadata.requires("hf_ext")
+                if Requirement(r).name == package and Requirement(r).marker
+                and Requirement(r).marker.evaluate({"extra": extra})]
+    assert declared and declared[0].specifier == card_req.specifier, (declared, card_req)
+
+
+def test_card_names_the_pip_line_for_loading_without_hf_ext():
+    from hf_ext.core.cards import core_requirement
+
+    torch_req, transformers_req = core_requirement("torch", "?"), core_requirement("transformers", "?")
+    import re
+
+    # the lower bound first, as people write it (and as the README and requirements.txt do)
+    assert re.fullmatch(r"torch>=[\d.]+,<[\d.]+", torch_req), torch_req
+    assert re.fullmatch(r"transformers>=[\d.]+,<[\d.]+", transformers_req), transformers_req
+    line = f"pip install '{torch_req}' '{transformers_req}'"
+    assert line in render_card(SPEC, repo_id="tester/x").text  # a remote-code model
+    # H2Tune needs hf_ext itself: the card says so instead of offering remote code
+    h2 = render_card(hf_ext.get_method("h2tune"), repo_id="tester/h2").text
+    assert line not in h2 and "HF_EXT_H2TUNE" in h2
+    assert core_requirement("no-such-package", "fallback") == "fallback"
+
+
+def _adapter_folder(root: Path, base_ref: str) -> None:
+    (root / "client-0" / "adapter").mkdir(parents=True)
+    (root / "client-0" / "adapter" / "adapter_config.json").write_text(
+        '{"peft_type": "LORA", "base_model_name_or_path": "%s"}' % base_ref)
+
+
+def test_base_model_inferred_from_the_adapters(trained, tmp_path, monkeypatch):
+    from hf_ext.core.cards import infer_base_models
+
+    art = tmp_path / "hub-base"
+    shutil.copytree(trained, art)
+    _adapter_folder(art, "someone/base-llama")
+    assert infer_base_models(art) == ["someone/base-llama"]
+    card = render_artifact_card(SPEC, art, repo_id="tester/x")
+    assert card.data.base_model == "someone/base-llama" and "Base model: `someone/base-llama`" in card.text
+    # a record's own base_model wins over what the adapters say
+    record = load_training_record(art)
+    save_training_record(art, method="orca", base_model="other/base", metrics=record["metrics"],
+                         datasets=record["datasets"])
+    assert render_artifact_card(SPEC, art, repo_id="tester/x").data.base_model == "other/base"
+
+    # a base built in code (a local folder) names no Hub base
+    local = tmp_path / "local-base"
+    shutil.copytree(trained, local)
+    (tmp_path / "tiny").mkdir()
+    _adapter_folder(local, str(tmp_path / "tiny"))
+    assert infer_base_models(local) == []
+    assert render_artifact_card(SPEC, local, repo_id="tester/x").data.base_model is None
+
+    # the local cache of a real pretrained backbone maps to its Hub id
+    monkeypatch.setenv("HF_EXT_SMOLLM2_DIR", str(tmp_path / "tiny"))
+    assert infer_base_models(local) == ["HuggingFaceTB/SmolLM2-135M-Instruct"]
