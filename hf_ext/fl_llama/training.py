@@ -27,7 +27,7 @@ from .arguments import FlLlamaTrainingArguments, PartOptimizer
 from .modeling_fl_llama import FlLlamaClientModel, causal_mask_4d, position_ids_from_mask, split_llama
 from .server import SplitServer
 from .split_model import FlLlamaSplitForCausalLM
-from .transport import InProcessTransport, PeerDisconnected, TrafficStats
+from .transport import InProcessTransport, PeerDisconnected, TrafficStats, decode
 
 MODES = ("sequential", "client_batch", "server_hierarchical")
 
@@ -83,6 +83,8 @@ class ClientBatchHub:
 
     def handler(self, index: int):
         def handle(data: bytes) -> bytes:
+            if decode(data)[0] not in ("forward", "backward"):  # hello, generation: this client alone
+                return self.server.handle_bytes(data)
             with self._cv:
                 self._pending[index] = data
                 if len(self._pending) == self.n:
