@@ -295,6 +295,14 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
         return float(out.loss.detach())
 
     # ---- checkpoints -------------------------------------------------------------------------------------------
+    def save_server(self) -> str:
+        """Asks the server to checkpoint part B and its optimiser (into its `--output-dir`); returns the
+        checkpoint's folder name (`checkpoint-<server step>`). Pair it with [`save_checkpoint`] of the client."""
+        if not self.agreed:
+            self.handshake()
+        _, meta = self.transport.call("save", {}, {"client_id": self.client_id})
+        return str(meta["checkpoint"])
+
     def save_checkpoint(self, path: str | Path) -> Path:
         """The client's weights, both optimisers, the noise generator and the step count (safetensors + JSON),
         written atomically; [`load_checkpoint`] resumes from it."""
