@@ -146,14 +146,15 @@ def _bytes(tok, data, args: FlLlamaReproduceArguments) -> dict:
         setup = build_setup(tiny_llama(vocab_size=len(tok), seed=args.seed), 1, 1, 0.0, compress_mask=compress)
         setup.clients[0].train_step(batch)
         out["train_step_" + ("compressed" if compress else "full_mask")] = setup.traffic
-    setup = build_setup(tiny_llama(vocab_size=len(tok), seed=args.seed), 1, 1, 0.0)
+    # the no-cache baseline as FL-GLM: the prefix's hidden states and its T x T mask every token
+    setup = build_setup(tiny_llama(vocab_size=len(tok), seed=args.seed), 1, 1, 0.0, compress_mask=False)
     split, new = setup.clients[0], 16
     for length in args.context_lengths:
         ids = torch.randint(3, len(tok), (1, length), generator=torch.Generator().manual_seed(length))
         for cache in (True, False):
             split.transport.stats.reset()
             t0 = time.perf_counter()
-            gen = split.generate(ids, max_new_tokens=new, use_cache=cache)
+            gen = split.generate(ids, max_new_tokens=new, use_cache=cache, do_sample=False, eos_token_id=None)
             out[f"generate_T{length}_{'cache' if cache else 'no_cache'}"] = {
                 "client_sent": split.transport.stats.client_bytes, "server_sent": split.transport.stats.server_bytes,
                 "tokens_per_s_in_process": new / (time.perf_counter() - t0),

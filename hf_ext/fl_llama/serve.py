@@ -45,6 +45,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", help="folder for checkpoints (the `save` message, and on SIGTERM)")
     p.add_argument("--resume-from", help="a checkpoint folder written by this server (`DIR/checkpoint-<step>`)")
     p.add_argument("--save-total-limit", type=int, default=2, help="checkpoints kept in --output-dir")
+    p.add_argument("--mode", choices=("sequential", "client_batch", "server_hierarchical"), default="sequential",
+                   help="parallel mode for --clients client processes (see hf_ext.fl_llama.parallel)")
+    p.add_argument("--clients", type=int, default=1, help="clients per step (client_batch) or per round")
+    p.add_argument("--sync-every", type=int, default=5, help="server_hierarchical: local steps between FedAvg")
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="per-part clip; <= 0 disables it")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--tokens", help="server_tokens.json from `hf-ext fl_llama tokens` (client authentication)")
@@ -86,8 +90,8 @@ def main(argv: list[str] | None = None) -> None:
         model.set_partition(ns.a or model.config.num_input_blocks, ns.c or model.config.num_output_blocks)
     args = FlLlamaTrainingArguments(learning_rate=ns.lr, max_steps=ns.max_steps,
                                     max_grad_norm=ns.max_grad_norm if ns.max_grad_norm > 0 else None)  # fmt: skip
-    split_server = SplitServer(model, args, limits=limits, output_dir=ns.output_dir,
-                               save_total_limit=ns.save_total_limit)  # fmt: skip
+    split_server = SplitServer(model, args, hierarchical=ns.mode == "server_hierarchical", limits=limits,
+                               output_dir=ns.output_dir, save_total_limit=ns.save_total_limit)  # fmt: skip
     if ns.resume_from:
         try:
             state = split_server.load_checkpoint(ns.resume_from)
@@ -95,9 +99,16 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--resume-from: {err}")
         print(f"resumed from {ns.resume_from} at step {state['steps']}", file=sys.stderr, flush=True)
     resumed_steps = split_server.steps
-    server, port = serve_grpc(split_server.handle_bytes, port=ns.port, host=ns.host,
+    handler, serialize = split_server.handle_bytes, True
+    if ns.mode != "sequential":
+        from .parallel import ClientBatchHub, HierarchicalSync
+
+        hub = ClientBatchHub(split_server, ns.clients) if ns.mode == "client_batch" else \
+            HierarchicalSync(split_server, ns.clients, ns.sync_every)  # fmt: skip
+        handler, serialize = hub.handle_bytes, False
+    server, port = serve_grpc(handler, port=ns.port, host=ns.host, max_workers=max(4, ns.clients + 2),
                               tokens=tokens, tls=tls, insecure=ns.insecure and tokens is None,
-                              max_message_bytes=limits.max_message_bytes)
+                              max_message_bytes=limits.max_message_bytes, serialize=serialize)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(f"{READY} {port}", flush=True)

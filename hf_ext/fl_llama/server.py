@@ -198,15 +198,16 @@ class SplitServer:
         owner = principal.name if principal is not None else str(meta.get("client_id", "0"))
         return handlers[method](tensors, meta, owner)
 
-    def handle_batch(self, requests: list[bytes]) -> list[bytes]:
+    def handle_batch(self, requests: list[bytes], owners: list[str] | None = None) -> list[bytes]:
         """Client-batch mode: each client's `forward` (or `backward`) message of one step, handled as one batch
-        (concatenated on the batch axis, one forward/backward and one optimiser step of B); replies in order."""
+        (concatenated on the batch axis, one forward/backward and one optimiser step of B); replies in order.
+        `owners` are the authenticated senders (default: each message's `client_id`)."""
         decoded = [decode(r) for r in requests]
         methods = {m for m, _, _ in decoded}
         if len(methods) != 1 or methods.pop() not in ("forward", "backward"):
             raise ProtocolError("a client-batch holds the forward (or backward) messages of one step")
-        for _, _, meta in decoded:
-            self._require_training_hello(str(meta.get("client_id", "0")))
+        for owner in owners or [str(meta.get("client_id", "0")) for _, _, meta in decoded]:
+            self._require_training_hello(owner)
         method = decoded[0][0]
         sizes = [int(t["hidden" if method == "forward" else "grad"].shape[0]) for _, t, _ in decoded]
         joined = {k: torch.cat([t[k] for _, t, _ in decoded]) for k in decoded[0][1]}
