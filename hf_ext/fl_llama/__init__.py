@@ -24,8 +24,8 @@ SPEC = register_method(
             "Split federated learning of any `LlamaForCausalLM`: the client keeps the embeddings, the first `a` and "
             "the last `c` blocks, the head and the labels (`FlLlamaClientModel`); the server holds the middle blocks "
             "(`FlLlamaServerModel`). Noisy hidden states and gradients cross a counted transport (in-process or "
-            "gRPC on loopback), with attention-mask compression, three multi-client modes, LoRA per part and split "
-            "generation with a KV cache on each side."
+            "gRPC on loopback), with attention-mask compression, three multi-client modes, LoRA per part, and "
+            "transformers' `generate` through the split model with a KV cache on each side."
         ),
         tags=("federated-learning", "split-learning", "llama", "kv-cache", "lora", "privacy", "grpc"),
         config_class="hf_ext.fl_llama.configuration_fl_llama:FlLlamaClientConfig",
@@ -43,7 +43,8 @@ SPEC = register_method(
         datasets=("super_glue",),
         metrics=("accuracy", "rouge"),
         pipeline_tag="text-generation",
-        status="implemented (tiny random Llama + MultiRC; in-process and gRPC loopback transports)",
+        status=("implemented (SmolLM2-135M and tiny random Llamas + MultiRC; transformers generate/Trainer; "
+                "in-process and gRPC loopback transports with a handshake and server checkpoints)"),
         usage=(
             "from transformers import AutoModel\n"
             "client = AutoModel.from_pretrained(\"{repo_id}\", trust_remote_code=True)  # the client's part only\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+import warnings
 from dataclasses import asdict, dataclass
 
 import torch
@@ -19,7 +20,10 @@ class FlLlamaTrainingArguments:
         adam_epsilon (`float`): AdamW eps (1e-5 in the official code).
         weight_decay (`float`): AdamW weight decay (0.01).
         max_grad_norm (`float`, *optional*): per-part gradient-norm clip (1.0); `None` disables it.
-        max_steps (`int`): steps of the linear schedule `1 -> 0` (`LinearLR`).
+        max_steps (`int`, *optional*): steps of the linear schedule `1 -> 0` (`LinearLR`); `None` (the default)
+            keeps the learning rate constant. There is no silent length: the server takes the client's value at the
+            handshake (or refuses a client whose value differs from the one it was started with), and a part that
+            steps past `max_steps` warns once that its learning rate is 0.
         dp_gradient (`bool`): the optional `--add_DP_gradient`: per-sample clip of `g_B` then Gaussian noise with the
             client's `σ` before it is sent.
         dp_grad_clip (`float`): per-sample L2 bound of `g_B` (0.04 in the official code).
@@ -32,7 +36,7 @@ class FlLlamaTrainingArguments:
     adam_epsilon: float = 1e-5
     weight_decay: float = 0.01
     max_grad_norm: float | None = 1.0
-    max_steps: int = 100
+    max_steps: int | None = None
     dp_gradient: bool = False
     dp_grad_clip: float = 0.04
     seed: int = 0
@@ -40,8 +44,10 @@ class FlLlamaTrainingArguments:
     def __post_init__(self):
         if self.learning_rate <= 0:
             raise ValueError(f"FlLlamaTrainingArguments.learning_rate must be > 0, got {self.learning_rate}")
-        if self.max_steps < 1:
-            raise ValueError(f"FlLlamaTrainingArguments.max_steps must be >= 1, got {self.max_steps}")
+        if self.max_steps is not None and (isinstance(self.max_steps, bool) or int(self.max_steps) != self.max_steps
+                                           or self.max_steps < 1):
+            raise ValueError(f"FlLlamaTrainingArguments.max_steps must be >= 1 (an integer; None keeps the learning "
+                             f"rate constant), got {self.max_steps}")
         if self.max_grad_norm is not None and self.max_grad_norm <= 0:
             raise ValueError("FlLlamaTrainingArguments.max_grad_norm must be > 0 or None")
 
@@ -50,7 +56,8 @@ class FlLlamaTrainingArguments:
 
 
 class PartOptimizer:
-    """AdamW + `LinearLR(1 -> 0 over max_steps)` + gradient-norm clip for one part's trainable parameters.
+    """AdamW + `LinearLR(1 -> 0 over max_steps)` (constant without `max_steps`) + gradient-norm clip for one part's
+    trainable parameters.
 
     A part with nothing to train (a part left out of `lora_parts` while LoRA is on) gets no AdamW at all — torch
     rejects an empty parameter list — and its `step` only counts, so the schedule position stays in checkpoints.
@@ -59,28 +66,35 @@ class PartOptimizer:
     def __init__(self, params: Iterable[nn.Parameter], args: FlLlamaTrainingArguments):
         self.params = [p for p in params if p.requires_grad]
         self.args = args
-        self.optimizer, self.scheduler, self._empty_epoch = None, None, 0
+        self.optimizer, self.scheduler, self._epoch, self._warned = None, None, 0, False
         if self.params:
             self.optimizer = torch.optim.AdamW(self.params, lr=args.learning_rate,
                                                betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
                                                weight_decay=args.weight_decay)  # fmt: skip
-            self.scheduler = torch.optim.lr_scheduler.LinearLR(self.optimizer, 1.0, 0.0, total_iters=args.max_steps)
+            if args.max_steps is not None:
+                self.scheduler = torch.optim.lr_scheduler.LinearLR(self.optimizer, 1.0, 0.0,
+                                                                   total_iters=args.max_steps)  # fmt: skip
 
     @property
     def last_epoch(self) -> int:
-        return self.scheduler.last_epoch if self.scheduler is not None else self._empty_epoch
+        return self._epoch
 
     def step(self) -> float:
         """Clips, steps, advances the schedule and zeroes the gradients; returns the pre-clip gradient norm."""
+        self._epoch += 1
+        if self.args.max_steps is not None and self._epoch > self.args.max_steps and not self._warned:
+            self._warned = True
+            warnings.warn(f"step {self._epoch} is past max_steps={self.args.max_steps}: the linear schedule has "
+                          "brought the learning rate to 0, so this part no longer moves", stacklevel=2)
         if self.optimizer is None:
-            self._empty_epoch += 1
             return 0.0
         grads = [p for p in self.params if p.grad is not None]
         norm = float(torch.nn.utils.get_total_norm([p.grad for p in grads])) if grads else 0.0
         if self.args.max_grad_norm is not None and grads:
             torch.nn.utils.clip_grads_with_norm_(grads, self.args.max_grad_norm, torch.tensor(norm))
         self.optimizer.step()
-        self.scheduler.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         self.zero_grad()
         return norm
 
@@ -92,22 +106,24 @@ class PartOptimizer:
         """The optimiser and schedule state as flat tensors (for safetensors checkpoints, no pickle)."""
         out = {f"{prefix}.scheduler_epoch": torch.tensor(self.last_epoch)}
         for i, p in enumerate(self.params):
-            for key, value in self.optimizer.state.get(p, {}).items():
+            for key, value in (self.optimizer.state.get(p, {}) if self.optimizer else {}).items():
                 out[f"{prefix}.{i}.{key}"] = value if torch.is_tensor(value) else torch.tensor(value)
         return out
 
     def load_state_tensors(self, tensors: dict[str, torch.Tensor], prefix: str) -> None:
         epoch = int(tensors[f"{prefix}.scheduler_epoch"])
+        self._epoch = epoch
         if self.optimizer is None:
-            self._empty_epoch = epoch
             return
         for i, p in enumerate(self.params):
             state = {key.rsplit(".", 1)[1]: v.clone() for key, v in tensors.items() if key.startswith(f"{prefix}.{i}.")}
             if state:
                 self.optimizer.state[p] = state
-        self.scheduler.last_epoch = epoch
-        for group, base_lr in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
-            group["lr"] = base_lr * max(0.0, 1.0 - epoch / self.args.max_steps)
+        if self.scheduler is not None:
+            self.scheduler.last_epoch = epoch
+        factor = 1.0 if self.args.max_steps is None else max(0.0, 1.0 - epoch / self.args.max_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.args.learning_rate * factor
 
 
 def apply_lora(module: nn.Module, layer_prefixes: list[str], rank: int, alpha: float, dropout: float,

@@ -51,17 +51,46 @@ def rouge(prediction: str, reference: str) -> dict[str, float]:
 
 
 class InversionDecoder(nn.Module):
-    """`D`: `attack_layers` randomly initialised LLaMA blocks + RMSNorm + `lm_head`, mapping `h̃_A` to token logits."""
+    """`D`: `attack_layers` randomly initialised LLaMA blocks + RMSNorm + `lm_head`, mapping `h̃_A` to token logits.
 
-    def __init__(self, llama_config, attack_layers: int = 1, seed: int = 0):
+    Args:
+        llama_config (`LlamaConfig`): the split model's config (sizes).
+        attack_layers (`int`): decoder blocks (random init, as in the official attack).
+        seed (`int`): initialisation seed.
+        vocab_ids (`torch.LongTensor`, *optional*): predict only these token ids (e.g. the colluding client's own
+            vocabulary): a 49k-token head is most of the cost on CPU, and the attacker knows its own data.
+        head_weight, norm_weight (`torch.Tensor`, *optional*): initial `lm_head` rows (all tokens; restricted to
+            `vocab_ids`) and final-norm weight. A curious server splitting a *public* pretrained model knows them.
+    """
+
+    def __init__(self, llama_config, attack_layers: int = 1, seed: int = 0, vocab_ids: torch.Tensor | None = None,
+                 head_weight: torch.Tensor | None = None, norm_weight: torch.Tensor | None = None):  # fmt: skip
         super().__init__()
         torch.manual_seed(seed)
         cfg = llama_config
         cfg._attn_implementation = "sdpa"
         self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(attack_layers))
         self.norm = LlamaRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        vocab = cfg.vocab_size if vocab_ids is None else len(vocab_ids)
+        self.lm_head = nn.Linear(cfg.hidden_size, vocab, bias=False)
         self.rotary = LlamaRotaryEmbedding(cfg)
+        self.vocab_ids = None if vocab_ids is None else vocab_ids.long().clone()
+        with torch.no_grad():
+            if head_weight is not None:
+                self.lm_head.weight.copy_(head_weight if vocab_ids is None else head_weight[self.vocab_ids])
+            if norm_weight is not None:
+                self.norm.weight.copy_(norm_weight)
+
+    def to_local(self, ids: torch.Tensor) -> torch.Tensor:
+        """Token ids as indices of the head (`-100`, ignored, for a token outside `vocab_ids`)."""
+        if self.vocab_ids is None:
+            return ids
+        table = torch.full((int(max(ids.max(), self.vocab_ids.max())) + 1,), -100, dtype=torch.long)
+        table[self.vocab_ids] = torch.arange(len(self.vocab_ids))
+        return table[ids.clamp(min=0)].masked_fill(ids < 0, -100)
+
+    def to_global(self, idx: torch.Tensor) -> torch.Tensor:
+        return idx if self.vocab_ids is None else self.vocab_ids[idx]
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         mask = attention_mask.bool()
@@ -81,7 +110,7 @@ def train_inversion(decoder: InversionDecoder, hidden: torch.Tensor, ids: torch.
     for _ in range(steps):
         idx = torch.randint(0, len(ids), (batch_size,), generator=g)
         logits = decoder(hidden[idx], mask[idx])
-        target = ids[idx].masked_fill(~mask[idx].bool(), -100)
+        target = decoder.to_local(ids[idx].masked_fill(~mask[idx].bool(), -100))
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=-100)
         loss.backward()
         opt.step()
@@ -94,7 +123,7 @@ def train_inversion(decoder: InversionDecoder, hidden: torch.Tensor, ids: torch.
 def reconstruct(decoder: InversionDecoder, hidden: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
     """The decoder's arg-max token at every real position of each row."""
     decoder.eval()
-    pred = decoder(hidden, mask).argmax(-1)
+    pred = decoder.to_global(decoder(hidden, mask).argmax(-1))
     return [row[m.bool()].tolist() for row, m in zip(pred, mask)]
 
 

@@ -9,6 +9,7 @@ each hold (and publish) only their own part, and `AutoModel` maps one model clas
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 
@@ -39,6 +40,9 @@ class FlLlamaConfig(PreTrainedConfig):
         lora_parts (`list[str]`, *optional*): which parts carry LoRA, a subset of `["head", "body", "tail"]`
             (defaults to all three). With `lora_rank > 0` a listed part trains only its adapters and a part left out is
             frozen (client and server alike); with `lora_rank = 0` every part is fully fine-tuned and this is unused.
+        base_model_hash (`str`, *optional*): SHA-256 of the full model the parts were split from (its config and
+            every weight; set by `split_llama`). Client and server compare it at the handshake, so parts split from
+            different models refuse to train together.
     """
 
     model_type = "hf_ext_fl_llama"
@@ -53,6 +57,7 @@ class FlLlamaConfig(PreTrainedConfig):
     lora_dropout: float = 0.05
     lora_target_modules: list[str] | None = None
     lora_parts: list[str] | None = None
+    base_model_hash: str | None = None
 
     def __post_init__(self, **kwargs):
         if self.llama_config is None:
@@ -90,6 +95,13 @@ class FlLlamaConfig(PreTrainedConfig):
     def noise_std(self) -> float:
         """`σ = s·sqrt(π/2)`: the half-normal mean identity `E|N(0, σ²)| = σ·sqrt(2/π)` makes `E|ε| = s`."""
         return float(self.noise_scale) * math.sqrt(math.pi / 2)
+
+    def model_hash(self) -> str:
+        """What the handshake compares: `base_model_hash`, or (parts built without `split_llama`) the SHA-256 of the
+        full model's config, which at least pins the architecture."""
+        if self.base_model_hash:
+            return str(self.base_model_hash)
+        return hashlib.sha256(json.dumps(self.llama_config, sort_keys=True).encode()).hexdigest()
 
     def validate_partition(self, a: int | None = None, c: int | None = None) -> None:
         """Checks a partition (this config's, or `(a, c)`); every failure is a `ValueError` naming the field."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,17 +117,65 @@ def encode_cloze(tokenizer, examples: list[ClozeExample], max_length: int = 96,
     The prompt is truncated from the left (the question and answer option are at its end) so that prompt + target
     fits `max_length`.
     """
+    return _encode_prompts(tokenizer, [e.prompt(max_passage_words) for e in examples], [e.label for e in examples],
+                           max_length)
+
+
+def _encode_prompts(tokenizer, prompts: list[str], answers: list[int], max_length: int) -> dict[str, torch.Tensor]:
     yes, no = answer_token_ids(tokenizer)
     rows, masks, labels = [], [], []
-    for e in examples:
-        prompt = tokenizer(e.prompt(max_passage_words), add_special_tokens=False)["input_ids"][-(max_length - 1) :]
-        ids = prompt + [yes if e.label == 1 else no]
+    for text, label in zip(prompts, answers):
+        prompt = tokenizer(text, add_special_tokens=False)["input_ids"][-(max_length - 1) :]
+        ids = prompt + [yes if label == 1 else no]
         pad = max_length - len(ids)
         rows.append([tokenizer.pad_token_id] * pad + ids)
         masks.append([0] * pad + [1] * len(ids))
         labels.append([-100] * (max_length - 1) + [ids[-1]])
     return {"input_ids": torch.tensor(rows), "attention_mask": torch.tensor(masks), "labels": torch.tensor(labels),
-            "label": torch.tensor([e.label for e in examples])}  # fmt: skip
+            "label": torch.tensor(answers)}  # fmt: skip
+
+
+_SHORT = frozenset("the a an of to in and or is it was be for on at by with as that this what who how why".split())
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip(".,;:!?\"'()").lower() for w in text.split()} - _SHORT - {""}
+
+
+def question_window(example: ClozeExample, tokenizer, budget: int) -> tuple[str, bool]:
+    """The cloze prompt of `example` within `budget` tokens: the whole passage when it fits (second value `True`),
+    else a question-focused window, the passage sentences sharing most words with the question and the answer
+    option, kept in passage order, as many as fit (`False`).
+
+    Cutting the passage at a fixed length loses the evidence (the median MultiRC prompt is ~356 SmolLM2 tokens);
+    MultiRC questions are written about one to a few sentences, which word overlap finds.
+    """
+    full = example.prompt()
+    count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    if count(full) <= budget:
+        return full, True
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", example.passage.strip()) if s]
+    keys = _words(example.question) | _words(example.answer)
+    tail = count(ClozeExample(0, "", example.question, example.answer, 0).prompt())
+    ranked = sorted(range(len(sentences)), key=lambda i: (-len(_words(sentences[i]) & keys), i))
+    chosen, used = [], tail
+    for i in ranked:
+        n = count(sentences[i]) + 1
+        if used + n <= budget:
+            chosen.append(i)
+            used += n
+    passage = " ".join(sentences[i] for i in sorted(chosen))
+    return ClozeExample(example.passage_id, passage, example.question, example.answer, example.label).prompt(), False
+
+
+def encode_cloze_window(tokenizer, examples: list[ClozeExample], max_length: int = 512) -> dict[str, torch.Tensor]:
+    """[`encode_cloze`] with [`question_window`] prompts (`max_length - 1` tokens, then the answer); `fits` marks
+    the examples whose whole passage fitted."""
+    prompts, fits = zip(*(question_window(e, tokenizer, max_length - 1) for e in examples))
+    windowed = [ClozeExample(e.passage_id, p, "", "", e.label) for e, p in zip(examples, prompts)]
+    enc = _encode_prompts(tokenizer, [w.passage for w in windowed], [e.label for e in examples], max_length)
+    enc["fits"] = torch.tensor(fits)
+    return enc
 
 
 def answer_token_ids(tokenizer) -> tuple[int, int]:
@@ -162,8 +211,10 @@ __all__ = [
     "answer_token_ids",
     "corpus",
     "encode_cloze",
+    "encode_cloze_window",
     "iter_batches",
     "load_multirc",
     "partition_by_passage",
+    "question_window",
     "train_tokenizer",
 ]

@@ -138,10 +138,11 @@ class FlLlamaClientModel(FlLlamaPreTrainedModel):
         return run_blocks(self.active_head_layers, self.rotary_emb, hidden, mask4d, position_ids, cache)
 
     def tail(self, hidden: torch.Tensor, mask4d: torch.Tensor, position_ids: torch.LongTensor, labels=None,
-             cache=None) -> CausalLMOutputWithPast:  # fmt: skip
-        """Part C: the last `c` blocks, the final norm, `lm_head` and the causal-LM loss (labels never leave)."""
+             cache=None, logits_to_keep: int = 0) -> CausalLMOutputWithPast:  # fmt: skip
+        """Part C: the last `c` blocks, the final norm, `lm_head` and the causal-LM loss (labels never leave);
+        `logits_to_keep > 0` computes only the last positions' logits (generation needs one)."""
         hidden = run_blocks(self.active_tail_layers, self.rotary_emb, hidden, mask4d, position_ids, cache)
-        logits = self.lm_head(self.norm(hidden))
+        logits = self.lm_head(self.norm(hidden[:, -logits_to_keep:] if logits_to_keep else hidden))
         loss = None
         if labels is not None:
             loss = ForCausalLMLoss(logits, labels, vocab_size=logits.shape[-1])
@@ -204,6 +205,20 @@ def _sub_state(state: dict, prefix: str) -> dict:
     return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
 
 
+def model_sha256(model: LlamaForCausalLM) -> str:
+    """SHA-256 of a full model's config and of every tensor (name, dtype, shape, bytes) of its state dict."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256(json.dumps(model.config.to_dict(), sort_keys=True, default=str).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        if t.numel():
+            h.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+    return h.hexdigest()
+
+
 def split_llama(model: LlamaForCausalLM, num_input_blocks: int = 1, num_output_blocks: int = 1,
                 client_stored_blocks: int | None = None,
                 **partition) -> tuple[FlLlamaClientModel, FlLlamaServerModel]:  # fmt: skip
@@ -219,6 +234,7 @@ def split_llama(model: LlamaForCausalLM, num_input_blocks: int = 1, num_output_b
         `(FlLlamaClientModel, FlLlamaServerModel)` whose composition computes the model's logits.
     """
     llama = model.config.to_dict()
+    partition.setdefault("base_model_hash", model_sha256(model))
     kw = dict(llama_config=llama, num_input_blocks=num_input_blocks, num_output_blocks=num_output_blocks,
               client_stored_blocks=client_stored_blocks, **partition)  # fmt: skip
     client_cfg, server_cfg = FlLlamaClientConfig(**kw), FlLlamaServerConfig(**kw)
@@ -272,6 +288,7 @@ __all__ = [
     "causal_mask_4d",
     "to_additive",
     "merge_parts",
+    "model_sha256",
     "padding_mask_from_counts",
     "position_ids_from_mask",
     "split_llama",

@@ -24,8 +24,9 @@ from .transport import InProcessTransport
 
 @torch.no_grad()
 def pretrained_checks(model, tokenizer, a: int = 2, c: int = 2, new_tokens: int = 16) -> dict:
-    """Split vs centralized logits on a padded batch; split generation with caches vs without vs the model's own
-    `generate` (greedy); bytes per generated token."""
+    """Split vs centralized logits on a left-padded batch; transformers' `generate` through the split model (batch
+    2, left padding, the model's own `generation_config` with its EOS ids) with the split KV cache and without, against
+    the unsplit model's `generate` (greedy); tokens per second and bytes of each."""
     prompts = ["The capital of France is", "Federated learning keeps data on the device, so"]
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
@@ -34,26 +35,28 @@ def pretrained_checks(model, tokenizer, a: int = 2, c: int = 2, new_tokens: int 
     mask = enc["attention_mask"]
     ref = model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=position_ids_from_mask(mask)).logits
     client, server = split_llama(model, a, c)
-    split = FlLlamaSplitForCausalLM(client, InProcessTransport(SplitServer(server).handle_bytes))
+    split = FlLlamaSplitForCausalLM(client, InProcessTransport(SplitServer(server).handle_bytes),
+                                    generation_config=model.generation_config)  # fmt: skip
     out = split(enc["input_ids"], mask).logits
     real = mask.bool()
-    ids = tokenizer(prompts[0], return_tensors="pt")["input_ids"]
-    results = {"model": "SmolLM2-135M-Instruct (GGUF Q4_1, dequantised)", "a": a, "c": c,
-               "num_layers": model.config.num_hidden_layers,
+    results = {"model": "SmolLM2-135M-Instruct (GGUF Q4_1, dequantised)", "a": a, "c": c, "batch": len(prompts),
+               "num_layers": model.config.num_hidden_layers, "eos_token_id": model.generation_config.eos_token_id,
                "max_abs_logit_diff": float((out - ref)[real].abs().max())}  # fmt: skip
     gens = {}
     for cache in (True, False):
         split.transport.stats.reset()
         start = time.perf_counter()
-        gens[cache] = split.generate(ids, max_new_tokens=new_tokens, use_cache=cache)
-        results[f"{'cache' if cache else 'no_cache'}_tokens_per_s"] = new_tokens / (time.perf_counter() - start)
-        results[f"{'cache' if cache else 'no_cache'}_client_bytes"] = split.transport.stats.client_bytes
-    central = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False)
+        gens[cache] = split.generate(**enc, max_new_tokens=new_tokens, do_sample=False, use_cache=cache)
+        seconds = time.perf_counter() - start
+        key = "cache" if cache else "no_cache"
+        results[f"{key}_tokens_per_s"] = (gens[cache].shape[1] - enc["input_ids"].shape[1]) * len(prompts) / seconds
+        results[f"{key}_client_bytes"] = split.transport.stats.client_bytes
+        results[f"{key}_server_bytes"] = split.transport.stats.server_bytes
+    central = model.generate(**enc, max_new_tokens=new_tokens, do_sample=False)
     results["same_tokens_cache_vs_no_cache"] = bool(torch.equal(gens[True], gens[False]))
     results["same_tokens_as_centralized_generate"] = bool(torch.equal(gens[True], central))
-    results["text"] = tokenizer.decode(gens[True][0, ids.shape[1] :].tolist())
+    results["text"] = tokenizer.decode(gens[True][0, enc["input_ids"].shape[1] :].tolist(), skip_special_tokens=True)
     return results
-
 
 
 __all__ = ["load_smollm2", "pretrained_checks", "smollm2_available"]

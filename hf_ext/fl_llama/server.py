@@ -15,15 +15,24 @@ everyone's state). In-process (no principal), the caller is the trusted local co
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
+import os
+import shutil
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import DynamicCache
 
 from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
-from .modeling_fl_llama import FlLlamaServerModel, causal_mask_4d, padding_mask_from_counts
+from .checkpoint import load_party_checkpoint, save_party_checkpoint
+from .modeling_fl_llama import FlLlamaServerModel, causal_mask_4d, padding_mask_from_counts, position_ids_from_mask
 from .transport import FLOAT_DTYPES, AccessDenied, Meta, ProtocolError, Tensors, decode, encode, expect_tensor
+
+
+_BATCH = "__batch__"  # the owner of a client-batch step (each client's hello is checked in handle_batch)
 
 
 @dataclass(frozen=True)
@@ -112,20 +121,36 @@ class SplitServer:
         hierarchical (`bool`): server-hierarchical mode: one sub-server copy of B per client id, trained
             independently and averaged by [`aggregate`] (FedAvg), which also broadcasts the mean back.
 
-    Methods on the wire: `forward` (`hidden`, `n_real` or the uncompressed `mask`, `position_ids`), `backward`
-    (`grad`), `prefill` / `decode` / `end` (split generation with a KV cache per session), `forward_full` (the
-    no-cache baseline: the whole prefix and its 4-D mask every step), `partition` (move `(a, c)`).
+        limits ([`ServerLimits`], *optional*): what one message and all clients together may ask.
+        output_dir (`str` or `os.PathLike`, *optional*): where `save` writes checkpoints (`checkpoint-<step>`);
+            without it `save` is refused.
+        save_total_limit (`int`): checkpoints kept in `output_dir` (the oldest are deleted).
+
+    Methods on the wire: `hello` (the handshake: `(a, c)`, model hash, sizes and, to train, the schedule length
+    `max_steps`), `forward` (`hidden`, `n_real` or the uncompressed `mask`, `position_ids`), `backward` (`grad`),
+    `save` (checkpoint part B and its optimiser), `prefill` / `decode` / `end` (split generation with a KV cache per
+    session, any batch, left padding), `forward_full` (the FL-GLM-style no-cache step: the whole prefix and its 4-D
+    mask), `partition` (move `(a, c)`). Training messages (`forward` with `train`, `backward`) are refused from a
+    client that has not completed a training `hello`.
+
+    The learning-rate schedule's length: `args.max_steps` when given (a client asking another length is refused),
+    else the first training client's `max_steps`, fixed from then on (and saved in checkpoints).
     """
 
     def __init__(self, model: FlLlamaServerModel, args: FlLlamaTrainingArguments | None = None,
-                 hierarchical: bool = False, limits: ServerLimits | None = None):  # fmt: skip
+                 hierarchical: bool = False, limits: ServerLimits | None = None,
+                 output_dir: str | os.PathLike | None = None, save_total_limit: int = 2):  # fmt: skip
         self.args = args or FlLlamaTrainingArguments()
         self.model, self.hierarchical = model, hierarchical
         self.limits = limits or ServerLimits()
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.save_total_limit = int(save_total_limit)
         self._main = _Body(model, self.args)
         self._subs: dict[str, _Body] = {}
         self._pending: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._sessions: dict[tuple[str, str], tuple[DynamicCache, int]] = {}
+        self._sessions: dict[tuple[str, str], tuple[DynamicCache, torch.Tensor]] = {}
+        self._trainers: set[str] = set()  # owners whose training handshake succeeded
+        self._schedule_fixed = self.args.max_steps is not None
         self._lock = threading.Lock()
         self._batch_parts = 1
         self.steps = 0
@@ -160,9 +185,9 @@ class SplitServer:
     def handle(self, method: str, tensors: Tensors, meta: Meta, principal=None) -> tuple[Tensors, Meta]:
         """Runs one decoded request for its owner: the authenticated `principal`'s name, or (in-process, no
         principal) the message's `client_id`."""
-        handlers = {"forward": self._forward, "backward": self._backward, "prefill": self._prefill,
-                    "decode": self._decode, "end": self._end, "forward_full": self._forward_full,
-                    "partition": self._partition}  # fmt: skip
+        handlers = {"hello": self._hello, "forward": self._forward, "backward": self._backward, "save": self._save,
+                    "prefill": self._prefill, "decode": self._decode, "end": self._end,
+                    "forward_full": self._forward_full, "partition": self._partition}  # fmt: skip
         if method not in handlers:
             raise ProtocolError(f"unknown method {method!r}; expected one of {sorted(handlers)}")
         if not isinstance(meta, dict):
@@ -173,24 +198,66 @@ class SplitServer:
         owner = principal.name if principal is not None else str(meta.get("client_id", "0"))
         return handlers[method](tensors, meta, owner)
 
-    def handle_batch(self, requests: list[bytes]) -> list[bytes]:
+    def handle_batch(self, requests: list[bytes], owners: list[str] | None = None) -> list[bytes]:
         """Client-batch mode: each client's `forward` (or `backward`) message of one step, handled as one batch
-        (concatenated on the batch axis, one forward/backward and one optimiser step of B); replies in order."""
+        (concatenated on the batch axis, one forward/backward and one optimiser step of B); replies in order.
+        `owners` are the authenticated senders (default: each message's `client_id`)."""
         decoded = [decode(r) for r in requests]
         methods = {m for m, _, _ in decoded}
         if len(methods) != 1 or methods.pop() not in ("forward", "backward"):
             raise ProtocolError("a client-batch holds the forward (or backward) messages of one step")
+        for owner in owners or [str(meta.get("client_id", "0")) for _, _, meta in decoded]:
+            self._require_training_hello(owner)
         method = decoded[0][0]
         sizes = [int(t["hidden" if method == "forward" else "grad"].shape[0]) for _, t, _ in decoded]
         joined = {k: torch.cat([t[k] for _, t, _ in decoded]) for k in decoded[0][1]}
         self._batch_parts = len(decoded)  # each client's message may use max_batch rows (in-process only)
         try:
-            out, _ = self.handle(method, joined, {"client_id": "__batch__", "train": True})
+            out, _ = self.handle(method, joined, {"client_id": _BATCH, "train": True})
         finally:
             self._batch_parts = 1
         key = "hidden" if method == "forward" else "grad"
         parts = torch.split(out[key], sizes)
         return [encode(method, {key: p}, {}) for p in parts]
+
+    # ---- handshake ---------------------------------------------------------------------------------------------
+    def _hello(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
+        """Refuses a client whose partition, model or sizes differ from this server's, and (to train) agrees the
+        schedule length; every refusal names both values."""
+        cfg = self.model.config
+        mine = {"a": int(cfg.num_input_blocks), "c": int(cfg.num_output_blocks), "model_hash": cfg.model_hash(),
+                "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers}  # fmt: skip
+        for key, value in mine.items():
+            if meta.get(key) != value:
+                raise ProtocolError(f"handshake refused: the client's {key} is {meta.get(key)!r}, this server's is "
+                                    f"{value!r} (both parties must split the same model at the same (a, c); "
+                                    "restart one of them with consistent settings)")
+        if meta.get("purpose", "train") == "train":
+            steps = meta.get("max_steps")
+            if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+                raise ProtocolError(f"handshake: max_steps must be an integer >= 1 or null, got {steps!r}")
+            if not self._schedule_fixed:  # the first training client sets the schedule's length
+                if self.steps:
+                    raise ProtocolError("handshake: this server has trained without an agreed schedule")
+                self._set_schedule(steps)
+            elif steps != self.args.max_steps:
+                raise ProtocolError(f"handshake refused: this server's learning-rate schedule runs over max_steps="
+                                    f"{self.args.max_steps}, the client's over max_steps={steps}; start both with the "
+                                    "same max_steps")
+            self._trainers.add(owner)
+        return {}, {**mine, "max_steps": self.args.max_steps, "steps": self.steps}
+
+    def _set_schedule(self, max_steps: int | None) -> None:
+        self.args = dataclasses.replace(self.args, max_steps=max_steps)
+        self._schedule_fixed = True
+        self._main = _Body(self.model, self.args)
+        for key, sub in self._subs.items():
+            self._subs[key] = _Body(sub.model, self.args)
+
+    def _require_training_hello(self, owner: str) -> None:
+        if owner != _BATCH and owner not in self._trainers:
+            raise ProtocolError(f"client {owner!r} sent a training message before a training 'hello' (the "
+                                "(a, c, model hash, max_steps) handshake)")
 
     # ---- training ----------------------------------------------------------------------------------------------
     def _body_for(self, client_id: str) -> _Body:
@@ -220,11 +287,15 @@ class SplitServer:
                                 f"[{int(pos.min())}, {int(pos.max())}]")
         return pos
 
+    def _check_counts(self, n_real: torch.Tensor, b: int, length: int) -> torch.Tensor:
+        n_real = expect_tensor({"n_real": n_real}, "n_real", ndim=1, dtype=torch.int64, shape={0: b})
+        if bool((n_real < 1).any() or (n_real > length).any()):
+            raise ProtocolError(f"n_real must lie in [1, {length}], got {n_real.tolist()}")
+        return n_real
+
     def _mask(self, tensors: Tensors, b: int, length: int) -> torch.Tensor:
         if "n_real" in tensors:  # attention-mask compression: B integers instead of B x L x L
-            n_real = expect_tensor(tensors, "n_real", ndim=1, dtype=torch.int64, shape={0: b})
-            if bool((n_real < 1).any() or (n_real > length).any()):
-                raise ProtocolError(f"n_real must lie in [1, {length}], got {n_real.tolist()}")
+            n_real = self._check_counts(tensors["n_real"], b, length)
             return causal_mask_4d(padding_mask_from_counts(n_real, length), length)
         mask = expect_tensor(tensors, "mask", ndim=4, dtype=FLOAT_DTYPES, shape={0: b, 1: 1, 2: length, 3: length})
         if bool(torch.isnan(mask).any()):
@@ -239,6 +310,8 @@ class SplitServer:
         mask = self._mask(tensors, b, length)
         client_id = owner
         train = meta.get("train", True)
+        if train:
+            self._require_training_hello(owner)
         if train and client_id not in self._pending and len(self._pending) >= self.limits.max_pending:
             raise ProtocolError(f"{len(self._pending)} clients already have a pending forward (max_pending="
                                 f"{self.limits.max_pending})")
@@ -256,6 +329,7 @@ class SplitServer:
 
     def _backward(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         client_id = owner
+        self._require_training_hello(owner)
         if client_id not in self._pending:
             raise ProtocolError(f"backward from client {client_id!r} without a pending forward")
         leaf, out = self._pending[client_id]
@@ -267,6 +341,47 @@ class SplitServer:
         self._body_for(client_id).optimizer.step()
         self.steps += 1
         return {"grad": leaf.grad}, {}
+
+    def save_checkpoint(self, path: str | os.PathLike) -> Path:
+        """Part B's weights (adapters included), its optimiser and schedule position, the step count and the
+        handshake's values, written atomically (safetensors + JSON). In server-hierarchical mode the main copy is
+        saved: call [`aggregate`] first."""
+        cfg = self.model.config
+        state = {"steps": self.steps, "max_steps": self.args.max_steps, "a": int(cfg.num_input_blocks),
+                 "c": int(cfg.num_output_blocks), "model_hash": cfg.model_hash()}  # fmt: skip
+        return save_party_checkpoint(path, self.model, "server.safetensors", {"body": self._main.optimizer}, state)
+
+    def load_checkpoint(self, path: str | os.PathLike) -> dict:
+        """Resumes from [`save_checkpoint`]: the same partition and model are required, and the checkpoint's
+        schedule length becomes this server's (refused if the server was started with another)."""
+        state_file = Path(path) / "trainer_state.json"
+        if not state_file.is_file():
+            raise FileNotFoundError(f"{path} is not an FL-LLaMA server checkpoint (no trainer_state.json)")
+        state = json.loads(state_file.read_text())
+        cfg = self.model.config
+        for key, value in (("a", cfg.num_input_blocks), ("c", cfg.num_output_blocks), ("model_hash", cfg.model_hash())):
+            if state.get(key) != value:
+                raise ValueError(f"checkpoint {path} was saved with {key}={state.get(key)!r}, this server has {value!r}")
+        if self._schedule_fixed and state["max_steps"] != self.args.max_steps:
+            raise ValueError(f"checkpoint {path} runs its schedule over max_steps={state['max_steps']}, this server "
+                             f"was started with max_steps={self.args.max_steps}")
+        self._set_schedule(state["max_steps"])
+        load_party_checkpoint(path, self.model, "server.safetensors", {"body": self._main.optimizer})
+        self.steps = int(state["steps"])
+        self._pending.clear(), self._sessions.clear()
+        return state
+
+    def _save(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
+        if self.output_dir is None:
+            raise ProtocolError("this server has no output directory (start it with --output-dir) to save into")
+        if self._pending:
+            raise ProtocolError(f"cannot save between a forward and its backward (pending: {sorted(self._pending)})")
+        path = self.save_checkpoint(self.output_dir / f"checkpoint-{self.steps}")
+        kept = sorted(self.output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
+                      if p.name.split("-")[1].isdigit() else -1)  # fmt: skip
+        for old in kept[: max(0, len(kept) - self.save_total_limit)]:
+            shutil.rmtree(old, ignore_errors=True)
+        return {}, {"checkpoint": path.name, "steps": self.steps}
 
     def aggregate(self, weights: dict[str, float] | None = None) -> None:
         """FedAvg of the sub-servers' parameters (weighted by `weights`, e.g. samples seen), broadcast to every
@@ -291,8 +406,7 @@ class SplitServer:
 
     def _prefill(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         hidden = self._check_hidden(tensors)
-        if hidden.shape[0] != 1:
-            raise ProtocolError(f"split generation runs with batch 1 (padding removed), got batch {hidden.shape[0]}")
+        b, length = hidden.shape[:2]
         key = self._session(meta, owner)
         if key not in self._sessions:
             mine = sum(1 for o, _ in self._sessions if o == owner)
@@ -302,32 +416,41 @@ class SplitServer:
             if len(self._sessions) >= self.limits.max_sessions:
                 raise ProtocolError(f"{len(self._sessions)} sessions are open (max_sessions="
                                     f"{self.limits.max_sessions})")
-        length = hidden.shape[1]
-        pos = torch.arange(length)[None]
+        n_real = tensors.get("n_real", torch.full((b,), length, dtype=torch.long))
+        mask2d = padding_mask_from_counts(self._check_counts(n_real, b, length), length)
+        pos = position_ids_from_mask(mask2d)
+        if "position_ids" in tensors:
+            pos = self._check_positions(expect_tensor(tensors, "position_ids", ndim=2, dtype=torch.int64,
+                                                      shape={0: b, 1: length}))  # fmt: skip
         cache = DynamicCache()
         with torch.no_grad():
-            mask = causal_mask_4d(torch.ones(1, length, dtype=torch.bool), length)
-            out = self.model.body(hidden, mask, pos, cache)
-        self._sessions[key] = (cache, length)
+            out = self.model.body(hidden, causal_mask_4d(mask2d, length), pos, cache)
+        self._sessions[key] = (cache, mask2d)
         return {"hidden": out}, {}
 
     def _decode(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         session = self._session(meta, owner)
         if session not in self._sessions:
             raise ProtocolError(f"decode for unknown session {session[1]!r} of client {owner!r}: send prefill first")
-        d = self.model.config.hidden_size
+        cache, mask2d = self._sessions[session]
+        b, d = mask2d.shape[0], self.model.config.hidden_size
         hidden = _finite("hidden", expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES,
-                                                 shape={0: 1, 1: 1, 2: d}))
-        cache, length = self._sessions[session]
-        pos = _meta_int(meta, "position", length)
-        if pos != length:
-            raise ProtocolError(f"decode position {pos} does not follow the cached {length} tokens")
-        if pos >= self.max_seq_len:
-            raise ProtocolError(f"decode position {pos} reaches max_seq_len={self.max_seq_len}; end the session")
-        mask = torch.ones(1, 1, 1, length + 1, dtype=torch.bool)  # the mask grows by one visible column
+                                                 shape={0: b, 1: 1, 2: d}))
+        expected = mask2d.sum(-1, keepdim=True)  # a new token's position = the real tokens before it (left pads)
+        if "position_ids" in tensors:
+            pos = expect_tensor(tensors, "position_ids", ndim=2, dtype=torch.int64, shape={0: b, 1: 1})
+        else:
+            pos = torch.full((b, 1), _meta_int(meta, "position", int(mask2d.shape[1])), dtype=torch.long)
+        if not torch.equal(pos, expected):
+            raise ProtocolError(f"decode position {pos.flatten().tolist()} does not follow the cached "
+                                f"{expected.flatten().tolist()} tokens")
+        if mask2d.shape[1] >= self.max_seq_len:
+            raise ProtocolError(f"decode position {mask2d.shape[1]} reaches max_seq_len={self.max_seq_len}; end the "
+                                "session")
+        mask2d = torch.cat([mask2d, torch.ones(b, 1, dtype=torch.bool)], dim=1)  # one more visible column
         with torch.no_grad():
-            out = self.model.body(hidden, mask, torch.tensor([[pos]]), cache)
-        self._sessions[session] = (cache, length + 1)
+            out = self.model.body(hidden, causal_mask_4d(mask2d, 1), pos, cache)
+        self._sessions[session] = (cache, mask2d)
         return {"hidden": out}, {}
 
     def _end(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
@@ -349,7 +472,7 @@ class SplitServer:
         except (KeyError, ValueError, TypeError) as exc:
             raise ProtocolError(str(exc)) from exc
         self._main = _Body(self.model, self.args)
-        self._subs.clear(), self._pending.clear(), self._sessions.clear()
+        self._subs.clear(), self._pending.clear(), self._sessions.clear(), self._trainers.clear()
         return {}, {"a": self.model.config.num_input_blocks, "c": self.model.config.num_output_blocks}
 
 

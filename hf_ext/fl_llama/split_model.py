@@ -1,6 +1,6 @@
 """The client's view of a split LLaMA: [`FlLlamaSplitForCausalLM`] runs part A, adds the noise, sends `h̃_A` through
-a transport, runs part C and the loss on the server's `h_B`, and exposes `forward`, a training step, `generate`
-(with a KV cache held by each party, or the no-cache baseline) and a resumable checkpoint.
+a transport, runs part C and the loss on the server's `h_B`, and exposes `forward`, a training step, transformers'
+`generate` (with a KV cache held by each party, or the no-cache baseline) and a resumable checkpoint.
 
 The boundary is a `torch.autograd.Function`: its forward sends `h̃_A` and receives `h_B`; its backward sends
 `g_B = ∂loss/∂h_B` (optionally clipped per sample and noised) and returns the server's `g_A = ∂loss/∂h̃_A`,
@@ -10,18 +10,21 @@ which autograd carries into part A (the noise is additive, so the Jacobian of `h
 
 from __future__ import annotations
 
-import json
+import copy
+import uuid
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
-from transformers import DynamicCache
+from transformers import DynamicCache, GenerationConfig, GenerationMixin
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
-from .modeling_fl_llama import FlLlamaClientModel, causal_mask_4d, position_ids_from_mask, to_additive
-from .transport import FLOAT_DTYPES, ProtocolError, Tensors, Transport, expect_tensor
+from .checkpoint import load_party_checkpoint, save_party_checkpoint
+from .configuration_fl_llama import FlLlamaClientConfig
+from .modeling_fl_llama import (FlLlamaClientModel, FlLlamaPreTrainedModel, causal_mask_4d, padding_mask_from_counts,
+                                position_ids_from_mask, to_additive)  # fmt: skip
+from .transport import FLOAT_DTYPES, PeerDisconnected, ProtocolError, Tensors, Transport, expect_tensor
 
 
 def _reply_tensor(tensors: Tensors, name: str, method: str, shape: tuple[int, ...]) -> torch.Tensor:
@@ -38,34 +41,62 @@ class _Boundary(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h_send, split, extra: dict, train: bool):
-        out, _ = split.transport.call("forward", {"hidden": h_send, **extra}, {"client_id": split.client_id,
-                                                                              "train": train})  # fmt: skip
+        out = split._call("forward", {"hidden": h_send, **extra}, {"client_id": split.client_id, "train": train})
         ctx.split, ctx.shape = split, tuple(h_send.shape)
         return _reply_tensor(out, "hidden", "forward", ctx.shape).to(h_send.dtype)
 
     @staticmethod
     def backward(ctx, grad_b):
         split = ctx.split
-        out, _ = split.transport.call("backward", {"grad": split.privatize_gradient(grad_b)},
-                                      {"client_id": split.client_id})  # fmt: skip
+        out = split._call("backward", {"grad": split.privatize_gradient(grad_b)}, {"client_id": split.client_id})
         return _reply_tensor(out, "grad", "backward", ctx.shape).to(grad_b.dtype), None, None, None
 
 
-class FlLlamaSplitForCausalLM(nn.Module):
+class FlLlamaSplitCache(DynamicCache):
+    """The KV caches of one split generation: the client's own (`DynamicCache` layers of its head blocks `[0, a)` and
+    tail blocks `[L - c, L)`, indexed by their global layer numbers) plus the name of the server's session holding
+    part B's cache. [`FlLlamaSplitForCausalLM.generate`] makes one per call and ends its server session after it;
+    pass your own (`cache=`) to continue a conversation, then call `split.end_session(cache)`.
+    """
+
+    def __init__(self, session: str | None = None):
+        super().__init__()
+        self.session = session or uuid.uuid4().hex[:16]
+        self.server_open = False  # whether the server holds this session (after the prefill)
+
+
+class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
     """A client's split model: parts A and C locally, part B behind `transport`.
+
+    A `PreTrainedModel` with `GenerationMixin`, so transformers drives it: `Trainer(model=split)` trains and saves
+    checkpoints (tied embeddings stored once), and `generate(**inputs, generation_config=..., streamer=..., top_k=...)`
+    runs transformers' own decoding loop, batch > 1 with left padding included, with the KV cache split between the
+    parties ([`FlLlamaSplitCache`]): the client sends the prompt's `h̃_A` once (`prefill`), then one `B x 1 x d` vector
+    per new token (`decode`). `use_cache=False` is the no-cache baseline that resends the whole prefix every token.
 
     Args:
         client ([`FlLlamaClientModel`]): the client's parts (its config holds `(a, c)`, the noise scale, LoRA).
         transport ([`~hf_ext.fl_llama.transport.Transport`]): the wire to the server.
         args ([`FlLlamaTrainingArguments`], *optional*): optimisation of parts A and C (one AdamW each).
         client_id (`str`): this client's id (the server keeps per-client state between forward and backward).
-        compress_mask (`bool`): send `n_real` (B integers) instead of the B x 1 x L x L additive mask.
+        compress_mask (`bool`): send `n_real` (B integers) instead of the B x 1 x L x L additive mask (training and
+            the no-cache baseline; cached generation always sends `n_real`).
+        generation_config (`GenerationConfig`, *optional*): defaults of `generate` (e.g. the pretrained model's
+            `generation_config`, with its EOS ids); by default built from the split model's bos/eos/pad ids.
     """
 
+    config_class = FlLlamaClientConfig
+    _no_split_modules = ["LlamaDecoderLayer"]
+
     def __init__(self, client: FlLlamaClientModel, transport: Transport, args: FlLlamaTrainingArguments | None = None,
-                 client_id: str = "0", compress_mask: bool = True):  # fmt: skip
-        super().__init__()
-        self.client, self.transport, self.client_id = client, transport, str(client_id)
+                 client_id: str = "0", compress_mask: bool = True,
+                 generation_config: GenerationConfig | None = None):  # fmt: skip
+        super().__init__(client.config)  # the same config object: a moved partition or noise scale is seen here
+        self.client = client
+        # post_init gathers the client's tied-weight keys (so save_pretrained stores lm_head once) and initialises
+        # nothing: the client's modules are already marked initialised, and LoRA is injected only below.
+        self.post_init()
+        self.transport, self.client_id = transport, str(client_id)
         self.compress_mask = compress_mask
         self.args = args or FlLlamaTrainingArguments()
         self.noise_generator = torch.Generator().manual_seed(self.args.seed)
@@ -73,10 +104,39 @@ class FlLlamaSplitForCausalLM(nn.Module):
         self.head_optimizer = PartOptimizer(self.head_params, self.args)
         self.tail_optimizer = PartOptimizer(self.tail_params, self.args)
         self.steps = 0
+        self.agreed: set[str] = set()  # handshakes done with the current server ("generate", "train")
+        llama = self.config.llama_config
+        self.generation_config = copy.deepcopy(generation_config) if generation_config is not None else \
+            GenerationConfig(bos_token_id=llama.get("bos_token_id"), eos_token_id=llama.get("eos_token_id"),
+                             pad_token_id=llama.get("pad_token_id"))  # fmt: skip
 
-    @property
-    def config(self):
-        return self.client.config
+    def get_input_embeddings(self):
+        return self.client.embed_tokens
+
+    def handshake(self, purpose: str = "train") -> dict:
+        """Sends `hello`: this client's `(a, c)`, model hash, hidden size, layer count and, with `purpose="train"`,
+        its schedule length (`max_steps`). The server refuses any mismatch with an error naming both values; returns
+        the server's reply. Made automatically before the first training or generation message."""
+        cfg = self.config
+        meta = {"client_id": self.client_id, "purpose": purpose, "a": int(cfg.num_input_blocks),
+                "c": int(cfg.num_output_blocks), "model_hash": cfg.model_hash(), "hidden_size": cfg.hidden_size,
+                "num_layers": cfg.num_layers, "max_steps": self.args.max_steps}  # fmt: skip
+        _, reply = self.transport.call("hello", {}, meta)
+        self.agreed.add(purpose)
+        return reply
+
+    def _call(self, method: str, tensors: Tensors, meta: dict) -> Tensors:
+        """One call to the server, after the handshake its purpose needs (made on first use, and again after a lost
+        server: a restarted one has not seen this client)."""
+        purpose = "train" if method == "backward" or (method == "forward" and meta.get("train")) else "generate"
+        if purpose not in self.agreed and "train" not in self.agreed:
+            self.handshake(purpose)
+        try:
+            out, _ = self.transport.call(method, tensors, meta)
+        except PeerDisconnected:
+            self.agreed.clear()
+            raise
+        return out
 
     def _prepare_parameters(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
         cfg, m = self.client.config, self.client
@@ -124,24 +184,97 @@ class FlLlamaSplitForCausalLM(nn.Module):
 
     # ---- training ----------------------------------------------------------------------------------------------
     def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
-                labels: torch.LongTensor | None = None, **kwargs) -> CausalLMOutputWithPast:  # fmt: skip
-        """Split forward of a left-padded batch; `loss` when `labels` (`-100` = ignored) are given."""
-        mask2d = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
-        length = input_ids.shape[1]
-        mask4d = causal_mask_4d(mask2d, length)
-        pos = position_ids_from_mask(mask2d)
-        h_a = self.client.head(input_ids, mask4d, pos)
-        h_send = self.add_noise(h_a) + (h_a - h_a.detach())  # value exactly h̃_A, gradient identity into h_A
-        extra = {"position_ids": pos}
-        extra.update({"n_real": mask2d.sum(-1).long()} if self.compress_mask else {"mask": to_additive(mask4d)})
-        # The server trains (keeps B's graph for a backward) whenever gradients are on, whether or not part A has
-        # anything to train: B may have trainable parameters of its own. With a frozen part A, a leaf that requires
-        # grad still routes loss.backward() through the boundary to B; the g_A it receives is then unused.
-        train = torch.is_grad_enabled()
-        if train and not h_send.requires_grad:
-            h_send = h_send.detach().requires_grad_(True)
-        h_b = _Boundary.apply(h_send, self, extra, train)
-        return self.client.tail(h_b, mask4d, pos, labels=labels)
+                labels: torch.LongTensor | None = None, cache: FlLlamaSplitCache | None = None,
+                use_cache: bool | None = None, logits_to_keep: int = 0, **kwargs) -> CausalLMOutputWithPast:  # fmt: skip
+        """Split forward of a left-padded batch; `loss` when `labels` (`-100` = ignored) are given.
+
+        With a [`FlLlamaSplitCache`] (what `generate` passes), `input_ids` are the tokens not yet cached and
+        `attention_mask` covers the cached and the new ones; the server's part runs from its own cache. Position ids
+        always come from `attention_mask` (left padding), as the server rebuilds them the same way.
+        """
+        past = cache.get_seq_length() if cache is not None else 0
+        b, q = input_ids.shape
+        mask2d = torch.ones(b, past + q, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+        total = mask2d.shape[-1]
+        if mask2d.ndim != 2 or mask2d.shape[0] != input_ids.shape[0] or total != past + q:
+            raise ValueError(f"attention_mask of shape {tuple(mask2d.shape)} must be (batch, cached + new tokens) = "
+                             f"({input_ids.shape[0]}, {past} + {q})")
+        n_real = mask2d.sum(-1).long()
+        if (self.compress_mask or cache is not None) and not torch.equal(padding_mask_from_counts(n_real, total),
+                                                                         mask2d):
+            raise ValueError("attention-mask compression sends per-row real-token counts, so the batch must be left "
+                             "padded (tokenizer.padding_side = 'left', no holes); pass compress_mask=False to send "
+                             "the full mask for training")
+        mask4d = causal_mask_4d(mask2d, q)
+        pos = position_ids_from_mask(mask2d)[:, -q:]
+        h_a = self.client.head(input_ids, mask4d, pos, cache)
+        if cache is not None:
+            h_b = self._cached_body(h_a, n_real, pos, cache)
+        else:
+            h_send = self.add_noise(h_a) + (h_a - h_a.detach())  # value exactly h̃_A, gradient identity into h_A
+            extra = {"position_ids": pos}
+            extra.update({"n_real": n_real} if self.compress_mask else {"mask": to_additive(mask4d)})
+            # The server trains (keeps B's graph for a backward) whenever gradients are on, whether or not part A
+            # has anything to train: B may have trainable parameters of its own. With a frozen part A, a leaf that
+            # requires grad still routes loss.backward() through the boundary to B; the g_A it receives is unused.
+            train = torch.is_grad_enabled()
+            if train and not h_send.requires_grad:
+                h_send = h_send.detach().requires_grad_(True)
+            h_b = _Boundary.apply(h_send, self, extra, train)
+        return self.client.tail(h_b, mask4d, pos, labels=labels, cache=cache, logits_to_keep=logits_to_keep)
+
+    def _cached_body(self, h_a: torch.Tensor, n_real: torch.Tensor, pos: torch.Tensor,
+                     cache: FlLlamaSplitCache) -> torch.Tensor:  # fmt: skip
+        """Part B from the server's session cache: `prefill` with the prompt, then `decode` with one token per row."""
+        if torch.is_grad_enabled():
+            raise ValueError("a cached split forward is for generation (run it under torch.no_grad())")
+        hidden = self.add_noise(h_a)
+        if not cache.server_open:
+            out = self._call("prefill", {"hidden": hidden, "n_real": n_real, "position_ids": pos},
+                             {"session": cache.session})  # fmt: skip
+            cache.server_open = True
+            method = "prefill"
+        else:
+            if h_a.shape[1] != 1:
+                raise ValueError(f"a split decode step sends one token per row, got {h_a.shape[1]}")
+            out = self._call("decode", {"hidden": hidden, "position_ids": pos}, {"session": cache.session})
+            method = "decode"
+        return _reply_tensor(out, "hidden", method, tuple(h_a.shape)).to(h_a.dtype)
+
+    def end_session(self, cache: FlLlamaSplitCache) -> None:
+        """Frees the server's KV cache of `cache`'s session (generate does it for the caches it makes)."""
+        if cache.server_open:
+            cache.server_open = False
+            self.transport.call("end", meta={"session": cache.session})
+
+    def prepare_inputs_for_generation(self, input_ids, cache=None, attention_mask=None, **kwargs):
+        inputs = super().prepare_inputs_for_generation(input_ids, cache=cache, attention_mask=attention_mask, **kwargs)
+        inputs.pop("position_ids", None)  # rebuilt from the mask in forward, exactly as the server rebuilds them
+        return inputs
+
+    @torch.no_grad()
+    def generate(self, inputs: torch.LongTensor | None = None, generation_config: GenerationConfig | None = None,
+                 **kwargs):  # fmt: skip
+        """transformers' `generate` through the split model (every argument of `GenerationMixin.generate`).
+
+        Unless `use_cache=False`, a [`FlLlamaSplitCache`] is made for the call and its server session ended after
+        it (also when generation fails); a cache passed as `cache=` stays open for the caller to continue.
+        """
+        use_cache = kwargs.get("use_cache", (generation_config or self.generation_config).use_cache)
+        own = None
+        if use_cache is not False and kwargs.get("cache") is None:
+            own = kwargs["cache"] = FlLlamaSplitCache()
+        if isinstance(kwargs.get("cache"), DynamicCache) and not isinstance(kwargs["cache"], FlLlamaSplitCache):
+            raise TypeError("pass an FlLlamaSplitCache as `cache` (it names the server's session)")
+        self.client.eval()
+        try:
+            return super().generate(inputs, generation_config=generation_config, **kwargs)
+        finally:
+            if own is not None:
+                try:
+                    self.end_session(own)
+                except (PeerDisconnected, ProtocolError):
+                    pass  # the server is gone or already dropped the session; nothing is left to free
 
     def train_step(self, batch: dict[str, torch.Tensor]) -> float:
         """One protocol step (forward A -> B -> C, loss, backward C -> B -> A, one optimiser step per part).
@@ -161,93 +294,28 @@ class FlLlamaSplitForCausalLM(nn.Module):
         self.steps += 1
         return float(out.loss.detach())
 
-    # ---- generation --------------------------------------------------------------------------------------------
-    @torch.no_grad()
-    def generate(self, input_ids: torch.LongTensor, max_new_tokens: int = 16, use_cache: bool = True,
-                 do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
-                 eos_token_id: int | None = None, generator: torch.Generator | None = None,
-                 session: str = "0") -> torch.LongTensor:  # fmt: skip
-        """Split generation, batch 1 (padding removed, as in the official code).
-
-        With `use_cache=True` each party keeps its own `DynamicCache`: the client sends the prefix's `h̃_A` once
-        (prefill), then one `1 x 1 x d` vector and a position per new token. With `use_cache=False` (the FL-GLM-style
-        baseline) the client resends the whole prefix's hidden states and its `1 x 1 x T x T` mask every step.
-        """
-        if input_ids.ndim != 2 or input_ids.shape[0] != 1:
-            raise ValueError(f"split generation runs with batch 1, got input_ids of shape {tuple(input_ids.shape)}")
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        self.client.eval()
-        ids = input_ids.clone()
-        caches = (DynamicCache(), DynamicCache()) if use_cache else None
-        step_ids = ids
-        for t in range(max_new_tokens):
-            total = ids.shape[1]
-            if use_cache:
-                q = step_ids.shape[1]
-                pos = torch.arange(total - q, total)[None]
-                mask4d = causal_mask_4d(torch.ones(1, total, dtype=torch.bool), q)
-                h_a = self.client.head(step_ids, mask4d, pos, caches[0])
-                method = "prefill" if t == 0 else "decode"
-                meta = {"session": session} if t == 0 else {"session": session, "position": total - 1}
-                out, _ = self.transport.call(method, {"hidden": self.add_noise(h_a)}, meta)
-                h_b = _reply_tensor(out, "hidden", method, tuple(h_a.shape)).to(h_a.dtype)
-                logits = self.client.tail(h_b, mask4d, pos, cache=caches[1]).logits[:, -1]
-            else:
-                mask4d = causal_mask_4d(torch.ones(1, total, dtype=torch.bool), total)
-                pos = torch.arange(total)[None]
-                h_a = self.client.head(ids, mask4d, pos)
-                sent = {"hidden": self.add_noise(h_a), "mask": to_additive(mask4d)}
-                out, _ = self.transport.call("forward_full", sent, {"session": session})
-                h_b = _reply_tensor(out, "hidden", "forward_full", tuple(h_a.shape)).to(h_a.dtype)
-                logits = self.client.tail(h_b, mask4d, pos).logits[:, -1]
-            nxt = _next_token(logits, do_sample, temperature, top_p, generator)
-            ids = torch.cat([ids, nxt], dim=1)
-            step_ids = nxt
-            if eos_token_id is not None and int(nxt) == eos_token_id:
-                break
-        if use_cache and max_new_tokens > 0:
-            self.transport.call("end", meta={"session": session})
-        return ids
-
     # ---- checkpoints -------------------------------------------------------------------------------------------
+    def save_server(self) -> str:
+        """Asks the server to checkpoint part B and its optimiser (into its `--output-dir`); returns the
+        checkpoint's folder name (`checkpoint-<server step>`). Pair it with [`save_checkpoint`] of the client."""
+        if not self.agreed:
+            self.handshake()
+        _, meta = self.transport.call("save", {}, {"client_id": self.client_id})
+        return str(meta["checkpoint"])
+
     def save_checkpoint(self, path: str | Path) -> Path:
         """The client's weights, both optimisers, the noise generator and the step count (safetensors + JSON),
         written atomically; [`load_checkpoint`] resumes from it."""
-        from hf_ext.core.hub import atomic_write_dir
-
-        def write(tmp: Path) -> None:
-            save_model(self.client, str(tmp / "client.safetensors"))
-            opt = {**self.head_optimizer.state_tensors("head"), **self.tail_optimizer.state_tensors("tail"),
-                   "noise_generator": self.noise_generator.get_state()}  # fmt: skip
-            save_file(opt, str(tmp / "optimizer.safetensors"))
-            (tmp / "trainer_state.json").write_text(json.dumps({"steps": self.steps, "client_id": self.client_id}))
-
-        return atomic_write_dir(path, write)
+        return save_party_checkpoint(path, self.client, "client.safetensors",
+                                     {"head": self.head_optimizer, "tail": self.tail_optimizer},
+                                     {"steps": self.steps, "client_id": self.client_id},
+                                     {"noise_generator": self.noise_generator.get_state()})  # fmt: skip
 
     def load_checkpoint(self, path: str | Path) -> None:
-        path = Path(path)
-        names = ("client.safetensors", "optimizer.safetensors", "trainer_state.json")
-        missing = [n for n in names if not (path / n).is_file()]
-        if missing:
-            raise FileNotFoundError(f"{path} is not an FL-LLaMA client checkpoint (missing {missing})")
-        load_model(self.client, str(path / "client.safetensors"))
-        opt = load_file(str(path / "optimizer.safetensors"))
-        self.head_optimizer.load_state_tensors(opt, "head")
-        self.tail_optimizer.load_state_tensors(opt, "tail")
-        self.noise_generator.set_state(opt["noise_generator"])
-        self.steps = int(json.loads((path / "trainer_state.json").read_text())["steps"])
+        state, tensors = load_party_checkpoint(path, self.client, "client.safetensors",
+                                               {"head": self.head_optimizer, "tail": self.tail_optimizer})  # fmt: skip
+        self.noise_generator.set_state(tensors["noise_generator"])
+        self.steps = int(state["steps"])
 
 
-def _next_token(logits, do_sample, temperature, top_p, generator) -> torch.LongTensor:
-    if not do_sample:
-        return logits.argmax(-1, keepdim=True)
-    probs = torch.softmax(logits / max(temperature, 1e-6), dim=-1)
-    sorted_p, idx = probs.sort(descending=True)
-    keep = sorted_p.cumsum(-1) - sorted_p < top_p  # nucleus: smallest prefix with mass >= top_p
-    sorted_p = sorted_p * keep
-    choice = torch.multinomial(sorted_p / sorted_p.sum(-1, keepdim=True), 1, generator=generator)
-    return idx.gather(-1, choice)
-
-
-__all__ = ["FlLlamaSplitForCausalLM"]
+__all__ = ["FlLlamaSplitCache", "FlLlamaSplitForCausalLM"]

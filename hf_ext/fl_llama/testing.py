@@ -45,6 +45,15 @@ def tiny_batch(n: int = 4, length: int = 8, seed: int = 0, vocab: int = 64) -> d
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
+def hello_meta(part, max_steps: int | None = None, purpose: str = "train") -> dict:
+    """The `hello` meta a client of `part`'s split (either part: they share the partition and the model hash) sends,
+    for tests that speak the wire protocol by hand."""
+    cfg = part.config
+    return {"purpose": purpose, "a": int(cfg.num_input_blocks), "c": int(cfg.num_output_blocks),
+            "model_hash": cfg.model_hash(), "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers,
+            "max_steps": max_steps}  # fmt: skip
+
+
 def _outputs(model: FlLlamaClientModel, inputs: dict) -> dict[str, torch.Tensor]:
     model.eval()
     g = torch.Generator().manual_seed(1)
@@ -101,4 +110,4 @@ def contract_fixture() -> ContractFixture:
     )
 
 
-__all__ = ["contract_fixture", "split_for", "tiny_batch", "tiny_config", "tiny_llama_config"]
+__all__ = ["contract_fixture", "hello_meta", "split_for", "tiny_batch", "tiny_config", "tiny_llama_config"]

@@ -25,9 +25,10 @@ from hf_ext.core.paths import work_dir
 
 from .arguments import FlLlamaTrainingArguments, PartOptimizer
 from .modeling_fl_llama import FlLlamaClientModel, causal_mask_4d, position_ids_from_mask, split_llama
+from .parallel import ClientBatchHub
 from .server import SplitServer
 from .split_model import FlLlamaSplitForCausalLM
-from .transport import InProcessTransport, PeerDisconnected, TrafficStats
+from .transport import InProcessTransport, TrafficStats
 
 MODES = ("sequential", "client_batch", "server_hierarchical")
 
@@ -68,39 +69,6 @@ class SplitSetup:
             return c
         return FlLlamaSplitForCausalLM(c.client, InProcessTransport(self.server.handle_bytes), c.args, c.client_id,
                                        c.compress_mask)  # fmt: skip
-
-
-class ClientBatchHub:
-    """In-process client-batch server: each client's `forward`/`backward` blocks until all `num_clients` messages of
-    the step have arrived, then the server handles them as one batch ([`SplitServer.handle_batch`])."""
-
-    def __init__(self, server: SplitServer, num_clients: int, timeout: float = 120.0):
-        self.server, self.n, self.timeout = server, num_clients, timeout
-        self._cv = threading.Condition()
-        self._pending: dict[int, bytes] = {}
-        self._replies: dict[int, bytes] = {}
-        self._error: BaseException | None = None
-
-    def handler(self, index: int):
-        def handle(data: bytes) -> bytes:
-            with self._cv:
-                self._pending[index] = data
-                if len(self._pending) == self.n:
-                    order = sorted(self._pending)
-                    try:
-                        replies = self.server.handle_batch([self._pending[k] for k in order])
-                        self._replies.update(zip(order, replies))
-                    except BaseException as exc:  # noqa: BLE001  (every waiting client must learn of it)
-                        self._error = exc
-                    self._pending = {}
-                    self._cv.notify_all()
-                elif not self._cv.wait_for(lambda: index in self._replies or self._error is not None, self.timeout):
-                    raise PeerDisconnected(f"client-batch step timed out waiting for the other clients ({self.n})")
-                if self._error is not None:
-                    raise self._error
-                return self._replies.pop(index)
-
-        return handle
 
 
 def build_setup(model: LlamaForCausalLM, num_input_blocks: int = 1, num_output_blocks: int = 1,

@@ -17,6 +17,7 @@ unnoised, leaving no place for the optional DP on `g_B`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import struct
 import threading
@@ -215,7 +216,7 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 def serve_grpc(handler: Callable[..., bytes], port: int = 0, host: str = "127.0.0.1", max_workers: int = 4, *,
                tokens=None, tls: tuple[bytes, bytes] | None = None, max_message_bytes: int = 64 * 1024 * 1024,
-               insecure: bool = False):
+               insecure: bool = False, serialize: bool = True):
     """Starts a gRPC server routing `Call(bytes)` to `handler`; returns `(server, port)`.
 
     With `tokens` (a [`~hf_ext.fl_llama.auth.TokenStore`]) every call must carry a valid client token (else
@@ -224,7 +225,9 @@ def serve_grpc(handler: Callable[..., bytes], port: int = 0, host: str = "127.0.
     the server is unauthenticated and clients name themselves: allowed only with `insecure=True` and on a loopback
     host (one trusted client process, e.g. tests), and `handler(request)` is called alone.
 
-    Calls are serialised by a lock (the parts hold per-client autograd state between forward and backward); gRPC
+    Calls are serialised by a lock (the parts hold per-client autograd state between forward and backward) unless
+    `serialize=False`, for a handler that locks itself and makes callers wait for each other
+    ([`~hf_ext.fl_llama.parallel.ClientBatchHub`]; it needs `max_workers` >= the clients); gRPC
     refuses messages above `max_message_bytes` (`RESOURCE_EXHAUSTED`) and queues at most `4 * max_workers` calls.
     `tls=(cert_pem, key_pem)` serves TLS (keeps tokens secret on a network).
     """
@@ -233,7 +236,7 @@ def serve_grpc(handler: Callable[..., bytes], port: int = 0, host: str = "127.0.
     if tokens is None and not (insecure and host in _LOOPBACK):
         raise ValueError("an FL-LLaMA server needs client tokens (`tokens=`, see `hf-ext fl_llama tokens`); an "
                          f"unauthenticated one needs insecure=True and a loopback host, got host {host!r}")
-    lock = threading.Lock()
+    lock = threading.Lock() if serialize else contextlib.nullcontext()
 
     def call(request: bytes, context) -> bytes:
         if tokens is None:

@@ -14,6 +14,7 @@ import torch
 from hf_ext.fl_llama import split_llama
 from hf_ext.fl_llama.auth import TokenStore, generate_tokens, main as tokens_main, read_token
 from hf_ext.fl_llama.server import ServerLimits, SplitServer
+from hf_ext.fl_llama.testing import hello_meta
 from hf_ext.fl_llama.training import tiny_llama
 from hf_ext.fl_llama.transport import AccessDenied, GrpcTransport, ProtocolError, serve_grpc
 
@@ -37,9 +38,12 @@ def served(tokens):
                                    max_message_bytes=server.limits.max_message_bytes)
 
     def client(name=None, token=None):
-        if name is not None:
+        transport = GrpcTransport(f"127.0.0.1:{port}", token=token, wait_ready=10)
+        if name is not None:  # a named client authenticates and completes the training handshake
             token = read_token(tokens / "clients" / f"{name}.token")
-        return GrpcTransport(f"127.0.0.1:{port}", token=token, wait_ready=10)
+            transport = GrpcTransport(f"127.0.0.1:{port}", token=token, wait_ready=10)
+            transport.call("hello", meta=hello_meta(server_model))
+        return transport
 
     yield server, client
     grpc_server.stop(grace=0.5)
@@ -144,7 +148,7 @@ def test_nan_hidden_states_and_bad_positions_leave_the_state_untouched(served):
         with pytest.raises((ProtocolError, AccessDenied), match=match):
             alice.call(method, tensors, meta)
     assert _same(server, before) and dict(server._sessions).keys() == sessions.keys() and not server._pending
-    assert server._sessions[("alice", "g")][1] == 3  # the cached length did not move
+    assert server._sessions[("alice", "g")][1].shape == (1, 3)  # the cached length did not move
 
 
 def test_session_limits(served):

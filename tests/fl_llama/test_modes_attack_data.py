@@ -115,3 +115,37 @@ def test_margin_auc_matches_sklearn_with_ties_and_names_the_one_class_case():
     assert margin_auc(scores, labels) == pytest.approx(roc_auc_score(labels.numpy(), scores.numpy()))
     assert margin_auc(torch.full((4,), -3.0), torch.tensor([1, 0, 1, 0])) == 0.5  # a constant predictor: chance
     assert math.isnan(margin_auc(scores[:3], torch.ones(3, dtype=torch.long)))
+
+
+def test_question_window_keeps_the_evidence_within_the_budget(multirc):
+    from hf_ext.fl_llama.data import ClozeExample, encode_cloze_window, question_window
+
+    train_ex, _ = multirc
+    tok = train_tokenizer(corpus(train_ex, 60), vocab_size=1000)
+    filler = " ".join(f"Filler sentence number {i} talks about weather." for i in range(40))
+    e = ClozeExample(7, f"{filler} The red fox ate the grapes in Paris. {filler}", "Where did the fox eat grapes",
+                     "in Paris", 1)  # fmt: skip
+    count = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    assert count(e.prompt()) > 120
+    text, fits = question_window(e, tok, 120)
+    assert not fits and count(text) <= 120
+    assert "The red fox ate the grapes in Paris." in text and text.endswith("Is it in Paris?")
+    short = ClozeExample(1, "Tiny passage.", "Is it tiny", "yes", 1)
+    assert question_window(short, tok, 120) == (short.prompt(), True)
+    enc = encode_cloze_window(tok, [e, short], max_length=121)
+    assert enc["fits"].tolist() == [False, True] and enc["input_ids"].shape == (2, 121)
+    yes, _ = answer_token_ids(tok)
+    assert enc["labels"][:, -1].tolist() == [yes, yes]
+    assert int(enc["attention_mask"][0].sum()) == count(text) + 1  # the window whole (no cut), then the answer
+
+
+def test_restricted_vocabulary_decoder_maps_ids_both_ways():
+    from transformers import LlamaConfig
+
+    cfg = LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1)  # fmt: skip
+    head = torch.randn(50, 16)
+    dec = InversionDecoder(cfg, vocab_ids=torch.tensor([3, 7, 42]), head_weight=head)
+    assert torch.equal(dec.lm_head.weight, head[[3, 7, 42]])  # the public embedding rows of the kept ids
+    assert dec.to_local(torch.tensor([[42, 3, 5, -100]])).tolist() == [[2, 0, -100, -100]]
+    assert dec.to_global(torch.tensor([2, 0, 1])).tolist() == [42, 3, 7]

