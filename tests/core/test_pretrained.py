@@ -48,3 +48,25 @@ def test_smollm2_loads_from_its_cache_with_tied_embeddings_and_a_chat_template()
     with torch.no_grad():
         out = model.generate(**ids, max_new_tokens=3, do_sample=False)
     assert "Paris" in tok.decode(out[0, ids["input_ids"].shape[1]:])
+
+
+@pytest.mark.skipif(not P.smollm2_available(), reason=P.SMOLLM2_PIP)
+def test_smollm2_cache_is_plain_weights_that_trainer_accepts(tmp_path):
+    import json
+
+    from transformers import Trainer, TrainingArguments
+
+    path = P.smollm2_path()
+    assert "quantization_config" not in json.loads((path / "config.json").read_text())
+    model, _ = P.load_smollm2()
+    assert getattr(model, "hf_quantizer", None) is None
+    Trainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), report_to="none"))  # refuses quantized
+
+
+def test_an_old_cache_loses_its_gguf_marker(tmp_path):
+    import json
+
+    old = {"model_type": "llama", "quantization_config": {"quant_method": "gguf"}}
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    assert P.smollm2_path(tmp_path) == tmp_path
+    assert json.loads((tmp_path / "config.json").read_text()) == {"model_type": "llama"}
