@@ -83,6 +83,19 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _progress(name: str, ev: dict, seconds: float) -> None:
+    h, vd = ev["humaneval"], ev["vd_heldout"]
+    print(f"[codebc] {name}: BLEU {h['bleu']:.2f} CodeBLEU {h['codebleu']:.2f} compiled {h['compiled']}/{h['total']}"
+          f" VD {vd['correct']}/{vd['total']} ({seconds:.0f} s)", flush=True)
+
+
+def write_json(path: Path, obj: dict) -> None:
+    """Writes `obj` as JSON atomically (a temporary file renamed over `path`)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2))
+    tmp.replace(path)
+
+
 def real_vd_set(scale: ScaleConfig, sdist: str | None) -> tuple[list[str], list[str], dict]:
     """`scale.vd_real` labelled detector-test contracts of the Slither sdist (at most `max_chars` long), as many
     `bug` as `correct` where possible (seeded), with a description of the set."""
@@ -136,7 +149,11 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
         "npm_licences": licences(extra), "vd_real": real[2], "constant_tag": constant,
         "trainable_token_ids": trainable}, "stages": {}, "losses": {}, "loss_curves": {}, "seconds": {}}
     server = SolcServer()
+    t = time.time()
     results["stages"]["base"] = evaluate(model, tok, scale, server, test, real, constant)
+    results["seconds"]["eval_base"] = round(time.time() - t, 1)
+    _progress("base", results["stages"]["base"], time.time() - t0)
+    write_json(out / "results.partial.json", results)
     peft_model = add_adapter(model, stage_args)
     ml = stage_args.max_length
     states = {}
@@ -151,6 +168,8 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
         t = time.time()
         results["stages"][stage] = evaluate(peft_model, tok, scale, server, test, real, constant)
         results["seconds"][f"eval_{stage}"] = round(time.time() - t, 1)
+        _progress(stage, results["stages"][stage], time.time() - t0)
+        write_json(out / "results.partial.json", results)  # a long run killed later keeps its finished stages
     # tag steering with the final (TI) adapter; forced `correct` is the TI stage's evaluation above
     held = [with_version_line(r["contract"]) for r in test]
     steer_kw = dict(max_new_tokens=scale.max_new_tokens, max_prompt_tokens=scale.max_prompt_tokens)
@@ -159,6 +178,7 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
         he = results["stages"]["TI"]["humaneval"] if tag == "correct" else brief(score_generations(
             generate_humaneval(peft_model, tok, tag, scale), True, server, text_metrics=False))
         steering[name] = {"humaneval": he, "heldout": steer_heldout(peft_model, tok, held, tag, **steer_kw)}
+        write_json(out / "results.partial.json", {**results, "steering": steering})
     if control:  # same CI and VD adapter, TI without tags: "instruction tuning without tags"
         load_adapter_state(peft_model, states["VD"])
         plain = stage_dataset("TI", tok, ex, ml, tags=False)
@@ -278,9 +298,7 @@ def main(argv: list[str] | None = None) -> dict:
     results = run(scale, out, control=args.full or args.pretrained or args.control, npm=args.npm_corpus,
                   sdist=args.slither_sdist)
     results["mode"] = "pretrained" if args.pretrained else "full" if args.full else "quick"
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(results, indent=2))
-    tmp.replace(out / "results.json")
+    write_json(out / "results.json", results)
     _save_record(out / "model", results, scale, args)
     print(format_table(results))
     print(f"\nwrote {out / 'results.json'} ({results['seconds']['total']} s)")

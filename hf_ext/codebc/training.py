@@ -183,7 +183,7 @@ def make_trainer(model, dataset, tokenizer_or_pad_id, args: CodeBCStageArguments
         learning_rate=args.learning_rate, lr_scheduler_type="constant", warmup_steps=0, adam_beta1=0.9,
         adam_beta2=args.adam_beta2, weight_decay=args.weight_decay, num_train_epochs=args.epochs,
         max_steps=args.max_steps, per_device_train_batch_size=args.batch_size, seed=args.seed,
-        logging_steps=args.logging_steps, disable_tqdm=True, remove_unused_columns=False, dataloader_num_workers=0,
+        logging_steps=args.logging_steps, remove_unused_columns=False, dataloader_num_workers=0,
     )
     from hf_ext.core.trainer_metrics import argmax_logits, token_accuracy
 
@@ -191,7 +191,7 @@ def make_trainer(model, dataset, tokenizer_or_pad_id, args: CodeBCStageArguments
     # code tokens); BLEU / CodeBLEU / compile rate need generation and the compiler (`hf-ext codebc score`)
     trainer = Trainer(model=model, args=targs, train_dataset=dataset, data_collator=PadCollator(pad_id),
                       compute_metrics=token_accuracy, preprocess_logits_for_metrics=argmax_logits)
-    return trainer  # the loss is printed every `logging_steps` (`{'loss': ...}` lines), no progress bar
+    return trainer  # the loss is printed every `logging_steps` (`{'loss': ...}` lines)
 
 
 def train_stage(model, dataset, tokenizer, args: CodeBCStageArguments, output_dir: str,
