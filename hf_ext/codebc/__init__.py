@@ -35,8 +35,10 @@ SPEC = register_method(
         metrics=("bleu", "codebleu", "compile_rate", "vulnerability_rate"),
         pipeline_tag="text-generation",
         library_name="peft",
-        status="3-stage LoRA + forced tags + solc-js/Slither scoring (tiny LLaMA; see model card)",
-        commands={"score": "hf_ext.codebc.scoring:main", "setup": "hf_ext.codebc.solidity:setup_main"},
+        status="3-stage LoRA + forced tags + solc-js/Slither scoring (tiny LLaMA or SmolLM2-135M; see model card)",
+        train="hf_ext.codebc.cli:train_main",
+        commands={"score": "hf_ext.codebc.scoring:main", "setup": "hf_ext.codebc.solidity:setup_main",
+                  "generate": "hf_ext.codebc.cli:generate_main"},
         usage=(
             "from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast\n"
             "from peft import PeftModel\n"

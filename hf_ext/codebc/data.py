@@ -116,12 +116,15 @@ def is_leaky(code: str) -> bool:
 
 @dataclass
 class Contract:
-    """One corpus contract: `code` is comment-free, `comments` the extracted comment lines, `raw` the original."""
+    """One corpus contract: `code` is comment-free, `comments` the extracted comment lines, `raw` the original;
+    `source` / `licence` name the package of a contract read from npm ([`~hf_ext.codebc.external`])."""
 
     code: str
     comments: list[str]
     raw: str
     label: str = "[4]"
+    source: str | None = None   # where it came from when not the shipped corpus (`package@version:path`)
+    licence: str | None = None  # that source's licence
 
     @property
     def pragma(self) -> str | None:

@@ -20,16 +20,27 @@ import torch
 from .data import Contract, humaneval_prompt, humaneval_reference, humaneval_tasks, load_secure_contracts
 from .inject import PATTERNS, inject, injected_patterns
 from .scoring import score_sources
-from .solidity import SolcServer, analyze
+from .solidity import SolcServer, analyze_many
 from .tags import generate_with_tag
 
 LOG = logging.getLogger(__name__)
 
 
+BASES = ("tiny", "smollm2")
+
+
 @dataclass
 class ScaleConfig:
-    """Sizes of one toy-scale run (the model, the data, the steps, the evaluation)."""
+    """Sizes of one run (the base, the data, the steps, the evaluation).
 
+    `base="tiny"` pretrains a tiny LLaMA on the corpus (the tests and the quick run); `base="smollm2"` starts from
+    SmolLM2-135M-Instruct ([`~hf_ext.core.pretrained.load_smollm2`]) with the FIM tokens added (the tiny-model
+    fields `vocab_size` ... `pretrain_lr` are then unused). `tasks` < 41 evaluates a fixed spread of the
+    Blockchain-HumanEval tasks ([`task_subset`]); `vd_real` > 0 also measures VD on that many labelled detector-test
+    contracts of the Slither sdist ([`~hf_ext.codebc.external.load_slither_labelled`]).
+    """
+
+    base: str = "tiny"
     vocab_size: int = 2048
     hidden_size: int = 128
     layers: int = 2
@@ -49,6 +60,8 @@ class ScaleConfig:
     max_prompt_tokens: int = 384
     temperature: float = 0.8
     seed: int = 0
+    tasks: int = 41
+    vd_real: int = 0
 
     def __post_init__(self):
         """Every size is an integer >= 1 (steps >= 0), rates and the temperature finite and > 0; checked before any
@@ -68,6 +81,12 @@ class ScaleConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise ValueError(f"ScaleConfig.{name} must be a finite number > 0, got {value!r}")
+        if self.base not in BASES:
+            raise ValueError(f"ScaleConfig.base must be one of {BASES}, got {self.base!r}")
+        if isinstance(self.tasks, bool) or not isinstance(self.tasks, int) or not 1 <= self.tasks <= 41:
+            raise ValueError(f"ScaleConfig.tasks must be an integer in [1, 41], got {self.tasks!r}")
+        if isinstance(self.vd_real, bool) or not isinstance(self.vd_real, int) or self.vd_real < 0:
+            raise ValueError(f"ScaleConfig.vd_real must be an integer >= 0, got {self.vd_real!r}")
         if self.hidden_size % self.heads:
             raise ValueError(f"ScaleConfig.hidden_size={self.hidden_size} must be divisible by heads={self.heads}")
 
@@ -88,25 +107,26 @@ def with_version_line(contract: Contract) -> list[str]:
     return [f"Programming with solidity {version}"] + contract.comments[:12]
 
 
-def label_contracts(codes: list[str], cache_file: Path) -> list[dict]:
-    """Slither's verdict on each contract (`vulnerable`, `checks`, `ok`), cached by the hash of the source."""
+def label_contracts(codes: list[str], cache_file: Path, workers: int | None = None) -> list[dict]:
+    """Slither's verdict on each contract (`vulnerable`, `checks`, `ok`), cached by the hash of the source; the
+    uncached ones are analysed over `workers` processes (default: the available cores)."""
     cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
-    out = []
-    for code in codes:
-        h = hashlib.sha256(code.encode()).hexdigest()
-        if h not in cache and not re.search(r"pragma\s+solidity\s*(\^|>=|~)?\s*0\.8\.", code):
-            # only solc-js 0.8.37 is installed: older code cannot be analysed (its dataset label is kept)
-            out.append({"ok": False, "vulnerable": False, "checks": [], "reason": "version_pragma"})
-            continue
-        if h not in cache:
-            a = analyze(code)
+    hashes = [hashlib.sha256(code.encode()).hexdigest() for code in codes]
+    # only solc-js 0.8.37 is installed: older code cannot be analysed (its dataset label is kept)
+    todo = {h: code for h, code in zip(hashes, codes) if h not in cache and _is_08_source(code)}
+    if todo:
+        for h, a in analyze_many(todo, workers).items():  # Slither over the available cores
             cache[h] = {"ok": a.ok, "vulnerable": a.vulnerable, "checks": sorted(a.checks), "reason": a.reason}
-            cache_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps(cache))
-            tmp.replace(cache_file)
-        out.append(cache[h])
-    return out
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cache))
+        tmp.replace(cache_file)
+    old = {"ok": False, "vulnerable": False, "checks": [], "reason": "version_pragma"}
+    return [cache.get(h, old) for h in hashes]
+
+
+def _is_08_source(code: str) -> bool:
+    return re.search(r"pragma\s+solidity\s*(\^|>=|~)?\s*0\.8\.", code) is not None
 
 
 def training_tag(label: dict, pattern: str | None) -> str:
@@ -221,10 +241,53 @@ def build_base(scale: ScaleConfig, cache_dir: Path, texts: list[str]):
     return model, tok
 
 
+def load_base(scale: ScaleConfig, cache_dir: Path, texts: list[str]):
+    """`(model, tokenizer, trainable_token_ids)` of the run's base: the tiny LLaMA of [`build_base`] (every CodeBC
+    token is new, so all of them train with the adapter), or SmolLM2-135M-Instruct with `<PRE> <SUF> <MID> <EOT>`
+    added as atomic special tokens (only those rows are new; `[Tag]`, `correct`, `bug` stay its own tokens)."""
+    if scale.base == "smollm2":
+        from hf_ext.core.pretrained import load_smollm2
+
+        from .tokenizer import add_fim_tokens
+
+        model, tok = load_smollm2()
+        plain_weights(model)
+        return model, tok, add_fim_tokens(model, tok)
+    from .tokenizer import codebc_token_ids
+
+    model, tok = build_base(scale, cache_dir, texts)
+    return model, tok, sorted(codebc_token_ids(tok).values())
+
+
+def plain_weights(model) -> None:
+    """Drops a GGUF `quantization_config` left in the config of a dequantised cache (SmolLM2's, as
+    `hf_ext.core.pretrained` writes it today): the weights are plain fp32 tensors, but the marker makes
+    `from_pretrained` attach a GGUF quantizer, `Trainer` then refuses to train ("quantized with GGUF") and the saved
+    artifact would carry the marker on."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    method = getattr(getattr(model.config, "quantization_config", None), "get", lambda k: None)("quant_method")
+    if quantizer is not None and str(getattr(quantizer.quantization_config, "quant_method", "")).lower().endswith(
+            "gguf"):
+        model.hf_quantizer = None
+        method = "gguf"
+    if method is not None and str(method).lower().endswith("gguf"):
+        del model.config.quantization_config
+    if getattr(model, "is_quantized", False):
+        model.is_quantized = False
+
+
+def task_subset(n: int, tasks: list[str] | None = None) -> list[str]:
+    """`n` of the Blockchain-HumanEval tasks, evenly spread over the sorted list (all of them when `n` >= 41)."""
+    tasks = tasks or humaneval_tasks()
+    if n >= len(tasks):
+        return list(tasks)
+    return [tasks[round(i * (len(tasks) - 1) / max(1, n - 1))] for i in range(n)] if n > 1 else [tasks[0]]
+
+
 def generate_humaneval(model, tok, security_tag: str | None, scale: ScaleConfig, tasks: list[str] | None = None
                        ) -> dict[str, str]:
     """`{"<Task>.txt_<k>.sol": code}` for every task and sample, the tag forced at the start of each response."""
-    tasks = tasks or humaneval_tasks()
+    tasks = tasks or task_subset(scale.tasks)
     out = {}
     for k in range(scale.samples):
         greedy = scale.samples == 1
@@ -249,6 +312,6 @@ def score_generations(gens: dict[str, str], analyse: bool, server: SolcServer | 
     return s
 
 
-__all__ = ["ScaleConfig", "build_base", "build_examples", "generate_humaneval", "heldout_codes", "pretraining_texts",
-           "score_generations", "split_by_host",
+__all__ = ["ScaleConfig", "build_base", "build_examples", "generate_humaneval", "heldout_codes", "load_base",
+           "pretraining_texts", "score_generations", "split_by_host", "task_subset", "training_tag",
            "label_contracts", "with_version_line"]

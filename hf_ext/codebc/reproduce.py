@@ -11,8 +11,14 @@ LoRA adapter is trained CI → VD → TI on `Trainer`. Measured:
    vulnerability rate on compiled outputs, injected-pattern rate) and on the held-out TI instructions (injected-pattern
    rate); `--full` adds a control adapter trained with the same stages but TI **without** tags.
 
+Each stage (and the base) is evaluated the same way: Blockchain-HumanEval scores, Slither's vulnerability rate of
+the compiled outputs, and VD accuracy beside a constant predictor (the majority training tag) on the held-out rows
+and, with `--slither-sdist`, on real labelled detector-test contracts.
+
 Quick scale: a 2-layer 128-wide LLaMA, 200 pretraining steps, 40 steps per stage, greedy decoding, one sample per
-task. `--full`: 5 sampled generations per task, more data and steps, and the no-tag control.
+task. `--full`: 5 sampled generations per task, more data and steps, and the no-tag control. `--pretrained`:
+SmolLM2-135M-Instruct (its chat template, FIM tokens added) with 40 steps per stage at seq 512 / batch 2, 8 tasks,
+the no-tag control, and VD on 48 labelled Slither contracts when `--slither-sdist` (or its variable) is set.
 """
 
 from __future__ import annotations
@@ -21,25 +27,31 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
+import random
 import time
+from collections import Counter
 from pathlib import Path
 
 from hf_ext.core.paths import work_dir
 
-from .data import load_secure_contracts
-from .metrics import wilson_interval
-from .pipeline import (ScaleConfig, build_base, build_examples, generate_humaneval, pretraining_texts, score_generations,
-                       with_version_line)
+from .evaluation import brief, constant_tag, steer_heldout, vd_accuracy
+from .external import NPM_ENV, SLITHER_SDIST_ENV, licences
+from .pipeline import ScaleConfig, generate_humaneval, score_generations, with_version_line
+from .recipe import STAGES, prepare, stage_arguments, stage_dataset
 from .solidity import SolcServer, toolchain_problem
-from .tokenizer import codebc_token_ids
-from .tags import extract_code, generate_with_tag, ti_instruction, vd_example
-from .training import (CodeBCStageArguments, add_adapter, adapter_state, ci_dataset, load_adapter_state,
-                       save_codebc, train_stage, ti_dataset, vd_dataset)
+from .tags import SECURITY_TAGS
+from .training import add_adapter, adapter_state, load_adapter_state, save_codebc, train_stage
 
 QUICK = ScaleConfig()
 FULL = dataclasses.replace(QUICK, layers=4, block_size=256, pretrain_steps=1500, n_secure=160,
                            n_injected_per_pattern=10, stage_steps=300, samples=5, max_chars=1600, max_length=768,
                            max_new_tokens=256, max_prompt_tokens=768)
+# SmolLM2-135M-Instruct on CPU (issue 28's budget: about 150 training steps): seq 512, batch 2, 8 evaluation tasks.
+# The learning rate is 5x the paper's 1e-4 because 40 steps per stage are ~1 % of the paper's 10 epochs.
+PRETRAINED = dataclasses.replace(QUICK, base="smollm2", n_secure=48, n_injected_per_pattern=4, stage_steps=40,
+                                 stage_lr=5e-4, stage_batch=2, max_chars=1400, max_length=512, samples=1,
+                                 max_new_tokens=160, max_prompt_tokens=512, tasks=8, vd_real=48)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -54,106 +66,128 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--pretrain-steps", type=int, help="causal-LM pretraining steps of the tiny base")
     p.add_argument("--max-new-tokens", type=int, help="generated tokens per contract")
     p.add_argument("--control", action="store_true",
-                   help="also train the TI-without-tags control adapter at this scale (always on with --full)")
+                   help="also train the TI-without-tags control adapter at this scale (always on with --full and "
+                        "--pretrained)")
+    p.add_argument("--pretrained", action="store_true",
+                   help="SmolLM2-135M-Instruct as the base (hf_ext.core.pretrained), scoped to ~150 CPU steps")
+    p.add_argument("--tasks", type=int, help="Blockchain-HumanEval tasks evaluated (an even spread of the 41)")
+    p.add_argument("--vd-real", type=int, help="labelled Slither detector-test contracts for VD (needs the sdist)")
+    p.add_argument("--npm-corpus", default=os.environ.get(NPM_ENV),
+                   help=f"an installed node_modules folder with more 0.8 Solidity for CI/TI (default ${NPM_ENV})")
+    p.add_argument("--slither-sdist", default=os.environ.get(SLITHER_SDIST_ENV),
+                   help=f"slither-analyzer sdist (.tar.gz or folder) for VD on real contracts "
+                        f"(default ${SLITHER_SDIST_ENV})")
     from hf_ext.core.devices import add_device_argument
 
     add_device_argument(p)
     return p
 
 
-def vd_accuracy(model, tok, rows, max_chars: int = 100000) -> dict:
-    """Generates the tag after the VD prompt (`[Tag]`) for held-out contracts; accuracy against Slither's tag."""
-    import torch
-
-    correct = 0
-    preds = []
-    for r in rows:
-        prompt, _ = vd_example(r["contract"].code[:max_chars], r["tag"], tok.bos_token, tok.eos_token)
-        enc = tok(prompt, return_tensors="pt", add_special_tokens=False)
-        with torch.no_grad():
-            out = model.generate(**enc, max_new_tokens=4, do_sample=False, pad_token_id=tok.pad_token_id)
-        text = tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True).strip().split("\n")[0]
-        pred = "bug" if text.startswith("bug") else "correct" if text.startswith("correct") else text[:12]
-        preds.append(pred)
-        correct += pred == r["tag"]
-    n = len(rows)
-    return {"correct": correct, "total": n, "accuracy": correct / n if n else None,
-            "ci95": list(wilson_interval(correct, n)), "predicted_bug": sum(p == "bug" for p in preds),
-            "true_bug": sum(r["tag"] == "bug" for r in rows)}
+def _progress(name: str, ev: dict, seconds: float) -> None:
+    h, vd = ev["humaneval"], ev["vd_heldout"]
+    print(f"[codebc] {name}: BLEU {h['bleu']:.2f} CodeBLEU {h['codebleu']:.2f} compiled {h['compiled']}/{h['total']}"
+          f" VD {vd['correct']}/{vd['total']} ({seconds:.0f} s)", flush=True)
 
 
-def steer_heldout(model, tok, rows, tag, scale: ScaleConfig) -> dict:
-    """Injected-pattern rate of generations for the held-out TI instructions under a forced tag (or none)."""
-    from .inject import injected_patterns
-
-    instr = [ti_instruction(with_version_line(r["contract"])) for r in rows]
-    gens = generate_with_tag(model, tok, instr, tag, max_new_tokens=scale.max_new_tokens, do_sample=False,
-                             max_prompt_tokens=scale.max_prompt_tokens)
-    hits = [bool(injected_patterns(extract_code(g["response"]))) for g in gens]
-    return {"injected_pattern_files": sum(hits), "total": len(hits),
-            "injected_pattern_rate": sum(hits) / len(hits) if hits else None,
-            "ci95": list(wilson_interval(sum(hits), len(hits)))}
+def write_json(path: Path, obj: dict) -> None:
+    """Writes `obj` as JSON atomically (a temporary file renamed over `path`)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2))
+    tmp.replace(path)
 
 
-def _brief(s: dict) -> dict:
-    keep = ("bleu", "codebleu", "compiled", "total", "compile_rate", "compile_rate_ci95", "analysed", "vulnerable",
-            "vulnerability_rate", "vulnerability_rate_ci95", "injected_pattern_files", "injected_pattern_rate",
-            "failure_reasons", "mean_chars")
-    return {k: s.get(k) for k in keep}
+def real_vd_set(scale: ScaleConfig, sdist: str | None) -> tuple[list[str], list[str], dict]:
+    """`scale.vd_real` labelled detector-test contracts of the Slither sdist (at most `max_chars` long), as many
+    `bug` as `correct` where possible (seeded), with a description of the set."""
+    if not scale.vd_real:
+        return [], [], {}
+    from .external import load_slither_labelled
+
+    pool = [c for c in load_slither_labelled(sdist) if len(c.code) <= scale.max_chars]
+    rng = random.Random(scale.seed)
+    picked = []
+    for tag in SECURITY_TAGS:
+        group = [c for c in pool if c.tag == tag]
+        rng.shuffle(group)
+        picked += group[: scale.vd_real // 2 + (scale.vd_real % 2 if tag == "correct" else 0)]
+    rng.shuffle(picked)
+    about = {"pool": len(pool), "picked": len(picked), "bug": sum(c.tag == "bug" for c in picked),
+             "solc": dict(Counter(c.solc.rsplit(".", 1)[0] for c in picked))}
+    return [c.code for c in picked], [c.tag for c in picked], about
 
 
-def run(scale: ScaleConfig, out: Path, control: bool) -> dict:
-    import torch
+def evaluate(model, tok, scale: ScaleConfig, server, test, real, constant: str, *, analyse: bool = True) -> dict:
+    """One stage's evaluation: Blockchain-HumanEval with the forced `correct` tag (BLEU / CodeBLEU / compiled /
+    Slither vulnerability rate) and VD accuracy on the held-out rows and the real labelled contracts, each beside
+    the constant predictor."""
+    out = {"humaneval": brief(score_generations(generate_humaneval(model, tok, "correct", scale), analyse, server))}
+    kw = dict(max_prompt_tokens=scale.max_length, batch_size=scale.stage_batch * 2)
+    out["vd_heldout"] = vd_accuracy(model, tok, [r["contract"].code for r in test], [r["tag"] for r in test],
+                                    constant, **kw)
+    if real[0]:
+        out["vd_real"] = vd_accuracy(model, tok, real[0], real[1], constant, **kw)
+    return out
 
-    torch.set_num_threads(1)  # tiny matrices: one thread is faster than two fighting on a shared 2-core machine
+
+def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sdist: str | None = None) -> dict:
+    from hf_ext.core.devices import torch_device
+
     cache = out / "cache"
     t0 = time.time()
-    corpus = load_secure_contracts()
-    ex = build_examples(scale, cache, corpus)  # first: the held-out VD/TI contracts stay out of pretraining and CI
-    model, tok = build_base(scale, cache, pretraining_texts(corpus, ex["heldout_codes"]))
+    prep = prepare(scale, cache, npm)
+    ex, model, tok, trainable, extra = prep.examples, prep.model, prep.tokenizer, prep.trainable, prep.extra
+    model.to(torch_device())  # evaluation before any Trainer: on the run's device too
+    real = real_vd_set(scale, sdist)
     t_data = time.time() - t0
     train, test = ex["train"], ex["test"]
-    stage_args = CodeBCStageArguments(learning_rate=scale.stage_lr, max_steps=scale.stage_steps,
-                                      batch_size=scale.stage_batch, max_length=scale.max_length, seed=scale.seed,
-                                      trainable_token_ids=sorted(codebc_token_ids(tok).values()))
+    stage_args = stage_arguments(scale, trainable)
+    constant = constant_tag([r["tag"] for r in train])
     results: dict = {"scale": dataclasses.asdict(scale), "data": {
         "ci_contracts": len(ex["ci_codes"]), "train": len(train), "test": len(test),
         "train_bug": sum(r["tag"] == "bug" for r in train), "slither_agreement_per_pattern": ex["slither_agreement"],
-        "secure_contracts_flagged_by_slither": ex["secure_flagged"]}, "stages": {}, "losses": {}}
+        "secure_contracts_flagged_by_slither": ex["secure_flagged"], "npm_contracts": len(extra),
+        "npm_licences": licences(extra), "vd_real": real[2], "constant_tag": constant,
+        "trainable_token_ids": trainable}, "stages": {}, "losses": {}, "loss_curves": {}, "seconds": {}}
     server = SolcServer()
-    results["stages"]["base"] = _brief(score_generations(generate_humaneval(model, tok, "correct", scale), False,
-                                                         server))
+    t = time.time()
+    results["stages"]["base"] = evaluate(model, tok, scale, server, test, real, constant)
+    results["seconds"]["eval_base"] = round(time.time() - t, 1)
+    _progress("base", results["stages"]["base"], time.time() - t0)
+    write_json(out / "results.partial.json", results)
     peft_model = add_adapter(model, stage_args)
     ml = stage_args.max_length
-    datasets = {
-        "CI": ci_dataset(tok, ex["ci_codes"], ml),
-        "VD": vd_dataset(tok, [r["contract"].code for r in train], [r["tag"] for r in train], ml),
-        "TI": ti_dataset(tok, [r["contract"].code for r in train], [with_version_line(r["contract"]) for r in train],
-                         [r["tag"] for r in train], ml),
-    }
     states = {}
-    for stage in ("CI", "VD", "TI"):
-        results["losses"][stage] = train_stage(peft_model, datasets[stage], tok, stage_args, str(out / "tmp"))
+    for stage in STAGES:
+        t = time.time()
+        curve: list = []
+        results["losses"][stage] = train_stage(peft_model, stage_dataset(stage, tok, ex, ml), tok, stage_args,
+                                               str(out / "tmp"), curve)
+        results["loss_curves"][stage] = curve
+        results["seconds"][f"train_{stage}"] = round(time.time() - t, 1)
         states[stage] = adapter_state(peft_model)
-        results["stages"][stage] = _brief(score_generations(
-            generate_humaneval(peft_model, tok, "correct", scale), False, server))
-        if stage in ("VD", "TI"):
-            results.setdefault("vd_accuracy", {})[stage] = vd_accuracy(peft_model, tok, test)
-    # tag steering with the final (TI) adapter
+        t = time.time()
+        results["stages"][stage] = evaluate(peft_model, tok, scale, server, test, real, constant)
+        results["seconds"][f"eval_{stage}"] = round(time.time() - t, 1)
+        _progress(stage, results["stages"][stage], time.time() - t0)
+        write_json(out / "results.partial.json", results)  # a long run killed later keeps its finished stages
+    # tag steering with the final (TI) adapter; forced `correct` is the TI stage's evaluation above
+    held = [with_version_line(r["contract"]) for r in test]
+    steer_kw = dict(max_new_tokens=scale.max_new_tokens, max_prompt_tokens=scale.max_prompt_tokens)
     steering = {}
     for name, tag in (("forced_correct", "correct"), ("forced_bug", "bug"), ("no_tag", None)):
-        gens = generate_humaneval(peft_model, tok, tag, scale)
-        steering[name] = {"humaneval": _brief(score_generations(gens, True, server, text_metrics=False)),
-                          "heldout": steer_heldout(peft_model, tok, test, tag, scale)}
+        he = results["stages"]["TI"]["humaneval"] if tag == "correct" else brief(score_generations(
+            generate_humaneval(peft_model, tok, tag, scale), True, server, text_metrics=False))
+        steering[name] = {"humaneval": he, "heldout": steer_heldout(peft_model, tok, held, tag, **steer_kw)}
+        write_json(out / "results.partial.json", {**results, "steering": steering})
     if control:  # same CI and VD adapter, TI without tags: "instruction tuning without tags"
         load_adapter_state(peft_model, states["VD"])
-        plain = ti_dataset(tok, [r["contract"].code for r in train], [with_version_line(r["contract"]) for r in train],
-                           [None] * len(train), ml)
-        results["losses"]["TI_no_tags"] = train_stage(peft_model, plain, tok, stage_args, str(out / "tmp"))
+        plain = stage_dataset("TI", tok, ex, ml, tags=False)
+        curve = []
+        results["losses"]["TI_no_tags"] = train_stage(peft_model, plain, tok, stage_args, str(out / "tmp"), curve)
+        results["loss_curves"]["TI_no_tags"] = curve
         gens = generate_humaneval(peft_model, tok, None, scale)
-        steering["plain_it_control"] = {"humaneval": _brief(score_generations(gens, True, server,
-                                                                              text_metrics=False)),
-                                        "heldout": steer_heldout(peft_model, tok, test, None, scale)}
+        steering["plain_it_control"] = {"humaneval": brief(score_generations(gens, True, server)),
+                                        "heldout": steer_heldout(peft_model, tok, held, None, **steer_kw)}
         load_adapter_state(peft_model, states["TI"])
     server.close()
     results["steering"] = steering
@@ -161,36 +195,49 @@ def run(scale: ScaleConfig, out: Path, control: bool) -> dict:
     from . import SPEC
 
     save_codebc(peft_model, out / "model", tok, SPEC)
-    results["seconds"] = {"data_and_base": round(t_data, 1), "total": round(time.time() - t0, 1)}
+    results["seconds"].update(data_and_base=round(t_data, 1), total=round(time.time() - t0, 1))
     return results
 
 
-def format_table(r: dict) -> str:
-    def pct(x):
-        return "  n/a" if x is None else f"{100 * x:5.1f}"
+def _pct(x) -> str:
+    return "  n/a" if x is None else f"{100 * x:5.1f}"
 
-    lines = ["Stage ablation (Blockchain-HumanEval, forced `correct` tag)",
-             "stage | BLEU  | CodeBLEU | compiled      | 95% CI (compile %)"]
-    for k, s in r["stages"].items():
+
+def _vd_cell(v: dict | None) -> str:
+    if not v:
+        return "n/a"
+    return f"{v['correct']}/{v['total']} (const {v['constant_correct']})"
+
+
+def format_table(r: dict) -> str:
+    lines = ["Stage ablation (Blockchain-HumanEval, forced `correct` tag; VD: accuracy, constant predictor in brackets)",
+             "stage | BLEU  | CodeBLEU | compiled [95% CI %]        | vuln (High/Med) | VD held-out       | VD Slither "
+             "tests"]
+    for k, ev in r["stages"].items():
+        s = ev["humaneval"]
         lo, hi = s["compile_rate_ci95"]
+        vuln = "n/a" if s["vulnerability_rate"] is None else f"{s['vulnerable']}/{s['analysed']}"
         lines.append(f"{k:5} | {s['bleu']:5.2f} | {s['codebleu']:8.2f} | {s['compiled']:3d}/{s['total']:<3d} "
-                     f"({pct(s['compile_rate'])}%) | [{pct(lo)}, {pct(hi)}]")
-    for k, v in r.get("vd_accuracy", {}).items():
-        lines.append(f"VD accuracy after {k}: {v['correct']}/{v['total']} (95% CI [{pct(v['ci95'][0])}, "
-                     f"{pct(v['ci95'][1])}]%), predicted bug {v['predicted_bug']}, true bug {v['true_bug']}")
-    lines += ["", "Tag steering (TI adapter)",
+                     f"[{_pct(lo)}, {_pct(hi)}]       | {vuln:15} | {_vd_cell(ev.get('vd_heldout')):17} | "
+                     f"{_vd_cell(ev.get('vd_real'))}")
+    lines += ["", "Tag steering (TI adapter; vulnerability rate among compiled outputs, 95% CI)",
               "condition        | compiled | vuln (High/Med of analysed) | injected-pattern HE | injected-pattern "
               "held-out"]
     for k, v in r["steering"].items():
         h, o = v["humaneval"], v["heldout"]
-        vuln = "n/a" if h["vulnerability_rate"] is None else f"{h['vulnerable']}/{h['analysed']}"
+        if h["vulnerability_rate"] is None:
+            vuln = "n/a"
+        else:
+            lo, hi = h["vulnerability_rate_ci95"]
+            vuln = f"{h['vulnerable']}/{h['analysed']} [{_pct(lo)}, {_pct(hi)}]"
         lines.append(f"{k:16} | {h['compiled']:3d}/{h['total']:<4d}| {vuln:27} | {h['injected_pattern_files']:3d}/"
                      f"{h['total']:<15d} | {o['injected_pattern_files']}/{o['total']}")
     agree = r["data"]["slither_agreement_per_pattern"]
     lines += ["", "Slither agreed with the injection (flagged High/Medium): " +
               ", ".join(f"{p} {a}/{n}" for p, (a, n) in agree.items()),
               "secure corpus contracts flagged by Slither 0.11.6: {}/{}".format(
-                  *r["data"]["secure_contracts_flagged_by_slither"])]
+                  *r["data"]["secure_contracts_flagged_by_slither"]),
+              "mean training loss per stage: " + ", ".join(f"{k} {v:.3f}" for k, v in r["losses"].items())]
     return "\n".join(lines)
 
 
@@ -202,14 +249,15 @@ def _save_record(artifact: Path, results: dict, scale, args) -> None:
     if not (artifact / "config.json").is_file() or not results.get("stages"):
         return
     stage = list(results["stages"])[-1]
-    s = results["stages"][stage]
+    s = results["stages"][stage]["humaneval"]
     he = "Blockchain-HumanEval"
     metrics = [metric("BLEU", "bleu", s["bleu"], dataset=he, higher_is_better=True),
                metric("CodeBLEU", "codebleu", s["codebleu"], dataset=he, higher_is_better=True)]
     if s.get("compile_rate") is not None:
         metrics.append(metric("compiled", "compile_rate", s["compile_rate"], dataset=he, higher_is_better=True))
     save_training_record(
-        artifact, method="codebc", command="hf-ext reproduce codebc" + (" --full" if args.full else ""),
+        artifact, method="codebc", command="hf-ext reproduce codebc" + (" --full" if args.full else "")
+        + (" --pretrained" if args.pretrained else ""),
         datasets=[{"name": "codebc-contracts", "hub_id": None,
                    "description": "secure Solidity 0.8 contracts shipped offline, with synthetic SWC-pattern "
                                   "injections labelled by Slither (not the Hub corpus; see the card)"},
@@ -224,8 +272,16 @@ def main(argv: list[str] | None = None) -> dict:
     overrides = {k: v for k, v in (("stage_steps", args.stage_steps), ("samples", args.samples),
                                    ("seed", args.seed),
                                    ("pretrain_steps", args.pretrain_steps),
-                                   ("max_new_tokens", args.max_new_tokens)) if v is not None}
-    scale = dataclasses.replace(FULL if args.full else QUICK, **overrides)  # validates the flags, before any work
+                                   ("max_new_tokens", args.max_new_tokens), ("tasks", args.tasks),
+                                   ("vd_real", args.vd_real)) if v is not None}
+    if args.full and args.pretrained:
+        raise SystemExit("--full and --pretrained are two different scales: pick one")
+    preset = PRETRAINED if args.pretrained else FULL if args.full else QUICK
+    if preset.vd_real and not args.slither_sdist and args.vd_real is None:
+        preset = dataclasses.replace(preset, vd_real=0)  # no sdist given: VD on the held-out rows only
+    scale = dataclasses.replace(preset, **overrides)  # validates the flags, before any work
+    if scale.vd_real and not args.slither_sdist:
+        raise SystemExit(f"--vd-real needs the slither-analyzer sdist: --slither-sdist PATH or ${SLITHER_SDIST_ENV}")
     from hf_ext.core.devices import set_device
 
     set_device(args.device)
@@ -239,11 +295,10 @@ def main(argv: list[str] | None = None) -> dict:
     hf_logging.set_verbosity_error()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = run(scale, out, control=args.full or args.control)
-    results["mode"] = "full" if args.full else "quick"
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(results, indent=2))
-    tmp.replace(out / "results.json")
+    results = run(scale, out, control=args.full or args.pretrained or args.control, npm=args.npm_corpus,
+                  sdist=args.slither_sdist)
+    results["mode"] = "pretrained" if args.pretrained else "full" if args.full else "quick"
+    write_json(out / "results.json", results)
     _save_record(out / "model", results, scale, args)
     print(format_table(results))
     print(f"\nwrote {out / 'results.json'} ({results['seconds']['total']} s)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import sys
 from collections import Counter
@@ -25,7 +26,9 @@ from pathlib import Path
 
 from .data import default_references_dir
 from .metrics import bleu, codebleu_scores, wilson_interval
-from .solidity import AnalysisResult, SolcServer, analyze
+from .solidity import AnalysisResult, SolcServer, analyze, analyze_many, default_workers
+
+LOG = logging.getLogger(__name__)
 
 CODEBLEU_COMPONENTS = ("ngram_match_score", "weighted_ngram_match_score", "syntax_match_score", "dataflow_match_score")
 # codebleu 0.7.0 computes theta * (dataflow or 1): an empty prediction scores 25.00 and a lone
@@ -44,10 +47,11 @@ def find_reference(task: str, references: Path) -> Path | None:
 
 def score_sources(
     predictions: dict[str, str], references: dict[str, str | None], *, analyse: bool = True,
-    server: SolcServer | None = None, text_metrics: bool = True,
+    server: SolcServer | None = None, text_metrics: bool = True, workers: int | None = None,
 ) -> dict:
     """Scores in-memory contracts. `predictions` maps file name to source; `references` file name to reference text
     (`None`: no reference, so no BLEU/CodeBLEU for that file); `text_metrics=False` skips BLEU and CodeBLEU.
+    Slither runs over `workers` processes (default: the available cores; `1`: in this process).
     Returns the summary dict with per-file `files`."""
     own = server is None
     server = server or SolcServer()
@@ -72,11 +76,9 @@ def score_sources(
     analysed = vulnerable = 0
     impacts: Counter = Counter()
     if analyse:
+        verdicts = analyse_all({n: predictions[n] for n in compiled}, workers)
         for n in compiled:
-            try:
-                a = analyze(predictions[n], n)
-            except Exception as err:  # noqa: BLE001 - analyze() reports per file; anything else must not end the run
-                a = AnalysisResult(n, False, "analyser_crash", error=f"{type(err).__name__}: {err}")
+            a = verdicts[n]
             files[n]["analysis"] = {"ok": a.ok, "reason": a.reason, "counts": a.counts, "checks": sorted(a.checks),
                                     "error": a.error and a.error.splitlines()[0][:300]}
             if a.ok:
@@ -111,8 +113,27 @@ def score_sources(
     return summary
 
 
+def _analyse_here(name: str, source: str) -> AnalysisResult:
+    try:
+        return analyze(source, name)
+    except Exception as err:  # noqa: BLE001 - analyze() reports per file; anything else must not end the run
+        return AnalysisResult(name, False, "analyser_crash", error=f"{type(err).__name__}: {err}")
+
+
+def analyse_all(sources: dict[str, str], workers: int | None = None) -> dict[str, AnalysisResult]:
+    """Slither's verdict per file: over a process pool ([`~hf_ext.codebc.solidity.analyze_many`]) when `workers`
+    is not 1, else one by one in this process; a pool that breaks (a worker killed) falls back to the latter."""
+    workers = default_workers() if workers is None else workers
+    if workers > 1 and len(sources) > 1:
+        try:
+            return analyze_many(sources, workers)
+        except Exception as err:  # noqa: BLE001 - e.g. BrokenProcessPool: redo the files here, one by one
+            LOG.warning("parallel Slither failed (%s: %s); analysing one file at a time", type(err).__name__, err)
+    return {n: _analyse_here(n, src) for n, src in sources.items()}
+
+
 def score_folder(predictions_dir: str | Path, references_dir: str | Path | None = None, *, analyse: bool = True,
-                 server: SolcServer | None = None) -> dict:
+                 server: SolcServer | None = None, workers: int | None = None) -> dict:
     """Scores every `*.sol` in `predictions_dir` (see the module docstring); unreadable files are reported."""
     pred_dir = Path(predictions_dir)
     if not pred_dir.is_dir():
@@ -139,7 +160,7 @@ def score_folder(predictions_dir: str | Path, references_dir: str | Path | None 
     if not predictions and not problems:
         raise FileNotFoundError(f"no <Task>.txt_<k>.sol files in {pred_dir}"
                                 + (f" (skipped, not files: {', '.join(skipped)})" if skipped else ""))
-    summary = score_sources(predictions, references, analyse=analyse, server=server)
+    summary = score_sources(predictions, references, analyse=analyse, server=server, workers=workers)
     summary["skipped_not_files"] = skipped
     for name, info in problems.items():
         if name in summary["files"]:
@@ -187,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--references", default=None,
                    help="folder of <Task>_clean.sol references (default: the shipped Blockchain-HumanEval)")
     p.add_argument("--no-analyse", action="store_true", help="skip Slither (vulnerability_rate is null)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="Slither processes (default: the available cores; 1 runs it in this process)")
     p.add_argument("--json", action="store_true", help="print one JSON object (per-file details under 'files')")
     return p
 
@@ -194,7 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     try:
-        summary = score_folder(args.predictions, args.references, analyse=not args.no_analyse)
+        summary = score_folder(args.predictions, args.references, analyse=not args.no_analyse,
+                               workers=args.workers)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None

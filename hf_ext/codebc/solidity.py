@@ -342,3 +342,52 @@ def analyze(source: str, name: str = "Contract.sol") -> AnalysisResult:
         findings.append({"check": r.get("check"), "impact": impact, "confidence": r.get("confidence"),
                          "description": (r.get("description") or "").strip()})
     return AnalysisResult(name, True, None, counts, findings)
+
+
+def default_workers() -> int:
+    """Processes for [`analyze_many`]: the cores this process may use (`sched_getaffinity`), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_QUIET_LOGGERS = ("CryticCompile", "Slither")
+
+
+def _worker_init(levels: dict[str, int]) -> None:
+    """A spawned worker starts with default logging: give it the parent's levels for crytic-compile and Slither."""
+    import logging
+
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def _analyze_pair(item: tuple[str, str]) -> AnalysisResult:
+    return analyze(item[0], item[1])
+
+
+def analyze_many(sources: dict[str, str], workers: int | None = None) -> dict[str, AnalysisResult]:
+    """[`analyze`] on every `{name: source}`, over `workers` processes (default [`default_workers`]).
+
+    Slither is pure Python and single-threaded, so a process pool scales it with the cores. Each worker is a
+    fresh interpreter (`spawn`: forking a process that already runs torch's thread pool can deadlock) and each
+    contract is analysed in its own temporary folder, so the results are those of the sequential loop, in input
+    order. `workers=1` (or one source) runs in this process.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    items = list(sources.items())
+    workers = default_workers() if workers is None else workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    if workers == 1 or len(items) <= 1:
+        return {name: analyze(src, name) for name, src in items}
+    import logging
+
+    levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
+    with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=get_context("spawn"),
+                             initializer=_worker_init, initargs=(levels,)) as pool:
+        results = list(pool.map(_analyze_pair, [(src, name) for name, src in items]))
+    return dict(zip((name for name, _ in items), results))

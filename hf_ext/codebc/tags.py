@@ -7,19 +7,25 @@ Formats follow the authors' CodeLlama-Instruct templates (spec §3):
   `▁<PRE>`: `▁` is its SentencePiece word-boundary marker, which a byte-level BPE does not need.
 - **VD** (vulnerability detection as generation): prompt
   `<s>[INST]Please determine whether this smart contract code is a correct solution:\\n```\\n{code}\\n```\\n[/INST]\\n[Tag]`
-  and answer `\\n{correct|bug}\\n[/Tag]\\n</s>`; loss on the answer only.
+  and answer `\\n{correct|bug}\\n[/Tag]\\n` (the authors add `</s>`; see [`vd_example`] for why not here); loss on
+  the answer only.
 - **TI** (tag-guided instruction tuning): `<s>[INST]{header}\\n{comments}\\nPlease give the contract code[/INST]\\n`
   then the response `[Tag]\\n{tag}\\n[/Tag]\\n```\\n{code}\\n```\\n[Tag]\\n{tag}\\n[/Tag]\\n</s>` — the tag on both
   sides of the code; loss on the response.
 
 Deviation (a fix): the authors' VD training JSON spells the block `[TAG]…[/TAG]` while their TI data and generation
 script use `[Tag]…[/Tag]`; one spelling, `[Tag]`, is used everywhere here so the three stages share the tag tokens.
+
+On a tokenizer with a chat template (SmolLM2-Instruct) the `[INST]…[/INST]` wrapper is replaced by the model's own
+template ([`PromptStyle`]); the tag blocks and the FIM markers are the same text for every tokenizer, atomic tokens
+or not.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from dataclasses import dataclass
 
 import torch
 
@@ -49,17 +55,58 @@ def fim_split(code: str, seed: int) -> tuple[str, str, str]:
     return code[:s], code[e:], code[s:e]
 
 
-def ci_text(code: str, seed: int, bos: str = "<s>", eos: str = "</s>") -> str:
-    """One code-infilling sample (PSM order)."""
+@dataclass(frozen=True, eq=False)
+class PromptStyle:
+    """How a CodeBC user turn is wrapped for one tokenizer.
+
+    A tokenizer with a chat template (SmolLM2-Instruct, CodeLlama-Instruct...) wraps the instruction with its own
+    template (`apply_chat_template(..., add_generation_prompt=True)`); one without (the tiny CodeBC BPE) gets the
+    authors' CodeLlama-Instruct spelling `{bos}[INST]{text}[/INST]\\n`. Build it with [`prompt_style`].
+
+    Args:
+        bos (`str`): text that starts a plain (template-free) sample; `""` under a chat template (it adds its own).
+        eos (`str`): the end-of-sequence text that ends CI and TI targets (`</s>`, `<|im_end|>`...).
+        tokenizer (*optional*): the tokenizer whose chat template wraps user turns; `None` for `[INST]`.
+    """
+
+    bos: str = "<s>"
+    eos: str = "</s>"
+    tokenizer: object | None = None
+
+    def user_turn(self, text: str) -> str:
+        """The prompt up to where the model's answer starts."""
+        if self.tokenizer is not None:
+            return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                      add_generation_prompt=True)
+        return f"{self.bos}[INST]{text}[/INST]\n"
+
+
+def prompt_style(tokenizer) -> PromptStyle:
+    """The [`PromptStyle`] of `tokenizer`: its own chat template when it has one, else `[INST]`."""
+    if getattr(tokenizer, "chat_template", None):
+        return PromptStyle(bos="", eos=tokenizer.eos_token or "", tokenizer=tokenizer)
+    return PromptStyle(bos=tokenizer.bos_token or "", eos=tokenizer.eos_token or "")
+
+
+PLAIN = PromptStyle()  # the authors' CodeLlama spelling: `<s>[INST]...[/INST]`, `</s>`
+
+
+def ci_text(code: str, seed: int, style: PromptStyle = PLAIN) -> str:
+    """One code-infilling sample (PSM order); no chat template (infilling is not a conversation)."""
     pre, suf, mid = fim_split(code, seed)
-    return f"{bos}<PRE>{pre}<SUF>{suf}<MID>{mid}\n<EOT>{eos}"
+    return f"{style.bos}<PRE>{pre}<SUF>{suf}<MID>{mid}\n<EOT>{style.eos}"
 
 
-def vd_example(code: str, tag: str, bos: str = "<s>", eos: str = "</s>") -> tuple[str, str]:
-    """`(prompt, answer)` of the vulnerability-detection stage."""
+def vd_example(code: str, tag: str, style: PromptStyle = PLAIN) -> tuple[str, str]:
+    """`(prompt, answer)` of the vulnerability-detection stage.
+
+    The answer is `\\n{tag}\\n[/Tag]\\n` with **no** end-of-sequence (a fix): the authors end it with `</s>`, so a
+    model fresh from VD has learned "`[/Tag]` then stop", and the tag block forced at the start of a TI/inference
+    response ends the generation right there. The verdict is what VD teaches; what follows the block is TI's job.
+    """
     tag_block(tag)  # validates
-    prompt = f"{bos}[INST]{VD_INSTRUCTION}\n```\n{code}\n```\n[/INST]\n{TAG_OPEN}"
-    return prompt, f"\n{tag}\n{TAG_CLOSE}\n{eos}"
+    prompt = style.user_turn(f"{VD_INSTRUCTION}\n```\n{code}\n```\n") + TAG_OPEN
+    return prompt, f"\n{tag}\n{TAG_CLOSE}\n"
 
 
 def ti_instruction(comments: list[str] | str) -> str:
@@ -67,20 +114,20 @@ def ti_instruction(comments: list[str] | str) -> str:
     return f"{TI_HEADER}\n{body}\n{TI_TAIL}" if body else f"{TI_HEADER}\n{TI_TAIL}"
 
 
-def ti_example(code: str, comments: list[str] | str, tag: str | None, bos: str = "<s>",
-               eos: str = "</s>") -> tuple[str, str]:
+def ti_example(code: str, comments: list[str] | str, tag: str | None, style: PromptStyle = PLAIN
+               ) -> tuple[str, str]:
     """`(prompt, response)` of the tag-guided instruction-tuning stage; `tag=None` gives the plain instruction-tuning
     format with no tag (the "instruction tuning without tags" control)."""
-    prompt = f"{bos}[INST]{ti_instruction(comments)}[/INST]\n"
+    prompt = style.user_turn(ti_instruction(comments))
     if tag is None:
-        return prompt, f"```\n{code}\n```\n{eos}"
+        return prompt, f"```\n{code}\n```\n{style.eos}"
     block = tag_block(tag)
-    return prompt, f"{block}```\n{code}\n```\n{block}{eos}"
+    return prompt, f"{block}```\n{code}\n```\n{block}{style.eos}"
 
 
-def inference_prompt(instruction: str, bos: str = "<s>") -> str:
+def inference_prompt(instruction: str, style: PromptStyle = PLAIN) -> str:
     """The prompt for a Blockchain-HumanEval instruction (which already ends with "Please give the contract code")."""
-    return f"{bos}[INST]{instruction.strip()}[/INST]\n"
+    return style.user_turn(instruction.strip())
 
 
 def extract_code(generated: str) -> str:
@@ -147,6 +194,40 @@ def check_generation_args(instructions, *, max_new_tokens, temperature, top_p, m
 
 
 @torch.no_grad()
+def generate_batched(model, tokenizer, prompts: list[str], *, max_new_tokens: int, max_prompt_tokens: int,
+                     batch_size: int, forced_ids: list[int] | None = None, **gen_kwargs) -> list[str]:
+    """Decoded continuations of `prompts` (text after each prompt, special tokens dropped), in input order.
+
+    Prompts keep their last `max_prompt_tokens` tokens, are sorted by length and left-padded in batches of
+    `batch_size` (every prompt ends where generation starts); the inputs go to `model.device`. `forced_ids`, if
+    given, are forced at the first steps by a [`ForcedTagLogitsProcessor`]; `gen_kwargs` go to `generate()`.
+    """
+    from transformers import LogitsProcessorList
+
+    ids = [tokenizer(p, add_special_tokens=False)["input_ids"][-max_prompt_tokens:] for p in prompts]
+    # a tokenizer without a pad token (many chat models) pads with end-of-sequence; the mask hides it anyway
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    texts: list[str] = [""] * len(ids)
+    model.eval()
+    device = model.device  # the inputs go where the weights are (CPU, CUDA, ...)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        width = max(len(ids[i]) for i in chunk)
+        input_ids = torch.tensor([[pad_id] * (width - len(ids[i])) + ids[i] for i in chunk], device=device)
+        mask = torch.tensor([[0] * (width - len(ids[i])) + [1] * len(ids[i]) for i in chunk], device=device)
+        processors = LogitsProcessorList()
+        if forced_ids:
+            processors.append(ForcedTagLogitsProcessor(width, list(forced_ids), vocab_size=len(tokenizer)))
+        out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                             pad_token_id=pad_id, eos_token_id=tokenizer.eos_token_id, logits_processor=processors,
+                             **gen_kwargs)
+        for i, text in zip(chunk, tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)):
+            texts[i] = text
+    return texts
+
+
+@torch.no_grad()
 def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_tag: str | None = "correct", *,
                       force: str = "processor", max_new_tokens: int = 256, do_sample: bool = False,
                       temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
@@ -155,7 +236,8 @@ def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_
 
     Args:
         model: a causal LM (plain or a `PeftModel`).
-        tokenizer: the CodeBC tokenizer (with `[Tag]` tokens).
+        tokenizer: the model's tokenizer: the tiny CodeBC BPE (atomic `[Tag]` tokens, `[INST]` prompts) or any
+            other (its chat template wraps the prompt; the tag block may be several tokens, all of them forced).
         instructions (`list[str]` or `str`): Blockchain-HumanEval-style requirements.
         security_tag (`str`, *optional*, defaults to `"correct"`): `"correct"` (ask for secure code), `"bug"`, or
             `None` (no tag: the model writes whatever it wants first).
@@ -171,8 +253,6 @@ def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_
     Returns:
         `list[dict]` with `response` (decoded text after the prompt, tag included) and `code` (the extracted contract).
     """
-    from transformers import LogitsProcessorList
-
     if isinstance(instructions, str):
         instructions = [instructions]
     check_generation_args(instructions, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
@@ -180,34 +260,17 @@ def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_
     if force not in ("processor", "prefix"):
         raise ValueError(f"force must be 'processor' or 'prefix', got {force!r}")
     block = tag_block(security_tag) if security_tag is not None else ""
-    prompts = [inference_prompt(i, bos=tokenizer.bos_token or "") for i in instructions]
+    prompts = [inference_prompt(i, prompt_style(tokenizer)) for i in instructions]
     if security_tag is not None and force == "prefix":
         prompts = [p + block for p in prompts]
     forced_ids: list[int] = []
     if security_tag is not None and force == "processor":
         forced_ids = tokenizer(block, add_special_tokens=False)["input_ids"]
-    ids = [tokenizer(p, add_special_tokens=False)["input_ids"][-max_prompt_tokens:] for p in prompts]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    texts: list[str] = [""] * len(ids)
     if seed is not None:
         torch.manual_seed(seed)
-    model.eval()
-    for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        width = max(len(ids[i]) for i in chunk)
-        # left padding, so every prompt ends where generation starts
-        input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(ids[i])) + ids[i] for i in chunk])
-        mask = torch.tensor([[0] * (width - len(ids[i])) + [1] * len(ids[i]) for i in chunk])
-        processors = LogitsProcessorList()
-        if forced_ids:
-            processors.append(ForcedTagLogitsProcessor(width, forced_ids, vocab_size=len(tokenizer)))
-        gen_kwargs = dict(max_new_tokens=max_new_tokens + len(forced_ids), do_sample=do_sample,
-                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                          logits_processor=processors)
-        if do_sample:
-            gen_kwargs.update(temperature=temperature, top_p=top_p)
-        out = model.generate(input_ids=input_ids, attention_mask=mask, **gen_kwargs)
-        for i, text in zip(chunk, tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)):
-            texts[i] = text
+    extra = dict(temperature=temperature, top_p=top_p) if do_sample else {}
+    texts = generate_batched(model, tokenizer, prompts, max_new_tokens=max_new_tokens + len(forced_ids),
+                             max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, forced_ids=forced_ids,
+                             do_sample=do_sample, **extra)
     prefix = block if (security_tag is not None and force == "prefix") else ""
     return [{"response": prefix + t, "code": extract_code(prefix + t)} for t in texts]

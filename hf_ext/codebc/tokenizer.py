@@ -60,3 +60,34 @@ def codebc_token_ids(tokenizer) -> dict[str, int]:
             raise ValueError(f"token {t!r} is not atomic in this tokenizer: {enc}")
         ids[t] = enc[0]
     return ids
+
+
+def token_sequences(tokenizer) -> dict[str, list[int]]:
+    """The token ids of each CodeBC marker in any tokenizer (FIM, `[INST]`, tag delimiters, tag words), atomic or
+    not: on SmolLM2 `[Tag]` is 3 tokens and `correct` one; generation forces the whole sequence either way."""
+    return {t: tokenizer(t, add_special_tokens=False)["input_ids"]
+            for t in (*FIM_TOKENS, *INST_TOKENS, *TAG_TOKENS, *SECURITY_TAGS)}
+
+
+def add_fim_tokens(model, tokenizer) -> list[int]:
+    """Makes `<PRE> <SUF> <MID> <EOT>` atomic special tokens of a pretrained `tokenizer` and grows `model`'s
+    embeddings to match; returns the ids of the tokens it added (train them with the adapter, PEFT
+    `trainable_token_indices`, as [`~hf_ext.codebc.training.CodeBCStageArguments.trainable_token_ids`] does).
+
+    A pretrained BPE splits `<PRE>` into `<`, `PRE`, `>` — text a model also sees in ordinary code — so the CI
+    stage's markers would be ambiguous. The new rows are drawn around the mean of the existing embeddings
+    (`mean_resizing`), a neutral point the adapter moves from. Tokens that are already atomic are left alone, so
+    calling this twice adds nothing the second time.
+    """
+    from tokenizers import AddedToken
+
+    missing = [t for t in FIM_TOKENS if len(tokenizer(t, add_special_tokens=False)["input_ids"]) != 1]
+    if not missing:
+        return []
+    tokenizer.add_tokens([AddedToken(t, normalized=False, special=True) for t in missing], special_tokens=True)
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
+    ids = [tokenizer.convert_tokens_to_ids(t) for t in missing]
+    for t, i in zip(missing, ids):
+        if tokenizer(t, add_special_tokens=False)["input_ids"] != [i]:
+            raise ValueError(f"could not make {t!r} an atomic token of this tokenizer")
+    return ids

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .tags import ci_text, ti_example, vd_example
+from .tags import ci_text, prompt_style, ti_example, vd_example
 
 
 @dataclass
@@ -35,6 +35,8 @@ class CodeBCStageArguments:
             (PEFT `trainable_token_indices`). CodeLlama already knows `correct`, `bug`, `[INST]`...; a tiny base
             pretrained on code never saw them, so their rows would stay random under a q/v-only LoRA.
         seed (`int`, defaults to 0): Trainer seed.
+        logging_steps (`int`, defaults to 10): the training loss is logged (printed, and kept in the stage's
+            `log_history`) every this many steps.
     """
 
     learning_rate: float = 1e-4
@@ -50,6 +52,7 @@ class CodeBCStageArguments:
     lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "v_proj"])
     trainable_token_ids: list[int] | None = None
     seed: int = 0
+    logging_steps: int = 10
 
     def __post_init__(self):
         from hf_ext.core.validation import check_finite_number, check_positive_int
@@ -60,6 +63,7 @@ class CodeBCStageArguments:
                 or self.max_steps < -1:
             raise ValueError(f"max_steps must be -1 (use epochs) or an integer >= 1, got {self.max_steps!r}")
         check_positive_int("batch_size", self.batch_size)
+        check_positive_int("logging_steps", self.logging_steps)
         check_positive_int("max_length", self.max_length, minimum=2)
         check_finite_number("adam_beta2", self.adam_beta2, low=0.0, high=1.0)
         check_finite_number("weight_decay", self.weight_decay, low=0.0, high=10.0)
@@ -109,21 +113,22 @@ def ci_dataset(tokenizer, codes: Sequence[str], max_length: int, samples_per_con
     """Code-infilling examples (5 FIM splits per secure contract, seeds 0..4), plain CLM loss."""
     from datasets import Dataset
 
-    rows = []
+    rows, style = [], prompt_style(tokenizer)
     for code in codes:
         for k in range(samples_per_contract):
-            text = ci_text(code, seed=k, bos=tokenizer.bos_token, eos=tokenizer.eos_token)
+            text = ci_text(code, seed=k, style=style)
             ids = tokenizer(text, add_special_tokens=False)["input_ids"][:max_length]
             rows.append({"input_ids": ids, "labels": ids[:]})
     return Dataset.from_list(rows)
 
 
 def vd_dataset(tokenizer, codes: Sequence[str], tags: Sequence[str], max_length: int):
-    """Vulnerability detection as generation: loss on `\\n{tag}\\n[/Tag]\\n</s>` only."""
+    """Vulnerability detection as generation: loss on `\\n{tag}\\n[/Tag]\\n` only."""
     from datasets import Dataset
 
-    return Dataset.from_list([encode_pair(tokenizer, *vd_example(c, t, tokenizer.bos_token, tokenizer.eos_token),
-                                          max_length) for c, t in zip(codes, tags)])
+    style = prompt_style(tokenizer)
+    return Dataset.from_list([encode_pair(tokenizer, *vd_example(c, t, style), max_length)
+                              for c, t in zip(codes, tags)])
 
 
 def ti_dataset(tokenizer, codes: Sequence[str], comments: Sequence[list[str] | str], tags: Sequence[str | None],
@@ -131,9 +136,9 @@ def ti_dataset(tokenizer, codes: Sequence[str], comments: Sequence[list[str] | s
     """Tag-guided instruction tuning: loss on the response (tag, code, tag)."""
     from datasets import Dataset
 
-    return Dataset.from_list([
-        encode_pair(tokenizer, *ti_example(c, m, t, tokenizer.bos_token, tokenizer.eos_token), max_length)
-        for c, m, t in zip(codes, comments, tags)])
+    style = prompt_style(tokenizer)
+    return Dataset.from_list([encode_pair(tokenizer, *ti_example(c, m, t, style), max_length)
+                              for c, m, t in zip(codes, comments, tags)])
 
 
 def clm_dataset(tokenizer, texts: Sequence[str], block_size: int):
@@ -169,7 +174,6 @@ class PadCollator:
 def make_trainer(model, dataset, tokenizer_or_pad_id, args: CodeBCStageArguments, output_dir: str):
     """A `Trainer` for one stage with the paper's optimiser settings (constant LR, betas (0.9, 0.95), wd 0)."""
     from transformers import Trainer, TrainingArguments
-    from transformers.trainer_callback import PrinterCallback
 
     from hf_ext.core.devices import use_cpu
 
@@ -178,8 +182,8 @@ def make_trainer(model, dataset, tokenizer_or_pad_id, args: CodeBCStageArguments
         output_dir=output_dir, use_cpu=use_cpu(), report_to="none", save_strategy="no",
         learning_rate=args.learning_rate, lr_scheduler_type="constant", warmup_steps=0, adam_beta1=0.9,
         adam_beta2=args.adam_beta2, weight_decay=args.weight_decay, num_train_epochs=args.epochs,
-        max_steps=args.max_steps, per_device_train_batch_size=args.batch_size, seed=args.seed, logging_steps=10**9,
-        remove_unused_columns=False, dataloader_num_workers=0,
+        max_steps=args.max_steps, per_device_train_batch_size=args.batch_size, seed=args.seed,
+        logging_steps=args.logging_steps, remove_unused_columns=False, dataloader_num_workers=0,
     )
     from hf_ext.core.trainer_metrics import argmax_logits, token_accuracy
 
@@ -187,16 +191,19 @@ def make_trainer(model, dataset, tokenizer_or_pad_id, args: CodeBCStageArguments
     # code tokens); BLEU / CodeBLEU / compile rate need generation and the compiler (`hf-ext codebc score`)
     trainer = Trainer(model=model, args=targs, train_dataset=dataset, data_collator=PadCollator(pad_id),
                       compute_metrics=token_accuracy, preprocess_logits_for_metrics=argmax_logits)
-    trainer.remove_callback(PrinterCallback)  # no per-stage metric dicts on stdout (the reproduce prints a table)
-    return trainer
+    return trainer  # the loss is printed every `logging_steps` (`{'loss': ...}` lines)
 
 
-def train_stage(model, dataset, tokenizer, args: CodeBCStageArguments, output_dir: str) -> float:
-    """Runs one stage; returns the mean training loss."""
+def train_stage(model, dataset, tokenizer, args: CodeBCStageArguments, output_dir: str,
+                log: list | None = None) -> float:
+    """Runs one stage; returns the mean training loss. `log`, if given, receives the logged `{"step", "loss"}`
+    points (the loss curve the reproduce stores beside its table)."""
     trainer = make_trainer(model, dataset, tokenizer, args, output_dir)
     model.train()
     out = trainer.train()
     model.eval()
+    if log is not None:
+        log.extend({"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h)
     return float(out.training_loss)
 
 

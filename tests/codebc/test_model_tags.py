@@ -41,7 +41,7 @@ def test_fim_split_follows_the_spec_ranges():
 
 def test_vd_and_ti_formats_carry_the_tag():
     prompt, answer = vd_example(CODE, "bug")
-    assert prompt.endswith("```\n[/INST]\n[Tag]") and answer == "\nbug\n[/Tag]\n</s>"
+    assert prompt.endswith("```\n[/INST]\n[Tag]") and answer == "\nbug\n[/Tag]\n"  # no </s>: see vd_example
     prompt, resp = ti_example(CODE, ["doubles a number"], "correct")
     assert prompt.endswith("doubles a number\nPlease give the contract code[/INST]\n")
     assert resp.startswith("[Tag]\ncorrect\n[/Tag]\n```\n") and resp.endswith("```\n[Tag]\ncorrect\n[/Tag]\n</s>")
@@ -94,8 +94,8 @@ def test_stage_datasets_mask_the_prompt_and_a_stage_trains_the_adapter(model, to
     from hf_ext.codebc.training import (CodeBCStageArguments, adapter_state, ci_dataset, encode_pair, train_stage,
                                         vd_dataset)
 
-    row = encode_pair(tok, *vd_example(CODE, "bug", tok.bos_token, tok.eos_token), max_length=512)
-    n_answer = len(tok("\nbug\n[/Tag]\n</s>", add_special_tokens=False)["input_ids"])
+    row = encode_pair(tok, *vd_example(CODE, "bug", tags.prompt_style(tok)), max_length=512)
+    n_answer = len(tok("\nbug\n[/Tag]\n", add_special_tokens=False)["input_ids"])
     assert sum(lab != -100 for lab in row["labels"]) == n_answer
     short = encode_pair(tok, "p " * 200, "answer", max_length=16)
     assert len(short["input_ids"]) == 16 and tok.decode(short["input_ids"][-len(tok("answer")["input_ids"]):]) \

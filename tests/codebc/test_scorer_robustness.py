@@ -75,17 +75,19 @@ class _AllCompile:
 def test_vulnerability_rate_counts_high_and_medium_findings_of_analysed_files(monkeypatch):
     verdicts = {
         "high.sol": AnalysisResult("high.sol", True, counts={"High": 1, "Low": 2}),
+        "high2.sol": AnalysisResult("high2.sol", True, counts={"High": 2, "Medium": 1}),
         "medium.sol": AnalysisResult("medium.sol", True, counts={"Medium": 1}),
         "low.sol": AnalysisResult("low.sol", True, counts={"Low": 3, "Informational": 5, "Optimization": 1}),
         "clean.sol": AnalysisResult("clean.sol", True, counts={}),
         "crash.sol": AnalysisResult("crash.sol", False, "analyser_crash", error="boom"),
     }
     monkeypatch.setattr(scoring, "analyze", lambda source, name: verdicts[name])
-    s = scoring.score_sources({n: GOOD for n in verdicts}, {n: None for n in verdicts}, server=_AllCompile())
-    assert s["analysed"] == 4  # the crashed analysis is not in the denominator
-    assert s["vulnerable"] == 2  # High and Medium count; Low / Informational / Optimization do not
-    assert s["vulnerability_rate"] == pytest.approx(0.5)
-    assert s["impact_counts"] == {"High": 1, "Low": 5, "Medium": 1, "Informational": 5, "Optimization": 1}
+    s = scoring.score_sources({n: GOOD for n in verdicts}, {n: None for n in verdicts}, server=_AllCompile(),
+                              workers=1)
+    assert s["analysed"] == 5  # the crashed analysis is not in the denominator
+    assert s["vulnerable"] == 3  # High and Medium count; Low / Informational / Optimization do not (3 vs 2: asymmetric)
+    assert s["vulnerability_rate"] == pytest.approx(3 / 5)  # of analysed files, not of all 6
+    assert s["impact_counts"] == {"High": 3, "Low": 5, "Medium": 2, "Informational": 5, "Optimization": 1}
 
 
 def test_an_analyser_that_raises_is_a_per_file_result(monkeypatch):
@@ -93,8 +95,21 @@ def test_an_analyser_that_raises_is_a_per_file_result(monkeypatch):
         raise RuntimeError("slither blew up")
 
     monkeypatch.setattr(scoring, "analyze", explode)
-    s = scoring.score_sources({"a.sol": GOOD}, {"a.sol": None}, server=_AllCompile())
+    s = scoring.score_sources({"a.sol": GOOD}, {"a.sol": None}, server=_AllCompile(), workers=1)
     assert s["analysed"] == 0 and s["files"]["a.sol"]["analysis"]["reason"] == "analyser_crash"
+
+
+def test_a_broken_process_pool_falls_back_to_one_file_at_a_time(monkeypatch):
+    from concurrent.futures.process import BrokenProcessPool
+
+    def broken(sources, workers):
+        raise BrokenProcessPool("a worker was killed")
+
+    monkeypatch.setattr(scoring, "analyze_many", broken)
+    monkeypatch.setattr(scoring, "analyze", lambda source, name: AnalysisResult(name, True, counts={"High": 1}))
+    s = scoring.score_sources({"a.sol": GOOD, "b.sol": GOOD}, {"a.sol": None, "b.sol": None}, server=_AllCompile(),
+                              workers=2)
+    assert s["analysed"] == 2 and s["vulnerable"] == 2
 
 
 def test_empty_folder_is_an_error_and_non_files_are_skipped_and_listed(tmp_path, monkeypatch):
