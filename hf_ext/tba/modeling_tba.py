@@ -75,8 +75,6 @@ class EfficientNetFeatures(torch.nn.Module):
         self.conv_stem, self.bn0, self.act = net._conv_stem, net._bn0, net._swish
         self.blocks = torch.nn.ModuleList(list(net._blocks)[:num_blocks])
         self.image_size, self.input_size, self.pixel_pool = image_size, input_size, pixel_pool
-        self.register_buffer("mean", torch.tensor(_IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(_IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
         with torch.no_grad():
             self.num_features = self.eval()(torch.zeros(1, 3, image_size, image_size)).shape[-1]
 
@@ -84,7 +82,11 @@ class EfficientNetFeatures(torch.nn.Module):
         x = pixel_values
         if self.input_size != self.image_size:
             x = F.interpolate(x, size=(self.input_size,) * 2, mode="bilinear", align_corners=False)
-        h = self.act(self.bn0(self.conv_stem((x - self.mean) / self.std)))
+        # Constants made here, not buffers: `from_pretrained` builds the model without initialising buffers that
+        # the checkpoint does not hold, so a non-persistent buffer would load as garbage.
+        mean = torch.tensor(_IMAGENET_MEAN, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+        std = torch.tensor(_IMAGENET_STD, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+        h = self.act(self.bn0(self.conv_stem((x - mean) / std)))
         for block in self.blocks:
             h = block(h)  # eval: no drop-connect
         parts = [h.flatten(1)]

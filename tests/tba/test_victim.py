@@ -82,7 +82,9 @@ def test_trunk_holds_the_imagenet_weights_and_is_frozen(quick_victim):
     _, model, x, _ = quick_victim
     net = load_efficientnet_lite0()
     with torch.no_grad():
-        h = (x[:2] - model.regressor.mean) / model.regressor.std
+        from hf_ext.core.pretrained import EFFICIENTNET_MEAN, EFFICIENTNET_STD
+
+        h = (x[:2] - torch.tensor(EFFICIENTNET_MEAN).view(1, 3, 1, 1)) / torch.tensor(EFFICIENTNET_STD).view(1, 3, 1, 1)
         h = net._swish(net._bn0(net._conv_stem(h)))
         for block in net._blocks[:12]:
             h = block(h)
