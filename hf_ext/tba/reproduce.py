@@ -195,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vae-epochs", type=float, help="VAE epochs")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
     p.add_argument("--retrain", action="store_true", help="ignore cached artifacts")
+    p.add_argument("--artifacts", help="use the victims and generator of this folder (its training.json, as "
+                   "`hf-ext tba train` writes) instead of training or the cache")  # fmt: skip
     p.add_argument("--out", default=str(work_dir("tba")), help="output folder (results.json, grid.png, artifacts-*/)")
     from hf_ext.core.devices import add_device_argument
 
@@ -266,7 +268,10 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
     t0 = time.perf_counter()
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
-    meta, cached = _artifacts(train_args, out, ns.retrain)
+    if ns.artifacts:
+        meta, cached = json.loads((Path(ns.artifacts) / "training.json").read_text()), True
+    else:
+        meta, cached = _artifacts(train_args, out, ns.retrain)
     print(("loaded cached" if cached else "trained") + f" victims and generator: {meta['timings']}", flush=True)
     for line in _victim_lines(meta):
         print(line, flush=True)
@@ -298,7 +303,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
     grid.save(out / "grid.png")
     main_eps = min(by_eps.values(), key=lambda e: abs(e["eps"] - 8 / 255))
     describe = {"efficientnet-lite0": ("EfficientNet-Lite0 (ImageNet, frozen) 12 blocks + 16x16 pixels, ridge head",
-                                       "EfficientNet-Lite0 (ImageNet, frozen) 9 blocks + 8x8 pixels, ridge head"),
+                                       "EfficientNet-Lite0 (ImageNet, frozen) 9 blocks + 16x16 pixels, ridge head"),
                 "vit": ("ViT (tiny, problem_type=regression)", "ConvNext (tiny)")}[train_args.victim]  # fmt: skip
     results = {
         "method": "tba",

@@ -3,7 +3,7 @@ rendered from the body model; `hf-ext tba train`.
 
 Default victims (`victim="efficientnet-lite0"`): two frozen ImageNet EfficientNet-Lite0 trunks with closed-form
 ridge heads ([`~hf_ext.tba.victim`]): victim A on 12 blocks + 16x16 pooled pixels, victim B (for transfer) on 9
-blocks + 8x8 pooled pixels, both on the same renders. `victim="vit"` keeps the original pair (ViT A, ConvNext B,
+blocks + 16x16 pooled pixels, both on the same renders. `victim="vit"` keeps the original pair (ViT A, ConvNext B,
 trained from scratch on `transformers.Trainer`), which never leave the prior-mean predictor at these budgets. The
 DHNG's VAE trains on `Trainer` either way, its loss curve recorded.
 """
@@ -146,7 +146,7 @@ def victim_error(model: TbaPoseRegressor, body, images: torch.Tensor, params: to
 
 # The EfficientNet victim pair: A (attacked white-box) and B (the transfer target), different trunk depths and
 # pixel pools on the same renders.
-EFFICIENTNET_VICTIMS = (("victim_a", dict(num_blocks=12, pixel_pool=16)), ("victim_b", dict(num_blocks=9, pixel_pool=8)))
+EFFICIENTNET_VICTIMS = (("victim_a", dict(num_blocks=12, pixel_pool=16)), ("victim_b", dict(num_blocks=9, pixel_pool=16)))
 CURVE_SIZES = (500, 1000, 2000, 4000, 8000)
 
 
