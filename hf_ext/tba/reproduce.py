@@ -110,7 +110,7 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
     per-image errors, the SSIM per attack, timings and gradient counts."""
     images, gt = render_batch(body, ns.num_test, seed=10_000 + seed, image_size=dhng.config.image_size)
     steps = ns.steps
-    loss_cfg = AdversarialLossConfig()
+    loss_cfg = AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)
 
     def objective():
         return AdversarialObjective(victims["a"], body, images, eps, loss_cfg, reference_params=gt)
@@ -186,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "--full: 4/255 8/255 16/255)")  # fmt: skip
     p.add_argument("--steps", type=int, help="victim gradient evaluations per attack")
     p.add_argument("--beta", type=float, default=TbaAttackConfig.beta, help="TBA generator step")
+    p.add_argument("--lambda-perceptual", type=float, default=AdversarialLossConfig.lambda_perceptual,
+                   help="weight of the SSIM penalty 1 - SSIM(x', x) in every attack's loss")
     p.add_argument("--num-test", type=int, help="test images per seed")
     p.add_argument("--reference-steps", type=int, help="steps of the upper-reference PGD")
     p.add_argument("--num-train", type=int, help="rendered training images")
@@ -214,6 +216,8 @@ def check_reproduce_args(ns) -> None:
         raise ValueError("--eps needs at least one budget")
     for eps in ns.eps:
         check_eps(eps)
+    if not 0 <= ns.lambda_perceptual < float("inf"):
+        raise ValueError(f"--lambda-perceptual must be a finite number >= 0, got {ns.lambda_perceptual}")
     if not 0 <= ns.beta < float("inf"):
         raise ValueError(f"--beta must be a finite number >= 0, got {ns.beta}")
     if ns.threads < 1:
@@ -310,7 +314,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
         "setting": {"body": train_args.body, "eps": ns.eps, "steps": ns.steps, "num_test": ns.num_test,
                     "seeds": ns.seeds, "reference_steps": ns.reference_steps, "beta": ns.beta, "full": ns.full,
                     "victim_a": describe[0], "victim_b": describe[1], "victim_input_size": ns.victim_input_size,
-                    "loss": asdict(AdversarialLossConfig()), "reference": "ground truth (untargeted)",
+                    "loss": asdict(AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)), "reference": "ground truth (untargeted)",
                     "perceptual": "SSIM (Gaussian window 1.5, skimage constants)",
                     "training": meta["training_args"]},  # fmt: skip
         "victims": meta.get("victims", {}),
