@@ -14,11 +14,15 @@ import math
 
 from transformers import PreTrainedConfig
 
-BACKBONES = ("vit", "convnext")
+BACKBONES = ("vit", "convnext", "efficientnet-lite0")
 BODY_MODELS = ("procedural", "anny")
 
 _VIT_DEFAULTS = dict(patch_size=8, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=128)
 _CONVNEXT_DEFAULTS = dict(patch_size=4, hidden_sizes=[24, 48, 96, 192], depths=[1, 1, 2, 1])
+# EfficientNet-Lite0 trunk: the first `num_blocks` MBConv blocks (12: through the first 192-channel stride-32 block)
+# on the image resized to `input_size`, flattened, beside the `pixel_pool` x `pixel_pool` average-pooled pixels.
+_EFFICIENTNET_DEFAULTS = dict(num_blocks=12, input_size=128, pixel_pool=16)
+_DEFAULTS = {"vit": _VIT_DEFAULTS, "convnext": _CONVNEXT_DEFAULTS, "efficientnet-lite0": _EFFICIENTNET_DEFAULTS}
 
 
 def _check_int(owner: str, name: str, value, minimum: int = 1) -> None:
@@ -41,10 +45,15 @@ class TbaVictimConfig(PreTrainedConfig):
 
     Args:
         backbone (`str`, defaults to `"vit"`): `"vit"` (`ViTForImageClassification`) or `"convnext"`
-            (`ConvNextForImageClassification`), both randomly initialised and trained here.
+            (`ConvNextForImageClassification`), both randomly initialised and trained here; or
+            `"efficientnet-lite0"`: a frozen ImageNet EfficientNet-Lite0 trunk (weights from
+            `hf_ext.core.pretrained` at training time, then saved with the model) whose flattened features and
+            pooled pixels feed a linear head fitted in closed form (ridge); differentiable end to end.
         backbone_kwargs (`dict`, *optional*): extra fields of the backbone's config (`ViTConfig` /
             `ConvNextConfig`); defaults to a tiny model (ViT: patch 8, width 64, 4 layers; ConvNext: widths
-            24-192).
+            24-192). For `"efficientnet-lite0"`: `num_blocks` (MBConv blocks kept, 1-16, default 12),
+            `input_size` (the image is resized to it, a multiple of 32, default 128) and `pixel_pool` (side of the
+            average-pooled pixels beside the features, 0 for none, default 16).
         image_size (`int`, defaults to 64): side of the square input image.
         body_model (`str`, defaults to `"procedural"`): the body whose parameters are regressed (`"procedural"` or
             `"anny"`); an attack checks that its body matches.
@@ -62,7 +71,7 @@ class TbaVictimConfig(PreTrainedConfig):
     initializer_range: float = 0.02
 
     def __post_init__(self, **kwargs):
-        defaults = _VIT_DEFAULTS if self.backbone == "vit" else _CONVNEXT_DEFAULTS
+        defaults = _DEFAULTS.get(self.backbone, {})
         self.backbone_kwargs = {**defaults, **(self.backbone_kwargs or {})}
         super().__post_init__(**kwargs)
         self.validate_victim()
@@ -77,6 +86,17 @@ class TbaVictimConfig(PreTrainedConfig):
         _check_int(name, "image_size", self.image_size, 8)
         _check_int(name, "num_params", self.num_params)
         _check_real(name, "initializer_range", self.initializer_range, 0.0, 1.0)
+        if self.backbone == "efficientnet-lite0":
+            kw = self.backbone_kwargs
+            _check_int(name, "backbone_kwargs['num_blocks']", kw["num_blocks"])
+            _check_int(name, "backbone_kwargs['input_size']", kw["input_size"], 32)
+            _check_int(name, "backbone_kwargs['pixel_pool']", kw["pixel_pool"], 0)
+            if kw["num_blocks"] > 16 or kw["input_size"] % 32:
+                raise ValueError(f"{name}.backbone_kwargs needs num_blocks <= 16 (EfficientNet-Lite0 has 16) and "
+                                 f"input_size a multiple of 32, got {kw['num_blocks']} and {kw['input_size']}")
+            if kw["pixel_pool"] > self.image_size:
+                raise ValueError(f"{name}.backbone_kwargs['pixel_pool'] must be <= image_size={self.image_size}")
+            return
         patch = self.backbone_kwargs.get("patch_size", 1)
         _check_int(name, "backbone_kwargs['patch_size']", patch)
         if self.backbone == "vit" and self.image_size % patch:

@@ -33,9 +33,9 @@ class TbaAttackConfig:
         generator_grad (`bool`, defaults to `True`): update the generators' free variables (`False`: the
             "no generator gradient" ablation; the DHNG noise is then only a feature-aligned start).
         w_vae (`float`, defaults to 0.5), w_controlnet (`float`, defaults to 0.5): fusion weights.
-        noise_gain (`float`, defaults to 1.0): `δ = ε tanh(gain · δ0 / rms(δ0))`; the per-image RMS normalisation
-            makes the fused noise fill the ball whatever the decoder's output scale (it is differentiated, so the
-            generator gradient is the exact gradient of the noise actually used).
+        noise_gain (`float`, defaults to 1.0): the spec's fusion `δ = ε tanh(gain · δ0 / ε)`: linear (`δ ≈ gain ·
+            δ0`) for noise well inside the ball, saturating smoothly at its surface, and finite with a finite
+            gradient whatever `δ0` is (a branch that outputs exactly zero gives `δ = 0`, not NaN).
         seed (`int`, defaults to 0): seeds the reparameterisation samples.
     """
 
@@ -75,6 +75,11 @@ def _rms(t: torch.Tensor) -> torch.Tensor:
     return t.pow(2).mean(dim=tuple(range(1, t.ndim)), keepdim=True).sqrt()
 
 
+def fuse(d0: torch.Tensor, eps: float, gain: float = 1.0) -> torch.Tensor:
+    """The spec's fusion of the branch noises into the L∞ ball: `ε tanh(gain · δ0 / ε)`."""
+    return eps * torch.tanh(gain * d0 / eps)
+
+
 class DhngNoise:
     """The fused DHNG noise `δ(η)` for one batch of clean images, as a differentiable function of its free variables
     `η = (η_v, η_latent, gains)`."""
@@ -99,7 +104,7 @@ class DhngNoise:
         if c.use_controlnet:
             free = self.free
             d0 = d0 + c.w_controlnet * self.dhng.controlnet_noise(self.state, free["eta_latent"], free["gains"])
-        return c.eps * torch.tanh(c.noise_gain * d0 / (_rms(d0) + 1e-12))
+        return fuse(d0, c.eps, c.noise_gain)
 
     def step(self, grads: list[torch.Tensor], beta: float) -> None:
         """Ascent on the free variables along per-sample RMS-normalised gradients."""
@@ -153,4 +158,4 @@ def tba_attack(objective: AdversarialObjective, dhng, clean: torch.Tensor, confi
     return (adv, trace) if return_trace else adv
 
 
-__all__ = ["DhngNoise", "TbaAttackConfig", "tba_attack"]
+__all__ = ["DhngNoise", "TbaAttackConfig", "fuse", "tba_attack"]

@@ -49,9 +49,60 @@ class TbaPoseOutput(ModelOutput):
     params: torch.FloatTensor | None = None
 
 
+# ImageNet normalisation of EfficientNet-Lite0 (as `hf_ext.core.pretrained.EFFICIENTNET_MEAN/STD`; repeated here
+# because this file must not import hf_ext).
+_IMAGENET_MEAN = (0.485, 0.456, 0.406)
+_IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class EfficientNetFeatures(torch.nn.Module):
+    """The frozen EfficientNet-Lite0 trunk of the `"efficientnet-lite0"` victim: stem and the first `num_blocks`
+    MBConv blocks on the image resized to `input_size` and ImageNet-normalised; the output is the flattened feature
+    map concatenated with the `pixel_pool`-pooled pixels (in [0, 1]), a fixed-width vector for the linear head.
+
+    The architecture comes from `efficientnet_lite_pytorch` (random weights); the ImageNet weights are copied in at
+    training time ([`hf_ext.tba.victim.pretrained_efficientnet_victim`]) and saved with the model.
+    """
+
+    def __init__(self, image_size: int, num_blocks: int, input_size: int, pixel_pool: int):
+        super().__init__()
+        try:
+            from efficientnet_lite_pytorch import EfficientNet
+        except ImportError as err:
+            raise ImportError("the efficientnet-lite0 victim needs efficientnet-lite-pytorch: "
+                              "pip install 'hf_ext[pretrained]'") from err  # fmt: skip
+        net = EfficientNet.from_name("efficientnet-lite0")
+        self.conv_stem, self.bn0, self.act = net._conv_stem, net._bn0, net._swish
+        self.blocks = torch.nn.ModuleList(list(net._blocks)[:num_blocks])
+        self.image_size, self.input_size, self.pixel_pool = image_size, input_size, pixel_pool
+        with torch.no_grad():
+            self.num_features = self.eval()(torch.zeros(1, 3, image_size, image_size)).shape[-1]
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        x = pixel_values
+        if self.input_size != self.image_size:
+            x = F.interpolate(x, size=(self.input_size,) * 2, mode="bilinear", align_corners=False)
+        # Constants made here, not buffers: `from_pretrained` builds the model without initialising buffers that
+        # the checkpoint does not hold, so a non-persistent buffer would load as garbage.
+        mean = torch.tensor(_IMAGENET_MEAN, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+        std = torch.tensor(_IMAGENET_STD, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+        h = self.act(self.bn0(self.conv_stem((x - mean) / std)))
+        for block in self.blocks:
+            h = block(h)  # eval: no drop-connect
+        parts = [h.flatten(1)]
+        if self.pixel_pool:
+            parts.append(F.adaptive_avg_pool2d(pixel_values, self.pixel_pool).flatten(1))
+        return torch.cat(parts, 1)
+
+
 class TbaPoseRegressor(PreTrainedModel):
-    """A victim EHPS model: `ViTForImageClassification` or `ConvNextForImageClassification` with
-    `problem_type="regression"` and `num_labels = num_params`, on images in [0, 1] (normalised inside to [-1, 1]).
+    """A victim EHPS model on images in [0, 1]:
+
+    - `"vit"` / `"convnext"`: `ViTForImageClassification` or `ConvNextForImageClassification` with
+      `problem_type="regression"` and `num_labels = num_params` (images normalised inside to [-1, 1]);
+    - `"efficientnet-lite0"`: [`EfficientNetFeatures`] (frozen ImageNet trunk + pooled pixels) and a linear `head`
+      to the parameters, fitted in closed form ([`hf_ext.tba.victim.fit_ridge_head`]); the forward is plain torch,
+      so attacks differentiate through it end to end.
     """
 
     config_class = TbaVictimConfig
@@ -68,14 +119,22 @@ class TbaPoseRegressor(PreTrainedModel):
             from transformers import ViTConfig, ViTForImageClassification
 
             self.regressor = ViTForImageClassification(ViTConfig(**common, **kwargs))
-        else:
+        elif config.backbone == "convnext":
             from transformers import ConvNextConfig, ConvNextForImageClassification
 
             self.regressor = ConvNextForImageClassification(ConvNextConfig(**common, **kwargs))
+        else:
+            self.regressor = EfficientNetFeatures(config.image_size, **kwargs)
+            self.regressor.requires_grad_(False)  # frozen: only the head is fitted
+            self.head = torch.nn.Linear(self.regressor.num_features, config.num_params)
+            with torch.no_grad():
+                self.head.weight.zero_()
+                self.head.bias.zero_()
         self.post_init()
 
     def _init_weights(self, module):
-        # The backbone initialises itself (its own post_init); nothing here owns raw parameters.
+        # The backbones initialise themselves; the efficientnet head starts at zero (a prior-free predictor) and is
+        # then fitted in closed form, so nothing here owns raw parameters.
         pass
 
     def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None, **kwargs) -> TbaPoseOutput:
@@ -88,6 +147,10 @@ class TbaPoseRegressor(PreTrainedModel):
                 raise ValueError(f"labels has {labels.shape[0]} rows for {pixel_values.shape[0]} images")
             if not labels.is_floating_point() or not bool(torch.isfinite(labels).all()):
                 raise ValueError("labels must be finite float pose/shape parameters; got NaN, Inf or integers")
+        if self.config.backbone == "efficientnet-lite0":
+            params = self.head(self.regressor(pixel_values))
+            loss = F.mse_loss(params, labels) if labels is not None else None
+            return TbaPoseOutput(loss=loss, params=params)
         out = self.regressor(pixel_values=pixel_values * 2 - 1, labels=labels)
         return TbaPoseOutput(loss=out.loss, params=out.logits)
 
@@ -229,4 +292,5 @@ class TbaDhngModel(PreTrainedModel):
         return (self.vae.decode(latent + push).sample - state["ref_controlnet"]) / 2
 
 
-__all__ = ["TbaDhngModel", "TbaDhngOutput", "TbaPoseOutput", "TbaPoseRegressor", "check_pixel_values"]
+__all__ = ["EfficientNetFeatures", "TbaDhngModel", "TbaDhngOutput", "TbaPoseOutput", "TbaPoseRegressor",
+           "check_pixel_values"]

@@ -2,16 +2,18 @@
 ε and the same number of victim gradient evaluations, in three regimes, with PGD at many steps as the upper
 reference.
 
-Regimes, all from one set of adversarial images crafted white-box on victim A (ViT):
+Regimes, all from one set of adversarial images crafted white-box on victim A (EfficientNet-Lite0, 12 blocks + ridge
+head):
 - `white_box`: victim A on the adversarial images (few steps);
-- `transfer`: victim B (ConvNext, other seed) on the same images;
+- `transfer`: victim B (EfficientNet-Lite0, 9 blocks + another ridge head) on the same images;
 - `resize` / `blur`: victim A on the images after a resize round trip (64 -> 48 -> 64, bilinear) or a 3x3
   Gaussian blur (σ = 1), input transforms the attacker did not model.
 
 Reported per attack: MPJPE, PA-MPJPE and PVE (mm, against the ground truth), their % increase over the clean error
 in the same regime (the paper's "41%"), and TBA's relative improvement over each baseline (the paper's "~17%"),
-as mean ± std over seeds (each seed: new test images, random starts and DHNG samples). Nothing here asserts that
-TBA wins; see the spec's honesty caveat.
+as mean ± std over seeds (each seed: new test images, random starts and DHNG samples), the paired per-image
+TBA-minus-other differences pooled over seeds and images, and the SSIM of each attack's images to the clean ones.
+Nothing here asserts that TBA wins; see the spec's honesty caveat.
 """
 
 from __future__ import annotations
@@ -34,13 +36,9 @@ from .body import build_body
 from .data import render_batch
 from .dhng import TbaAttackConfig, tba_attack
 from .metrics import body_errors
+from .perceptual import ssim
+from .report import ABLATIONS, BASELINES, METRICS, REGIMES, print_table, summarise
 from .training import TbaTrainingArguments, train_all
-
-METRICS = ("mpjpe", "pa_mpjpe", "pve")
-REGIMES = ("white_box", "transfer", "resize", "blur")
-BASELINES = ("fgsm", "pgd", "mifgsm")
-ABLATIONS = ("tba_vae_only", "tba_controlnet_only", "tba_no_generator_grad")
-
 
 def _resize(x: torch.Tensor) -> torch.Tensor:
     s = x.shape[-1]
@@ -73,19 +71,32 @@ def _save_records(meta: dict, per_seed: list[dict], setting: dict, ns) -> None:
     data = f"rendered-{setting['body']}-body"
     datasets = [{"name": data, "hub_id": None, "description": f"images rendered from the {setting['body']} body model"}]
     command = "hf-ext reproduce tba" + (" --full" if ns.full else "")
-    for key, regime in (("victim_a", "white_box"), ("victim_b", "transfer")):
+    labels = (("mpjpe", "MPJPE (mm)"), ("pa_mpjpe", "PA-MPJPE (mm)"), ("pve", "PVE (mm)"))
+    victims = meta.get("victims", {})
+    prior = victims.get("prior_mean_predictor")
+    for key in ("victim_a", "victim_b"):
         if key not in meta["paths"]:
             continue
-        clean = [s[regime]["clean"] for s in per_seed]
-        metrics = [metric(label, name, statistics.fmean(c[name] for c in clean), dataset=data, higher_is_better=False)
-                   for name, label in (("mpjpe", "MPJPE (mm)"), ("pa_mpjpe", "PA-MPJPE (mm)"), ("pve", "PVE (mm)"))
-                   if name in clean[0]]
+        held_out = victims.get(key, {}).get("eval")
+        if held_out is None:  # an old cache: the clean errors of the attack's test images
+            regime = "white_box" if key == "victim_a" else "transfer"
+            held_out = {m: statistics.fmean(s[regime]["clean"][m] for s in per_seed) for m in METRICS}
+        metrics = [metric(label, name, held_out[name], dataset=data, higher_is_better=False) for name, label in labels]
+        if prior is not None:
+            metrics += [metric(f"prior-mean predictor {label}", f"prior_mean_{name}", prior[name], dataset=data,
+                               higher_is_better=False) for name, label in labels]  # fmt: skip
+        n_eval = meta["training_args"].get("num_eval", "?")
         save_training_record(meta["paths"][key], method="tba", command=command, datasets=datasets, metrics=metrics,
                              config=meta["training_args"], skip_nonfinite=True,
-                             notes=f"clean test errors, mean over seeds {list(ns.seeds)} ({len(clean)} runs)")
+                             notes=f"held-out errors on {n_eval} renders of another seed, beside the predictor "
+                                   "that always outputs the prior mean (the bar: MPJPE <= 60 % of it)")  # fmt: skip
     if "dhng" in meta["paths"]:
+        history = meta.get("vae_loss_history") or []
+        curve = ", ".join(f"step {r['step']}: {r['loss']:.4f}" for r in history)
         save_training_record(meta["paths"]["dhng"], method="tba", command=command, datasets=datasets,
-                             config=meta["training_args"], notes="the DHNG's VAE (reconstruction + KL); no metric")
+                             config=meta["training_args"],
+                             notes=f"the DHNG's VAE (reconstruction MSE + KL), training loss {curve or 'not logged'}; "
+                                   "the ControlNet is not trained")  # fmt: skip
 
 
 def _errors(body, victim, images, gt) -> dict[str, torch.Tensor]:
@@ -94,11 +105,12 @@ def _errors(body, victim, images, gt) -> dict[str, torch.Tensor]:
     return body_errors(body, pred, gt)
 
 
-def run_seed(seed: int, body, victims, dhng, ns) -> dict:
-    """All attacks and regimes for one seed; returns {regime: {attack: {metric: mean error}}} and timings."""
+def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
+    """All attacks and regimes for one seed and budget; returns {regime: {attack: {metric: mean error}}}, the
+    per-image errors, the SSIM per attack, timings and gradient counts."""
     images, gt = render_batch(body, ns.num_test, seed=10_000 + seed, image_size=dhng.config.image_size)
-    eps, steps = ns.eps, ns.steps
-    loss_cfg = AdversarialLossConfig()
+    steps = ns.steps
+    loss_cfg = AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)
 
     def objective():
         return AdversarialObjective(victims["a"], body, images, eps, loss_cfg, reference_params=gt)
@@ -125,6 +137,9 @@ def run_seed(seed: int, body, victims, dhng, ns) -> dict:
         grad_evals[name] = o.grad_evals
         linf = float((adversarials[name] - images).abs().max())
         assert linf <= eps + 1e-6, (name, linf)  # a broken projection must not reach the table
+    # Equal budgets: every iterative attack spent exactly `steps` victim gradients (FGSM one).
+    budget = {n: (1 if n == "fgsm" else ns.reference_steps if n.startswith("pgd_") else steps) for n in attacks}
+    assert grad_evals == budget, (grad_evals, budget)
     views = {
         "white_box": (victims["a"], lambda x: x),
         "transfer": (victims["b"], lambda x: x),
@@ -134,82 +149,56 @@ def run_seed(seed: int, body, victims, dhng, ns) -> dict:
     # What a victim that ignores the image scores: the prior mean (judges how much the victims learned).
     prior = body.sample_params(4096, torch.Generator().manual_seed(0)).mean(0, keepdim=True).expand_as(gt)
     out = {"prior_mean_predictor": {m: float(v.mean()) for m, v in body_errors(body, prior, gt).items()}}
+    per_image = {}
     for regime, (victim, transform) in views.items():
-        out[regime] = {name: {m: float(v.mean()) for m, v in _errors(body, victim, transform(x), gt).items()}
-                       for name, x in adversarials.items()}  # fmt: skip
-    return {"errors": out, "timings_s": timings, "grad_evals": grad_evals,
+        errs = {name: _errors(body, victim, transform(x), gt) for name, x in adversarials.items()}
+        out[regime] = {name: {m: float(v.mean()) for m, v in e.items()} for name, e in errs.items()}
+        per_image[regime] = {name: {m: v.tolist() for m, v in e.items()} for name, e in errs.items()}
+    with torch.no_grad():
+        out["ssim"] = {name: float(ssim(x, images).mean()) for name, x in adversarials.items() if name != "clean"}
+    return {"errors": out, "per_image": per_image, "timings_s": timings, "grad_evals": grad_evals,
             "adversarials": adversarials, "gt": gt}  # fmt: skip
 
 
-def _mean_std(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "values": values}  # fmt: skip
-
-
-def summarise(per_seed: list[dict]) -> dict:
-    """Means ± std over seeds of the errors, the % increase over clean and TBA's relative improvement."""
-    summary = {"prior_mean_predictor": {m: _mean_std([s["prior_mean_predictor"][m] for s in per_seed])
-                                        for m in METRICS}}  # fmt: skip
-    attacks = list(per_seed[0]["white_box"])
-    for regime in REGIMES:
-        reg = {}
-        for name in attacks:
-            entry = {}
-            for m in METRICS:
-                errs = [s[regime][name][m] for s in per_seed]
-                entry[m] = _mean_std(errs)
-                if name != "clean":
-                    inc = [100 * (s[regime][name][m] / s[regime]["clean"][m] - 1) for s in per_seed]
-                    entry[f"{m}_increase_pct"] = _mean_std(inc)
-            reg[name] = entry
-        reg["tba_improvement_pct"] = {
-            base: {m: _mean_std([100 * (s[regime]["tba"][m] / s[regime][base][m] - 1) for s in per_seed])
-                   for m in METRICS}
-            for base in BASELINES + (attacks[-1],)
-        }  # fmt: skip
-        summary[regime] = reg
-    return summary
-
-
-def print_table(summary: dict, ns) -> None:
-    print(f"\nTBA vs baselines, eps = {ns.eps * 255:.0f}/255, {ns.steps} victim gradients (FGSM: 1), "
-          f"{ns.num_test} test images x {len(ns.seeds)} seeds; errors in mm (mean ± std over seeds)")  # fmt: skip
-    prior = summary["prior_mean_predictor"]
-    print("a victim predicting the prior mean scores " + ", ".join(f"{m} {prior[m]['mean']:.1f}" for m in METRICS))
-    for regime in REGIMES:
-        reg = summary[regime]
-        print(f"\n[{regime}]")
-        print(f"{'attack':<26}{'MPJPE':>16}{'PA-MPJPE':>16}{'PVE':>16}{'MPJPE +%':>12}{'PVE +%':>12}")
-        for name, entry in reg.items():
-            if name == "tba_improvement_pct":
-                continue
-            cells = "".join(f"{entry[m]['mean']:>9.1f} ± {entry[m]['std']:<4.1f}" for m in METRICS)
-            inc = "".join(f"{entry[f'{m}_increase_pct']['mean']:>12.1f}" if name != "clean" else f"{'':>12}"
-                          for m in ("mpjpe", "pve"))  # fmt: skip
-            print(f"{name:<26}{cells}{inc}")
-        imp = reg["tba_improvement_pct"]
-        print("TBA relative to: " + ", ".join(
-            f"{b} {imp[b]['mpjpe']['mean']:+.1f}% MPJPE / {imp[b]['pve']['mean']:+.1f}% PVE" for b in imp))  # fmt: skip
+QUICK = dict(seeds=[0, 1], steps=5, num_test=12, reference_steps=20, eps=[8 / 255], num_train=3000, input_size=64,
+             vae_epochs=1.0, body="procedural")
+FULL = dict(seeds=[0, 1, 2, 3, 4], steps=10, num_test=48, reference_steps=50, eps=[4 / 255, 8 / 255, 16 / 255],
+            num_train=6000, input_size=128, vae_epochs=3.0, body="procedural")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext tba reproduce", description=__doc__.split("\n\n")[0])
+    q, f = QUICK, FULL
     p.add_argument("--full", action="store_true",
-                   help="5 seeds, 128 test images, 10 steps, 4000 training images, 100-step PGD reference "
-                        "(quick: 2 seeds, 24 images, 5 steps, 1500 training images, 30-step PGD)")  # fmt: skip
+                   help=f"{len(f['seeds'])} seeds, {f['num_test']} test images, {f['steps']} steps, eps 4/8/16 of 255, "
+                        f"{f['num_train']} training renders, victims at {f['input_size']} px, "
+                        f"{f['reference_steps']}-step PGD reference (quick: {len(q['seeds'])} seeds, {q['num_test']} "
+                        f"images, {q['steps']} steps, eps 8/255, {q['num_train']} renders, victims at "
+                        f"{q['input_size']} px, {q['reference_steps']}-step PGD)")  # fmt: skip
     p.add_argument("--body", choices=["procedural", "anny"], help="body model (default procedural; anny builds a "
                    "cache of about 4 minutes on first use)")  # fmt: skip
-    p.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1; --full: 0..4)")
-    p.add_argument("--eps", type=float, default=8 / 255, help="L-infinity budget in [0, 1] pixel units")
-    p.add_argument("--steps", type=int, help="victim gradient evaluations per attack (default 5; --full: 10)")
+    p.add_argument("--victim", choices=["efficientnet-lite0", "vit"], default="efficientnet-lite0",
+                   help="victim pair: pretrained EfficientNet-Lite0 + ridge heads (default) or the from-scratch "
+                        "ViT / ConvNext pair")  # fmt: skip
+    p.add_argument("--victim-input-size", type=int, help="side the EfficientNet victims resize images to")
+    p.add_argument("--seeds", nargs="+", type=int, help="seeds")
+    p.add_argument("--eps", nargs="+", type=float, help="L-infinity budgets in [0, 1] pixel units (default 8/255; "
+                   "--full: 4/255 8/255 16/255)")  # fmt: skip
+    p.add_argument("--steps", type=int, help="victim gradient evaluations per attack")
     p.add_argument("--beta", type=float, default=TbaAttackConfig.beta, help="TBA generator step")
-    p.add_argument("--num-test", type=int, help="test images per seed (default 24; --full: 128)")
-    p.add_argument("--reference-steps", type=int, help="steps of the upper-reference PGD (default 30; --full: 100)")
-    p.add_argument("--num-train", type=int, help="rendered training images (default 1500; --full: 4000)")
-    p.add_argument("--victim-epochs", type=float, help="victim epochs (default 10; --full: 20)")
-    p.add_argument("--vae-epochs", type=float, help="VAE epochs (default 0.35; --full: 3)")
+    p.add_argument("--lambda-perceptual", type=float, default=AdversarialLossConfig.lambda_perceptual,
+                   help="weight of the SSIM penalty 1 - SSIM(x', x) in every attack's loss")
+    p.add_argument("--num-test", type=int, help="test images per seed")
+    p.add_argument("--reference-steps", type=int, help="steps of the upper-reference PGD")
+    p.add_argument("--num-train", type=int, help="rendered training images")
+    p.add_argument("--num-eval", type=int, default=TbaTrainingArguments.num_eval,
+                   help="held-out renders the victims are scored on (against the prior-mean predictor)")
+    p.add_argument("--victim-epochs", type=float, help="epochs of the from-scratch victims (--victim vit; default 10)")
+    p.add_argument("--vae-epochs", type=float, help="VAE epochs")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
     p.add_argument("--retrain", action="store_true", help="ignore cached artifacts")
+    p.add_argument("--artifacts", help="use the victims and generator of this folder (its training.json, as "
+                   "`hf-ext tba train` writes) instead of training or the cache")  # fmt: skip
     p.add_argument("--out", default=str(work_dir("tba")), help="output folder (results.json, grid.png, artifacts-*/)")
     from hf_ext.core.devices import add_device_argument
 
@@ -223,7 +212,12 @@ def check_reproduce_args(ns) -> None:
         raise ValueError(f"--steps and --reference-steps must be >= 1, got {ns.steps} and {ns.reference_steps}")
     if ns.num_test < 2:
         raise ValueError(f"--num-test must be >= 2 (a batch for the paired comparison), got {ns.num_test}")
-    check_eps(ns.eps)
+    if not ns.eps:
+        raise ValueError("--eps needs at least one budget")
+    for eps in ns.eps:
+        check_eps(eps)
+    if not 0 <= ns.lambda_perceptual < float("inf"):
+        raise ValueError(f"--lambda-perceptual must be a finite number >= 0, got {ns.lambda_perceptual}")
     if not 0 <= ns.beta < float("inf"):
         raise ValueError(f"--beta must be a finite number >= 0, got {ns.beta}")
     if ns.threads < 1:
@@ -237,21 +231,17 @@ def main(argv: list[str] | None = None) -> dict:
     from hf_ext.core.devices import set_device
 
     set_device(ns.device)
-    full = ns.full
-
-    def default(value, fallback):  # `is None`, not `or`: an explicit 0 must be refused, not replaced
-        return fallback if value is None else value
-
-    ns.body = ns.body or ("anny" if full else "procedural")
-    ns.seeds = default(ns.seeds, [0, 1, 2, 3, 4] if full else [0, 1])
-    ns.steps = default(ns.steps, 10 if full else 5)
-    ns.num_test = default(ns.num_test, 128 if full else 24)
-    ns.reference_steps = default(ns.reference_steps, 100 if full else 30)
+    scale = FULL if ns.full else QUICK
+    for key in ("seeds", "steps", "num_test", "reference_steps", "eps", "num_train", "vae_epochs", "body"):
+        if getattr(ns, key) is None:  # `is None`, not `or`: an explicit 0 must be refused, not replaced
+            setattr(ns, key, scale[key])
+    if ns.victim_input_size is None:
+        ns.victim_input_size = scale["input_size"]
     check_reproduce_args(ns)
     train_args = TbaTrainingArguments(
-        body=ns.body, num_train=default(ns.num_train, 4000 if full else 1500),
-        victim_epochs=default(ns.victim_epochs, 20 if full else 10),
-        vae_epochs=default(ns.vae_epochs, 3 if full else 0.35),
+        body=ns.body, victim=ns.victim, victim_input_size=ns.victim_input_size, num_train=ns.num_train,
+        num_eval=ns.num_eval,
+        victim_epochs=10 if ns.victim_epochs is None else ns.victim_epochs, vae_epochs=ns.vae_epochs,
     )  # fmt: skip
     threads = torch.get_num_threads()
     torch.set_num_threads(ns.threads)
@@ -259,6 +249,19 @@ def main(argv: list[str] | None = None) -> dict:
         return _run(ns, train_args)
     finally:
         torch.set_num_threads(threads)
+
+
+def _victim_lines(meta: dict) -> list[str]:
+    victims = meta.get("victims", {})
+    prior = victims.get("prior_mean_predictor")
+    lines = []
+    for key in ("victim_a", "victim_b"):
+        held = victims.get(key, {}).get("eval")
+        if held and prior:
+            lines.append(f"{key}: held-out MPJPE {held['mpjpe']:.1f} mm = {held['mpjpe'] / prior['mpjpe']:.0%} of the "
+                         f"prior-mean predictor's {prior['mpjpe']:.1f} (PA-MPJPE {held['pa_mpjpe']:.1f}, "
+                         f"PVE {held['pve']:.1f})")  # fmt: skip
+    return lines
 
 
 def _run(ns, train_args: TbaTrainingArguments) -> dict:
@@ -269,48 +272,67 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
     t0 = time.perf_counter()
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
-    meta, cached = _artifacts(train_args, out, ns.retrain)
+    if ns.artifacts:
+        meta, cached = json.loads((Path(ns.artifacts) / "training.json").read_text()), True
+    else:
+        meta, cached = _artifacts(train_args, out, ns.retrain)
     print(("loaded cached" if cached else "trained") + f" victims and generator: {meta['timings']}", flush=True)
+    for line in _victim_lines(meta):
+        print(line, flush=True)
     body = build_body(train_args.body)
     victims = {k: AutoModel.from_pretrained(meta["paths"][f"victim_{k}"]).eval() for k in ("a", "b")}
     dhng = AutoModel.from_pretrained(meta["paths"]["dhng"]).eval()
     for v in (*victims.values(), dhng):
         v.requires_grad_(False)
-    per_seed, timings, grad_evals, first = [], [], None, None
-    for seed in ns.seeds:
-        r = run_seed(seed, body, victims, dhng, ns)
-        per_seed.append(r["errors"])
-        timings.append(r["timings_s"])
-        grad_evals = r["grad_evals"]
-        first = first or r
-        print(f"seed {seed}: white-box MPJPE clean {r['errors']['white_box']['clean']['mpjpe']:.1f} "
-              f"pgd {r['errors']['white_box']['pgd']['mpjpe']:.1f} tba {r['errors']['white_box']['tba']['mpjpe']:.1f}",
-              flush=True)  # fmt: skip
-    summary = summarise(per_seed)
-    print_table(summary, ns)
+    by_eps, timings, grad_evals, first = {}, [], None, None
+    for eps in ns.eps:
+        per_seed, per_image = [], []
+        for seed in ns.seeds:
+            r = run_seed(seed, eps, body, victims, dhng, ns)
+            per_seed.append(r["errors"])
+            per_image.append(r["per_image"])
+            timings.append(r["timings_s"])
+            grad_evals = r["grad_evals"]
+            first = first or r
+            wb = r["errors"]["white_box"]
+            print(f"eps {eps * 255:.0f}/255 seed {seed}: white-box MPJPE clean {wb['clean']['mpjpe']:.1f} "
+                  f"pgd {wb['pgd']['mpjpe']:.1f} tba {wb['tba']['mpjpe']:.1f}", flush=True)  # fmt: skip
+        summary = summarise(per_seed, per_image)
+        print_table(summary, eps, ns)
+        by_eps[f"{eps * 255:g}/255"] = {"eps": eps, "summary": summary, "per_seed": per_seed,
+                                        "per_image": per_image}  # fmt: skip
     shown = {k: first["adversarials"][k] for k in ("pgd", "tba")}
     grid = attack_grid(first["adversarials"]["clean"], shown, lambda x: victims["a"](pixel_values=x).params, body,
-                       ns.eps)  # fmt: skip
+                       ns.eps[0])  # fmt: skip
     grid.save(out / "grid.png")
+    main_eps = min(by_eps.values(), key=lambda e: abs(e["eps"] - 8 / 255))
+    describe = {"efficientnet-lite0": ("EfficientNet-Lite0 (ImageNet, frozen) 12 blocks + 16x16 pixels, ridge head",
+                                       "EfficientNet-Lite0 (ImageNet, frozen) 9 blocks + 16x16 pixels, ridge head"),
+                "vit": ("ViT (tiny, problem_type=regression)", "ConvNext (tiny)")}[train_args.victim]  # fmt: skip
     results = {
         "method": "tba",
         "setting": {"body": train_args.body, "eps": ns.eps, "steps": ns.steps, "num_test": ns.num_test,
                     "seeds": ns.seeds, "reference_steps": ns.reference_steps, "beta": ns.beta, "full": ns.full,
-                    "victim_a": "ViT (tiny, problem_type=regression)", "victim_b": "ConvNext (tiny)",
-                    "loss": asdict(AdversarialLossConfig()), "reference": "ground truth (untargeted)",
+                    "victim_a": describe[0], "victim_b": describe[1], "victim_input_size": ns.victim_input_size,
+                    "loss": asdict(AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)), "reference": "ground truth (untargeted)",
+                    "perceptual": "SSIM (Gaussian window 1.5, skimage constants)",
                     "training": meta["training_args"]},  # fmt: skip
+        "victims": meta.get("victims", {}),
+        "vae_loss_history": meta.get("vae_loss_history", []),
         "victim_gradient_evaluations": grad_evals,
-        "summary": summary,
-        "per_seed": per_seed,
+        "summary": main_eps["summary"],
+        "per_seed": main_eps["per_seed"],
+        "by_eps": by_eps,
         "attack_time_s": {k: statistics.fmean(t[k] for t in timings) for k in timings[0]},
         "training_time_s": meta["timings"],
         "artifacts_cached": cached,
         "wall_time_s": time.perf_counter() - t0,
     }
     (out / "results.json").write_text(json.dumps(results, indent=1))
-    _save_records(meta, per_seed, results["setting"], ns)
+    _save_records(meta, main_eps["per_seed"], results["setting"], ns)
     print(f"\nwrote {out / 'results.json'} and {out / 'grid.png'} ({results['wall_time_s']:.0f}s)")
     return results
 
 
-__all__ = ["build_parser", "main", "summarise"]
+__all__ = ["ABLATIONS", "BASELINES", "FULL", "METRICS", "QUICK", "REGIMES", "build_parser", "main", "run_seed",
+           "summarise"]

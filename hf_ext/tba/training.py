@@ -1,5 +1,11 @@
-"""Training TBA's artifacts on `transformers.Trainer`: the victim regressors (the EHPS models under attack) and the
-DHNG's VAE, on images rendered from the body model; `hf-ext tba train`.
+"""Training TBA's artifacts: the victim regressors (the EHPS models under attack) and the DHNG's VAE, on images
+rendered from the body model; `hf-ext tba train`.
+
+Default victims (`victim="efficientnet-lite0"`): two frozen ImageNet EfficientNet-Lite0 trunks with closed-form
+ridge heads ([`~hf_ext.tba.victim`]): victim A on 12 blocks + 16x16 pooled pixels, victim B (for transfer) on 9
+blocks + 16x16 pooled pixels, both on the same renders. `victim="vit"` keeps the original pair (ViT A, ConvNext B,
+trained from scratch on `transformers.Trainer`), which never leave the prior-mean predictor at these budgets. The
+DHNG's VAE trains on `Trainer` either way, its loss curve recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from hf_ext.core.paths import work_dir
 
 from .body import build_body
 from .configuration_tba import TbaDhngConfig, TbaVictimConfig
-from .data import collate, make_dataset
+from .data import collate
 from .modeling_tba import TbaDhngModel, TbaPoseRegressor
 
 
@@ -26,6 +32,10 @@ class TbaTrainingArguments:
 
     Args:
         body (`str`, defaults to `"procedural"`): body model the data is rendered from (`"procedural"`, `"anny"`).
+        victim (`str`, defaults to `"efficientnet-lite0"`): the victim pair: `"efficientnet-lite0"` (pretrained
+            trunks + ridge heads) or `"vit"` (ViT A and ConvNext B from scratch, `victim_epochs` on `Trainer`).
+        victim_input_size (`int`, defaults to 128): side the EfficientNet victims resize the image to.
+        num_eval (`int`, defaults to 500): held-out renders (another seed) the victims are scored on.
         num_train (`int`, defaults to 3000): rendered training images.
         image_size (`int`, defaults to 64): image side.
         victim_epochs (`int`, defaults to 12): epochs of each victim.
@@ -38,6 +48,9 @@ class TbaTrainingArguments:
     """
 
     body: str = "procedural"
+    victim: str = "efficientnet-lite0"
+    victim_input_size: int = 128
+    num_eval: int = 500
     num_train: int = 3000
     image_size: int = 64
     victim_epochs: int = 12
@@ -52,7 +65,11 @@ class TbaTrainingArguments:
 
         if self.body not in ("procedural", "anny"):
             raise ValueError(f"body must be 'procedural' or 'anny', got {self.body!r}")
+        if self.victim not in ("efficientnet-lite0", "vit"):
+            raise ValueError(f"victim must be 'efficientnet-lite0' or 'vit', got {self.victim!r}")
         check_positive_int("num_train", self.num_train, minimum=2)
+        check_positive_int("num_eval", self.num_eval, minimum=2)
+        check_positive_int("victim_input_size", self.victim_input_size, minimum=32)
         check_positive_int("image_size", self.image_size, minimum=8)
         check_positive_int("batch_size", self.batch_size)
         check_positive_int("seed", self.seed, minimum=0)
@@ -78,7 +95,7 @@ def victim_metrics(body):
 
 
 def _trainer(model, dataset, output_dir: Path, epochs: float, lr: float, batch_size: int, seed: int, max_steps=-1,
-             body=None):
+             body=None, logging_steps: int = 0):
     from transformers import Trainer, TrainingArguments
 
     from hf_ext.core.devices import use_cpu
@@ -87,7 +104,8 @@ def _trainer(model, dataset, output_dir: Path, epochs: float, lr: float, batch_s
         output_dir=str(output_dir), num_train_epochs=epochs, max_steps=max_steps,
         per_device_train_batch_size=batch_size,
         learning_rate=lr, weight_decay=0.01, warmup_steps=0, use_cpu=use_cpu(), report_to="none", save_strategy="no",
-        logging_strategy="no", dataloader_num_workers=0, remove_unused_columns=False, seed=seed,
+        logging_strategy="steps" if logging_steps else "no", logging_steps=logging_steps or 500, disable_tqdm=True,
+        dataloader_num_workers=0, remove_unused_columns=False, seed=seed,
     )  # fmt: skip
     return Trainer(model=model, args=args, train_dataset=dataset, data_collator=collate,
                    compute_metrics=victim_metrics(body) if body is not None else None)
@@ -103,12 +121,18 @@ def train_victim(config: TbaVictimConfig, dataset, output_dir: Path, *, epochs: 
 
 
 def train_dhng(config: TbaDhngConfig, dataset, output_dir: Path, *, epochs: float, lr: float, batch_size: int,
-               seed: int) -> TbaDhngModel:  # fmt: skip
-    """Trains the DHNG's VAE (reconstruction + KL) with `Trainer`; the ControlNet stays frozen."""
+               seed: int, history: list | None = None) -> TbaDhngModel:  # fmt: skip
+    """Trains the DHNG's VAE (reconstruction + KL) with `Trainer`; the ControlNet stays frozen. With `history`, the
+    logged training losses `{"step", "loss"}` (every ~1/8 of the run) are appended to it."""
     torch.manual_seed(seed)
     model = TbaDhngModel(config)
     if epochs > 0:
-        _trainer(model, dataset.remove_columns("labels"), output_dir, epochs, lr, batch_size, seed).train()
+        steps = max(1, int(epochs * len(dataset) / batch_size))
+        trainer = _trainer(model, dataset.remove_columns("labels"), output_dir, epochs, lr, batch_size, seed,
+                           logging_steps=max(1, steps // 8))  # fmt: skip
+        trainer.train()
+        if history is not None:
+            history.extend({"step": r["step"], "loss": r["loss"]} for r in trainer.state.log_history if "loss" in r)
     return model.cpu().eval()
 
 
@@ -120,35 +144,102 @@ def victim_error(model: TbaPoseRegressor, body, images: torch.Tensor, params: to
     return {k: float(v.mean()) for k, v in body_errors(body, pred, params).items()}
 
 
+# The EfficientNet victim pair: A (attacked white-box) and B (the transfer target), different trunk depths and
+# pixel pools on the same renders.
+EFFICIENTNET_VICTIMS = (("victim_a", dict(num_blocks=12, pixel_pool=16)), ("victim_b", dict(num_blocks=9, pixel_pool=16)))
+CURVE_SIZES = (500, 1000, 2000, 4000, 8000)
+
+
+def prior_mean_errors(body, gt: torch.Tensor) -> dict[str, float]:
+    """Errors of the predictor that ignores the image and always outputs the prior mean (the bar's reference)."""
+    from .metrics import body_errors
+
+    prior = body.sample_params(4096, torch.Generator().manual_seed(0)).mean(0, keepdim=True).expand_as(gt)
+    return {k: float(v.mean()) for k, v in body_errors(body, prior, gt).items()}
+
+
+def train_efficientnet_victim(name_kwargs: dict, args: TbaTrainingArguments, body, images, params, eval_images,
+                              eval_params, log=print) -> tuple[TbaPoseRegressor, dict]:  # fmt: skip
+    """One EfficientNet-Lite0 ridge victim: ImageNet trunk, features of the renders, λ picked on a held-out 15 %
+    by MPJPE, head refitted on all; returns the model and its record (held-out errors, the curve of held-out
+    MPJPE against the number of training renders at the chosen λ)."""
+    from .victim import extract_features, fit_ridge_head, mpjpe_score, pretrained_efficientnet_victim
+
+    config = TbaVictimConfig(backbone="efficientnet-lite0", image_size=args.image_size, body_model=body.name,
+                             num_params=body.num_params,
+                             backbone_kwargs={**name_kwargs, "input_size": args.victim_input_size})  # fmt: skip
+    model = pretrained_efficientnet_victim(config)
+    t = time.perf_counter()
+    feats = extract_features(model, images)
+    eval_feats = extract_features(model, eval_images)
+    feature_s = time.perf_counter() - t
+    fit = fit_ridge_head(model.head, feats, params, score=mpjpe_score(body))
+    curve = []
+    for n in [n for n in CURVE_SIZES if n < len(images)] + [len(images)]:
+        head = torch.nn.Linear(feats.shape[1], body.num_params)  # a head alone: the features are given
+        fit_ridge_head(head, feats[:n], params[:n], lambdas=(fit["lambda"],), score=mpjpe_score(body))
+        with torch.no_grad():
+            pred = head(eval_feats)
+        curve.append({"num_train": n, "eval_mpjpe": mpjpe_score(body)(pred, eval_params)})
+    errors = victim_error(model, body, eval_images, eval_params)
+    log(f"victim {name_kwargs}: held-out MPJPE {errors['mpjpe']:.1f} mm (lambda {fit['lambda']:g}; "
+        f"features {feature_s:.0f}s)")  # fmt: skip
+    return model, {"eval": errors, "ridge_lambda": fit["lambda"], "ridge_val_mpjpe": fit["val_scores"],
+                   "curve": curve, "num_features": model.regressor.num_features, "feature_s": feature_s}
+
+
 def train_all(args: TbaTrainingArguments, out_dir: Path, log=print) -> dict:
-    """Renders the data and trains victim A (ViT), victim B (ConvNext) and the DHNG; saves all three under
-    `out_dir` (`victim_a/`, `victim_b/`, `dhng/`) and returns their paths and training times."""
+    """Renders the data and trains victims A and B (see the module docstring) and the DHNG; saves all three under
+    `out_dir` (`victim_a/`, `victim_b/`, `dhng/`) and returns their paths, training times, the victims' held-out
+    errors beside the prior-mean predictor's, and the VAE's loss curve."""
     from hf_ext.core.hub import save_artifact
 
     from . import SPEC
+    from .data import render_batch
 
     body = build_body(args.body)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
-    train = make_dataset(body, args.num_train, seed=args.seed, image_size=args.image_size)
+    images, params = render_batch(body, args.num_train, seed=args.seed, image_size=args.image_size)
+    eval_images, eval_params = render_batch(body, args.num_eval, seed=args.seed + 20_000, image_size=args.image_size)
     timings = {"render_s": time.perf_counter() - t0}
-    paths = {}
-    for name, backbone, seed in (("victim_a", "vit", args.seed), ("victim_b", "convnext", args.seed + 1)):
-        t = time.perf_counter()
-        config = TbaVictimConfig(backbone=backbone, image_size=args.image_size, body_model=body.name,
-                                 num_params=body.num_params)  # fmt: skip
-        model = train_victim(config, train, out_dir / "_trainer", epochs=args.victim_epochs,
-                             lr=args.victim_learning_rate, batch_size=args.batch_size, seed=seed, body=body)  # fmt: skip
-        paths[name] = str(save_artifact(model, out_dir / name, SPEC))
-        timings[f"{name}_s"] = time.perf_counter() - t
-        log(f"trained {name} ({backbone}) in {timings[f'{name}_s']:.1f}s")
+    paths, victims = {}, {"prior_mean_predictor": prior_mean_errors(body, eval_params)}
+    if args.victim == "efficientnet-lite0":
+        for name, kwargs in EFFICIENTNET_VICTIMS:
+            t = time.perf_counter()
+            model, record = train_efficientnet_victim(kwargs, args, body, images, params, eval_images, eval_params,
+                                                      log)  # fmt: skip
+            paths[name] = str(save_artifact(model, out_dir / name, SPEC))
+            victims[name] = record
+            timings[f"{name}_s"] = time.perf_counter() - t
+    train = None
+    if args.victim == "vit" or args.vae_epochs > 0:
+        from datasets import Dataset
+
+        train = Dataset.from_dict({"pixel_values": images.numpy(), "labels": params.numpy()}).with_format("torch")
+    if args.victim == "vit":
+        for name, backbone, seed in (("victim_a", "vit", args.seed), ("victim_b", "convnext", args.seed + 1)):
+            t = time.perf_counter()
+            config = TbaVictimConfig(backbone=backbone, image_size=args.image_size, body_model=body.name,
+                                     num_params=body.num_params)  # fmt: skip
+            model = train_victim(config, train, out_dir / "_trainer", epochs=args.victim_epochs,
+                                 lr=args.victim_learning_rate, batch_size=args.batch_size, seed=seed,
+                                 body=body)  # fmt: skip
+            paths[name] = str(save_artifact(model, out_dir / name, SPEC))
+            victims[name] = {"eval": victim_error(model, body, eval_images, eval_params)}
+            timings[f"{name}_s"] = time.perf_counter() - t
+            log(f"trained {name} ({backbone}) in {timings[f'{name}_s']:.1f}s")
     t = time.perf_counter()
+    vae_history: list = []
     dhng = train_dhng(TbaDhngConfig(image_size=args.image_size), train, out_dir / "_trainer", epochs=args.vae_epochs,
-                      lr=args.vae_learning_rate, batch_size=args.batch_size, seed=args.seed)  # fmt: skip
+                      lr=args.vae_learning_rate, batch_size=args.batch_size, seed=args.seed,
+                      history=vae_history)  # fmt: skip
     paths["dhng"] = str(save_artifact(dhng, out_dir / "dhng", SPEC))
     timings["dhng_s"] = time.perf_counter() - t
-    log(f"trained the DHNG's VAE in {timings['dhng_s']:.1f}s")
-    meta = {"training_args": asdict(args), "paths": paths, "timings": timings}
+    log(f"trained the DHNG's VAE in {timings['dhng_s']:.1f}s; loss "
+        + " -> ".join(f"{r['loss']:.4f}" for r in vae_history[:: max(1, len(vae_history) // 4)]))  # fmt: skip
+    meta = {"training_args": asdict(args), "paths": paths, "timings": timings, "victims": victims,
+            "vae_loss_history": vae_history}  # fmt: skip
     (out_dir / "training.json").write_text(json.dumps(meta, indent=2))
     return meta
 
@@ -157,6 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext tba train", description="Train TBA's victims and noise generator.")
     p.add_argument("--out", default=str(work_dir("tba", "artifacts")), help="output folder")
     p.add_argument("--body", default="procedural", choices=["procedural", "anny"])
+    p.add_argument("--victim", default=TbaTrainingArguments.victim, choices=["efficientnet-lite0", "vit"])
+    p.add_argument("--victim-input-size", type=int, default=TbaTrainingArguments.victim_input_size)
     p.add_argument("--num-train", type=int, default=TbaTrainingArguments.num_train)
     p.add_argument("--victim-epochs", type=float, default=TbaTrainingArguments.victim_epochs)
     p.add_argument("--vae-epochs", type=float, default=TbaTrainingArguments.vae_epochs)
@@ -167,9 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     a = build_parser().parse_args(argv)
-    args = TbaTrainingArguments(body=a.body, num_train=a.num_train, victim_epochs=a.victim_epochs,
+    args = TbaTrainingArguments(body=a.body, victim=a.victim, victim_input_size=a.victim_input_size,
+                                num_train=a.num_train, victim_epochs=a.victim_epochs,
                                 vae_epochs=a.vae_epochs, seed=a.seed)  # fmt: skip
     return train_all(args, Path(a.out))
 
 
-__all__ = ["TbaTrainingArguments", "main", "train_all", "train_dhng", "train_victim", "victim_error"]
+__all__ = ["EFFICIENTNET_VICTIMS", "TbaTrainingArguments", "main", "prior_mean_errors", "train_all", "train_dhng",
+           "train_efficientnet_victim", "train_victim", "victim_error"]

@@ -1,18 +1,26 @@
 """`hf-ext reproduce tba` end to end at toy scale: the results JSON has every attack in every regime with a seed
-spread, budgets are matched, and the grid is written (numbers are reported, not asserted)."""
+spread and paired per-image differences, budgets are matched, the victims' held-out errors sit beside the
+prior-mean predictor's, and the grid is written (numbers are reported, not asserted)."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from hf_ext.core.pretrained import efficientnet_lite0_available
 from hf_ext.tba.reproduce import BASELINES, METRICS, REGIMES, main
 
+TOY = ["--num-train", "48", "--num-eval", "8", "--victim-input-size", "64", "--vae-epochs", "0.5", "--num-test", "3",
+       "--steps", "2", "--seeds", "0", "1", "--reference-steps", "3"]  # fmt: skip
 
+
+@pytest.mark.skipif(not efficientnet_lite0_available(), reason="EfficientNet-Lite0 weights not installed")
 def test_reproduce_writes_all_attacks_in_all_regimes(tmp_path):
     out = tmp_path / "run"
-    main(["--num-train", "64", "--victim-epochs", "1", "--vae-epochs", "0.5", "--num-test", "3", "--steps", "2",
-          "--seeds", "0", "1", "--reference-steps", "3", "--out", str(out)])  # fmt: skip
-    results = json.loads((out / "results.json").read_text())
+    results = main([*TOY, "--out", str(out)])
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk["summary"].keys() == results["summary"].keys()
     assert (out / "grid.png").stat().st_size > 0
     summary = results["summary"]
     attacks = {"clean", "fgsm", "pgd", "mifgsm", "tba", "tba_vae_only", "tba_controlnet_only",
@@ -24,10 +32,18 @@ def test_reproduce_writes_all_attacks_in_all_regimes(tmp_path):
                 entry = summary[regime][name][f"{m}_increase_pct"]
                 assert len(entry["values"]) == 2 and entry["std"] >= 0
         assert set(summary[regime]["tba_improvement_pct"]) == set(BASELINES) | {"pgd_3_steps"}
+        pairs = summary[regime]["tba_minus_paired"]
+        assert set(pairs) == attacks - {"clean", "tba"} and all(d["n"] == 6 for d in pairs.values())
+    assert set(summary["ssim"]) == attacks - {"clean"} and all(0 < v["mean"] <= 1 for v in summary["ssim"].values())
     evals = results["victim_gradient_evaluations"]
     assert evals["fgsm"] == 1 and evals["pgd"] == evals["mifgsm"] == evals["tba"] == evals["tba_vae_only"] == 2
     assert evals["pgd_3_steps"] == 3
+    victims = results["victims"]
+    assert {"victim_a", "victim_b", "prior_mean_predictor"} <= set(victims)
+    assert victims["victim_a"]["curve"][-1]["num_train"] == 48
+    record = json.loads((next(out.glob("artifacts-*")) / "victim_a" / "training_record.json").read_text())
+    assert {m["type"] for m in record["metrics"]} >= {"mpjpe", "pa_mpjpe", "pve", "prior_mean_mpjpe"}
     # Cached artifacts are reused on a second run with the same training arguments.
-    again = main(["--num-train", "64", "--victim-epochs", "1", "--vae-epochs", "0.5", "--num-test", "3", "--steps",
-                  "1", "--seeds", "0", "--reference-steps", "1", "--out", str(out)])  # fmt: skip
-    assert again["artifacts_cached"]
+    again = main([*TOY[:-7], "--steps", "1", "--seeds", "0", "--reference-steps", "1", "--eps", "0.02", "0.04",
+                  "--out", str(out)])  # fmt: skip
+    assert again["artifacts_cached"] and set(again["by_eps"]) == {"5.1/255", "10.2/255"}
