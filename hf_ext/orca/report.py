@@ -50,6 +50,8 @@ def score(test: dict[str, np.ndarray], click_probs: np.ndarray | None, dt_probs:
 
 def _ms(values: list[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=np.float64)
+    if np.isnan(arr).all():  # a metric the row has none of (the single-task model's CTR AUC): shown as "—"
+        return float("nan"), float("nan")
     return float(np.nanmean(arr)), float(np.nanstd(arr))
 
 

@@ -115,7 +115,7 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
         output_dir=str(Path(run.out) / "trainer"), num_train_epochs=epochs, seed=seed, data_seed=seed,
         per_device_train_batch_size=run.batch_size, logging_strategy="no", use_mask_fea=use_mask,
         eval_strategy="epoch" if val is not None else "no", disable_tqdm=True, report_to="none",
-        use_cpu=device == "cpu",
+        use_cpu=device == "cpu", dataloader_pin_memory=device != "cpu" and torch.cuda.is_available(),
     )
     trainer = OrcaTrainer(model=model, args=args, train_dataset=train.select_columns(list(MODEL_COLUMNS)),
                           eval_dataset=None if val is None else val.select_columns(
