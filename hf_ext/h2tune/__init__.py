@@ -46,9 +46,10 @@ SPEC = register_method(
         usage=(
             "from transformers import AutoModelForCausalLM\n"
             "from peft import PeftModel\n"
-            "import hf_ext  # registers the H2Tune LoRA variant\n\n"
-            "base = AutoModelForCausalLM.from_pretrained('<base model named on this card>')\n"
-            "model = PeftModel.from_pretrained(base, '{repo_id}')"
+            "import hf_ext  # maps peft_type HF_EXT_H2TUNE to the H2Tune variant (plain PEFT refuses it)\n\n"
+            "# the repo holds the client's base decoder at its root and the H2Tune adapter in adapter/\n"
+            "base = AutoModelForCausalLM.from_pretrained('{repo_id}')\n"
+            "model = PeftModel.from_pretrained(base, '{repo_id}', subfolder='adapter')"
         ),
     )
 )

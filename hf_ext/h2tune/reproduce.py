@@ -167,6 +167,17 @@ def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
         if (folder / "base").is_dir():
             save_training_record(folder / "base", **common, notes=f"{spec.name}'s base decoder (pretrained on the "
                                  "shared sums corpus), unmodified by the adapter")
+        if spec is CLIENTS[0] and (folder / "base").is_dir():
+            # the pushable artifact (`hf-ext push h2tune` with no --from): base at the root, adapter in adapter/
+            from .artifact import release_from_client
+
+            release = release_from_client(folder, out / "artifact")
+            save_training_record(release, **common, skip_nonfinite=True,
+                                 metrics=[metric("exact match", "exact_match", per_seed[spec.name][0], dataset=data,
+                                                 higher_is_better=True)],
+                                 notes=f"{spec.name} ({spec.family}, {spec.layers} layers, r={spec.rank}) after "
+                                       f"{run.rounds} rounds, seed {seeds[0]}: base decoder at the root, H2Tune "
+                                       "adapter in adapter/")
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -10,10 +10,10 @@ import dataclasses
 
 import numpy as np
 import torch
-from transformers import TrainerCallback, TrainingArguments
+from transformers import TrainerCallback
 
 from hf_ext.h2tune.alignment import initial_global
-from hf_ext.h2tune.model import MODULE_SLOTS, H2TuneTrainer, get_middle, h2tune_modules
+from hf_ext.h2tune.model import MODULE_SLOTS, get_middle, h2tune_modules
 from hf_ext.h2tune.layer import select_indices
 from hf_ext.h2tune.task import CLIENTS, H2TuneClient, RunConfig, global_shape
 
@@ -54,28 +54,17 @@ class _WriteBackProbe(TrainerCallback):
 def test_every_optimizer_step_writes_t_back_while_the_relation_trains(tmp_path):
     """The write-back after each step, with P_c training too (its M̃ shift reloads T from M̃: without the write-back
     first, the step's T update would be overwritten and lost)."""
-    from datasets import Dataset
-
     from hf_ext.h2tune.alignment import RelationMatrix
     from hf_ext.h2tune.model import set_middle
-    from hf_ext.h2tune.testing import make_adapter, tiny_base, tiny_base_config, tiny_config, tiny_inputs
+    from hf_ext.h2tune.testing import make_adapter, relation_trainer, tiny_base, tiny_base_config, tiny_config
 
     model = make_adapter(tiny_config(), base=tiny_base(tiny_base_config(layers=2)))
     relation = RelationMatrix(3, 2, seed=3)
     g = initial_global(3, len(MODULE_SLOTS), 8, seed=1)
     set_middle(model, relation.download(g))
     t_before = {n: m.lora_T["default"].detach().clone() for n, m in h2tune_modules(model)}
-    ids = tiny_inputs(batch=8, length=8)["input_ids"]
-    ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
-    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=3,
-                             per_device_train_batch_size=4, learning_rate=0.05, save_strategy="no",
-                             disable_tqdm=True, logging_strategy="no")
-    trainer = H2TuneTrainer(model=model, args=args, train_dataset=ds, extra_shared=[relation.weight],
-                            relation=relation.weight, global_tensor=g)
     probe = _WriteBackProbe()
-    trainer.add_callback(probe)
-    trainer.create_optimizer()
-    trainer.optimizer.add_param_group({"params": [relation.weight], "weight_decay": 0.0})
+    trainer = relation_trainer(model, relation, g, tmp_path, callbacks=[probe])
     model.train()
     trainer.train()
     assert probe.checked == 3

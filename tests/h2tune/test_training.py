@@ -100,23 +100,14 @@ def test_task_loss_reaches_relation_matrix_with_the_chain_rule_gradient():
 
 def test_training_the_relation_matrix_keeps_middle_equal_to_its_mixture(tmp_path):
     """With only P_c trainable, after each optimiser step M̃ is exactly P_cᵀ·G for the updated P_c."""
-    from datasets import Dataset
-
-    from hf_ext.h2tune.model import H2TuneTrainer, get_middle
+    from hf_ext.h2tune.model import get_middle
+    from hf_ext.h2tune.testing import relation_trainer
 
     model, relation, g = _relation_setup()
     for p in model.parameters():
         p.requires_grad_(False)
     before = relation.weight.detach().clone()
-    ids = tiny_inputs(batch=8, length=8)["input_ids"]
-    ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
-    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=3,
-                             per_device_train_batch_size=4, learning_rate=0.05, save_strategy="no",
-                             disable_tqdm=True, logging_strategy="no")
-    trainer = H2TuneTrainer(model=model, args=args, train_dataset=ds, extra_shared=[relation.weight],
-                            relation=relation.weight, global_tensor=g)
-    trainer.create_optimizer()
-    trainer.optimizer.add_param_group({"params": [relation.weight], "weight_decay": 0.0})
+    trainer = relation_trainer(model, relation, g, tmp_path)
     trainer.train()
     assert (relation.weight.detach() - before).abs().max() > 1e-3
     torch.testing.assert_close(get_middle(model).double(), relation.download(g).float().double(), rtol=1e-5,
