@@ -36,13 +36,14 @@ SPEC = register_method(
         tags=("peft", "lora", "federated-learning", "flower", "heterogeneous-models"),
         config_class="hf_ext.h2tune.config:H2TuneConfig",
         reproduce="hf_ext.h2tune.reproduce:main",
+        train="hf_ext.h2tune.train:main",
         demo="hf_ext.h2tune.demo:build_demo",
         contract="hf_ext.h2tune.testing:contract_fixture",
         datasets=("synthetic-modular-arithmetic",),
         metrics=("exact_match",),
         pipeline_tag="text-generation",
         library_name="peft",
-        status="adapter + alignment + aggregation (tiny decoders; see model card)",
+        status="adapter + alignment + aggregation; tiny, SmolLM2 or user decoders (see model card)",
         usage=(
             "from transformers import AutoModelForCausalLM\n"
             "from peft import PeftModel\n"
