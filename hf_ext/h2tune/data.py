@@ -96,6 +96,11 @@ class CharCodec:
 
     bos, eos, pad = BOS, EOS, PAD
 
+    def new_tokens(self, answer: str) -> int:
+        """Greedy budget of [`exact_match`]: two tokens, the metric `compute_metrics` reproduces by teacher forcing
+        over the first two answer positions."""
+        return 2
+
     def prompt_ids(self, text: str) -> list[int]:
         return encode(text)
 
@@ -117,6 +122,10 @@ class TokenizerCodec:
         self.eos = tokenizer.eos_token_id
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos
         self.bos = tokenizer.bos_token_id
+
+    def new_tokens(self, answer: str) -> int:
+        """Greedy budget of [`exact_match`]: the answer's tokens plus EOS."""
+        return len(self.answer_ids(answer)) + 1
 
     def prompt_ids(self, text: str) -> list[int]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -167,10 +176,10 @@ def greedy(model, prompt: str, max_new_tokens: int = 4, codec=None) -> str:
 
 
 def exact_match(model, pairs: list[tuple[str, str]], codec=None) -> float:
-    """Share of prompts whose greedy answer (as many new tokens as the answer has, plus EOS; 2 for the character
-    codec's one-character answers) equals the answer."""
+    """Share of prompts whose greedy answer equals the answer (`codec.new_tokens(answer)` new tokens at most: 2 for
+    the character codec, the answer's tokens plus EOS for a tokenizer)."""
     codec = codec or CHARS_CODEC
-    hits = sum(greedy(model, p, len(codec.answer_ids(a)) + 1, codec) == a for p, a in pairs)
+    hits = sum(greedy(model, p, codec.new_tokens(a), codec) == a for p, a in pairs)
     return hits / max(len(pairs), 1)
 
 
