@@ -36,19 +36,21 @@ SPEC = register_method(
         tags=("peft", "lora", "federated-learning", "flower", "heterogeneous-models"),
         config_class="hf_ext.h2tune.config:H2TuneConfig",
         reproduce="hf_ext.h2tune.reproduce:main",
+        train="hf_ext.h2tune.train:main",
         demo="hf_ext.h2tune.demo:build_demo",
         contract="hf_ext.h2tune.testing:contract_fixture",
         datasets=("synthetic-modular-arithmetic",),
         metrics=("exact_match",),
         pipeline_tag="text-generation",
         library_name="peft",
-        status="adapter + alignment + aggregation (tiny decoders; see model card)",
+        status="adapter + alignment + aggregation; tiny, SmolLM2 or user decoders (see model card)",
         usage=(
             "from transformers import AutoModelForCausalLM\n"
             "from peft import PeftModel\n"
-            "import hf_ext  # registers the H2Tune LoRA variant\n\n"
-            "base = AutoModelForCausalLM.from_pretrained('<base model named on this card>')\n"
-            "model = PeftModel.from_pretrained(base, '{repo_id}')"
+            "import hf_ext  # maps peft_type HF_EXT_H2TUNE to the H2Tune variant (plain PEFT refuses it)\n\n"
+            "# the repo holds the client's base decoder at its root and the H2Tune adapter in adapter/\n"
+            "base = AutoModelForCausalLM.from_pretrained('{repo_id}')\n"
+            "model = PeftModel.from_pretrained(base, '{repo_id}', subfolder='adapter')"
         ),
     )
 )

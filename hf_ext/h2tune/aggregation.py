@@ -76,17 +76,20 @@ def server_update(
     """The server's step for every compared method, on what the clients sent (client id → named arrays).
 
     - `"h2tune"`: G ← unweighted mean of the valid G_c (key `"g"`); with none valid, `current` is kept.
-    - `"hetlora"`: pad → mean per LoRA factor ([`~hf_ext.h2tune.baselines.hetlora_mean`]).
+    - `"hetlora"`: rank-pad → mean per LoRA factor within a feature space ([`~hf_ext.h2tune.baselines.hetlora_mean`]).
+    - `"flora"`: the stacked factors per module shape ([`~hf_ext.h2tune.baselines.flora_stack`]).
     - `"local"`: nothing is exchanged.
 
     Returns `(message, rejected)`: the arrays sent back to every client (`None`: nothing), client id → reason.
     """
-    from .baselines import hetlora_mean
+    from .baselines import flora_stack, hetlora_mean
 
     if mode == "local":
         return None, {}
-    if mode == "hetlora":
-        mean, rejected = hetlora_mean(payloads)
+    if mode in ("hetlora", "flora"):
+        mean, rejected = (hetlora_mean if mode == "hetlora" else flora_stack)(payloads)
+        if mode == "flora" and not mean:
+            return None, rejected  # FLoRA's ΔW was merged already: never resend an old one
         return (mean or (dict(current) if current else None)), rejected
     if mode != "h2tune":
         raise ValueError(f"unknown aggregation mode {mode!r}")
@@ -98,12 +101,12 @@ def server_update(
 
 def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", *, num_partitions: int | None = None,
                   max_abs: float = MAX_ABS, hetlora_bounds: Mapping[str, int] | None = None, **kwargs):
-    """An [`H2TuneStrategy`] for `mode` ("h2tune", "hetlora" or "local"; built lazily so importing this module does
-    not import Flower).
+    """An [`H2TuneStrategy`] for `mode` ("h2tune", "hetlora", "flora" or "local"; built lazily so importing this
+    module does not import Flower).
 
     Args:
         global_shape (`tuple`): (L_max, M, R, R), the server's own G (the reference every reply is checked against).
-        mode (`str`): "h2tune", "hetlora" or "local".
+        mode (`str`): "h2tune", "hetlora", "flora" or "local".
         num_partitions (`int`, *optional*): a claimed `partition-id` must lie in `[0, num_partitions)`.
         max_abs (`float`, defaults to `1e6`): every |value| of an update must be below it.
         hetlora_bounds (`Mapping`, *optional*): `max_layers`, `num_slots`, `max_dim` for HetLoRA payloads.

@@ -1,13 +1,20 @@
-"""HetLoRA-style baseline aggregation for heterogeneous clients with plain LoRA.
+"""Baselines for heterogeneous clients with plain LoRA: HetLoRA (rank-heterogeneous averaging) and FLoRA (stacking).
 
-HetLoRA zero-pads every client's LoRA factors to the largest rank, averages them and truncates back to each client's
-rank. Our clients also differ in width, which HetLoRA does not handle; as a stated extension [INF] the factors are
-zero-padded in the feature dimension too (A: r×d_in → R×d_max, B: d_out×r → d_max×R), averaged per (layer index,
-module slot) over the clients that have that module, and cut back to each client's shape. Its payload therefore grows
-with the hidden size, unlike H2Tune's.
+**HetLoRA** zero-pads every client's LoRA factors to the largest rank, averages them and truncates back to each
+client's rank. That is defined only between clients whose factors live in the same feature space (the same base
+decoder): A (r×d_in) is averaged with the A's of the same `d_in`, B (d_out×r) with the B's of the same `d_out`, per
+(layer index, module slot); only the rank dimension is padded. A client whose base nobody else has gets its own
+factors back (local-only for it). (An earlier version also zero-padded across hidden sizes, averaging unrelated
+coordinates of different models: a strawman, removed.) The server's reply keys carry the feature size:
+`"A:<layer>:<slot>:<d_in>"`, `"B:<layer>:<slot>:<d_out>"`.
 
-The round is split the way a federation runs it: [`hetlora_payload`] on each client (what it sends),
-[`hetlora_mean`] on the server, [`load_hetlora`] on each client; [`hetlora_round`] chains them in-process.
+**FLoRA** (stacking): the server stacks the clients' scaled factors of the same module shape, so the global update of
+a module is ΔW = (1/N)·Σ_c (α/r_c)·B_c·A_c exactly, whatever the ranks (no padding, no cross-rank interference); each
+client adds ΔW of its own shape into its base weights and restarts its LoRA (A re-drawn, B = 0) for the next round.
+
+The round is split the way a federation runs it: [`hetlora_payload`] on each client (what it sends; FLoRA sends the
+same factors with the scale folded into B), [`hetlora_mean`] / [`flora_stack`] on the server, [`load_hetlora`] /
+[`apply_flora`] on each client; [`hetlora_round`] chains HetLoRA in-process.
 """
 
 from __future__ import annotations
@@ -33,13 +40,23 @@ def lora_factors(model, adapter: str = "default") -> dict[tuple[int, int], tuple
     return out
 
 
-def hetlora_payload(model, adapter: str = "default") -> dict[str, np.ndarray]:
-    """What a HetLoRA client sends: `"A:<layer>:<slot>"` and `"B:<layer>:<slot>"` → float32 factor."""
+def hetlora_payload(model, adapter: str = "default", scaled: bool = False) -> dict[str, np.ndarray]:
+    """What a HetLoRA (or, with `scaled=True`, a FLoRA) client sends: `"A:<layer>:<slot>"` and `"B:<layer>:<slot>"`
+    → float32 factor; `scaled` folds the LoRA scale α/r into B (so B·A is the module's ΔW)."""
+    scaling = {}
+    for name, module in model.named_modules():
+        if hasattr(module, "lora_A") and adapter in getattr(module, "lora_A", {}):
+            scaling[module_slot(name)] = float(module.scaling[adapter])
     out = {}
     for (layer, slot), (a, b) in lora_factors(model, adapter).items():
         out[f"A:{layer}:{slot}"] = a.detach().float().cpu().numpy()
-        out[f"B:{layer}:{slot}"] = b.detach().float().cpu().numpy()
+        out[f"B:{layer}:{slot}"] = (b.detach().float().cpu() * (scaling[(layer, slot)] if scaled else 1.0)).numpy()
     return out
+
+
+def _feature_dim(key: str, arr: np.ndarray) -> int:
+    """The non-rank dimension of a factor: d_in of A (r × d_in), d_out of B (d_out × r)."""
+    return int(arr.shape[1] if key.startswith("A:") else arr.shape[0])
 
 
 def payload_problem(payload: Mapping[str, np.ndarray], *, max_layers: int | None = None, num_slots: int | None = None,
@@ -74,25 +91,22 @@ def payload_problem(payload: Mapping[str, np.ndarray], *, max_layers: int | None
 
 def hetlora_mean(payloads: Mapping[str, Mapping[str, np.ndarray]], **bounds) -> tuple[dict[str, np.ndarray],
                                                                                      dict[str, str]]:
-    """Server side: per key, zero-pad every client's factor to the largest shape and average over the clients that
-    sent that key. Invalid payloads are rejected (logged) and never averaged in.
+    """Server side: per key and feature size (see the module docstring), zero-pad every client's factor to the
+    largest rank and average over the clients that sent it. Invalid payloads are rejected (logged) and never averaged
+    in.
 
     `bounds` go to [`payload_problem`] (`max_layers`, `num_slots`, `max_dim`, `max_abs`).
 
-    Returns `(mean, rejected)`: key → padded mean, and client id → reason.
+    Returns `(mean, rejected)`: `"<key>:<feature size>"` → rank-padded mean, and client id → reason.
     """
+    valid, rejected = _valid_payloads(payloads, bounds, "hetlora")
     groups: dict[str, list[np.ndarray]] = defaultdict(list)
-    rejected = {}
-    for cid, payload in payloads.items():
-        reason = payload_problem(payload, **bounds)
-        if reason is not None:
-            logger.warning("hetlora: rejected update from client %s: %s", cid, reason)
-            rejected[cid] = reason
-            continue
+    for payload in valid.values():
         for key, arr in payload.items():
-            groups[key].append(np.asarray(arr, dtype=np.float32))
+            groups[f"{key}:{_feature_dim(key, arr)}"].append(np.asarray(arr, dtype=np.float32))
     mean = {}
     for key, arrs in groups.items():
+        # pad the rank dimension only (A: rows, B: columns); the feature dimension is the group's own
         rows, cols = max(a.shape[0] for a in arrs), max(a.shape[1] for a in arrs)
         acc = np.zeros((rows, cols), dtype=np.float32)
         for a in arrs:
@@ -101,12 +115,70 @@ def hetlora_mean(payloads: Mapping[str, Mapping[str, np.ndarray]], **bounds) -> 
     return mean, rejected
 
 
+def _valid_payloads(payloads, bounds, method: str) -> tuple[dict, dict[str, str]]:
+    """The payloads [`payload_problem`] accepts, and client id → reason for the others (logged)."""
+    valid, rejected = {}, {}
+    for cid, payload in payloads.items():
+        reason = payload_problem(payload, **bounds)
+        if reason is not None:
+            logger.warning("%s: rejected update from client %s: %s", method, cid, reason)
+            rejected[cid] = reason
+        else:
+            valid[cid] = payload
+    return valid, rejected
+
+
+def flora_stack(payloads: Mapping[str, Mapping[str, np.ndarray]], **bounds) -> tuple[dict[str, np.ndarray],
+                                                                                     dict[str, str]]:
+    """FLoRA's server: per module of one shape, the stacked factors `A_stack` (Σ r_c × d_in) and `B_stack`
+    (d_out × Σ r_c) / N, so that B_stack·A_stack = (1/N)·Σ_c B_c·A_c (B already scaled by α/r_c). Keys
+    `"A:<layer>:<slot>:<d_in>x<d_out>"` and `"B:..."`."""
+    valid, rejected = _valid_payloads(payloads, bounds, "flora")
+    stacks: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for payload in valid.values():
+        for key in payload:
+            if key.startswith("A:") and "B:" + key[2:] in payload:
+                a, b = payload[key], payload["B:" + key[2:]]
+                group = f"{key[2:]}:{a.shape[1]}x{b.shape[0]}"
+                stacks[group][0].append(np.asarray(a, np.float32))
+                stacks[group][1].append(np.asarray(b, np.float32))
+    out = {}
+    for group, (a_list, b_list) in stacks.items():
+        out[f"A:{group}"] = np.concatenate(a_list, axis=0)
+        out[f"B:{group}"] = np.concatenate(b_list, axis=1) / len(b_list)
+    return out, rejected
+
+
+@torch.no_grad()
+def apply_flora(model, stacked: Mapping[str, np.ndarray], adapter: str = "default", seed: int = 0) -> None:
+    """FLoRA's client step: add the global ΔW = B_stack·A_stack of each of its modules into the base weight, then
+    restart the LoRA factors (A re-drawn as PEFT initialises it, B = 0), so the next round trains a fresh adapter
+    on the updated base."""
+    import math
+
+    for name, module in model.named_modules():
+        if not (hasattr(module, "lora_A") and adapter in getattr(module, "lora_A", {})):
+            continue
+        layer, slot = module_slot(name)
+        a, b = module.lora_A[adapter].weight, module.lora_B[adapter].weight
+        group = f"{layer}:{slot}:{a.shape[1]}x{b.shape[0]}"
+        if f"A:{group}" not in stacked:
+            continue
+        delta = torch.from_numpy(np.asarray(stacked[f"B:{group}"]) @ np.asarray(stacked[f"A:{group}"]))
+        weight = module.get_base_layer().weight
+        weight += (delta.T if module.fan_in_fan_out else delta).to(weight.dtype)
+        gen = torch.Generator().manual_seed(seed)
+        bound = 1.0 / math.sqrt(a.shape[1])  # kaiming_uniform(a=√5) on A, as PEFT's default LoRA init
+        a.copy_(torch.empty(a.shape).uniform_(-bound, bound, generator=gen).to(a.dtype))
+        b.zero_()
+
+
 @torch.no_grad()
 def load_hetlora(model, mean: Mapping[str, np.ndarray], adapter: str = "default") -> None:
-    """Client side: truncate the server's padded means to this client's factor shapes and load them."""
+    """Client side: truncate the server's rank-padded means of its own feature sizes to its rank and load them."""
     for (layer, slot), (a, b) in lora_factors(model, adapter).items():
         for name, factor in (("A", a), ("B", b)):
-            key = f"{name}:{layer}:{slot}"
+            key = f"{name}:{layer}:{slot}:{_feature_dim(name + ':', factor)}"
             if key in mean:
                 arr = np.asarray(mean[key])
                 if arr.shape[0] < factor.shape[0] or arr.shape[1] < factor.shape[1]:

@@ -1,8 +1,9 @@
 """H2Tune Flower ClientApp: thin; routes the message to [`~hf_ext.h2tune.task.H2TuneClient.run_round`].
 
-The node's `partition-id` picks its client (decoder family, depth, width, rank, task); the run config's `variant`
-picks the compared method (H2Tune and its ablations send only G_c; HetLoRA sends its LoRA factors; local-only sends
-nothing). The client's local state (A, B, T, S, M̃ and P_c) persists across rounds in the node's `context.state`.
+The node's `partition-id` picks its client among the run config's clients (`client-models`, `client-ranks`,
+`client-tasks`, `client-datasets`; the built-in three by default: see `clients.py`); the run config's `variant`
+picks the compared method (H2Tune and its ablations send only G_c; HetLoRA and FLoRA send their LoRA factors;
+local-only and the pooled ceiling send nothing). The client's local state (A, B, T, S, M̃ and P_c) persists across rounds in the node's `context.state`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from .task import CLIENTS, H2TuneClient, RunConfig
+from .task import H2TuneClient, RunConfig
 
 app = ClientApp()
 STATE_KEY = "h2tune-client-state"
@@ -40,7 +41,9 @@ def _incoming(msg: Message) -> dict[str, np.ndarray]:
 def train(msg: Message, context: Context) -> Message:
     run = RunConfig.from_run_config(context.run_config)
     pid = int(context.node_config["partition-id"])
-    client = H2TuneClient(CLIENTS[pid], run, max(c.layers for c in CLIENTS), index=pid)
+    if not 0 <= pid < len(run.clients):
+        raise ValueError(f"node config partition-id={pid}, but the run config defines {len(run.clients)} clients")
+    client = H2TuneClient(run.clients[pid], run, run.max_layers, index=pid)
     if STATE_KEY in context.state:
         client.load_state_arrays({k: v.numpy() for k, v in context.state[STATE_KEY].items()})
     incoming = _incoming(msg)

@@ -1,5 +1,7 @@
-"""Synthetic data for the offline H2Tune reproduction: a character codec the tiny decoders share, and one arithmetic
-skill ((a + b) mod 10) posed three ways, one per client: fill-in, multiple choice and program output."""
+"""Data for H2Tune clients: one arithmetic skill ((a + b) mod 10) posed three ways, one per client (fill-in, multiple
+choice, program output), split so that **no client is tested on an input it trained on** ([`client_split`]); a
+character codec the tiny decoders share, and [`TokenizerCodec`] for real decoders (SmolLM2, a user's HF model) with
+their own tokenizer; [`load_pairs`] reads a user's `datasets` data (`prompt` / `answer` columns)."""
 
 from __future__ import annotations
 
@@ -50,38 +52,156 @@ def make_example(task: str, a: int, b: int, rng: random.Random) -> tuple[str, st
 
 
 def make_split(task: str, n: int, seed: int) -> list[tuple[str, str]]:
+    """`n` examples of `task` on operands drawn uniformly (with repeats; no train/test separation: see
+    [`client_split`] for the federated clients)."""
     rng = random.Random(seed)
     return [make_example(task, rng.randrange(10), rng.randrange(10), rng) for _ in range(n)]
 
 
-def to_features(pairs: list[tuple[str, str]], max_len: int = 32) -> dict[str, list[list[int]]]:
+CHANCE = {"fill_in": 0.1, "choice": 0.25, "program": 0.1}  # exact match of a uniform guess
+
+
+def operand_blocks(num_blocks: int, seed: int) -> list[list[tuple[int, int]]]:
+    """The 100 operand pairs (a, b), shuffled with `seed` and cut into `num_blocks` disjoint blocks."""
+    if not 1 <= num_blocks <= 100:
+        raise ValueError(f"num_blocks must lie in [1, 100], got {num_blocks!r}")
+    pairs = [(a, b) for a in range(10) for b in range(10)]
+    random.Random(seed).shuffle(pairs)
+    return [pairs[i::num_blocks] for i in range(num_blocks)]
+
+
+def client_split(task: str, client: int, num_clients: int, n_train: int, n_test: int, seed: int
+                 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Client `client`'s `(train, test)` in the federated setting.
+
+    The 100 operand pairs are cut into `num_clients + 1` disjoint blocks ([`operand_blocks`]); client c trains on
+    `n_train` examples over block c only (so little distinct local data: 25 pairs for 3 clients) and is tested on the
+    pairs of the *other* clients' blocks, each once (at most `n_test`), posed in its own format. No test input is a
+    training input of the same client; every test pair is a training pair of some other client (in another format),
+    so what the federation shares can reach it, and local-only training can only generalise to it.
+    """
+    if not 0 <= client < num_clients:
+        raise ValueError(f"client must lie in [0, {num_clients}), got {client!r}")
+    blocks = operand_blocks(num_clients + 1, seed)
+    rng = random.Random(seed * 1000 + client)
+    own = blocks[client]
+    train = [make_example(task, *own[rng.randrange(len(own))], rng) for _ in range(n_train)]
+    others = [p for c, block in enumerate(blocks[:num_clients]) if c != client for p in block]
+    test = [make_example(task, a, b, rng) for a, b in others[:n_test]]
+    return train, test
+
+
+class CharCodec:
+    """The tiny decoders' character codec ([`encode`] / [`decode`], BOS/EOS/PAD ids)."""
+
+    bos, eos, pad = BOS, EOS, PAD
+
+    def new_tokens(self, answer: str) -> int:
+        """Greedy budget of [`exact_match`]: two tokens, the metric `compute_metrics` reproduces by teacher forcing
+        over the first two answer positions."""
+        return 2
+
+    def prompt_ids(self, text: str) -> list[int]:
+        return encode(text)
+
+    def answer_ids(self, text: str) -> list[int]:
+        return encode(text)[1:]
+
+    def decode(self, ids) -> str:
+        return decode(ids)
+
+
+class TokenizerCodec:
+    """A real decoder's tokenizer as a codec: prompts get the tokenizer's BOS (if it has one), answers are the
+    answer's tokens, EOS is the tokenizer's EOS, padding its PAD (EOS when it has none)."""
+
+    def __init__(self, tokenizer):
+        if tokenizer.eos_token_id is None:
+            raise ValueError(f"tokenizer {type(tokenizer).__name__} has no eos_token_id: cannot end answers")
+        self.tokenizer = tokenizer
+        self.eos = tokenizer.eos_token_id
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos
+        self.bos = tokenizer.bos_token_id
+
+    def new_tokens(self, answer: str) -> int:
+        """Greedy budget of [`exact_match`]: the answer's tokens plus EOS."""
+        return len(self.answer_ids(answer)) + 1
+
+    def prompt_ids(self, text: str) -> list[int]:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ([self.bos] if self.bos is not None else []) + list(ids)
+
+    def answer_ids(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids) -> str:
+        ids = [int(i) for i in ids]
+        if self.eos in ids:
+            ids = ids[: ids.index(self.eos)]
+        return self.tokenizer.decode(ids, skip_special_tokens=True).strip()
+
+
+CHARS_CODEC = CharCodec()
+
+
+def to_features(pairs: list[tuple[str, str]], max_len: int = 32, codec=None) -> dict[str, list[list[int]]]:
     """Causal-LM features: loss only on the answer and EOS (prompt tokens labelled -100), right-padded."""
-    ids, labels = [], []
+    codec = codec or CHARS_CODEC
+    ids, labels, mask = [], [], []
     for prompt, answer in pairs:
-        p, a = encode(prompt), encode(answer)[1:] + [EOS]
+        p, a = codec.prompt_ids(prompt), codec.answer_ids(answer) + [codec.eos]
         seq = (p + a)[:max_len]
         lab = ([-100] * len(p) + a)[:max_len]
         pad = max_len - len(seq)
-        ids.append(seq + [PAD] * pad)
+        ids.append(seq + [codec.pad] * pad)
         labels.append(lab + [-100] * pad)
-    return {"input_ids": ids, "labels": labels, "attention_mask": [[1] * (max_len - r.count(PAD)) + [0] *
-                                                                    r.count(PAD) for r in ids]}
+        mask.append([1] * len(seq) + [0] * pad)
+    return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
 
 @torch.no_grad()
-def greedy(model, prompt: str, max_new_tokens: int = 4) -> str:
+def greedy(model, prompt: str, max_new_tokens: int = 4, codec=None) -> str:
     """Greedy continuation of `prompt` (stops at EOS)."""
-    ids = torch.tensor([encode(prompt)])
+    codec = codec or CHARS_CODEC
+    ids = torch.tensor([codec.prompt_ids(prompt)], device=model.device)
     out = []
     model.eval()
     for _ in range(max_new_tokens):
         nxt = int(model(input_ids=ids).logits[0, -1].argmax())
-        if nxt == EOS:
+        if nxt == codec.eos:
             break
         out.append(nxt)
-        ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
-    return decode(out)
+        ids = torch.cat([ids, torch.tensor([[nxt]], device=ids.device)], dim=1)
+    return codec.decode(out)
 
 
-def exact_match(model, pairs: list[tuple[str, str]]) -> float:
-    return sum(greedy(model, p, 2) == a for p, a in pairs) / max(len(pairs), 1)
+def exact_match(model, pairs: list[tuple[str, str]], codec=None) -> float:
+    """Share of prompts whose greedy answer equals the answer (`codec.new_tokens(answer)` new tokens at most: 2 for
+    the character codec, the answer's tokens plus EOS for a tokenizer)."""
+    codec = codec or CHARS_CODEC
+    hits = sum(greedy(model, p, codec.new_tokens(a), codec) == a for p, a in pairs)
+    return hits / max(len(pairs), 1)
+
+
+def load_pairs(source: str, split: str) -> list[tuple[str, str]]:
+    """`(prompt, answer)` pairs from a user's data: a `datasets` folder saved with `save_to_disk` (a `DatasetDict`
+    with `split`), a `.jsonl` / `.json` / `.csv` file or folder of them, or a Hub dataset id (read from the local
+    cache when offline). Columns `prompt` and `answer` are required."""
+    from pathlib import Path
+
+    import datasets
+
+    path = Path(source)
+    if (path / "dataset_dict.json").is_file() or (path / "dataset_info.json").is_file():
+        data = datasets.load_from_disk(str(path))
+        data = data[split] if isinstance(data, datasets.DatasetDict) else data
+    elif path.is_file() and path.suffix in (".jsonl", ".json", ".csv"):
+        data = datasets.load_dataset("csv" if path.suffix == ".csv" else "json", data_files={split: str(path)},
+                                     split=split)
+    else:
+        data = datasets.load_dataset(source, split=split)
+    missing = {"prompt", "answer"} - set(data.column_names)
+    if missing:
+        raise ValueError(f"dataset {source!r} (split {split!r}) lacks column(s) {sorted(missing)}; it has "
+                         f"{data.column_names}")
+    return [(str(p), str(a)) for p, a in zip(data["prompt"], data["answer"])]

@@ -1,10 +1,16 @@
-"""`hf-ext reproduce h2tune`: three heterogeneous tiny decoders (Llama-, Qwen2- and GPT-2-style; different depths,
-widths and LoRA ranks), briefly pretrained on a shared corpus of plain sums (cached under `--out/pretrained`), on three
-phrasings of (a + b) mod 10. Compares H2Tune (shared middle matrices through relation-guided alignment, unweighted
-mean on the server) with local-only LoRA, HetLoRA (pad → average → truncate), and the ablations index-aligned layers
-and joint instead of alternating training; per-client exact match after each round (mean ± std over seeds), bytes
-sent per round. Prints the table, writes `results.json` and each H2Tune client's adapted model (base + adapter +
-card) under `--out/clients`.
+"""`hf-ext reproduce h2tune`: three clients on two tiny decoders (clients 0 and 1 share a Llama-style base with LoRA
+ranks 4 and 8; client 2 is a shallower, narrower GPT-2-style decoder with rank 16), the bases briefly pretrained on a
+shared corpus of plain sums (cached under `--out/pretrained`), each client posing (a + b) mod 10 in its own format
+(fill-in, multiple choice, program output) with little local data: 25 operand pairs per client, and **test inputs
+disjoint from the client's own training inputs** (every test pair is another client's training pair; see
+`data.client_split`). Compares H2Tune (shared middle matrices through relation-guided alignment, unweighted mean on the
+server) with local-only LoRA, the pooled-data ceiling (each model trained on all clients' training data), HetLoRA
+(rank-padded averaging within a base), FLoRA (stacking within a base), and the ablations no sparsification,
+index-aligned layers and joint instead of alternating training. Before any comparison it checks that local-only lands
+strictly between chance and the pooled ceiling on every client (the setting is uninformative otherwise) and prints
+the verdict. Per-client exact match after each round (mean ± std over seeds), paired per-seed differences against
+local-only, bytes sent per round. Writes `results.json`, each H2Tune client's adapted model under `--out/clients` and
+the pushable `--out/artifact` (client 0: base at the root, adapter in `adapter/`).
 
 Two engines run the same client and server code (`H2TuneClient.run_round`, `server_update`): `--engine simulation`
 runs the Flower ServerApp and ClientApps on Flower's simulation engine (Ray), one federation at a time (the `--full`
@@ -30,7 +36,13 @@ from hf_ext.core.parallel import run_jobs
 from .aggregation import server_update
 from .alignment import initial_global
 from .model import MODULE_SLOTS
-from .task import CLIENTS, GLOBAL_RANK, VARIANTS, H2TuneClient, RunConfig, global_shape, pretrained_base
+from .task import GLOBAL_RANK, VARIANTS, H2TuneClient, RunConfig, global_shape, pretrained_base
+
+# Stated before running (README): where H2Tune should beat local-only, and by how much would count.
+PREDICTION = ("H2Tune beats local-only on a client when its paired per-seed gain is positive on every seed and the "
+              "mean gain exceeds 0.05 exact match; it should show on the clients whose test pairs the others train "
+              "on, i.e. all three, and most on client 2 (the only one that no LoRA baseline can reach). HetLoRA and "
+              "FLoRA can help only clients 0 and 1 (one shared base).")
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce h2tune", description=__doc__)
@@ -47,7 +59,23 @@ def make_parser() -> argparse.ArgumentParser:
                    help="inprocess: the client and server code in worker processes (quick default); simulation: "
                         "the Flower apps on Flower's simulation engine, Ray (--full default)")
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), help="subset of the compared methods")
+    p.add_argument("--pretrained", action="store_true",
+                   help="real and derived bases: SmolLM2-135M-Instruct (fill-in, r 8) and two smaller bases derived "
+                        "from it (smollm2-L10, choice, r 4; smollm2-L4, program, r 16), healed by distillation and "
+                        "cached (see PRETRAINED below for the CPU budget)")
+    p.add_argument("--heal-steps", type=int, help="--pretrained: distillation steps per derived base")
+    p.add_argument("--num-train", type=int, help="training examples per client")
+    p.add_argument("--num-test", type=int, help="test examples per client")
     return p
+
+
+# `--pretrained` on CPU: SmolLM2 + two derived bases, one seed, 2 rounds × 4 local steps of batch 8, 64 training /
+# 24 test examples per client, sequences <= 32 tokens, 20 healing steps per derived base; local-only and H2Tune.
+# A SmolLM2 H2Tune step costs ~45 CPU-s at the review's scale on an idle 2-core machine; scope it down further with
+# --local-steps / --rounds / --heal-steps on a loaded one.
+PRETRAINED = {"client_models": "smollm2,smollm2-L10,smollm2-L4", "client_ranks": "8,4,16", "rounds": 2,
+              "local_steps": 4, "batch_size": 8, "num_train": 64, "num_test": 24, "pretrain_steps": 0,
+              "heal_steps": 20, "max_len": 32}
 
 
 def run_variant(variant: str, run: RunConfig) -> dict:
@@ -55,8 +83,8 @@ def run_variant(variant: str, run: RunConfig) -> dict:
     [`server_update`] calls the Flower apps make. Returns per-client accuracy per round (measured after local
     training, before aggregation, as the paper's code does) and the bytes all clients send per round."""
     run = run.for_variant(variant)
-    max_layers = max(c.layers for c in CLIENTS)
-    clients = [H2TuneClient(spec, run, max_layers, index=i) for i, spec in enumerate(CLIENTS)]
+    max_layers = run.max_layers
+    clients = [H2TuneClient(spec, run, max_layers, index=i) for i, spec in enumerate(run.clients)]
     shape = global_shape(max_layers)
     message = None
     if run.mode == "h2tune":
@@ -83,16 +111,17 @@ def run_variant_flower(variant: str, run: RunConfig, engine: str = "simulation")
     from .server_app import app as server_app
 
     run = run.for_variant(variant)
-    config = {**run.to_run_config(), "min-nodes": len(CLIENTS)}
+    n = len(run.clients)
+    config = {**run.to_run_config(), "min-nodes": n}
     if engine == "simulation":
-        state = run_simulation(server_app, client_app, num_supernodes=len(CLIENTS), run_config=config)
+        state = run_simulation(server_app, client_app, num_supernodes=n, run_config=config)
     elif engine == "local":
-        state = run_local(server_app, client_app, num_nodes=len(CLIENTS), run_config=config,
-                          node_configs=[{"partition-id": i} for i in range(len(CLIENTS))])
+        state = run_local(server_app, client_app, num_nodes=n, run_config=config,
+                          node_configs=[{"partition-id": i} for i in range(n)])
     else:
         raise ValueError(f"unknown engine {engine!r}; use 'simulation' or 'local'")
     per = dict(state["client-accuracy"])
-    acc = {c.name: [float(per[f"{r}:{i}"]) for r in range(1, run.rounds + 1)] for i, c in enumerate(CLIENTS)}
+    acc = {c.name: [float(per[f"{r}:{i}"]) for r in range(1, run.rounds + 1)] for i, c in enumerate(run.clients)}
     sent = dict(state["bytes-received"])
     final = {k: v.numpy() for k, v in state["arrays"].items()} if "arrays" in state else None
     return {"accuracy": acc, "bytes_sent_per_round": int(sent[str(run.rounds)]), "final_message": final or None}
@@ -106,13 +135,12 @@ def save_clients(clients, out: Path) -> None:
 
 def _pretrain_job(index: int, run: RunConfig) -> float:
     """Pretrains (or finds in the cache) client `index`'s base; returns the seconds it took."""
-    from .data import VOCAB_SIZE
-    from .testing import tiny_base, tiny_base_config
+    from .bases import tiny_client_base
+    from .clients import base_seed
 
     t0 = time.perf_counter()
-    spec = CLIENTS[index]
-    base = tiny_base(tiny_base_config(spec.family, spec.layers, spec.hidden, VOCAB_SIZE), seed=1000 + index)
-    pretrained_base(base, spec, run, init_seed=1000 + index)
+    spec, seed = run.clients[index], base_seed(run.clients, index)
+    pretrained_base(tiny_client_base(spec, seed), spec, run, init_seed=seed)
     return time.perf_counter() - t0
 
 
@@ -132,14 +160,54 @@ def _variant_job(variant: str, run: RunConfig, out: str | None, engine: str = "i
 
 def format_table(results: dict) -> str:
     n = len(results["seeds"])
-    lines = [f"final exact match, mean ± std (population) over {n} seed{'s' if n > 1 else ''} {results['seeds']}",
-             f"{'variant':<22}" + "".join(f"{c.name + ' (' + c.task + ')':>24}" for c in CLIENTS)
+    clients = results["clients"]
+    lines = [f"final exact match, mean ± std (population) over {n} seed{'s' if n > 1 else ''} {results['seeds']}; "
+             "[paired per-seed difference vs local-only, mean ± std]",
+             f"{'variant':<22}" + "".join(f"{c['name'] + ' (' + c['task'] + ')':>36}" for c in clients)
              + f"{'bytes/round':>14}"]
     for variant, r in results["variants"].items():
-        cells = "".join(f"{r['final_accuracy_mean'][c.name]:>17.3f}±{r['final_accuracy_std'][c.name]:.3f}"
-                        for c in CLIENTS)
+        cells = ""
+        for c in clients:
+            cell = f"{r['final_accuracy_mean'][c['name']]:.3f}±{r['final_accuracy_std'][c['name']]:.3f}"
+            diff = r.get("paired_vs_local", {}).get(c["name"])
+            if diff is not None and variant != "local-only":
+                cell += f" [{diff['mean']:+.3f}±{diff['std']:.3f}]"
+            cells += f"{cell:>36}"
         lines.append(f"{variant:<22}{cells}{r['bytes_sent_per_round']:>14}")
     return "\n".join(lines)
+
+
+def setting_check(results: dict) -> dict:
+    """Before any comparison: local-only must land strictly between chance and the pooled-data ceiling on every
+    client (mean over seeds); otherwise the setting cannot show a collaboration gain there (a client at chance learned
+    nothing, a client at the ceiling has nothing left to gain)."""
+    from .data import CHANCE
+
+    variants = results["variants"]
+    out = {"passed": True, "clients": {}}
+    if "local-only" not in variants or "pooled" not in variants:
+        return {"passed": None, "clients": {}, "note": "needs the local-only and pooled variants"}
+    for c in results["clients"]:
+        chance = CHANCE.get(c["task"])
+        local = variants["local-only"]["final_accuracy_mean"][c["name"]]
+        ceiling = variants["pooled"]["final_accuracy_mean"][c["name"]]
+        ok = (chance is None or local > chance) and local < ceiling
+        out["clients"][c["name"]] = {"chance": chance, "local_only": local, "pooled_ceiling": ceiling, "ok": ok}
+        out["passed"] = out["passed"] and ok
+    return out
+
+
+def paired_differences(results: dict) -> None:
+    """Adds `paired_vs_local` (per client: per-seed differences against local-only, mean and population std)."""
+    base = results["variants"].get("local-only")
+    if base is None:
+        return
+    for r in results["variants"].values():
+        r["paired_vs_local"] = {}
+        for name, per_seed in r["final_accuracy_per_seed"].items():
+            diffs = [a - b for a, b in zip(per_seed, base["final_accuracy_per_seed"][name])]
+            r["paired_vs_local"][name] = {"per_seed": diffs, "mean": float(np.mean(diffs)),
+                                          "std": float(np.std(diffs))}
 
 
 def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
@@ -148,7 +216,7 @@ def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
     from hf_ext.core.records import metric, save_training_record
 
     per_seed = results["variants"].get("h2tune", {}).get("final_accuracy_per_seed", {})
-    for spec in CLIENTS:
+    for spec in run.clients:
         folder = out / "clients" / spec.name
         if not (folder / "adapter").is_dir() or spec.name not in per_seed:
             continue
@@ -167,6 +235,17 @@ def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
         if (folder / "base").is_dir():
             save_training_record(folder / "base", **common, notes=f"{spec.name}'s base decoder (pretrained on the "
                                  "shared sums corpus), unmodified by the adapter")
+        if spec == run.clients[0] and (folder / "base").is_dir():
+            # the pushable artifact (`hf-ext push h2tune` with no --from): base at the root, adapter in adapter/
+            from .artifact import release_from_client
+
+            release = release_from_client(folder, out / "artifact")
+            save_training_record(release, **common, skip_nonfinite=True,
+                                 metrics=[metric("exact match", "exact_match", per_seed[spec.name][0], dataset=data,
+                                                 higher_is_better=True)],
+                                 notes=f"{spec.name} ({spec.family}, {spec.layers} layers, r={spec.rank}) after "
+                                       f"{run.rounds} rounds, seed {seeds[0]}: base decoder at the root, H2Tune "
+                                       "adapter in adapter/")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -178,22 +257,30 @@ def main(argv: list[str] | None = None) -> dict:
     run = RunConfig(rounds=5 if ns.full else 3, local_steps=40 if ns.full else 20, pretrain_steps=300,
                     cache_dir=str(out / "pretrained"))
     seeds = ns.seeds or ([0, 1, 2] if ns.full else [0, 1])
-    if ns.rounds:
-        run = dataclasses.replace(run, rounds=ns.rounds)
-    if ns.local_steps:
-        run = dataclasses.replace(run, local_steps=ns.local_steps)
+    if ns.pretrained:
+        run = dataclasses.replace(run, **PRETRAINED)
+        seeds = ns.seeds or [0]
+    for flag, field in (("rounds", "rounds"), ("local_steps", "local_steps"), ("heal_steps", "heal_steps"),
+                        ("num_train", "num_train"), ("num_test", "num_test")):
+        if getattr(ns, flag) is not None:
+            run = dataclasses.replace(run, **{field: getattr(ns, flag)})
     engine = ns.engine or ("simulation" if ns.full else "inprocess")
-    variants = ns.variants or list(VARIANTS)
+    variants = ns.variants or (["local-only", "h2tune"] if ns.pretrained else list(VARIANTS))
+    if ns.pretrained:
+        ns.workers = 1  # three real decoders per federation: one process (memory)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    results: dict = {"scale": "full" if ns.full else "quick", "engine": engine, "run": run.__dict__, "seeds": seeds,
-                     "clients": [c.__dict__ for c in CLIENTS], "variants": {}}
+    results: dict = {"scale": "pretrained" if ns.pretrained else "full" if ns.full else "quick", "engine": engine, "run": run.__dict__, "seeds": seeds,
+                     "clients": [c.__dict__ for c in run.clients], "variants": {}, "prediction": PREDICTION}
     done: dict[tuple[str, int], dict] = {}
     workers = max(1, ns.workers)
-    # phase 1: the three bases (each cached once; every later run loads them)
-    for i, secs in enumerate(run_jobs(_pretrain_job, [(i, run) for i in range(len(CLIENTS))], workers=workers,
-                                      desc="h2tune pretraining")):
-        print(f"pretrained base {i + 1}/{len(CLIENTS)} ({secs:.0f} s)", flush=True)
+    # phase 1: the distinct bases (each cached once; every later run loads them)
+    from .clients import base_seed
+
+    firsts = sorted({base_seed(run.clients, i) - 1000 for i in range(len(run.clients)) if not run.clients[i].model})
+    for i, secs in zip(firsts, run_jobs(_pretrain_job, [(i, run) for i in firsts], workers=workers,
+                                        desc="h2tune pretraining")):
+        print(f"pretrained the base of {run.clients[i].name} ({secs:.0f} s)", flush=True)
     results["seconds_pretrain"] = time.perf_counter() - start
     # phase 2: every (variant, seed) federated run; the first seed's H2Tune clients are saved. The simulation engine
     # runs one federation at a time in this process (Ray spreads its clients over the cores).
@@ -206,7 +293,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{variant} seed {seed}: final exact match {final} ({secs:.0f} s)", flush=True)
     for variant in variants:
         per_seed = [done[(variant, seed)] for seed in seeds]
-        final = {c.name: [r["accuracy"][c.name][-1] for r in per_seed] for c in CLIENTS}
+        final = {c.name: [r["accuracy"][c.name][-1] for r in per_seed] for c in run.clients}
         results["variants"][variant] = {
             "final_accuracy_mean": {k: float(np.mean(v)) for k, v in final.items()},
             "final_accuracy_std": {k: float(np.std(v)) for k, v in final.items()},
@@ -214,10 +301,17 @@ def main(argv: list[str] | None = None) -> dict:
             "accuracy_per_round": [r["accuracy"] for r in per_seed],
             "bytes_sent_per_round": per_seed[0]["bytes_sent_per_round"],
         }
+    paired_differences(results)
+    results["setting_check"] = setting_check(results)
     results["seconds"] = time.perf_counter() - start
     results["seconds_federated"] = results["seconds"] - results["seconds_pretrain"]
     (out / "results.json").write_text(json.dumps(results, indent=2))
     _save_records(out, results, run, seeds, ns)
+    print(f"prediction (stated before the run): {PREDICTION}")
+    check = results["setting_check"]
+    for name, c in check["clients"].items():
+        print(f"setting check {name}: chance {c['chance']} < local-only {c['local_only']:.3f} < pooled ceiling "
+              f"{c['pooled_ceiling']:.3f}: {'ok' if c['ok'] else 'FAILED (no comparison is informative here)'}")
     table = format_table(results)
     print(table)
     print(f"wrote {out / 'results.json'} and {out / 'clients'} ({results['seconds']:.0f} s: pretraining "

@@ -15,7 +15,7 @@ from hf_ext.core.federated import require_rounds, save_result
 from .aggregation import make_strategy
 from .alignment import initial_global
 from .model import MODULE_SLOTS
-from .task import CLIENTS, GLOBAL_RANK, RunConfig, global_shape
+from .task import GLOBAL_RANK, RunConfig, global_shape
 
 app = ServerApp()
 
@@ -23,13 +23,15 @@ app = ServerApp()
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     run = RunConfig.from_run_config(context.run_config)
-    min_nodes = int(context.run_config.get("min-nodes", len(CLIENTS)))
+    clients = run.clients  # the run config's client list (the built-in three by default): same on every node
+    min_nodes = int(context.run_config.get("min-nodes", len(clients)))
     min_rounds = int(context.run_config.get("min-rounds", run.rounds))
-    max_layers = max(c.layers for c in CLIENTS)
-    # HetLoRA factors are (r × d_in) / (d_out × r): no client's exceeds 4 × its width (GPT-2's MLP) or its rank
-    max_dim = max(max(4 * c.hidden, c.rank) for c in CLIENTS)
+    max_layers = run.max_layers
+    # LoRA factors are (r × d_in) / (d_out × r): no client's exceeds 4 × its width (GPT-2's MLP; SmolLM2's MLP is
+    # 2.67×) or its rank
+    max_dim = max(max(4 * c.hidden, c.rank) for c in clients)
     strategy = make_strategy(
-        global_shape(max_layers), mode=run.mode, num_partitions=len(CLIENTS),
+        global_shape(max_layers), mode=run.mode, num_partitions=len(clients),
         hetlora_bounds={"max_layers": max_layers, "num_slots": len(MODULE_SLOTS), "max_dim": max_dim},
         fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=min_nodes, min_available_nodes=min_nodes,
     )

@@ -1,13 +1,16 @@
 """What an H2Tune client does, independent of how it is run (in-process loop, Flower simulation or deployment).
 
-A [`H2TuneClient`] owns a tiny decoder with an H2Tune adapter, its relation matrix P_c and its task data. `fit(G)`
-loads M̃_c = P_c·G, trains one local round with `H2TuneTrainer`, and returns only G_c = P_c·M̃_c (plus nothing that
-depends on the hidden size).
+A [`H2TuneClient`] owns a decoder (tiny, SmolLM2 or a user's; see `clients.py` / `bases.py`) with an H2Tune
+adapter, its relation matrix P_c and its task data. `fit(G)` loads M̃_c = P_c·G, trains one local round with
+`H2TuneTrainer`, and returns only G_c = P_c·M̃_c (nothing that depends on the hidden size). The baselines run in the
+same client: local-only LoRA, the pooled-data ceiling (local-only on every client's training data), HetLoRA
+(rank-padded averaging within a base) and FLoRA (stacking).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,36 +22,22 @@ import torch
 from hf_ext.core.paths import work_dir
 
 from .alignment import RelationMatrix
+from .bases import PRETRAIN_ARGS, PRETRAIN_CORPUS, build_base, pretrain_corpus, pretrain_key, pretrained_base
+from .clients import CLIENTS, ClientSpec, base_seed, client_pairs, pooled_pairs, resolve_clients
 from .config import H2TuneConfig
-from .data import TASKS, VOCAB_SIZE, exact_match, make_split, to_features
+from .data import TASKS, exact_match, to_features
 from .model import MODULE_SLOTS, get_middle, num_layers, set_middle
-from .testing import tiny_base, tiny_base_config
 
-
-@dataclass(frozen=True)
-class ClientSpec:
-    """One heterogeneous client: decoder family, depth, width, LoRA rank and task."""
-
-    name: str
-    family: str
-    layers: int
-    hidden: int
-    rank: int
-    task: str
-
-
-CLIENTS = (
-    ClientSpec("client-0", "llama", 4, 64, 4, "fill_in"),
-    ClientSpec("client-1", "qwen2", 3, 48, 8, "choice"),
-    ClientSpec("client-2", "gpt2", 2, 32, 16, "program"),
-)
 GLOBAL_RANK = 16
 
 # The compared methods, all run by the same client and server code (in-process or on Flower): `mode` says what a
-# client sends ("h2tune": G_c; "hetlora": padded LoRA factors; "local": nothing), the other keys set RunConfig fields.
+# client sends ("h2tune": G_c; "hetlora" / "flora": its LoRA factors; "local": nothing), the other keys set RunConfig
+# fields. "pooled" is the ceiling: local-only training on every client's training data (each in its own format).
 VARIANTS: dict[str, dict] = {
     "local-only": {"mode": "local"},
+    "pooled": {"mode": "local", "pooled": True},
     "hetlora": {"mode": "hetlora"},
+    "flora": {"mode": "flora"},
     "h2tune": {"mode": "h2tune"},
     "h2tune-no-sparsify": {"mode": "h2tune", "sparsify": False},
     "h2tune-index-aligned": {"mode": "h2tune", "index_aligned": True},
@@ -75,13 +64,31 @@ class RunConfig:
     corrupt_partition: int = -1  # tests: this partition sends NaNs (the server must reject them)
     variant: str = "h2tune"  # a key of VARIANTS; `for_variant` sets the fields it implies
     save_dir: str = ""  # Flower runs: where the ClientApps save their adapted models after the last round
+    pooled: bool = False  # the pooled-data ceiling: train on every client's training pairs
+    # the clients (clients.py): comma-separated, one entry per client; all empty = the built-in CLIENTS
+    client_models: str = ""
+    client_ranks: str = ""
+    client_tasks: str = ""
+    client_datasets: str = ""
+    max_len: int = 32  # tokens per training sequence (prompt + answer + EOS)
+    heal_steps: int = 20  # distillation steps that heal a derived smollm2-L<N> base (derive.py; cached)
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown H2Tune variant {self.variant!r}; choose from {sorted(VARIANTS)}")
         from .validation import check_run_config
 
-        check_run_config(self, len(CLIENTS))
+        check_run_config(self, len(self.clients))
+
+    @property
+    def clients(self) -> tuple[ClientSpec, ...]:
+        """This run's clients ([`~hf_ext.h2tune.clients.resolve_clients`]; the built-in ones by default)."""
+        return _resolve(self.client_models, self.client_ranks, self.client_tasks, self.client_datasets)
+
+    @property
+    def max_layers(self) -> int:
+        """L_max: the depth of the deepest client (rows of G)."""
+        return max(c.layers for c in self.clients)
 
     @property
     def mode(self) -> str:
@@ -91,7 +98,7 @@ class RunConfig:
         """This config for `variant`, with the fields the variant implies (sparsify, index_aligned, alternating)."""
         if variant not in VARIANTS:
             raise ValueError(f"unknown H2Tune variant {variant!r}; choose from {sorted(VARIANTS)}")
-        implied = {"sparsify": True, "index_aligned": False, "alternating": True}
+        implied = {"sparsify": True, "index_aligned": False, "alternating": True, "pooled": False}
         implied.update({k: v for k, v in VARIANTS[variant].items() if k != "mode"})
         return dataclasses.replace(self, variant=variant, **implied)
 
@@ -100,7 +107,10 @@ class RunConfig:
         return {"num-server-rounds": self.rounds, "local-steps": self.local_steps, "batch-size": self.batch_size,
                 "lr": self.learning_rate, "num-train": self.num_train, "num-test": self.num_test, "seed": self.seed,
                 "variant": self.variant, "pretrain-steps": self.pretrain_steps, "cache-dir": self.cache_dir,
-                "corrupt-partition": self.corrupt_partition, "save-dir": self.save_dir}
+                "corrupt-partition": self.corrupt_partition, "save-dir": self.save_dir,
+                "client-models": self.client_models, "client-ranks": self.client_ranks,
+                "client-tasks": self.client_tasks, "client-datasets": self.client_datasets, "max-len": self.max_len,
+                "heal-steps": self.heal_steps}
 
     @classmethod
     def from_run_config(cls, run_config) -> "RunConfig":
@@ -116,14 +126,24 @@ class RunConfig:
             batch_size=int(get("batch-size", cls.batch_size)), learning_rate=float(get("lr", cls.learning_rate)),
             num_train=int(get("num-train", cls.num_train)), num_test=int(get("num-test", cls.num_test)),
             seed=int(get("seed", cls.seed)), pretrain_steps=int(get("pretrain-steps", 0)),
-            cache_dir=str(get("cache-dir", cls.cache_dir)), corrupt_partition=int(get("corrupt-partition", -1)),
-            save_dir=str(get("save-dir", "")),
+            cache_dir=str(get("cache-dir", "") or cls.cache_dir), corrupt_partition=int(get("corrupt-partition", -1)),
+            save_dir=str(get("save-dir", "")), max_len=int(get("max-len", cls.max_len)),
+            heal_steps=int(get("heal-steps", cls.heal_steps)),
+            **{key.replace("-", "_"): str(get(key, "")) for key in CLIENT_KEYS},
         )
         variant = str(get("variant", "h2tune"))
         if variant != "h2tune":
             return run.for_variant(variant)
         return dataclasses.replace(run, index_aligned=bool(get("index-aligned", False)),
                                    alternating=bool(get("alternating", True)))
+
+
+CLIENT_KEYS = ("client-models", "client-ranks", "client-tasks", "client-datasets")
+
+
+@functools.lru_cache(maxsize=32)
+def _resolve(models: str, ranks: str, tasks: str, datasets: str) -> tuple[ClientSpec, ...]:
+    return resolve_clients(models, ranks, tasks, datasets)  # cached: a real model's config is read once
 
 
 class H2TuneClient:
@@ -134,10 +154,15 @@ class H2TuneClient:
         plain_lora = run.mode != "h2tune"
         self.spec, self.run, self.plain_lora = spec, run, plain_lora
         self.output_dir = tempfile.mkdtemp(prefix=f"h2tune_{spec.name}_")  # Trainer scratch (nothing is saved)
+        from .data import CHARS_CODEC
+
+        self.codec = CHARS_CODEC
+        specs = list(run.clients)
+        if not 0 <= index < len(specs):
+            raise ValueError(f"client index {index} is not one of the run's {len(specs)} clients")
+        specs[index] = spec  # a caller's own spec for this slot (its data split is still that of slot `index`)
         if base is None:
-            base = tiny_base(tiny_base_config(spec.family, spec.layers, spec.hidden, VOCAB_SIZE), seed=1000 + index)
-            if run.pretrain_steps > 0:
-                base = pretrained_base(base, spec, run, init_seed=1000 + index)
+            base, self.codec = build_base(spec, run, base_seed(specs, index))
         config = H2TuneConfig(r=spec.rank, global_rank=GLOBAL_RANK, task_type="CAUSAL_LM", sparsify=run.sparsify)
         from peft import LoraConfig, get_peft_model
 
@@ -150,10 +175,13 @@ class H2TuneClient:
             self.model = get_peft_model(base, config)
         self.relation = RelationMatrix(max_layers, spec.layers, seed=run.seed * 100 + index,
                                        index_aligned=run.index_aligned)
-        self.train_pairs = make_split(spec.task, run.num_train, seed=run.seed * 100 + index)
+        # disjoint test inputs: the client is tested on operand pairs it never trains on (data.client_split)
+        self.train_pairs, self.test_pairs = client_pairs(specs, index, run)
+        if run.pooled:  # the ceiling: every client's training pairs, each in its own format
+            self.train_pairs = pooled_pairs(specs, run)
         self.prev_t: dict[str, torch.Tensor] | None = None  # T at the end of the previous round
         self.global_tensor: torch.Tensor | None = None  # G downloaded this round (P_c's task gradient goes through it)
-        self.test_pairs = make_split(spec.task, run.num_test, seed=10_000 + run.seed * 100 + index)
+        self.rounds_done = 0
 
     @property
     def num_layers(self) -> int:
@@ -163,7 +191,7 @@ class H2TuneClient:
         """One federated round in this run's mode: apply what the server sent (nothing in the first round), train
         locally, and return what the client sends — `{"g": G_c}` for H2Tune, its padded-able LoRA factors for
         HetLoRA, nothing for local-only. The in-process loop and the Flower ClientApp both call this."""
-        from .baselines import hetlora_payload, load_hetlora
+        from .baselines import apply_flora, hetlora_payload, load_hetlora
         from .validation import check_global
 
         incoming = check_global(incoming, self.run.mode, global_shape(self.relation.weight.shape[0]))
@@ -172,8 +200,13 @@ class H2TuneClient:
             return {"g": self.fit(g).numpy().astype(np.float32)}
         if self.run.mode == "hetlora" and incoming:
             load_hetlora(self.model, incoming)
+        if self.run.mode == "flora" and incoming:  # merge the stacked global ΔW into the base, restart the LoRA
+            apply_flora(self.model, incoming, seed=self.run.seed * 100 + self.rounds_done)
         self.train_local()
-        return hetlora_payload(self.model) if self.run.mode == "hetlora" else {}
+        self.rounds_done += 1
+        if self.run.mode == "local":
+            return {}
+        return hetlora_payload(self.model, scaled=self.run.mode == "flora")
 
     def fit(self, global_tensor: torch.Tensor | None) -> torch.Tensor:
         """One round: download G (if any), train locally, return G_c."""
@@ -193,7 +226,7 @@ class H2TuneClient:
         from .model import H2TuneTrainer
         from .training import H2TuneAlternatingTrainer, compute_metrics, previous_t
 
-        ds = Dataset.from_dict(to_features(self.train_pairs))
+        ds = Dataset.from_dict(to_features(self.train_pairs, max_len=self.run.max_len, codec=self.codec))
         args = TrainingArguments(
             output_dir=self.output_dir, use_cpu=use_cpu(), report_to="none",
             max_steps=self.run.local_steps, per_device_train_batch_size=self.run.batch_size,
@@ -243,7 +276,7 @@ class H2TuneClient:
             raise ValueError(f"client state has unexpected keys {list(result.unexpected_keys)[:5]}")
 
     def evaluate(self) -> float:
-        return exact_match(self.model, self.test_pairs)
+        return exact_match(self.model, self.test_pairs, codec=self.codec)
 
     def save_artifact(self, out: str | Path) -> Path:
         """This client's adapted model as a Hub artifact pair under `out/clients/<name>/`: `base/` (the unmodified
@@ -261,64 +294,9 @@ class H2TuneClient:
         return folder
 
 
-def pretrain_corpus(n: int, seed: int) -> list[tuple[str, str]]:
-    """The shared synthetic corpus: plain sums `a+b=` → `a+b` (no modulo), related to but not the clients' tasks."""
-    import random
-
-    rng = random.Random(seed)
-    return [(f"{a}+{b}=", str(a + b)) for a, b in ((rng.randrange(10), rng.randrange(10)) for _ in range(n))]
-
-
-PRETRAIN_CORPUS = {"n": 2000, "seed": 7}
-PRETRAIN_ARGS = {"per_device_train_batch_size": 32, "learning_rate": 3e-3, "seed": 0}
-
-
-def pretrain_key(base, spec: ClientSpec, steps: int, init_seed: int | None = None) -> str:
-    """Cache key of a pretrained base: client, family, depth, width, init seed, steps, plus a short hash of the full
-    model config, the corpus and the pretraining hyperparameters (so a changed config never reuses a stale base)."""
-    import hashlib
-    import json
-
-    blob = json.dumps({"config": base.config.to_diff_dict(), "init_seed": init_seed, "steps": steps,
-                       "corpus": PRETRAIN_CORPUS, "args": PRETRAIN_ARGS}, sort_keys=True, default=str)
-    digest = hashlib.sha256(blob.encode()).hexdigest()[:10]
-    return f"{spec.name}-{spec.family}-L{spec.layers}-d{spec.hidden}-init{init_seed}-steps{steps}-{digest}"
-
-
-def pretrained_base(base, spec: ClientSpec, run: RunConfig, init_seed: int | None = None):
-    """Briefly pretrains `base` (all weights) on [`pretrain_corpus`]; cached under
-    `run.cache_dir/<pretrain_key>` (written atomically, so parallel workers never read a half-written base)."""
-    import os
-    import shutil
-    from pathlib import Path
-
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, PrinterCallback, Trainer, TrainingArguments
-
-    folder = Path(run.cache_dir) / pretrain_key(base, spec, run.pretrain_steps, init_seed)
-    if (folder / "config.json").is_file():
-        return AutoModelForCausalLM.from_pretrained(folder)
-    ds = Dataset.from_dict(to_features(pretrain_corpus(PRETRAIN_CORPUS["n"], seed=PRETRAIN_CORPUS["seed"])))
-    from hf_ext.core.devices import use_cpu
-
-    args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="h2tune_pre_"), use_cpu=use_cpu(), report_to="none",
-                             max_steps=run.pretrain_steps, save_strategy="no",
-                             logging_strategy="no", **PRETRAIN_ARGS)
-    trainer = Trainer(model=base, args=args, train_dataset=ds)
-    trainer.remove_callback(PrinterCallback)
-    trainer.train()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    base.save_pretrained(tmp)
-    try:
-        os.replace(tmp, folder)
-    except OSError:  # another process cached the same base meanwhile
-        shutil.rmtree(tmp, ignore_errors=True)
-    return base
-
-
 def global_shape(max_layers: int) -> tuple[int, int, int, int]:
     return (max_layers, len(MODULE_SLOTS), GLOBAL_RANK, GLOBAL_RANK)
 
 
-__all__ = ["CLIENTS", "ClientSpec", "GLOBAL_RANK", "H2TuneClient", "RunConfig", "TASKS", "VARIANTS", "global_shape"]
+__all__ = ["CLIENTS", "ClientSpec", "GLOBAL_RANK", "H2TuneClient", "PRETRAIN_ARGS", "PRETRAIN_CORPUS", "RunConfig",
+           "TASKS", "VARIANTS", "global_shape", "pretrain_corpus", "pretrain_key", "pretrained_base"]

@@ -112,3 +112,25 @@ def contract_fixture() -> ContractFixture:
         make_trainer=_trainer,
         trainable_state=_trainable_state,
     )
+
+
+def relation_trainer(model, relation, global_tensor, output_dir, steps: int = 3, callbacks=()):
+    """An [`~hf_ext.h2tune.model.H2TuneTrainer`] that trains P_c (`relation`, in the optimiser) through
+    M̃ = P_cᵀ·G + D_c on a few random token batches, for the tests of the relation path and the write-back."""
+    from datasets import Dataset
+    from transformers import TrainingArguments
+
+    from .model import H2TuneTrainer
+
+    ids = tiny_inputs(batch=8, length=8)["input_ids"]
+    ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
+    args = TrainingArguments(output_dir=str(output_dir), use_cpu=True, report_to="none", max_steps=steps,
+                             per_device_train_batch_size=4, learning_rate=0.05, save_strategy="no",
+                             disable_tqdm=True, logging_strategy="no")
+    trainer = H2TuneTrainer(model=model, args=args, train_dataset=ds, extra_shared=[relation.weight],
+                            relation=relation.weight, global_tensor=global_tensor)
+    for callback in callbacks:
+        trainer.add_callback(callback)
+    trainer.create_optimizer()
+    trainer.optimizer.add_param_group({"params": [relation.weight], "weight_decay": 0.0})
+    return trainer

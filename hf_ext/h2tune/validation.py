@@ -12,10 +12,12 @@ import numpy as np
 
 MAX_ABS = 1e6  # the server's bound on |G| (aggregation.MAX_ABS): a client refuses a global beyond it too
 
-_INT_FIELDS = {"rounds": 1, "local_steps": 1, "batch_size": 1, "num_train": 1, "num_test": 1, "pretrain_steps": 0}
+_INT_FIELDS = {"rounds": 1, "local_steps": 1, "batch_size": 1, "num_train": 1, "num_test": 1, "pretrain_steps": 0,
+               "max_len": 4, "heal_steps": 0}
 # run-config key → the type its value must convert to
 _RUN_CONFIG_TYPES = {"num-server-rounds": int, "local-steps": int, "batch-size": int, "lr": float, "num-train": int,
-                     "num-test": int, "seed": int, "pretrain-steps": int, "corrupt-partition": int}
+                     "num-test": int, "seed": int, "pretrain-steps": int, "corrupt-partition": int, "max-len": int,
+                     "heal-steps": int}
 
 
 def check_run_config(run: Any, num_clients: int) -> None:

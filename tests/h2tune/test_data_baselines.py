@@ -35,18 +35,60 @@ def test_features_train_only_on_answer():
 
 
 def test_hetlora_round_closed_form():
+    """Same base (width 32), ranks 2 and 4: the rank-2 client gets the first 2 rows of the rank-padded mean; a
+    client on another base (width 48) is averaged with nobody."""
     cfg = dict(target_modules="all-linear", init_lora_weights=False)
     small = get_peft_model(tiny_base(tiny_base_config("llama", 2, 32)), LoraConfig(r=2, **cfg))
-    large = get_peft_model(tiny_base(tiny_base_config("llama", 1, 48)), LoraConfig(r=4, **cfg))
+    large = get_peft_model(tiny_base(tiny_base_config("llama", 2, 32)), LoraConfig(r=4, **cfg))
+    wide = get_peft_model(tiny_base(tiny_base_config("llama", 1, 48)), LoraConfig(r=4, **cfg))
     key = (0, 0)  # layer 0, q
-    a_s, _ = (t.clone() for t in lora_factors(small)[key])
-    a_l, _ = (t.clone() for t in lora_factors(large)[key])
-    only_small = lora_factors(small)[(1, 0)][0].clone()
-    sent = hetlora_round([small, large])
-    mean = torch.zeros(4, 48)
-    mean[:2, :32] += a_s / 2
-    mean += a_l / 2
-    torch.testing.assert_close(lora_factors(small)[key][0], mean[:2, :32])
+    a_s, a_l, a_w = (lora_factors(m)[key][0].clone() for m in (small, large, wide))
+    sent = hetlora_round([small, large, wide])
+    mean = a_l / 2
+    mean[:2] += a_s / 2
+    torch.testing.assert_close(lora_factors(small)[key][0], mean[:2])
     torch.testing.assert_close(lora_factors(large)[key][0], mean)
-    torch.testing.assert_close(lora_factors(small)[(1, 0)][0], only_small)  # no partner: unchanged
+    torch.testing.assert_close(lora_factors(wide)[key][0], a_w)  # no partner in its feature space: unchanged
     assert sent > 0
+
+
+def test_client_split_tests_only_inputs_the_client_never_trained_on():
+    from hf_ext.h2tune.data import client_split, operand_blocks
+
+    def operands(prompt):
+        import re
+
+        return tuple(int(x) for x in re.findall(r"(\d)\+(\d)", prompt)[0])
+
+    blocks = operand_blocks(4, seed=3)
+    assert sorted(p for b in blocks for p in b) == [(a, b) for a in range(10) for b in range(10)]
+    splits = [client_split(task, c, 3, 200, 50, seed=3) for c, task in enumerate(TASKS)]
+    trained = [{operands(p) for p, _ in train} for train, _ in splits]
+    for c, (train, test) in enumerate(splits):
+        tested = [operands(p) for p, _ in test]
+        assert len(tested) == len(set(tested)) == 50 and len(train) == 200
+        assert trained[c] <= set(blocks[c]) and not trained[c] & set(tested)  # disjoint from its own inputs
+        # every test pair is a training pair of another client (there, in that client's format)
+        assert set(tested) <= set().union(*(trained[o] for o in range(3) if o != c))
+        assert not {p for p, _ in train} & {p for p, _ in test}  # no test prompt appears verbatim in training
+
+
+def test_derived_smollm2_layer_choice_and_drop_is_exact():
+    from hf_ext.h2tune.derive import distill_loss, drop_layers, kept_layers
+
+    assert kept_layers("smollm2-L4") == [0, 1, 28, 29] and kept_layers("smollm2-L5") == [0, 1, 2, 28, 29]
+    with pytest.raises(ValueError, match="smollm2-L"):
+        kept_layers("smollm2-L31")
+    full = tiny_base(tiny_base_config("llama", 4, 32))
+    dropped = drop_layers(tiny_base(tiny_base_config("llama", 4, 32)), [0, 3])
+    small = tiny_base(tiny_base_config("llama", 2, 32))
+    state = {k.replace("layers.1.", "layers.X.").replace("layers.3.", "layers.1.").replace("layers.X.", "layers.9."): v
+             for k, v in full.state_dict().items()}
+    small.load_state_dict({k: v for k, v in state.items() if "layers.9." not in k and "layers.2." not in k})
+    ids = torch.randint(3, 60, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(dropped(input_ids=ids).logits, small(input_ids=ids).logits)
+    assert dropped.config.num_hidden_layers == 2
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    assert distill_loss(small, dropped, batch).abs() < 1e-5  # identical student and teacher: KL 0
+    assert distill_loss(full, dropped, batch) > 1e-4

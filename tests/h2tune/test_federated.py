@@ -49,17 +49,55 @@ def test_aggregate_unweighted_mean_rejects_bad_updates(caplog):
     assert update_problem(good[0], shape) is None
 
 
-def test_hetlora_pad_average_truncate_and_reject(caplog):
-    ok0 = {"A:0:0": np.ones((2, 5), np.float32)}
+def test_hetlora_pads_the_rank_only_and_averages_within_a_feature_space(caplog):
+    ok0 = {"A:0:0": np.ones((2, 6), np.float32)}
     ok1 = {"A:0:0": 3 * np.ones((4, 6), np.float32), "A:1:0": np.ones((4, 6), np.float32)}
-    bad = {"A:0:0": np.full((2, 5), np.nan, np.float32)}
-    mean, rejected = hetlora_mean({"c0": ok0, "c1": ok1, "c2": bad, "c3": {"weird": np.ones((1, 1))}})
+    other_width = {"A:0:0": 5 * np.ones((4, 5), np.float32)}  # another base (d_in 5): never mixed with d_in 6
+    bad = {"A:0:0": np.full((2, 6), np.nan, np.float32)}
+    mean, rejected = hetlora_mean({"c0": ok0, "c1": ok1, "cw": other_width, "c2": bad,
+                                   "c3": {"weird": np.ones((1, 1))}})
     expected = np.full((4, 6), 1.5, np.float32)
-    expected[:2, :5] = 2.0  # (1 + 3) / 2 where both clients have entries; c0's zero padding elsewhere
-    np.testing.assert_allclose(mean["A:0:0"], expected)
-    np.testing.assert_allclose(mean["A:1:0"], np.ones((4, 6)))  # only c1 has layer 1
+    expected[:2] = 2.0  # (1 + 3) / 2 in c0's rank rows; c0's zero rank padding below
+    np.testing.assert_allclose(mean["A:0:0:6"], expected)
+    np.testing.assert_allclose(mean["A:0:0:5"], other_width["A:0:0"])  # alone in its feature space: unchanged
+    np.testing.assert_allclose(mean["A:1:0:6"], np.ones((4, 6)))  # only c1 has layer 1
     assert "NaN/Inf" in rejected["c2"] and "malformed key" in rejected["c3"]
     assert "rejected update from client c2" in caplog.text
+
+
+def test_flora_stacking_is_the_exact_mean_of_the_updates_and_restarts_lora():
+    """FLoRA: B_stack·A_stack = (1/N)·Σ_c (α/r_c)·B_c·A_c across different ranks; the client adds it to its base
+    and restarts its adapter (B = 0), so its function is base + mean ΔW."""
+    from peft import LoraConfig, get_peft_model
+
+    from hf_ext.h2tune.baselines import apply_flora, flora_stack, lora_factors
+    from hf_ext.h2tune.model import module_slot
+    from hf_ext.h2tune.testing import tiny_base, tiny_base_config, tiny_inputs
+
+    cfg = dict(target_modules="all-linear", init_lora_weights=False, lora_alpha=16)
+    models = [get_peft_model(tiny_base(tiny_base_config("llama", 2, 32)), LoraConfig(r=r, **cfg)) for r in (2, 4)]
+    deltas = [{k: (16 / r) * b.detach() @ a.detach() for k, (a, b) in lora_factors(m).items()}
+              for m, r in zip(models, (2, 4))]
+    stacked, rejected = flora_stack({str(i): hetlora_payload(m, scaled=True) for i, m in enumerate(models)})
+    assert not rejected and stacked["A:0:0:32x32"].shape == (6, 32)  # q of layer 0: ranks 2 + 4 stacked
+    for (layer, slot), delta in deltas[0].items():
+        group = f"{layer}:{slot}:{delta.shape[1]}x{delta.shape[0]}"
+        want = (delta + deltas[1][(layer, slot)]) / 2
+        np.testing.assert_allclose(stacked[f"B:{group}"] @ stacked[f"A:{group}"], want.numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    ids = tiny_inputs()["input_ids"]
+    fresh = tiny_base(tiny_base_config("llama", 2, 32))
+    with torch.no_grad():
+        for name, module in fresh.named_modules():
+            if isinstance(module, torch.nn.Linear) and name != "lm_head":
+                key = module_slot(name)
+                module.weight += (deltas[0][key] + deltas[1][key]) / 2
+        want = fresh(input_ids=ids).logits
+    apply_flora(models[0], stacked)
+    assert all(not b.any() for _, b in lora_factors(models[0]).values())
+    models[0].eval()
+    with torch.no_grad():
+        torch.testing.assert_close(models[0](input_ids=ids).logits, want, rtol=1e-4, atol=1e-5)
 
 
 def test_client_sends_payload_independent_of_width_and_keeps_state():

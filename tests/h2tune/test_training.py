@@ -16,19 +16,25 @@ def _grads(params):
 
 
 def test_two_pass_loss_routes_gradients(tmp_path):
-    model = make_adapter(tiny_config())
-    prev = {k: v + 0.3 for k, v in previous_t(model).items()}
+    # dropout on, with the RNG reseeded identically below: the two passes see different dropout masks (z_a != z_b, as
+    # in training), so a z_a that is not detached would send L_b's KL gradient into the shared part
+    model = make_adapter(tiny_config(lora_dropout=0.3))
+    # T_prev differs from T by more than a constant (softmax ignores a shift): the T_prev KL is not zero here
+    prev = {k: 3 * v + 0.1 for k, v in previous_t(model).items()}
     ids = tiny_inputs(batch=2, length=8)["input_ids"]
     inputs = {"input_ids": ids, "labels": ids.clone()}
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=1)
     trainer = H2TuneAlternatingTrainer(model=model, args=args, prev_t=prev)
     model.train()
     shared, local = shared_parameters(model), local_parameters(model)
+    torch.manual_seed(5)
     trainer.compute_loss(model, dict(inputs)).backward()
     got_shared, got_local = _grads(shared), _grads(local)
 
     model.zero_grad()
+    torch.manual_seed(5)
     out = model(**inputs)
+    assert t_kl(model, prev) > 1e-3
     (out.loss + norm_penalty(shared) + t_kl(model, prev)).backward()  # L_a
     for g, e in zip(got_shared, _grads(shared)):
         torch.testing.assert_close(g, e)
@@ -38,6 +44,7 @@ def test_two_pass_loss_routes_gradients(tmp_path):
     mask = inputs["labels"][:, 1:] != -100
     kl = F.kl_div(F.log_softmax(out_b.logits[:, :-1][mask], -1), F.log_softmax(z_a[:, :-1][mask], -1),
                   log_target=True, reduction="batchmean")
+    assert kl > 1e-6  # the passes differ (dropout)
     (out_b.loss + kl).backward()  # L_b
     for g, e in zip(got_local, _grads(local)):
         torch.testing.assert_close(g, e)
@@ -100,23 +107,14 @@ def test_task_loss_reaches_relation_matrix_with_the_chain_rule_gradient():
 
 def test_training_the_relation_matrix_keeps_middle_equal_to_its_mixture(tmp_path):
     """With only P_c trainable, after each optimiser step M̃ is exactly P_cᵀ·G for the updated P_c."""
-    from datasets import Dataset
-
-    from hf_ext.h2tune.model import H2TuneTrainer, get_middle
+    from hf_ext.h2tune.model import get_middle
+    from hf_ext.h2tune.testing import relation_trainer
 
     model, relation, g = _relation_setup()
     for p in model.parameters():
         p.requires_grad_(False)
     before = relation.weight.detach().clone()
-    ids = tiny_inputs(batch=8, length=8)["input_ids"]
-    ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
-    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=3,
-                             per_device_train_batch_size=4, learning_rate=0.05, save_strategy="no",
-                             disable_tqdm=True, logging_strategy="no")
-    trainer = H2TuneTrainer(model=model, args=args, train_dataset=ds, extra_shared=[relation.weight],
-                            relation=relation.weight, global_tensor=g)
-    trainer.create_optimizer()
-    trainer.optimizer.add_param_group({"params": [relation.weight], "weight_decay": 0.0})
+    trainer = relation_trainer(model, relation, g, tmp_path)
     trainer.train()
     assert (relation.weight.detach() - before).abs().max() > 1e-3
     torch.testing.assert_close(get_middle(model).double(), relation.download(g).float().double(), rtol=1e-5,
