@@ -170,7 +170,7 @@ def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, 
         from . import SPEC
 
         save_artifact(model, save_to, SPEC)
-        processor.tokenizer.save_pretrained(save_to)
+        processor.save_pretrained(save_to)  # AutoProcessor / AutoImageProcessor / AutoTokenizer load it back
     return (lm, variant, seed, fraction), stages, losses, seconds, ev["examples"]
 
 

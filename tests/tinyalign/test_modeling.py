@@ -195,7 +195,7 @@ def test_stage1_trains_connectors_only():
 
     model = tiny_model().freeze_for_stage1()
     trainable = {n.split(".")[0] for n, p in model.named_parameters() if p.requires_grad}
-    assert trainable == {"connector", "connector2"}
+    assert trainable == {"connector", "connector2", "memory_scale"}
     lm_before = {n: p.clone() for n, p in model.language_model.named_parameters()}
     import tempfile
 
