@@ -365,6 +365,16 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
             self.retrieval_cache.store(feats, input_ids, text_mask, scores, retrieved)
         return scores, retrieved
 
+    def prepare_inputs_for_generation(self, input_ids, *args, is_first_iteration: bool | None = False, **kwargs):
+        """As `GenerationMixin`'s, but precomputed `vision_features` go to the prefill only, like `pixel_values`
+        (later steps see one new token and no image placeholders)."""
+        features = kwargs.pop("vision_features", None)
+        inputs = super().prepare_inputs_for_generation(input_ids, *args, is_first_iteration=is_first_iteration,
+                                                       **kwargs)
+        if features is not None and (is_first_iteration or not kwargs.get("use_cache", True)):
+            inputs["vision_features"] = features
+        return inputs
+
     def check_vision_features(self, vision_features) -> torch.Tensor:
         """Precomputed visual features must be `(B, num_image_tokens, d_v)` and finite."""
         want = (self.config.num_image_tokens, vision_feature_width(self.config))
@@ -472,8 +482,19 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         `memory_bank.safetensors`, the bank (faiss index + values). With `output_loading_info=True` returns
         `(model, info)` as transformers does; the referenced parts' keys are not reported missing."""
         wants_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True,
-                                              **kwargs)
+        config = kwargs.get("config")
+        if not isinstance(config, TinyAlignConfig):
+            config = TinyAlignConfig.from_pretrained(pretrained_model_name_or_path)
+        referenced = [prefix for prefix, ref in (("vision_tower", config.vision_model_name_or_path),
+                                                 ("language_model", config.text_model_name_or_path)) if ref]
+        # the referenced parts are absent on purpose: keep them out of transformers' missing-keys report
+        ignored = cls._keys_to_ignore_on_load_missing
+        cls._keys_to_ignore_on_load_missing = [*(ignored or []), *(rf"^{p}\." for p in referenced)]
+        try:
+            model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True,
+                                                  **kwargs)
+        finally:
+            cls._keys_to_ignore_on_load_missing = ignored
         loaders = {"vision_tower": AutoModel, "language_model": AutoModelForCausalLM}
         for prefix, ref in model._referenced_parts().items():
             part = loaders[prefix].from_pretrained(ref)

@@ -89,8 +89,11 @@ class TinyAlignImageProcessor(BaseImageProcessor):
         return arr[None] if self.num_channels == 1 else arr.transpose(2, 0, 1)
 
     def preprocess(self, images, return_tensors="pt", **kwargs) -> BatchFeature:
-        if isinstance(images, (np.ndarray, torch.Tensor)) and images.ndim == 4:
+        want = (self.num_channels, self.size, self.size)
+        if isinstance(images, (np.ndarray, torch.Tensor)) and images.ndim == 4 and tuple(images.shape[1:]) == want:
             batch = torch.as_tensor(np.asarray(images, dtype=np.float32))
+        elif isinstance(images, (np.ndarray, torch.Tensor)) and images.ndim == 4:
+            batch = torch.from_numpy(np.stack([self._one(im) for im in images]))
         elif not isinstance(images, (list, tuple)) and not hasattr(images, "__len__"):
             batch = torch.from_numpy(self._one(images)[None])
         else:

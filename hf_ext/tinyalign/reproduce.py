@@ -78,6 +78,9 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce tinyalign", description=__doc__)
     p.add_argument("--full", action="store_true",
                    help="3 seeds, k in {1, 4}, fractions 20..100 %% on both LMs, and the released-retrieval ablation")
+    p.add_argument("--pretrained", action="store_true",
+                   help="the paper's setting instead: frozen EfficientNet-Lite0 + SmolLM2-135M on Fashion-MNIST "
+                        "(its own flags: hf-ext reproduce tinyalign --pretrained --help)")
     p.add_argument("--out", default=str(work_dir("tinyalign")),
                    help="output folder (results.json, loss_curves.png, artifact/)")
     from hf_ext.core.devices import add_device_argument
@@ -267,6 +270,12 @@ def format_table(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    import sys
+
+    if "--pretrained" in (sys.argv[1:] if argv is None else argv):  # the paper's setting: its own run and flags
+        from .reproduce_pretrained import main as pretrained_main
+
+        return pretrained_main(sys.argv[1:] if argv is None else argv)
     ns = make_parser().parse_args(argv)
     from hf_ext.core.devices import set_device
 
