@@ -103,6 +103,7 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         self.memory_bank: MemoryBank | None = None
         # ids retrieved per (image, prompt) while every input of the query is frozen (see RetrievalCache)
         self.retrieval_cache = RetrievalCache()
+        self.use_retrieval_cache = True  # False: search every time (benchmarks of the search itself)
         self.post_init()
         self.calibrate_memory_scale()
 
@@ -351,7 +352,7 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         visual features and its query tokens, and the cache is dropped whenever a weight it depends on changes
         (tensor version counters), so a hit returns exactly what the search would."""
         text_mask = self.text_query_mask(input_ids, attention_mask, labels)
-        use_cache = self._query_is_frozen()
+        use_cache = self.use_retrieval_cache and self._query_is_frozen()
         if use_cache:
             self.retrieval_cache.check(self.memory_bank, self.config.memory_top_k,
                                        (self.vision_tower, self.get_input_embeddings(), self.retrieval_connector))
