@@ -166,7 +166,8 @@ class TinyAlignConfig(PreTrainedConfig):
         for name in ("image_token_id", "rag_token_id"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+                raise ValueError(f"{name}={value!r} must be an integer >= 0 (placeholder ids may lie past the LM "
+                                 f"vocabulary, vocab_size={self.text_config.vocab_size}, but not below 0)")
 
     @property
     def hidden_size(self) -> int:

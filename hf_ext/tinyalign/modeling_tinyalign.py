@@ -484,13 +484,18 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         `(model, info)` as transformers does; the referenced parts' keys are not reported missing."""
         wants_info = kwargs.pop("output_loading_info", False)
         config = kwargs.get("config")
+        old = []
         if not isinstance(config, TinyAlignConfig):
+            raw, _ = TinyAlignConfig.get_config_dict(pretrained_model_name_or_path)
             config = TinyAlignConfig.from_pretrained(pretrained_model_name_or_path)
+            if "memory_token_norm" not in raw:  # saved before the memory-token norm existed: load it as it was
+                config.memory_token_norm, old = False, [r"^memory_scale$"]
+                kwargs["config"] = config
         referenced = [prefix for prefix, ref in (("vision_tower", config.vision_model_name_or_path),
                                                  ("language_model", config.text_model_name_or_path)) if ref]
         # the referenced parts are absent on purpose: keep them out of transformers' missing-keys report
         ignored = cls._keys_to_ignore_on_load_missing
-        cls._keys_to_ignore_on_load_missing = [*(ignored or []), *(rf"^{p}\." for p in referenced)]
+        cls._keys_to_ignore_on_load_missing = [*(ignored or []), *old, *(rf"^{p}\." for p in referenced)]
         try:
             model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True,
                                                   **kwargs)
