@@ -9,6 +9,38 @@ from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 
+class TinyAlignEfficientNetConfig(PreTrainedConfig):
+    r"""Configuration of [`TinyAlignEfficientNetModel`]: an EfficientNet-Lite vision tower whose last feature map
+    (`(B, hidden_size, S/32, S/32)`) gives the visual tokens. Registered with `AutoConfig` under its `model_type` when
+    this module is imported, so a saved TinyAlign artifact with this sub-config loads in a fresh process.
+
+    Args:
+        model_name (`str`): the EfficientNet-Lite variant of `efficientnet_lite_pytorch` (`"efficientnet-lite0"`).
+        num_channels (`int`): input channels (3, RGB).
+        image_size (`int`): input height and width (a multiple of 32).
+        hidden_size (`int`): channels of the final feature map (1280 for every Lite variant).
+    """
+
+    model_type = "hf_ext_efficientnet_lite"
+
+    model_name: str = "efficientnet-lite0"
+    num_channels: int = 3
+    image_size: int = 64
+    hidden_size: int = 1280
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        if not str(self.model_name).startswith("efficientnet-lite"):
+            raise ValueError(f"model_name must be an EfficientNet-Lite variant, got {self.model_name!r}")
+        if self.image_size < 32 or self.image_size % 32:
+            raise ValueError(f"image_size must be a positive multiple of 32, got {self.image_size}")
+
+
+# Sub-configs are resolved through AutoConfig by model_type: register this one on import (the remote-code copy of
+# this file registers it too), or a fresh process fails with "Unrecognized model type for subconfig".
+AutoConfig.register(TinyAlignEfficientNetConfig.model_type, TinyAlignEfficientNetConfig, exist_ok=True)
+
+
 class TinyAlignConfig(PreTrainedConfig):
     r"""Configuration for [`TinyAlignForConditionalGeneration`].
 
@@ -46,7 +78,17 @@ class TinyAlignConfig(PreTrainedConfig):
             the frozen random Perceiver that writes values (image conv1x1 + trainable positions, byte text). Its image
             branch uses `value_d_model // 2` = 64 conv channels + 64 position channels (the paper: 256 + 256): the
             weights are random and never trained (as released), and 8×8 images have 64 pixels; chosen for CPU cost.
-        image_token_id (`int`), rag_token_id (`int`): placeholder ids in `input_ids` (expanded: one per token).
+        image_token_id (`int`), rag_token_id (`int`): placeholder ids in `input_ids` (expanded: one per token). They
+            never reach the LM's embedding table, so they may lie past the LM vocabulary (a pretrained LM's
+            tokenizer gets `<image>` / `<rag>` added after its own tokens without resizing the embeddings).
+        memory_token_norm (`bool`): rescale every memory token to a learned norm (`memory_scale`, initialised to the
+            LM's mean token-embedding norm by [`~TinyAlignForConditionalGeneration.calibrate_memory_scale`]), so the
+            memory tokens neither vanish next to the text nor swamp it: straight out of connector2 they sit at
+            about 1/25 of SmolLM2's embedding norm. `False` is the released code (connector2 output as is).
+        vision_model_name_or_path (`str`, *optional*), text_model_name_or_path (`str`, *optional*): where the frozen
+            vision encoder / LM come from (a Hub repo id or a local folder, `base_model`-style). When set,
+            `save_pretrained` leaves that part out of `model.safetensors` (the artifact holds the trained connectors,
+            the value Perceiver, the bank and the processor only) and `from_pretrained` loads it from there.
 
     The keys and the queries go through `retrieval_connector`, a frozen copy of the connector taken when the bank is
     built (`build_memory_bank`); `hf-ext reproduce tinyalign` builds the bank right after model creation, so that copy
@@ -90,6 +132,9 @@ class TinyAlignConfig(PreTrainedConfig):
     value_text_length: int = 64
     image_token_id: int = 4
     rag_token_id: int = 5
+    memory_token_norm: bool = True
+    vision_model_name_or_path: str | None = None
+    text_model_name_or_path: str | None = None
     tie_word_embeddings: bool = False
 
     def __post_init__(self, **kwargs):
@@ -119,9 +164,10 @@ class TinyAlignConfig(PreTrainedConfig):
         if self.image_token_id == self.rag_token_id:
             raise ValueError("image_token_id and rag_token_id must differ")
         for name in ("image_token_id", "rag_token_id"):
-            if not 0 <= getattr(self, name) < self.text_config.vocab_size:
-                raise ValueError(f"{name}={getattr(self, name)} is outside the LM vocabulary "
-                                 f"(vocab_size={self.text_config.vocab_size})")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}={value!r} must be an integer >= 0 (placeholder ids may lie past the LM "
+                                 f"vocabulary, vocab_size={self.text_config.vocab_size}, but not below 0)")
 
     @property
     def hidden_size(self) -> int:
@@ -134,4 +180,4 @@ class TinyAlignConfig(PreTrainedConfig):
         return self.memory_top_k * self.value_num_latents if self.use_retrieval else 0
 
 
-__all__ = ["TinyAlignConfig"]
+__all__ = ["TinyAlignConfig", "TinyAlignEfficientNetConfig"]

@@ -18,17 +18,18 @@ def token_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, int
     return int(((pred == gold) & mask).sum()), int(mask.sum())
 
 
-def class_word(caption: str) -> str | None:
-    """The first digit word in a caption (None if there is none)."""
+def class_word(caption: str, words=DIGIT_WORDS) -> str | None:
+    """The first class word (a digit word by default) in a caption (None if there is none)."""
     for w in caption.split():
-        if w in DIGIT_WORDS:
+        if w in words:
             return w
     return None
 
 
-def class_word_accuracy(predictions: list[str], references: list[str]) -> float:
-    """Share of generated captions whose digit word equals the reference's."""
-    hits = [class_word(p) is not None and class_word(p) == class_word(r) for p, r in zip(predictions, references)]
+def class_word_accuracy(predictions: list[str], references: list[str], words=DIGIT_WORDS) -> float:
+    """Share of generated captions whose class word (from `words`) equals the reference's."""
+    hits = [class_word(p, words) is not None and class_word(p, words) == class_word(r, words)
+            for p, r in zip(predictions, references)]
     return sum(hits) / max(len(hits), 1)
 
 

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 
 import numpy as np
 import torch
+from transformers import BatchFeature, ProcessorMixin
+from transformers.image_processing_utils import BaseImageProcessor
 
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>", "<image>", "<rag>"]  # ids 0..5; <image>=4, <rag>=5 as in the config
 PROMPT = "the caption of the image is :"
@@ -27,49 +29,187 @@ def build_tokenizer(texts: Iterable[str]):
                                    unk_token="<unk>", additional_special_tokens=["<image>", "<rag>"])
 
 
-class TinyAlignProcessor:
-    """Turns images and captions into model inputs for one config.
+def add_placeholder_tokens(tokenizer):
+    """Adds `<image>` and `<rag>` as special tokens to a pretrained LM's tokenizer (in place; returns it). They get
+    ids past the LM vocabulary, which is fine: the model never embeds placeholders (no embedding resize)."""
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>", "<rag>"]},
+                                 replace_extra_special_tokens=False)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
 
-    Layout: `<s> <image>×Nv <rag>×(k·L) the caption of the image is : caption </s>`; labels are the caption and
-    `</s>` only. The baseline (`use_retrieval=False`) has no `<rag>` tokens.
+
+class TinyAlignImageProcessor(BaseImageProcessor):
+    r"""Images → `pixel_values` `(B, C, S, S)`: grey or RGB conversion, bilinear resize to `size`, rescale to [0, 1],
+    optional inversion (dark-on-light photos to the digits' light-on-dark), then `(x − image_mean) / image_std`.
+
+    Accepts PIL images, `(H, W)` / `(H, W, C)` / `(C, H, W)` arrays or tensors (uint8 in [0, 255] or float in
+    [0, 1]), or one stacked `(B, C, S, S)` float batch (already at size: only normalised).
 
     Args:
-        tokenizer (`PreTrainedTokenizerFast`): from [`build_tokenizer`].
-        config ([`TinyAlignConfig`]): gives the placeholder ids and counts.
+        size (`int`): output height and width.
+        num_channels (`int`): 1 (grey) or 3 (RGB).
+        image_mean (`list[float]`, *optional*), image_std (`list[float]`, *optional*): per-channel normalisation
+            (defaults 0 and 1: none). EfficientNet-Lite0 wants the ImageNet mean and std.
+        invert (`bool`): `x → 1 − x` after rescaling.
     """
 
-    def __init__(self, tokenizer, config):
-        self.tokenizer = tokenizer
+    model_input_names = ["pixel_values"]
+
+    def __init__(self, size: int = 8, num_channels: int = 1, image_mean=None, image_std=None, invert: bool = False,
+                 **kwargs):
+        kwargs.pop("image_processor_type", None)
+        super().__init__(**kwargs)
+        if num_channels not in (1, 3):
+            raise ValueError(f"num_channels must be 1 (grey) or 3 (RGB), got {num_channels}")
+        self.size, self.num_channels, self.invert = int(size), int(num_channels), bool(invert)
+        self.image_mean = list(image_mean) if image_mean is not None else [0.0] * num_channels
+        self.image_std = list(image_std) if image_std is not None else [1.0] * num_channels
+        if len(self.image_mean) != num_channels or len(self.image_std) != num_channels or min(self.image_std) <= 0:
+            raise ValueError(f"image_mean and image_std need {num_channels} values (std > 0), got {self.image_mean} "
+                             f"and {self.image_std}")
+
+    def _one(self, image) -> np.ndarray:
+        from PIL import Image
+
+        if not isinstance(image, Image.Image):
+            arr = np.asarray(image.detach().cpu() if isinstance(image, torch.Tensor) else image)
+            if arr.ndim == 3 and arr.shape[0] in (1, 3) and arr.shape[-1] not in (1, 3):
+                arr = arr.transpose(1, 2, 0)  # (C, H, W) -> (H, W, C)
+            if arr.ndim not in (2, 3) or min(arr.shape[:2]) < 1:
+                raise ValueError(f"an image must be (H, W), (H, W, C) or (C, H, W), got shape {arr.shape}")
+            arr = arr.astype(np.float32)
+            arr = arr / 255.0 if arr.max() > 1.0 else arr
+            arr = np.clip(arr.squeeze(-1) if arr.ndim == 3 and arr.shape[-1] == 1 else arr, 0.0, 1.0)
+            image = Image.fromarray((arr * 255.0 + 0.5).astype(np.uint8))
+        image = image.convert("L" if self.num_channels == 1 else "RGB")
+        if image.size != (self.size, self.size):
+            image = image.resize((self.size, self.size), Image.BILINEAR)
+        arr = np.asarray(image, dtype=np.float32) / 255.0
+        return arr[None] if self.num_channels == 1 else arr.transpose(2, 0, 1)
+
+    def preprocess(self, images, return_tensors="pt", **kwargs) -> BatchFeature:
+        want = (self.num_channels, self.size, self.size)
+        if isinstance(images, (np.ndarray, torch.Tensor)) and images.ndim == 4 and tuple(images.shape[1:]) == want:
+            batch = torch.as_tensor(np.asarray(images, dtype=np.float32))
+        elif isinstance(images, (np.ndarray, torch.Tensor)) and images.ndim == 4:
+            batch = torch.from_numpy(np.stack([self._one(im) for im in images]))
+        elif not isinstance(images, (list, tuple)) and not hasattr(images, "__len__"):
+            batch = torch.from_numpy(self._one(images)[None])
+        else:
+            if len(images) == 0:
+                raise ValueError("images is an empty batch: pass at least one image")
+            try:  # a batch of equal-shape numeric images (a dataset column): one array
+                stacked = np.asarray(images, dtype=np.float32)
+            except (ValueError, TypeError):
+                stacked = None
+            if stacked is not None and stacked.ndim == 3:
+                stacked = stacked[:, None]  # (B, S, S) grey
+            if (stacked is not None and stacked.ndim == 4
+                    and stacked.shape[1:] == (self.num_channels, self.size, self.size)):
+                batch = torch.from_numpy(stacked)
+            else:
+                batch = torch.from_numpy(np.stack([self._one(im) for im in images]))
+        if batch.ndim != 4 or tuple(batch.shape[1:]) != (self.num_channels, self.size, self.size):
+            raise ValueError(f"images must become (batch, {self.num_channels}, {self.size}, {self.size}); got "
+                             f"{tuple(batch.shape)}")
+        if self.invert:
+            batch = 1.0 - batch
+        mean = torch.tensor(self.image_mean, dtype=torch.float32)[None, :, None, None]
+        std = torch.tensor(self.image_std, dtype=torch.float32)[None, :, None, None]
+        return BatchFeature({"pixel_values": (batch - mean) / std}, tensor_type=return_tensors)
+
+
+class TinyAlignProcessor(ProcessorMixin):
+    """Turns images and captions into model inputs: [`TinyAlignImageProcessor`] for the images, the tokenizer for
+    the text. Saved with the artifact (`save_pretrained`), so `AutoProcessor.from_pretrained(dir)` rebuilds it.
+
+    Layout: `<bos> <image>×Nv <rag>×(k·L) prompt caption <eos>`; labels are the caption and `<eos>` only. The
+    baseline (`num_memory_tokens=0`) has no `<rag>` tokens. Captions are lower-cased.
+
+    Args:
+        image_processor ([`TinyAlignImageProcessor`]): image preprocessing.
+        tokenizer (`PreTrainedTokenizerBase`): from [`build_tokenizer`] or a pretrained LM's tokenizer with `<image>`
+            and `<rag>` added (see [`add_placeholder_tokens`]).
+        num_image_tokens (`int`), num_memory_tokens (`int`): placeholders per image (the model config's).
+        prompt (`str`): the instruction between the memory tokens and the caption.
+
+    [`from_config`] builds one for a [`TinyAlignConfig`] (the form `TinyAlignProcessor(tokenizer, config)` is
+    accepted too).
+    """
+
+    def __init__(self, image_processor=None, tokenizer=None, num_image_tokens: int = 16, num_memory_tokens: int = 0,
+                 prompt: str = PROMPT, chat_template=None, **kwargs):
+        from transformers import PreTrainedConfig, PreTrainedTokenizerBase
+
+        config = None
+        if isinstance(image_processor, PreTrainedTokenizerBase) and isinstance(tokenizer, PreTrainedConfig):
+            image_processor, tokenizer, config = None, image_processor, tokenizer  # (tokenizer, config) form
+        if config is not None:
+            num_image_tokens, num_memory_tokens = config.num_image_tokens, config.num_memory_tokens
+            if image_processor is None:
+                image_processor = TinyAlignImageProcessor(size=config.image_size, num_channels=config.num_channels)
+        self.num_image_tokens, self.num_memory_tokens, self.prompt = int(num_image_tokens), int(num_memory_tokens), prompt
+        super().__init__(image_processor, tokenizer, chat_template=chat_template)
+        missing = [t for t in ("<image>", "<rag>") if t not in tokenizer.get_vocab()]
+        if missing:
+            raise ValueError(f"the tokenizer lacks the placeholder tokens {missing}: use add_placeholder_tokens")
+        self.image_token_id = tokenizer.convert_tokens_to_ids("<image>")
+        self.rag_token_id = tokenizer.convert_tokens_to_ids("<rag>")
         self.config = config
-        for name in ("image_token_id", "rag_token_id"):
-            tok = tokenizer.convert_ids_to_tokens(getattr(config, name))
-            if tok != ("<image>" if name == "image_token_id" else "<rag>"):
-                raise ValueError(f"config.{name}={getattr(config, name)} is {tok!r} in this tokenizer")
-        prompt_len = len(self.words(PROMPT))
+        if config is not None:
+            self.check_config(config)
+
+    @classmethod
+    def from_config(cls, tokenizer, config, image_processor=None):
+        """The processor of `config` (placeholder counts, image size and channels) with this tokenizer."""
+        if image_processor is None:
+            image_processor = TinyAlignImageProcessor(size=config.image_size, num_channels=config.num_channels)
+        proc = cls(image_processor, tokenizer, config.num_image_tokens, config.num_memory_tokens)
+        proc.config = config
+        proc.check_config(config)
+        return proc
+
+    def check_config(self, config) -> None:
+        """Refuses a config whose placeholder ids, counts or honest-query prompt length differ from this processor's."""
+        for name, ours in (("image_token_id", self.image_token_id), ("rag_token_id", self.rag_token_id),
+                           ("num_image_tokens", self.num_image_tokens), ("num_memory_tokens", self.num_memory_tokens)):
+            if getattr(config, name) != ours:
+                raise ValueError(f"config.{name}={getattr(config, name)} but this processor has {ours}")
+        prompt_len = len(self.prompt_ids())
         if prompt_len != config.query_prompt_length:  # the honest query's positional cut-off would be wrong
-            raise ValueError(f"the prompt {PROMPT!r} has {prompt_len} tokens but config.query_prompt_length is "
+            raise ValueError(f"the prompt {self.prompt!r} has {prompt_len} tokens but config.query_prompt_length is "
                              f"{config.query_prompt_length}")
-        if len(tokenizer) > config.text_config.vocab_size:
-            raise ValueError(f"tokenizer has {len(tokenizer)} tokens, the LM vocabulary only "
+        placeholders = {self.image_token_id, self.rag_token_id}
+        real = [i for i in self.tokenizer.get_vocab().values() if i not in placeholders]
+        if real and max(real) >= config.text_config.vocab_size:
+            raise ValueError(f"tokenizer has ids up to {max(real)}, the LM vocabulary only "
                              f"{config.text_config.vocab_size}")
 
     def words(self, text: str) -> list[int]:
-        return self.tokenizer(text.lower(), add_special_tokens=False)["input_ids"]
+        # the leading space makes a BPE tokenizer (SmolLM2) read word-initial tokens; a word-level one ignores it
+        return self.tokenizer(" " + text.lower(), add_special_tokens=False)["input_ids"]
+
+    def prompt_ids(self) -> list[int]:
+        return self.tokenizer(" " + self.prompt, add_special_tokens=False)["input_ids"]
+
+    def _bos(self) -> list[int]:
+        bos = self.tokenizer.bos_token_id
+        return [bos] if bos is not None else []
 
     def prefix_ids(self) -> list[int]:
-        c = self.config
-        return ([self.tokenizer.bos_token_id] + [c.image_token_id] * c.num_image_tokens
-                + [c.rag_token_id] * c.num_memory_tokens + self.words(PROMPT))
+        return (self._bos() + [self.image_token_id] * self.num_image_tokens
+                + [self.rag_token_id] * self.num_memory_tokens + self.prompt_ids())
 
     def pixel_values(self, images) -> torch.Tensor:
-        x = torch.as_tensor(np.asarray(images, dtype=np.float32))
-        if x.ndim == 3:  # (B, S, S) grey images
-            x = x[:, None]
-        return x
+        return self.image_processor(images, return_tensors="pt")["pixel_values"]
 
-    def __call__(self, images, captions: list[str] | None = None) -> dict[str, torch.Tensor]:
-        """`captions=None` gives generation prompts; otherwise training inputs with labels (right-padded)."""
-        if len(images) == 0:
+    def __call__(self, images=None, captions: list[str] | None = None, text=None, return_tensors="pt",
+                 **kwargs) -> dict[str, torch.Tensor]:
+        """`captions=None` gives generation prompts; otherwise training inputs with labels (right-padded).
+        `text=` is an alias of `captions` (the `ProcessorMixin` keyword); `return_tensors` is always PyTorch."""
+        captions = text if captions is None else captions
+        if images is None or len(images) == 0:
             raise ValueError("images is an empty batch: pass at least one image")
         if captions is not None and (isinstance(captions, str) or len(captions) != len(images)):
             raise ValueError(f"captions must be a list with one caption per image ({len(images)}), got "
@@ -98,7 +238,7 @@ class TinyAlignProcessor:
 
     def key_text(self, captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids and mask of `<s> prompt caption` (no placeholders): the text part of a memory key."""
-        rows = [[self.tokenizer.bos_token_id] + self.words(PROMPT) + self.words(c) for c in captions]
+        rows = [self._bos() + self.prompt_ids() + self.words(c) for c in captions]
         n = max(len(r) for r in rows)
         ids = torch.tensor([r + [self.tokenizer.pad_token_id] * (n - len(r)) for r in rows])
         mask = torch.tensor([[1] * len(r) + [0] * (n - len(r)) for r in rows])
@@ -142,3 +282,21 @@ def build_memory_bank(model, processor: TinyAlignProcessor, dataset, batch_size:
     model.set_memory_bank(bank)
     model.train(was_training)
     return bank
+
+
+def _register_processor() -> None:
+    """`AutoProcessor` / `AutoImageProcessor` for TinyAlign artifacts (done when this module is imported, which the
+    modeling module does); `register_for_auto_class` writes the `auto_map` so a pushed artifact's processor loads as
+    remote code too."""
+    from transformers import AutoImageProcessor, AutoProcessor
+
+    from .configuration_tinyalign import TinyAlignConfig
+
+    AutoImageProcessor.register(TinyAlignConfig, image_processor_classes={"pil": TinyAlignImageProcessor},
+                                exist_ok=True)
+    AutoProcessor.register(TinyAlignConfig, TinyAlignProcessor, exist_ok=True)
+    TinyAlignImageProcessor.register_for_auto_class("AutoImageProcessor")
+    TinyAlignProcessor.register_for_auto_class("AutoProcessor")
+
+
+_register_processor()

@@ -39,7 +39,11 @@ class TinyAlignCollator:
         self.processor = processor
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        return self.processor([r["pixel_values"] for r in rows], [r["caption"] for r in rows])
+        batch = self.processor([r["pixel_values"] for r in rows], [r["caption"] for r in rows])
+        if "vision_features" in rows[0]:  # precomputed by hf_ext.tinyalign.features: the frozen tower is skipped
+            batch["vision_features"] = torch.as_tensor([r["vision_features"] for r in rows], dtype=torch.float32)
+            del batch["pixel_values"]
+        return batch
 
 
 class LossCurveCallback(TrainerCallback):
@@ -74,13 +78,17 @@ def make_trainer(model, processor, train_dataset, args: TinyAlignTrainingArgumen
 
 
 @torch.no_grad()
-def evaluate_captions(model, processor, dataset, batch_size: int = 120, max_new_tokens: int = 10) -> dict:
+def evaluate_captions(model, processor, dataset, batch_size: int = 120, max_new_tokens: int = 10,
+                      class_words=None) -> dict:
     """Teacher-forced token accuracy and loss, and greedy captions scored by class-word accuracy and BLEU-4.
 
     Retrieval is always the prompt-only (honest) query, whatever `config.query_includes_answer`: in eval mode the
     model's query pools the image and prompt positions only (`text_query_mask`), so the test caption in the
     teacher-forced `input_ids` never reaches it. `neighbours` lists the retrieved ids per test row.
     """
+    from .data import DIGIT_WORDS
+
+    class_words = class_words or DIGIT_WORDS
     model.eval()
     correct = total = 0
     loss_sum = 0.0
@@ -88,15 +96,110 @@ def evaluate_captions(model, processor, dataset, batch_size: int = 120, max_new_
     for start in range(0, len(dataset), batch_size):
         rows = dataset[start : start + batch_size]
         batch = {k: v.to(model.device) for k, v in processor(rows["pixel_values"], rows["caption"]).items()}
+        if "vision_features" in rows:  # precomputed frozen-tower features replace the images
+            batch["vision_features"] = torch.as_tensor(rows["vision_features"], dtype=torch.float32).to(model.device)
+            del batch["pixel_values"]
         out = model(**batch)
         c, t = token_accuracy(out.logits, batch["labels"])
         correct, total, loss_sum = correct + c, total + t, loss_sum + float(out.loss) * t
         prompt = {k: v.to(model.device) for k, v in processor(rows["pixel_values"]).items()}
+        if "vision_features" in batch:
+            prompt["vision_features"] = batch["vision_features"]
+            del prompt["pixel_values"]
         gen = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False)
         preds += processor.decode(gen[:, prompt["input_ids"].shape[1]:])
         refs += list(rows["caption"])
         if out.retrieved_ids is not None:
             neighbours += out.retrieved_ids.tolist()
     return {"token_accuracy": correct / max(total, 1), "test_loss": loss_sum / max(total, 1),
-            "class_word_accuracy": class_word_accuracy(preds, refs), "bleu": corpus_bleu(preds, refs),
+            "class_word_accuracy": class_word_accuracy(preds, refs, class_words), "bleu": corpus_bleu(preds, refs),
             "examples": [[p, r] for p, r in zip(preds[:3], refs[:3])], "neighbours": neighbours}
+
+
+@dataclass
+class TinyAlignTrainScriptArguments:
+    """What `hf-ext train tinyalign` trains (the optimiser and schedule are `TinyAlignTrainingArguments`)."""
+
+    setting: str = field(default="tiny", metadata={
+        "help": "tiny: sklearn digits with the in-house frozen ConvNeXt + small Llama (quick); pretrained: Fashion-MNIST "
+                "with frozen EfficientNet-Lite0 (ImageNet) + SmolLM2-135M-Instruct (slow on CPU)"})
+    variant: str = field(default="k4", metadata={"help": "baseline, k<k> (honest TinyAlign) or released-k<k> (leaky)"})
+    stage: str = field(default="pretrain", metadata={"help": "pretrain (LM frozen) or finetune (LM trained too)"})
+    n_memory: int = field(default=400, metadata={"help": "pretrained setting: memory-split size"})
+    n_train: int = field(default=128, metadata={"help": "pretrained setting: train-split size"})
+    n_test: int = field(default=48, metadata={"help": "pretrained setting: test-split size"})
+    value_num_latents: int = field(default=8, metadata={"help": "pretrained setting: latents per memory value"})
+    artifact_dir: str | None = field(default=None, metadata={"help": "default: <output_dir>/artifact"})
+    save_frozen_parts: bool = field(default=False, metadata={
+        "help": "write the frozen encoder and LM into the artifact too (default: referenced by path)"})
+
+
+class TinyAlignArtifact:
+    """Model + processor saved together by `hf_ext.core.hub.save_artifact` (one atomic folder)."""
+
+    def __init__(self, model, processor, save_frozen_parts: bool = False):
+        self.model, self.processor, self.save_frozen_parts = model, processor, save_frozen_parts
+
+    def save_pretrained(self, folder, **kwargs):
+        self.model.save_pretrained(folder, save_frozen_parts=self.save_frozen_parts, **kwargs)
+        self.processor.save_pretrained(folder)
+
+
+def _setting(script: TinyAlignTrainScriptArguments, seed: int):
+    """`(model, processor, train, test, class words)` for the chosen setting."""
+    from .data import DIGIT_WORDS
+
+    if script.setting == "tiny":
+        from .reproduce import build_model, setup
+
+        data = setup()[0]
+        model, processor = build_model("small", script.variant, seed)
+        return model, processor, data["train"], data["test"], DIGIT_WORDS
+    if script.setting != "pretrained":
+        raise ValueError(f"--setting must be 'tiny' or 'pretrained', got {script.setting!r}")
+    from datasets import concatenate_datasets
+
+    from .fashion import FASHION_WORDS, load_fashion_captions
+    from .pretrained_parts import add_vision_features, pretrained_tinyalign
+    from .processing_tinyalign import build_memory_bank
+    from .reproduce_pretrained import variant_kwargs
+
+    data = load_fashion_captions(n_memory=script.n_memory, n_train=script.n_train, n_test=script.n_test)
+    torch.manual_seed(seed)
+    model, processor = pretrained_tinyalign(**variant_kwargs(script.variant, script.value_num_latents))
+    if model.config.use_retrieval:
+        leaky = script.variant.startswith("released")
+        build_memory_bank(model, processor, concatenate_datasets([data["memory"], data["train"]]) if leaky
+                          else data["memory"], batch_size=32)
+    train, test = (add_vision_features(model, processor, data[s]) for s in ("train", "test"))
+    return model, processor, train, test, FASHION_WORDS
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """`hf-ext train tinyalign`: one Trainer run of the chosen setting and variant; evaluates on the test split and
+    saves the artifact (weights without the referenced frozen parts, memory bank, processor) atomically."""
+    import json
+    from pathlib import Path
+
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser((TinyAlignTrainScriptArguments, TinyAlignTrainingArguments), prog="hf-ext train tinyalign")
+    script, args = parser.parse_args_into_dataclasses(args=argv)
+    if script.stage not in ("pretrain", "finetune"):
+        raise ValueError(f"--stage must be 'pretrain' or 'finetune', got {script.stage!r}")
+    model, processor, train, test, words = _setting(script, args.seed)
+    trainer, curve = make_trainer(model, processor, train, args, stage=script.stage)
+    result = trainer.train()
+    ev = evaluate_captions(model, processor, test, batch_size=32, class_words=words)
+    metrics = {"train_loss": result.training_loss, "steps": trainer.state.global_step,
+               **{k: ev[k] for k in ("test_loss", "token_accuracy", "class_word_accuracy", "bleu")}}
+    if trainer.is_world_process_zero():
+        from hf_ext.core.hub import save_artifact
+
+        from . import SPEC
+
+        out = save_artifact(TinyAlignArtifact(model, processor, script.save_frozen_parts),
+                            script.artifact_dir or Path(args.output_dir) / "artifact", SPEC)
+        metrics["artifact_dir"] = str(out)
+        print(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in metrics.items()}, indent=1))
+    return metrics

@@ -195,7 +195,7 @@ def test_stage1_trains_connectors_only():
 
     model = tiny_model().freeze_for_stage1()
     trainable = {n.split(".")[0] for n, p in model.named_parameters() if p.requires_grad}
-    assert trainable == {"connector", "connector2"}
+    assert trainable == {"connector", "connector2", "memory_scale"}
     lm_before = {n: p.clone() for n, p in model.language_model.named_parameters()}
     import tempfile
 
@@ -210,3 +210,33 @@ def test_any_hf_vision_encoder_vit_drops_cls():
     model = tiny_model(config)
     assert model.image_features(torch.rand(2, 1, 8, 8)).shape == (2, 16, 8)
     assert torch.isfinite(model(**tiny_batch(config)).loss)
+
+
+def test_artifact_saved_before_the_memory_norm_loads_as_it_was(model, tmp_path):
+    """An artifact without `memory_token_norm` in its config and without `memory_scale` (saved by earlier versions)
+    loads with the norm off and gives the outputs it gave then."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from hf_ext.core.hub import write_checksums
+
+    model.config.memory_token_norm = False
+    try:
+        model.save_pretrained(tmp_path)
+        batch = tiny_batch(model.config)
+        with torch.no_grad():
+            want = model(**batch).logits
+    finally:
+        model.config.memory_token_norm = True
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    del cfg["memory_token_norm"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    weights = load_file(tmp_path / "model.safetensors")
+    del weights["memory_scale"]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    write_checksums(tmp_path)
+    loaded = TinyAlignForConditionalGeneration.from_pretrained(tmp_path)
+    assert loaded.config.memory_token_norm is False
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, want)

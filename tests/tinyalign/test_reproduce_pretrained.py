@@ -1,0 +1,34 @@
+"""The pretrained run's bookkeeping (no model is loaded): variant parsing and the paired summary."""
+
+import pytest
+
+from hf_ext.tinyalign.reproduce_pretrained import format_table, summarise, variant_kwargs
+
+
+def test_variant_kwargs():
+    assert variant_kwargs("baseline", 8) == {"use_retrieval": False}
+    assert variant_kwargs("k4", 8) == {"use_retrieval": True, "memory_top_k": 4, "value_num_latents": 8,
+                                       "query_includes_answer": False}
+    assert variant_kwargs("released-k1", 4)["query_includes_answer"] is True
+    with pytest.raises(ValueError, match="variant must be baseline"):
+        variant_kwargs("retrieval", 8)
+
+
+def _job(variant, seed, test_loss, acc, fraction=1.0, losses=(3.0, 2.0, 1.0, 1.0, 1.0, 1.0)):
+    return {"variant": variant, "seed": seed, "fraction": fraction, "losses": list(losses),
+            "metrics": {"test_loss": test_loss, "token_accuracy": acc, "final_train_loss": losses[-1],
+                        "class_word_accuracy": 0.0, "bleu": 0.0}}
+
+
+def test_summary_pairs_by_seed_and_reports_data_efficiency():
+    jobs = [_job("baseline", 0, 2.0, 0.5), _job("baseline", 1, 3.0, 0.4), _job("k4", 1, 2.5, 0.45),
+            _job("k4", 0, 1.0, 0.7, losses=(1.0,) * 6), _job("baseline", 0, 2.5, 0.3, fraction=0.5)]
+    s = summarise(jobs)
+    paired = s["rows"]["k4"]["paired_minus_baseline"]
+    assert paired["test_loss"] == pytest.approx([-0.5, -1.0])  # seed 1 then seed 0, each against its own seed
+    assert paired["token_accuracy"] == pytest.approx([0.05, 0.2])
+    assert s["rows"]["baseline"]["test_loss"] == {"mean": 2.5, "std": 0.5, "n": 2}
+    assert s["rows"]["k4"]["steps_to_baseline_final_loss"] == [None, 5]
+    assert s["data_efficiency_token_accuracy"]["baseline"] == {"1.0": pytest.approx(0.45), "0.5": 0.3}
+    table = format_table(s)
+    assert "k4 | 2 |" in table and "-0.500,-1.000" in table and "50% 0.300" in table
