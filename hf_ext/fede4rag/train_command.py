@@ -38,6 +38,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=defaults.temperature, help="contrastive τ (authors': 1)")
     p.add_argument("--kd-lambda", type=float, default=defaults.kd_lambda)
     p.add_argument("--client-companies", default="", help="company indices of the nodes, e.g. 0,1,2,4 (default all)")
+    p.add_argument("--lora-layers", default=",".join(map(str, defaults.lora_layers)),
+                   help="encoder layers with a LoRA adapter, e.g. 4,5 (default: the top one)")
+    p.add_argument("--lora-rank", type=int, default=defaults.lora_rank)
     p.add_argument("--encoder-path", default="", help="pretrained BERT folder (default: all-MiniLM-L6-v2)")
     p.add_argument("--no-eval", action="store_true", help="skip the retrieval evaluation")
     return p
@@ -49,6 +52,7 @@ def main(argv: list[str] | None = None) -> dict:
     run = RunConfig(rounds=ns.rounds, seed=ns.seed, train_fraction=ns.train_fraction,
                     max_passage_length=ns.max_passage_length, learning_rate=ns.lr, temperature=ns.temperature,
                     kd_lambda=ns.kd_lambda, client_companies=ns.client_companies, encoder_path=ns.encoder_path,
+                    lora_layers=tuple(int(v) for v in ns.lora_layers.split(",") if v.strip()), lora_rank=ns.lora_rank,
                     cache_dir=str(out.parent / f".{out.name}-cache"))
     from .encoder import adapter_arrays, save_retriever
     from .federation import final_model

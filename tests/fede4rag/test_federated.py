@@ -57,6 +57,11 @@ def test_encrypted_round_equals_plaintext_round(setup):
     flat, layout = flatten_state(init)
     decrypted = unflatten_state(ClientCipher(keys.secret, keys.public).decrypt(chunks, flat.size), layout)
     assert max(np.abs(decrypted[k] - plain_state[k]).max() for k in init) <= 1e-6
+    # the server's round statistics: each of the 3 clients took 1 step (8 pairs, batch 8); uploads were counted
+    for stats in (dict(plain["round-stats"]), dict(enc["round-stats"])):
+        assert stats["1:steps-total"] == 3 and stats["1:steps-max"] == 1 and stats["1:num-clients"] == 3
+    assert dict(enc["round-stats"])["1:encrypt-s"] > 0 and dict(plain["round-stats"])["1:encrypt-s"] == 0
+    assert dict(enc["round-stats"])["1:bytes-up"] > 20 * dict(plain["round-stats"])["1:bytes-up"] > 0
 
 
 @pytest.mark.slow  # test_he covers each rejection on its own, fast
@@ -147,3 +152,41 @@ def test_the_client_trains_with_the_run_configs_temperature(setup):
         assert client.last_steps == client.num_examples // run.batch_size  # one epoch, last partial batch dropped
     # cosines are in [-1, 1]: at τ = 1 the in-batch CE stays within 2 of log(8); τ = 0.05 gives another loss
     assert abs(losses[1] - np.log(8)) < 2.0 and abs(losses[0] - losses[1]) > 0.1
+
+
+def test_a_non_finite_or_huge_global_adapter_is_refused_by_the_client():
+    from hf_ext.fede4rag.client_app import _checked
+
+    ok = {"a": np.zeros(3, np.float32)}
+    assert _checked(ok, "clear") is ok
+    with pytest.raises(ValueError, match=r"\(clear\) is refused: 'a': 1 non-finite"):
+        _checked({"a": np.array([0.0, np.nan, 1.0], np.float32)}, "clear")
+    with pytest.raises(ValueError, match="bound"):
+        _checked({"a": np.array([1e7], np.float32)}, "decrypted")
+
+
+def test_train_command_trains_on_flower_and_saves_a_retriever(setup, tmp_path):
+    import json
+
+    from hf_ext.fede4rag.train_command import main
+
+    run, _, root = setup
+    out = tmp_path / "retriever"
+    summary = main(["--setting", "fedavg", "--engine", "local", "--rounds", "1", "--train-fraction", "0.02",
+                    "--encoder-path", run.encoder_path, "--max-passage-length", "32", "--no-eval",
+                    "--lora-layers", "1", "--lora-rank", "2",
+                    "--out", str(out)])
+    assert summary["round_stats"][0]["steps-total"] == 5 and summary["run"]["temperature"] == 0.05
+    assert json.loads((out / "metrics.json").read_text())["setting"] == "fedavg"
+    assert (out / "model.safetensors").is_file() and (out / "modules.json").is_file()
+
+
+@pytest.mark.slow  # the same apps on Ray; the in-process grid covers the behaviour fast
+def test_simulation_engine_gives_the_in_process_grids_result(setup):
+    from hf_ext.fede4rag.flower_run import run_federated
+
+    run, _, _ = setup
+    sim = run_federated("fede4rag", run, engine="simulation")
+    local = run_federated("fede4rag", run, engine="local")
+    assert sim["round_stats"][0]["steps-total"] == local["round_stats"][0]["steps-total"] == 5
+    assert max(np.abs(sim["adapter"][k] - local["adapter"][k]).max() for k in local["adapter"]) < 1e-5

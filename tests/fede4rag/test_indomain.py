@@ -164,3 +164,33 @@ def test_rag_loop_smoke(tiny_lm, suite):
     for scores in (*out["financebench"].values(), *out["heldout"].values()):
         assert 0.0 <= scores["chrf"] <= 1.0
     assert 0.0 <= out["financebench"]["zero-shot"]["retrieval_hit"] <= 1.0
+
+
+def _metrics(v):
+    row = {k: v for k in ("hit@1", "hit@10", "mrr", "ndcg@10")}
+    return {"financebench": dict(row), "in_domain": {"own": {c: dict(row) for c in COMPANIES},
+                                                     "union": {c: dict(row) for c in COMPANIES},
+                                                     "own_mean": dict(row), "union_mean": dict(row),
+                                                     "union_micro": dict(row)}}
+
+
+def test_paired_differences_are_per_seed_and_local_only_scores_each_company_with_its_own_model():
+    from hf_ext.fede4rag.federation import _combine_local
+    from hf_ext.fede4rag.reproduce import summarize
+
+    done = {("zero-shot", 0): {"metrics": _metrics(0.5), "steps": {}}, ("zero-shot", 1): {"metrics": _metrics(0.7),
+                                                                                         "steps": {}},
+            ("fedavg", 0): {"metrics": _metrics(0.6), "steps": {}}, ("fedavg", 1): {"metrics": _metrics(0.7),
+                                                                                   "steps": {}}}
+    out = summarize(done, ["zero-shot", "fedavg"], [0, 1])
+    d = out["fedavg"]["minus_zero-shot"]
+    assert d["mean"]["own.mrr"] == pytest.approx(0.05) and d["std"]["own.mrr"] == pytest.approx(0.05)
+    assert out["fedavg"]["mean"]["fb.hit@1"] == pytest.approx(0.65)
+    per_model = {c: _metrics(0.1 * (i + 1)) for i, c in enumerate(COMPANIES)}
+    per_model["AES"]["in_domain"]["own"]["PEPSICO"]["mrr"] = 99.0  # another company's score must not be used
+    sizes = {c: n for c, n in zip(COMPANIES, (4, 1, 1, 1, 1))}
+    local = _combine_local(per_model, sizes)
+    assert local["in_domain"]["own"]["PEPSICO"]["mrr"] == pytest.approx(0.1)
+    assert local["in_domain"]["own_mean"]["mrr"] == pytest.approx(0.3)
+    assert local["in_domain"]["union_micro"]["mrr"] == pytest.approx((0.4 + 0.2 + 0.3 + 0.4 + 0.5) / 8)
+    assert local["financebench"]["mrr"] == pytest.approx(0.3)
