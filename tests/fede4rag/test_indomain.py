@@ -188,6 +188,8 @@ def test_paired_differences_are_per_seed_and_local_only_scores_each_company_with
     assert out["fedavg"]["mean"]["fb.hit@1"] == pytest.approx(0.65)
     per_model = {c: _metrics(0.1 * (i + 1)) for i, c in enumerate(COMPANIES)}
     per_model["AES"]["in_domain"]["own"]["PEPSICO"]["mrr"] = 99.0  # another company's score must not be used
+    for m in per_model.values():  # nor a model's mean over the companies
+        m["in_domain"]["own_mean"]["mrr"] = 77.0
     sizes = {c: n for c, n in zip(COMPANIES, (4, 1, 1, 1, 1))}
     local = _combine_local(per_model, sizes)
     assert local["in_domain"]["own"]["PEPSICO"]["mrr"] == pytest.approx(0.1)
