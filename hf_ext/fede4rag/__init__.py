@@ -29,6 +29,7 @@ SPEC = register_method(
         config_class="hf_ext.fede4rag.configuration_fede4rag:FedE4RAGConfig",
         auto_classes={"AutoModel": "hf_ext.fede4rag.modeling_fede4rag:FedE4RAGRetriever"},
         reproduce="hf_ext.fede4rag.reproduce:main",
+        train="hf_ext.fede4rag.train_command:main",
         demo="hf_ext.fede4rag.demo:build_demo",
         contract="hf_ext.fede4rag.testing:contract_fixture",
         datasets=("financebench",),

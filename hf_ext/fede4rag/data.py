@@ -131,6 +131,22 @@ def build_corpus(pairs: list[Pair], golden: dict[str, str]) -> Corpus:
     return corpus
 
 
+def reference_corpus(pairs: list[Pair]) -> Corpus:
+    """The in-domain corpus: every distinct training `reference` passage (914 of the 1,000), its `source` the company.
+
+    A held-out question's golden passage is its own reference; the other references are the distractors (the same
+    company's for the per-client corpus, all five companies' for the union). Pages are not used: they repeat their
+    references and, truncated to 64–128 tokens, often do not even contain them.
+    """
+    corpus, seen = Corpus(), {}
+    for pair in pairs:
+        key = (pair.company, pair.reference)
+        if key not in seen:
+            seen[key] = f"ref-{pair.company}-{len(seen)}"
+            corpus.add(seen[key], pair.reference, pair.company)
+    return corpus
+
+
 def partition_by_company(pairs: list[Pair], companies: tuple[str, ...] = COMPANIES) -> list[list[Pair]]:
     """One client per company (the official `IDPartitioner`: natural, non-IID split), in `companies` order."""
     unknown = sorted({p.company for p in pairs} - set(companies))
@@ -150,4 +166,4 @@ def train_holdout_split(pairs: list[Pair], holdout: float = 0.1, seed: int = 0) 
 
 
 __all__ = ["COMPANIES", "Corpus", "Pair", "TestQuestion", "build_corpus", "data_dir", "load_pairs", "load_test",
-           "partition_by_company", "train_holdout_split"]
+           "partition_by_company", "reference_corpus", "train_holdout_split"]

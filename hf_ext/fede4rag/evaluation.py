@@ -1,22 +1,34 @@
-"""Retrieval evaluation of a retriever on the 100 FinanceBench test questions over the corpus (golden passages plus
-every training page as a distractor), through a faiss index."""
+"""Retrieval evaluation through a faiss index: FinanceBench (100 test questions over their golden passages plus
+every training page as a distractor) and in-domain (each client's held-out questions over its own company's
+reference passages, and over all five companies' references).
+
+The frozen lower layers of every text are cached once; `evaluate(model)` then runs only the trainable top.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from hf_ext.core.paths import work_dir
 
-from .data import build_corpus, load_pairs, load_test
+from .data import COMPANIES, build_corpus, load_pairs, load_test, reference_corpus
 from .encoder import HiddenCache, encode_texts
 from .metrics import RetrievalIndex, retrieval_metrics
 
+HEADLINE = ("hit@1", "hit@10", "mrr", "ndcg@10")
+
+
+def _mean(per: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Unweighted (macro) mean over clients: every company counts once, whatever its size."""
+    first = next(iter(per.values()))
+    return {k: float(np.mean([m[k] for m in per.values()])) for k in first}
+
 
 class RetrievalEvaluator:
-    """Caches the frozen lower layers of every corpus passage and test question once; `evaluate(model)` then runs
-    only the top layers.
+    """FinanceBench retrieval: the 100 test questions over golden passages + training pages.
 
     Args:
         model, tokenizer: any retriever of the run (only its frozen lower layers are used for the cache).
@@ -52,4 +64,94 @@ class RetrievalEvaluator:
                 "distractors": int((sources == "train-page").sum()), "test_questions": len(self.questions)}
 
 
-__all__ = ["RetrievalEvaluator"]
+class InDomainEvaluator:
+    """Each client's held-out questions (10 % of its company's pairs, never trained on) over the distinct training
+    references: its own company's (`own`) and all five companies' (`union`). A question's golden passage is its own
+    reference; some held-out references also have another, training question (counted in [`stats`]).
+
+    Args:
+        model, tokenizer: any retriever of the run (for the frozen-layer cache).
+        heldout (`Sequence[Sequence[Pair]]`): per company, in [`COMPANIES`] order, its held-out pairs.
+        pairs (`list[Pair]`): all training pairs (the corpus is built from their references).
+        start_layer, max_query_length, max_passage_length, cache_dir: as [`RetrievalEvaluator`].
+    """
+
+    def __init__(self, model, tokenizer, heldout, pairs, start_layer: int, max_query_length: int = 64,
+                 max_passage_length: int = 128, cache_dir: str | None = None):
+        if len(heldout) != len(COMPANIES):
+            raise ValueError(f"held-out questions for {len(heldout)} companies, expected {len(COMPANIES)}")
+        cache_dir = Path(cache_dir or str(work_dir("fede4rag", "cache")))
+        self.corpus = reference_corpus(pairs)
+        by_text: dict[str, list[str]] = {}
+        for pid, text in zip(self.corpus.ids, self.corpus.texts):
+            by_text.setdefault(text, []).append(pid)
+        self.companies = [COMPANIES[i] for i in range(len(heldout))]
+        self.questions = [p.question for part in heldout for p in part]
+        self.golden = [tuple(by_text[p.reference]) for part in heldout for p in part]
+        self.owner = [COMPANIES[i] for i, part in enumerate(heldout) for _ in part]
+        if any(not g for g in self.golden):
+            raise ValueError("a held-out question's reference is not in the reference corpus")
+        trained = {p.question for p in pairs} - set(self.questions)
+        train_refs = {p.reference for p in pairs if p.question in trained}
+        self.n_reference_also_trained = sum(p.reference in train_refs for part in heldout for p in part)
+        self.q_cache = HiddenCache.cached(cache_dir, model, tokenizer, self.questions, max_query_length, start_layer,
+                                          tag="heldq")
+        self.p_cache = HiddenCache.cached(cache_dir, model, tokenizer, self.corpus.texts, max_passage_length,
+                                          start_layer, tag="refs")
+
+    def evaluate(self, model, companies: Sequence[str] | None = None, k: int = 10) -> dict:
+        """Per company `own` and `union` metrics, their macro means (`own_mean`, `union_mean`) and the micro mean
+        over all held-out questions on the union corpus (`union_micro`)."""
+        companies = list(companies or self.companies)
+        passages = encode_texts(model, cache=self.p_cache)
+        queries = encode_texts(model, cache=self.q_cache)
+        union = RetrievalIndex(self.corpus.ids, passages)
+        retrieved, _ = union.search(queries, k=k)
+        sources = np.asarray(self.corpus.sources)
+        owner = np.asarray(self.owner)
+        out: dict = {"own": {}, "union": {}}
+        for company in companies:
+            rows = np.flatnonzero(owner == company)
+            keep = np.flatnonzero(sources == company)
+            own = RetrievalIndex([self.corpus.ids[i] for i in keep], passages[keep])
+            got, _ = own.search(queries[rows], k=k)
+            gold = [self.golden[i] for i in rows]
+            out["own"][company] = retrieval_metrics(got, gold)
+            out["union"][company] = retrieval_metrics([retrieved[i] for i in rows], gold)
+        out["own_mean"], out["union_mean"] = _mean(out["own"]), _mean(out["union"])
+        chosen = np.flatnonzero(np.isin(owner, companies))
+        out["union_micro"] = retrieval_metrics([retrieved[i] for i in chosen], [self.golden[i] for i in chosen])
+        return out
+
+    def questions_of(self, company: str) -> list[str]:
+        return [q for q, o in zip(self.questions, self.owner) if o == company]
+
+    def stats(self) -> dict:
+        return {"references": len(self.corpus), "heldout_questions": len(self.questions),
+                "per_company": {c: int(sum(o == c for o in self.owner)) for c in self.companies},
+                "heldout_reference_also_a_training_positive": self.n_reference_also_trained}
+
+
+class EvaluationSuite:
+    """Both evaluations of one run (seed): `evaluate(model)` → `{"financebench": ..., "in_domain": ...}`."""
+
+    def __init__(self, run, test_path: str | None = None):
+        from .task import build_model, client_heldout
+
+        model, tokenizer = build_model(run)
+        pairs = load_pairs(run.data_path or None)
+        args = (run.start_layer, run.max_query_length, run.max_passage_length, run.cache_dir)
+        self.financebench = RetrievalEvaluator(model, tokenizer, *args, data_path=run.data_path or None,
+                                               test_path=test_path)
+        heldout = [client_heldout(i, run, pairs) for i in range(len(COMPANIES))]
+        self.in_domain = InDomainEvaluator(model, tokenizer, heldout, pairs, *args)
+
+    def evaluate(self, model, companies: Sequence[str] | None = None) -> dict:
+        return {"financebench": self.financebench.evaluate(model),
+                "in_domain": self.in_domain.evaluate(model, companies)}
+
+    def stats(self) -> dict:
+        return {"financebench": self.financebench.corpus_stats(), "in_domain": self.in_domain.stats()}
+
+
+__all__ = ["EvaluationSuite", "HEADLINE", "InDomainEvaluator", "RetrievalEvaluator"]

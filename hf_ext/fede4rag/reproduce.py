@@ -1,21 +1,29 @@
 """`hf-ext reproduce fede4rag`: federated retriever training on five companies' 10-K QA pairs (one company = one
-client), scored on 100 FinanceBench questions over a corpus of their golden passages plus every training page as a
-distractor (faiss, exact inner product).
+client), scored where federation can matter — each client's held-out questions over its own company's reference
+passages (`own`) and over all five companies' (`union`), per client and averaged — and, as before, on 100
+FinanceBench questions over their golden passages plus every training page (a transfer test: only 17 of them
+concern the clients' companies).
 
-Settings: zero-shot MiniLM; local-only (each company alone, scored per client and averaged); FedAvg (contrastive
-only); FedE4RAG (FedAvg + KD, λ = 100); centralized (all pairs pooled, upper bound); FedE4RAG with CKKS aggregation;
-and the released sampling (one client per round, ∝ data size) as an ablation. Every setting trains a LoRA adapter on
-the top encoder layer(s) of all-MiniLM-L6-v2 with AdamW (see the model card for why not the code's SGD 1e-5); the
-frozen lower layers are computed once and cached under `--out/cache`.
+Settings: zero-shot MiniLM; local-only (each company alone, scored on its own questions); FedAvg (contrastive
+only); FedE4RAG (FedAvg + KD, λ = 100); FedE4RAG with CKKS aggregation; centralized (all pairs pooled); the
+authors' temperature-free loss (τ = 1) as `centralized-tau1` / `fede4rag-tau1`; and the released sampling (one
+client per round, ∝ data size) as `fede4rag-one-client`. The federated settings run the Flower ServerApp and
+ClientApps on Flower's simulation engine (`--engine local`: the same apps on an in-process grid); local-only and
+centralized have no federation and train the same client code in worker processes. Every setting trains a LoRA
+adapter on the top encoder layer(s) of all-MiniLM-L6-v2 with AdamW and τ = 0.05 (see the model card); the frozen
+lower layers are computed once and cached under `--out/cache`. The table states each setting's gradient-step
+budget (total over clients, and the sequential chain) and the paired per-seed differences to zero-shot.
 
 Quick scale (the default; a smoke-scale run sized for a 2-core CPU): 1 seed, 2 rounds, 8% of each client's pairs,
-passages truncated to 64 tokens. `--full`: 3 seeds, 3 rounds, all pairs, 128 tokens. Writes `--out/results.json`
-and the first seed's FedE4RAG retriever as a Hub artifact under `--out/retriever`.
+passages truncated to 64 tokens, the settings up to `centralized-tau1`. `--full`: 3 seeds, 3 rounds, all pairs, 128
+tokens, every setting. Writes `--out/results.json` and the first seed's FedE4RAG retriever as a Hub artifact under
+`--out/retriever`.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from dataclasses import replace
@@ -26,9 +34,10 @@ import numpy as np
 from hf_ext.core.paths import work_dir
 from hf_ext.core.parallel import run_jobs
 
-from .task import SETTINGS, RunConfig
+from .task import FEDERATED, SETTINGS, RunConfig
 
-REPORTED = ("hit@1", "hit@5", "hit@10", "recall@10", "mrr", "ndcg@10")
+QUICK_SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "fede4rag-ckks", "centralized", "centralized-tau1")
+METRICS = ("hit@1", "hit@10", "mrr", "ndcg@10")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -44,78 +53,151 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-fraction", type=float, help="share of each client's training pairs")
     p.add_argument("--max-passage-length", type=int, help="passage truncation (tokens)")
     p.add_argument("--lr", type=float, help="AdamW learning rate of the LoRA factors")
+    p.add_argument("--temperature", type=float, help="contrastive temperature τ (default 0.05; the authors': 1)")
     p.add_argument("--kd-lambda", type=float, help="weight of the KD term (100 in the code)")
     p.add_argument("--settings", nargs="+", choices=SETTINGS, help="subset of the settings")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (one thread each)")
+    p.add_argument("--engine", choices=("simulation", "local"), default="simulation",
+                   help="Flower engine of the federated settings: simulation (Ray) or local (in-process grid)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes of the non-federated settings")
+    p.add_argument("--rag-questions", type=int, default=0,
+                   help="also run the RAG loop (SmolLM2-135M-Instruct answering with the zero-shot and the first "
+                        "seed's FedE4RAG retriever): the clients' FinanceBench questions and this many held-out ones")
     return p
 
 
-def _evaluator(run: RunConfig):
-    from .evaluation import RetrievalEvaluator
+def _rag(done: dict, run: RunConfig, n_heldout: int) -> dict:
+    """The RAG loop on the first seed: zero-shot vs FedE4RAG retriever feeding SmolLM2-135M-Instruct."""
+    from hf_ext.core.pretrained import load_smollm2
+
+    from .federation import final_model
+    from .rag import RAGAnswerer, run_rag
     from .task import build_model
 
-    model, tokenizer = build_model(run)
-    return RetrievalEvaluator(model, tokenizer, run.start_layer, run.max_query_length, run.max_passage_length,
-                              run.cache_dir)
+    lm, tokenizer = load_smollm2()
+    adapter = {k: np.asarray(v, dtype=np.float32) for k, v in done[("fede4rag", run.seed)]["adapter"].items()}
+    retrievers = {"zero-shot": build_model(run)[0], "fede4rag": final_model(run, adapter)[0]}
+    t0 = time.perf_counter()
+    out = run_rag(RAGAnswerer(lm, tokenizer), retrievers, _suite(run), heldout_questions=n_heldout)
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _suite(run: RunConfig):
+    from .evaluation import EvaluationSuite
+
+    return EvaluationSuite(run)
 
 
 def _cache_job(partition: int | None, run: RunConfig) -> float:
-    """Builds (or finds) the frozen-layer caches of one client's pairs, or (partition -1) of the test set."""
+    """Builds (or finds) the frozen-layer caches of one client's pairs, or (partition -1) of the test sets."""
     from .task import FedE4RAGClient, build_model
 
     t0 = time.perf_counter()
     if partition == -1:
-        _evaluator(run)
+        _suite(run)
     else:
         model, tokenizer = build_model(run)
         FedE4RAGClient(partition, run, model, tokenizer)
     return time.perf_counter() - t0
 
 
-def _setting_job(setting: str, run: RunConfig) -> tuple[str, int, dict, float]:
+def _setting_job(setting: str, run: RunConfig, engine: str = "simulation") -> tuple[str, int, dict, float]:
     from .federation import run_setting
 
     t0 = time.perf_counter()
-    res = run_setting(setting, run, _evaluator(run))
+    res = run_setting(setting, run, _suite(run), engine=engine)
     adapter = res.pop("adapter", None)
     if adapter is not None:
-        res["adapter"] = {k: v.tolist() for k, v in adapter.items()} if setting == "fede4rag" else None
+        res["adapter"] = {k: v.tolist() for k, v in adapter.items()} if setting in ("fede4rag", "fede4rag-ckks") \
+            else None
     return setting, run.seed, res, time.perf_counter() - t0
 
 
-def summarize(done: dict, settings, seeds) -> dict:
-    out = {}
-    for s in settings:
-        per_seed = [done[(s, seed)]["metrics"] for seed in seeds]
-        out[s] = {"mean": {k: float(np.mean([m[k] for m in per_seed])) for k in per_seed[0]},
-                  "std": {k: float(np.std([m[k] for m in per_seed])) for k in per_seed[0]},
-                  "per_seed": per_seed}
-        extra = done[(s, seeds[0])]
-        if "per_client" in extra:
-            out[s]["per_client_seed0"] = extra["per_client"]
-        if "sampled" in extra:
-            out[s]["sampled_seed0"] = extra["sampled"]
-        if "he_costs" in extra:
-            costs = [c for seed in seeds for c in done[(s, seed)]["he_costs"]]
-            out[s]["he_costs_mean"] = {k: float(np.mean([c[k] for c in costs])) for k in costs[0]}
-            out[s]["he_max_abs_error"] = float(max(c["max_abs_error"] for c in costs))
+def flat_metrics(m: dict) -> dict[str, float]:
+    """`{"fb.hit@1": ..., "own.mrr": ..., "union.mrr": ..., "micro.hit@1": ..., "own.PEPSICO.mrr": ...}`."""
+    out = {f"fb.{k}": v for k, v in m["financebench"].items()}
+    d = m["in_domain"]
+    for name, key in (("own", "own_mean"), ("union", "union_mean"), ("micro", "union_micro")):
+        out.update({f"{name}.{k}": v for k, v in d[key].items()})
+    for company, row in d["own"].items():
+        out.update({f"own.{company}.{k}": row[k] for k in METRICS})
     return out
 
 
+def _mean_std(rows: list[dict[str, float]]) -> tuple[dict, dict]:
+    keys = [k for k in rows[0] if all(k in r for r in rows)]
+    return ({k: float(np.mean([r[k] for r in rows])) for k in keys},
+            {k: float(np.std([r[k] for r in rows])) for k in keys})
+
+
+def summarize(done: dict, settings, seeds) -> dict:
+    """Mean ± std over seeds per setting, and the paired per-seed differences against zero-shot and FedAvg."""
+    out = {}
+    flat = {(s, seed): flat_metrics(done[(s, seed)]["metrics"]) for s in settings for seed in seeds}
+    for s in settings:
+        per_seed = [flat[(s, seed)] for seed in seeds]
+        mean, std = _mean_std(per_seed)
+        out[s] = {"mean": mean, "std": std, "per_seed": per_seed,
+                  "steps": [done[(s, seed)]["steps"] for seed in seeds]}
+        for base in ("zero-shot", "fedavg", "centralized"):
+            if base in settings and base != s:
+                diffs = [{k: flat[(s, seed)][k] - flat[(base, seed)][k] for k in flat[(s, seed)]
+                          if k in flat[(base, seed)]} for seed in seeds]
+                d_mean, d_std = _mean_std(diffs)
+                out[s][f"minus_{base}"] = {"mean": d_mean, "std": d_std}
+        extra = done[(s, seeds[0])]
+        for key in ("sampled", "rejected"):
+            if key in extra:
+                out[s][f"{key}_seed0"] = extra[key]
+        if "round_stats" in extra:
+            rows = [r for seed in seeds for r in done[(s, seed)]["round_stats"]]
+            out[s]["round_stats_mean"] = _mean_std(rows)[0]
+        if "max_abs_vs_plaintext" in extra:
+            out[s]["he_max_abs_error"] = float(max(done[(s, seed)]["max_abs_vs_plaintext"] for seed in seeds))
+    return out
+
+
+def _cell(r: dict, key: str) -> str:
+    return f"{r['mean'][key]:.3f}±{r['std'][key]:.3f}"
+
+
 def format_table(results: dict) -> str:
-    n = len(results["seeds"])
-    lines = [f"retrieval on {results['corpus']['test_questions']} FinanceBench questions over "
-             f"{results['corpus']['passages']} passages; mean ± std (population) over {n} seed(s) {results['seeds']}",
-             f"{'setting':<22}" + "".join(f"{m:>16}" for m in REPORTED)]
+    n, st = len(results["seeds"]), results["eval"]
+    lines = [f"in-domain: {st['in_domain']['heldout_questions']} held-out questions of the 5 clients over their own "
+             f"company's references (own) and all {st['in_domain']['references']} references (union); FinanceBench: "
+             f"{st['financebench']['test_questions']} questions over {st['financebench']['passages']} passages; "
+             f"mean ± std over {n} seed(s) {results['seeds']}; steps = gradient steps, total over clients "
+             f"(sequential chain)",
+             f"{'setting':<20}{'steps':>12}" + "".join(f"{h:>14}" for h in (
+                 "own hit@1", "own hit@10", "own MRR", "union hit@1", "union MRR", "micro hit@1", "FB hit@1",
+                 "FB MRR"))]
+    cols = ("own.hit@1", "own.hit@10", "own.mrr", "union.hit@1", "union.mrr", "micro.hit@1", "fb.hit@1", "fb.mrr")
     for s, r in results["settings"].items():
-        lines.append(f"{s:<22}" + "".join(f"{r['mean'][m]:>10.3f}±{r['std'][m]:.3f}" for m in REPORTED))
+        steps = r["steps"][0]
+        lines.append(f"{s:<20}{steps['total']:>6} ({steps['sequential']:>3})" + "".join(f"{_cell(r, c):>14}"
+                                                                                    for c in cols))
+    rag = results.get("rag")
+    if rag:
+        lines.append(f"RAG (SmolLM2-135M-Instruct, top-{rag['k']} passages), chrF: {rag['n_financebench']} "
+                     f"FinanceBench questions of the clients (vs gold answer) | {rag['n_heldout']} held-out (vs oracle answer)")
+        for name, sc in rag["financebench"].items():
+            ho = rag["heldout"].get(name)
+            lines.append(f"  {name:<26} {sc['chrf']:.3f}" + (f" (passages hit {sc['retrieval_hit']:.2f})"
+                                                             if "retrieval_hit" in sc else "")
+                         + (f" | {ho['chrf']:.3f} (hit {ho['retrieval_hit']:.2f})" if ho else ""))
+    lines.append("paired per-seed difference, mean ± std: setting − zero-shot (own MRR, union MRR, FB MRR)")
+    for s, r in results["settings"].items():
+        d = r.get("minus_zero-shot")
+        if d:
+            lines.append(f"  {s:<20}" + "".join(f"{d['mean'][c]:>+10.3f}±{d['std'][c]:.3f}"
+                                                for c in ("own.mrr", "union.mrr", "fb.mrr")))
     ckks = results["settings"].get("fede4rag-ckks")
-    if ckks:
-        c = ckks["he_costs_mean"]
-        lines.append(f"CKKS per round: encrypt {c['encrypt_s_per_client']:.3f} s/client, aggregate "
-                     f"{c['aggregate_s']:.3f} s, decrypt {c['decrypt_s']:.3f} s, "
-                     f"{c['bytes_up_per_client'] / 2**20:.2f} MiB up per client ({int(c['ciphertexts_per_client'])} "
-                     f"ciphertexts), max |param error| {ckks['he_max_abs_error']:.2e}")
+    if ckks and "round_stats_mean" in ckks:
+        c = ckks["round_stats_mean"]
+        err = ckks.get("he_max_abs_error")
+        lines.append(f"CKKS per round: encrypt {c['encrypt-s']:.3f} s/client, aggregate {c['aggregate-s']:.3f} s, "
+                     f"decrypt {c['decrypt-s']:.3f} s, {c['bytes-up'] / 2**20:.2f} MiB up per client"
+                     + (f", max |final adapter − plaintext FedE4RAG| {err:.2e}" if err is not None else ""))
     return "\n".join(lines)
 
 
@@ -127,33 +209,45 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(ns.out)
     run = RunConfig(rounds=3 if ns.full else 2, train_fraction=1.0 if ns.full else 0.08,
                     max_passage_length=128 if ns.full else 64, cache_dir=str(out / "cache"))
-    overrides = {"rounds": ns.rounds, "train_fraction": ns.train_fraction,
-                 "max_passage_length": ns.max_passage_length, "learning_rate": ns.lr, "kd_lambda": ns.kd_lambda}
+    overrides = {"rounds": ns.rounds, "train_fraction": ns.train_fraction, "max_passage_length": ns.max_passage_length,
+                 "learning_rate": ns.lr, "kd_lambda": ns.kd_lambda, "temperature": ns.temperature}
     run = replace(run, **{k: v for k, v in overrides.items() if v is not None})
     seeds = ns.seeds or ([0, 1, 2] if ns.full else [0])
-    settings = list(ns.settings or SETTINGS)
+    settings = list(ns.settings or (SETTINGS if ns.full else QUICK_SETTINGS))
+    if "fede4rag-ckks" in settings and "fede4rag" not in settings:
+        settings.insert(settings.index("fede4rag-ckks"), "fede4rag")  # the plaintext run CKKS is checked against
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    workers = max(1, ns.workers)
-    # phase 1: frozen-layer caches (test set and corpus, then each client's pairs per seed: the holdout depends on it)
-    cache_jobs = [(-1, run)] + [(i, replace(run, seed=s)) for s in seeds for i in range(5)]
+    # phase 1: frozen-layer caches (test sets, then each client's pairs per seed: the holdout depends on it).
     # In this process: once the caches exist (every run after the first) this is a few loads, cheaper than spawning.
+    cache_jobs = [(p, replace(run, seed=s)) for s in seeds for p in (-1, *range(5))]
     list(run_jobs(_cache_job, cache_jobs, workers=1, desc="fede4rag caches"))
     seconds_cache = time.perf_counter() - start
-    # phase 2: every (setting, seed)
-    done = {}
-    jobs = [(s, replace(run, seed=seed)) for seed in seeds for s in settings]
-    for setting, seed, res, secs in run_jobs(_setting_job, jobs, workers=workers, desc="fede4rag reproduce"):
+    # phase 2: the non-federated settings in worker processes, then each federated one on Flower's simulation
+    # engine, one at a time (Ray spreads its clients over the cores)
+    done, seconds = {}, {}
+    local = [(s, replace(run, seed=seed)) for seed in seeds for s in settings if s not in FEDERATED]
+    federated = [(s, replace(run, seed=seed), ns.engine) for seed in seeds for s in settings if s in FEDERATED]
+    results_iter = itertools.chain(run_jobs(_setting_job, local, workers=max(1, ns.workers), desc="fede4rag local"),
+                                   run_jobs(_setting_job, federated, workers=1, desc="fede4rag on Flower"))
+    for setting, seed, res, secs in results_iter:
         done[(setting, seed)] = res
-        m = res["metrics"]
-        print(f"{setting} seed {seed}: hit@1 {m['hit@1']:.3f} hit@10 {m['hit@10']:.3f} mrr {m['mrr']:.3f} "
-              f"ndcg@10 {m['ndcg@10']:.3f} ({secs:.0f} s)", flush=True)
-    evaluator = _evaluator(run)
+        seconds[f"{setting}:{seed}"] = secs
+        f = flat_metrics(res["metrics"])
+        print(f"{setting} seed {seed}: own hit@1 {f['own.hit@1']:.3f} own MRR {f['own.mrr']:.3f} union MRR "
+              f"{f['union.mrr']:.3f} FinanceBench MRR {f['fb.mrr']:.3f} ({secs:.0f} s)", flush=True)
+    for seed in seeds:  # CKKS vs plaintext: the same seed's final adapters
+        if ("fede4rag-ckks", seed) in done and ("fede4rag", seed) in done:
+            a, b = done[("fede4rag-ckks", seed)]["adapter"], done[("fede4rag", seed)]["adapter"]
+            done[("fede4rag-ckks", seed)]["max_abs_vs_plaintext"] = float(max(
+                np.abs(np.asarray(a[k]) - np.asarray(b[k])).max() for k in a))
+    suite = _suite(replace(run, seed=seeds[0]))
     custom = any(v is not None for v in overrides.values()) or ns.seeds or ns.settings
     results = {"scale": ("full" if ns.full else "quick") + (" with overrides" if custom else ""),
-               "argv": list(argv) if argv is not None else None,
+               "argv": list(argv) if argv is not None else None, "engine": ns.engine,
                "run": {**run.__dict__, "lora_layers": list(run.lora_layers)},
-               "seeds": seeds, "corpus": evaluator.corpus_stats(), "settings": summarize(done, settings, seeds),
+               "seeds": seeds, "eval": suite.stats(), "settings": summarize(done, settings, seeds),
+               "seconds_per_setting": seconds,
                "optimizer": "adamw_torch (LoRA factors only); the released code uses SGD lr 1e-5 on all weights",
                "pooling": "mask-aware mean (the released code averages padding too)"}
     if "fede4rag" in settings:
@@ -167,21 +261,25 @@ def main(argv: list[str] | None = None) -> dict:
         save_retriever(model, tokenizer, out / "retriever", spec=SPEC)
         from hf_ext.core.records import metric, save_training_record
 
-        m = done[("fede4rag", seeds[0])]["metrics"]
+        m = flat_metrics(done[("fede4rag", seeds[0])]["metrics"])
         test = "financebench-derived-qa"
         save_training_record(
             out / "retriever", method="fede4rag", command="hf-ext reproduce fede4rag" + (" --full" if ns.full else ""),
             base_model="sentence-transformers/all-MiniLM-L6-v2",
             datasets=[{"name": test, "hub_id": None, "description": "FinanceBench-style QA pairs over 10-K passages "
                                                                      "(shipped offline, 5 clients)"}],
-            metrics=[metric(name, name.split("@")[0], m[name], dataset=test,
-                            higher_is_better=True) for name in ("hit@1", "hit@5", "hit@10", "mrr", "ndcg@10") if name in m],
+            metrics=[metric(name, name.split(".")[-1].split("@")[0], m[name], dataset=test, higher_is_better=True)
+                     for name in ("own.hit@1", "own.hit@10", "own.mrr", "union.mrr", "fb.hit@1", "fb.mrr")
+                     if name in m],
             config=results["run"], skip_nonfinite=True,
             notes=f"the first seed's ({seeds[0]}) FedE4RAG retriever after {run.rounds} rounds",
         )
     results["seconds"] = time.perf_counter() - start
     results["seconds_cache"] = seconds_cache
     (out / "results.json").write_text(json.dumps(results, indent=2))
+    if ns.rag_questions > 0 and "fede4rag" in settings:  # after the retrieval results are safely written
+        results["rag"] = _rag(done, replace(run, seed=seeds[0]), ns.rag_questions)
+        (out / "results.json").write_text(json.dumps(results, indent=2))
     table = format_table(results)
     print(table)
     print(f"wrote {out / 'results.json'} ({results['seconds']:.0f} s, of which caches {seconds_cache:.0f} s)")

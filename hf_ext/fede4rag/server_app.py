@@ -94,6 +94,8 @@ def main(grid: Grid, context: Context) -> None:
     rejected.update({f"0:{who}": why for who, why in refused.items()})  # round 0: the query
     sampled = {f"round-{r}": ",".join(map(str, nodes)) for r, nodes in strategy.sampled.items()}
     summary = {"num-rejected": len(rejected), "rounds": len(strategy.aggregated), "num-params": n_params}
+    stats = {f"{r}:{k}": v for r, row in strategy.round_stats.items() for k, v in row.items()}
     save_result(context, {"arrays": result.arrays, "summary": MetricRecord(summary),
-                          "rejected": ConfigRecord(rejected), "sampled": ConfigRecord(sampled)})
+                          "rejected": ConfigRecord(rejected), "sampled": ConfigRecord(sampled),
+                          "round-stats": MetricRecord(stats)})
     require_rounds(len(strategy.aggregated), int(context.run_config.get("min-rounds", run.rounds)), run.rounds)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 
 import numpy as np
 
@@ -71,6 +72,23 @@ def plain_problem(record, reference, max_abs: float = DEFAULT_MAX_ABS) -> str | 
     return None
 
 
+def round_stats(metrics, aggregate_s: float) -> dict[str, float]:
+    """What one aggregated round cost: gradient steps summed over the accepted clients (the step budget the
+    comparison tables state), the longest client's steps (the sequential chain), mean client encrypt / decrypt
+    seconds and upload bytes, and the server's aggregation seconds. Missing or non-finite client values count 0."""
+    def values(key):
+        out = []
+        for m in metrics:
+            v = m[key] if key in m.keys() else 0.0
+            out.append(float(v) if isinstance(v, (int, float)) and np.isfinite(v) else 0.0)
+        return out
+
+    steps = values("num-steps")
+    return {"num-clients": float(len(metrics)), "steps-total": float(sum(steps)), "steps-max": float(max(steps)),
+            "encrypt-s": float(np.mean(values("encrypt-s"))), "decrypt-s": float(np.mean(values("decrypt-s"))),
+            "bytes-up": float(np.mean(values("bytes-up"))), "aggregate-s": float(aggregate_s)}
+
+
 def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int = 0, n_values: int | None = None,
                   one_client: bool = False, node_sizes: dict[int, int] | None = None, seed: int = 0,
                   reference=None, allowed_nodes=None, max_abs: float = DEFAULT_MAX_ABS, **kwargs):
@@ -117,6 +135,8 @@ def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int 
             self.sampled: dict[int, list[int]] = {}
             self.reference = dict(reference) if reference is not None else None
             self.aggregated: list[int] = []
+            self.aggregate_s: dict[int, float] = {}
+            self.round_stats: dict[int, dict[str, float]] = {}
             self.allowed = None if allowed_nodes is None else {int(n) for n in allowed_nodes}
 
         def configure_train(self, server_round, arrays, config, grid):
@@ -155,6 +175,7 @@ def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int 
                         rejected[sender] = str(err)
                         continue
                     accepted.append((sender, msg))
+            t_aggregate = time.perf_counter()
             if self.encrypt:
                 uploads = {}
                 for sender, msg in accepted:
@@ -178,6 +199,7 @@ def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int 
                         records.append(record)
                 # uniform weights: the code's aggregate() is a plain mean of the received state dicts
                 result = weighted_average(records, [1.0] * len(records)) if records else None
+            self.aggregate_s[server_round] = time.perf_counter() - t_aggregate
             for sender, why in rejected.items():
                 logger.warning("fede4rag round %d: rejected %s: %s", server_round, sender, why)
             self.rejected[server_round] = rejected
@@ -191,9 +213,11 @@ def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int 
                     metrics[key] = float(np.mean(values))
             if result is not None and ok:
                 self.aggregated.append(server_round)
+                self.round_stats[server_round] = round_stats(ok, self.aggregate_s[server_round])
             return (result if ok else None), MetricRecord(metrics)
 
     return FedE4RAGStrategy(fraction_evaluate=0.0, **kwargs)
 
 
-__all__ = ["CHUNK_PREFIX", "chunk_names", "chunks_to_record", "make_strategy", "plain_problem", "record_to_chunks"]
+__all__ = ["CHUNK_PREFIX", "chunk_names", "chunks_to_record", "make_strategy", "plain_problem", "record_to_chunks",
+           "round_stats"]

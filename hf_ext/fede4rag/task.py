@@ -21,7 +21,10 @@ from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdo
 from .encoder import (HiddenCache, adapter_arrays, load_pretrained_retriever, load_trainable_state, lora_config)
 from .training import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, compute_metrics, frozen_teacher
 
-SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "centralized", "fede4rag-ckks", "fede4rag-one-client")
+SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "fede4rag-ckks", "centralized", "centralized-tau1",
+            "fede4rag-tau1", "fede4rag-one-client")
+FEDERATED = ("fedavg", "fede4rag", "fede4rag-ckks", "fede4rag-tau1", "fede4rag-one-client")  # run on Flower
+AUTHORS_TEMPERATURE = 1.0  # the released loss has no temperature: CE over raw cosines
 
 
 @dataclass(frozen=True)
@@ -34,11 +37,18 @@ class RunConfig:
         batch_size (`int`): pairs per step = in-batch negatives (8 in the code).
         learning_rate (`float`): AdamW learning rate of the LoRA factors (the code: SGD 1e-5 on all weights, which
             barely moves them; see the model card).
+        temperature (`float`): τ of the contrastive softmax `CE(S / τ, diag)`. Default 0.05: cosines live in
+            [-1, 1], so with the released τ = 1 (no temperature) the softmax over 8 in-batch passages is nearly flat
+            and the measured in-domain retrieval gets *worse* with training; τ = 0.05 makes it better (see the
+            README). τ = 1 is kept as the `*-tau1` ablation settings.
         kd_lambda (`float`): λ of the KD term (100 in the code; 0 = FedAvg).
         lora_rank (`int`), lora_layers (`tuple[int, ...]`): the adapter (rank, which encoder layers).
         max_query_length, max_passage_length (`int`): truncation.
         holdout (`float`): share of each client's pairs held out (0.1 in the code).
         train_fraction (`float`): share of each client's training pairs used (quick runs).
+        client_companies (`str`): which companies the Flower nodes are, as comma-separated indices into
+            [`~hf_ext.fede4rag.data.COMPANIES`] (node `partition-id` p is company `client_companies[p]`); empty = all
+            five in order. The leave-one-company-out split trains on four.
         one_client (`bool`): the released sampling: one client per round, drawn ∝ data size, with replacement.
         encrypt (`bool`): CKKS-encrypted aggregation.
         seed (`int`): LoRA init, data order, holdout and client sampling.
@@ -51,6 +61,7 @@ class RunConfig:
     local_epochs: float = 1.0
     batch_size: int = 8
     learning_rate: float = 5e-4
+    temperature: float = 0.05
     kd_lambda: float = 100.0
     lora_rank: int = 8
     lora_layers: tuple[int, ...] = (5,)
@@ -58,6 +69,7 @@ class RunConfig:
     max_passage_length: int = 128
     holdout: float = 0.1
     train_fraction: float = 1.0
+    client_companies: str = ""
     one_client: bool = False
     encrypt: bool = False
     seed: int = 0
@@ -76,6 +88,19 @@ class RunConfig:
             raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
         if not self.lora_layers:
             raise ValueError("lora_layers must name at least one encoder layer")
+        companies = self.companies
+        if len(set(companies)) != len(companies) or not all(0 <= c < len(COMPANIES) for c in companies):
+            raise ValueError(f"RunConfig.client_companies must list distinct company indices in [0, "
+                             f"{len(COMPANIES) - 1}], got {self.client_companies!r}")
+
+    @property
+    def companies(self) -> tuple[int, ...]:
+        """Company index of each node (`partition-id` order)."""
+        from .validation import convert
+
+        if not self.client_companies.strip():
+            return tuple(range(len(COMPANIES)))
+        return tuple(convert("client-companies", int, v) for v in self.client_companies.split(",") if v.strip())
 
     @property
     def start_layer(self) -> int:
@@ -126,19 +151,33 @@ def build_model(run: RunConfig):
     return model, tokenizer
 
 
+def _split(company: int, run: RunConfig, parts: list[list[Pair]]) -> tuple[list[Pair], list[Pair]]:
+    if not 0 <= company < len(parts):
+        raise ValueError(f"partition-id {company} has no client (there are {len(parts)} companies: {COMPANIES})")
+    return train_holdout_split(parts[company], run.holdout, seed=run.seed * 100 + company)
+
+
 def client_pairs(partition: int | None, run: RunConfig) -> list[Pair]:
-    """Training pairs of client `partition` (a company) after the 10% holdout; `None` = all clients pooled."""
-    pairs = load_pairs(run.data_path or None)
-    parts = partition_by_company(pairs)
-    indices = range(len(parts)) if partition is None else [partition]
+    """Training pairs of company `partition` after the 10% holdout; `None` = the run's companies
+    ([`RunConfig.companies`]) pooled (the centralized baseline)."""
+    parts = partition_by_company(load_pairs(run.data_path or None))
     out = []
-    for i in indices:
-        if not 0 <= i < len(parts):
-            raise ValueError(f"partition-id {i} has no client (there are {len(parts)} companies: {COMPANIES})")
-        train, _ = train_holdout_split(parts[i], run.holdout, seed=run.seed * 100 + i)
+    for i in run.companies if partition is None else [partition]:
+        train, _ = _split(i, run, parts)
         keep = max(run.batch_size, int(round(run.train_fraction * len(train))))
         out.extend(train[:keep])
     return out
+
+
+def client_heldout(company: int, run: RunConfig, pairs: list[Pair] | None = None) -> list[Pair]:
+    """The held-out pairs of company `company` (the 10% its client never trains on): the in-domain test questions.
+    They depend on the seed, like the split; `train_fraction` does not change them. A held-out question whose exact
+    text is also a training question of the company (`select_data.json` repeats a few: 6 of the 101 at seed 0) is
+    dropped, so no test question is trained on."""
+    parts = partition_by_company(pairs if pairs is not None else load_pairs(run.data_path or None))
+    train, held = _split(company, run, parts)
+    trained = {p.question for p in train}
+    return [p for p in held if p.question not in trained]
 
 
 class FedE4RAGClient:
@@ -162,6 +201,7 @@ class FedE4RAGClient:
         self.p_cache = HiddenCache.cached(cache_dir, model, tokenizer, [p.reference for p in self.pairs],
                                           run.max_passage_length, run.start_layer, tag="p")
         self.rounds_done = 0
+        self.last_steps = self.steps_done = 0
         self.last_loss: dict[str, float] = {}
 
     @property
@@ -193,7 +233,7 @@ class FedE4RAGClient:
             learning_rate=self.run.learning_rate, weight_decay=0.0, lr_scheduler_type="constant", warmup_steps=0,
             save_strategy="no", logging_strategy="no", dataloader_drop_last=True,
             seed=self.run.seed * 1000 + 10 * (self.partition if self.partition is not None else 9) + self.rounds_done,
-            kd_lambda=self.run.kd_lambda if teacher is not None else 0.0,
+            kd_lambda=self.run.kd_lambda if teacher is not None else 0.0, temperature=self.run.temperature,
         )
         trainer = FedE4RAGTrainer(model=self.model, args=args, train_dataset=ds, teacher=teacher,
                                   data_collator=CachedPairCollator(self.q_cache, self.p_cache),
@@ -203,6 +243,8 @@ class FedE4RAGClient:
         trainer.train()
         self.model.eval()
         self.last_loss = dict(trainer.last_parts)
+        self.last_steps = int(trainer.state.global_step)  # gradient evaluations (batches) of this fit
+        self.steps_done += self.last_steps
         self.rounds_done += 1
         return self.get_state()
 
@@ -217,7 +259,10 @@ def with_setting(run: RunConfig, setting: str) -> RunConfig:
         return replace(run, encrypt=True, one_client=False)
     if setting == "fede4rag-one-client":
         return replace(run, one_client=True, encrypt=False)
+    if setting.endswith("-tau1"):  # the authors' loss: no temperature
+        return replace(run, temperature=AUTHORS_TEMPERATURE, encrypt=False, one_client=False)
     return replace(run, encrypt=False, one_client=False)
 
 
-__all__ = ["FedE4RAGClient", "RunConfig", "SETTINGS", "build_model", "client_pairs", "with_setting"]
+__all__ = ["AUTHORS_TEMPERATURE", "FEDERATED", "FedE4RAGClient", "RunConfig", "SETTINGS", "build_model",
+           "client_heldout", "client_pairs", "with_setting"]

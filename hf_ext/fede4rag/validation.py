@@ -31,6 +31,7 @@ def check_run_config(run: Any) -> None:
     _number("local_epochs", run.local_epochs, 0.0, open_low=True)
     _number("learning_rate", run.learning_rate, 0.0, open_low=True)
     _number("kd_lambda", run.kd_lambda, 0.0)
+    _number("temperature", run.temperature, 0.0, 10.0, open_low=True)
     _number("holdout", run.holdout, 0.0, 0.9)
     _number("train_fraction", run.train_fraction, 0.0, 1.0, open_low=True)
     if not run.lora_layers or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in run.lora_layers):

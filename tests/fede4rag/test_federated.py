@@ -57,6 +57,11 @@ def test_encrypted_round_equals_plaintext_round(setup):
     flat, layout = flatten_state(init)
     decrypted = unflatten_state(ClientCipher(keys.secret, keys.public).decrypt(chunks, flat.size), layout)
     assert max(np.abs(decrypted[k] - plain_state[k]).max() for k in init) <= 1e-6
+    # the server's round statistics: each of the 3 clients took 1 step (8 pairs, batch 8); uploads were counted
+    for stats in (dict(plain["round-stats"]), dict(enc["round-stats"])):
+        assert stats["1:steps-total"] == 3 and stats["1:steps-max"] == 1 and stats["1:num-clients"] == 3
+    assert dict(enc["round-stats"])["1:encrypt-s"] > 0 and dict(plain["round-stats"])["1:encrypt-s"] == 0
+    assert dict(enc["round-stats"])["1:bytes-up"] > 20 * dict(plain["round-stats"])["1:bytes-up"] > 0
 
 
 @pytest.mark.slow  # test_he covers each rejection on its own, fast
@@ -79,3 +84,109 @@ def test_released_sampling_trains_one_client_per_round(setup):
     res = _run(RunConfig(**{**run.__dict__, "one_client": True, "rounds": 2}), root)
     sampled = dict(res["sampled"])
     assert len(sampled) == 2 and all("," not in v for v in sampled.values())
+
+
+def _one_train_round(run, root, arrays, node_config=None, extra=None):
+    """One `train` message with the given global `arrays` to a single node (AES, partition 4), on the in-process
+    grid; returns the node's reply arrays."""
+    from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+    from flwr.serverapp import ServerApp
+
+    from hf_ext.fede4rag.client_app import app as client_app
+
+    server = ServerApp()
+
+    @server.main()
+    def _main(grid, context):
+        node = grid.get_node_ids()[0]
+        msg = Message(RecordDict({"arrays": arrays, "config": ConfigRecord({"server-round": 2})}), dst_node_id=node,
+                      message_type=MessageType.TRAIN)
+        context.state["reply"] = grid.send_and_receive([msg])[0].content["arrays"]
+
+    config = {**run.to_run_config(), "client-companies": "4", "he-public-path": str(root / "public.ctx"),
+              **(extra or {})}
+    state = run_local(server, client_app, num_nodes=1, run_config=config,
+                      node_configs=[{"partition-id": 0, **(node_config or {})}])
+    return state["reply"]
+
+
+@pytest.mark.parametrize("encrypt", [False, True])
+def test_a_client_trains_from_the_global_adapter_it_receives(setup, encrypt):
+    """With a learning rate of 1e-9 the reply is the adapter the client started from: the global it was sent, not
+    its seeded or previous adapter; an empty record (round 1) starts from the seeded adapter even after that."""
+    from flwr.app import ArrayRecord
+
+    from hf_ext.core.federated import state_dict_to_arrays
+    from hf_ext.fede4rag.strategy import chunks_to_record
+
+    run, keys, root = setup
+    run = RunConfig(**{**run.__dict__, "learning_rate": 1e-9, "encrypt": encrypt})
+    init = _adapter(run)
+    glob = {k: (v + 0.05 * (i + 1)).astype(np.float32) for i, (k, v) in enumerate(init.items())}
+    cipher = ClientCipher(keys.secret, keys.public)
+    flat, layout = flatten_state(init)
+
+    def decoded(record):
+        if encrypt:
+            return unflatten_state(cipher.decrypt(record_to_chunks(record), flat.size), layout)
+        return {k: record[k].numpy() for k in record.keys()}
+
+    sent = chunks_to_record(cipher.encrypt(flatten_state(glob)[0])) if encrypt else state_dict_to_arrays(glob)
+    node = {"he-secret-path": str(root / "secret.ctx")}
+    got = decoded(_one_train_round(run, root, sent, node))
+    assert max(np.abs(got[k] - glob[k]).max() for k in glob) < 1e-4
+    fresh = decoded(_one_train_round(run, root, ArrayRecord(), node))
+    assert max(np.abs(fresh[k] - init[k]).max() for k in init) < 1e-4
+
+
+def test_the_client_trains_with_the_run_configs_temperature(setup):
+    from hf_ext.fede4rag.task import FedE4RAGClient, with_setting
+
+    run, _, _ = setup
+    assert RunConfig().temperature == 0.05 and with_setting(run, "centralized-tau1").temperature == 1.0
+    losses = []
+    for tau in (0.05, 1.0):
+        client = FedE4RAGClient(4, RunConfig(**{**run.__dict__, "temperature": tau, "kd_lambda": 0.0}))
+        client.fit()
+        losses.append(client.last_loss["contrastive"])
+        assert client.last_steps == client.num_examples // run.batch_size  # one epoch, last partial batch dropped
+    # cosines are in [-1, 1]: at τ = 1 the in-batch CE stays within 2 of log(8); τ = 0.05 gives another loss
+    assert abs(losses[1] - np.log(8)) < 2.0 and abs(losses[0] - losses[1]) > 0.1
+
+
+def test_a_non_finite_or_huge_global_adapter_is_refused_by_the_client():
+    from hf_ext.fede4rag.client_app import _checked
+
+    ok = {"a": np.zeros(3, np.float32)}
+    assert _checked(ok, "clear") is ok
+    with pytest.raises(ValueError, match=r"\(clear\) is refused: 'a': 1 non-finite"):
+        _checked({"a": np.array([0.0, np.nan, 1.0], np.float32)}, "clear")
+    with pytest.raises(ValueError, match="bound"):
+        _checked({"a": np.array([1e7], np.float32)}, "decrypted")
+
+
+def test_train_command_trains_on_flower_and_saves_a_retriever(setup, tmp_path):
+    import json
+
+    from hf_ext.fede4rag.train_command import main
+
+    run, _, root = setup
+    out = tmp_path / "retriever"
+    summary = main(["--setting", "fedavg", "--engine", "local", "--rounds", "1", "--train-fraction", "0.02",
+                    "--encoder-path", run.encoder_path, "--max-passage-length", "32", "--no-eval",
+                    "--lora-layers", "1", "--lora-rank", "2",
+                    "--out", str(out)])
+    assert summary["round_stats"][0]["steps-total"] == 5 and summary["run"]["temperature"] == 0.05
+    assert json.loads((out / "metrics.json").read_text())["setting"] == "fedavg"
+    assert (out / "model.safetensors").is_file() and (out / "modules.json").is_file()
+
+
+@pytest.mark.slow  # the same apps on Ray; the in-process grid covers the behaviour fast
+def test_simulation_engine_gives_the_in_process_grids_result(setup):
+    from hf_ext.fede4rag.flower_run import run_federated
+
+    run, _, _ = setup
+    sim = run_federated("fede4rag", run, engine="simulation")
+    local = run_federated("fede4rag", run, engine="local")
+    assert sim["round_stats"][0]["steps-total"] == local["round_stats"][0]["steps-total"] == 5
+    assert max(np.abs(sim["adapter"][k] - local["adapter"][k]).max() for k in local["adapter"]) < 1e-5
