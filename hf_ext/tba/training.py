@@ -104,7 +104,7 @@ def _trainer(model, dataset, output_dir: Path, epochs: float, lr: float, batch_s
         output_dir=str(output_dir), num_train_epochs=epochs, max_steps=max_steps,
         per_device_train_batch_size=batch_size,
         learning_rate=lr, weight_decay=0.01, warmup_steps=0, use_cpu=use_cpu(), report_to="none", save_strategy="no",
-        logging_strategy="steps" if logging_steps else "no", logging_steps=logging_steps or 500, disable_tqdm=True,
+        logging_strategy="steps" if logging_steps else "no", logging_steps=logging_steps or 500,
         dataloader_num_workers=0, remove_unused_columns=False, seed=seed,
     )  # fmt: skip
     return Trainer(model=model, args=args, train_dataset=dataset, data_collator=collate,

@@ -485,12 +485,14 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         wants_info = kwargs.pop("output_loading_info", False)
         config = kwargs.get("config")
         old = []
+        raw, _ = TinyAlignConfig.get_config_dict(pretrained_model_name_or_path)
         if not isinstance(config, TinyAlignConfig):
-            raw, _ = TinyAlignConfig.get_config_dict(pretrained_model_name_or_path)
             config = TinyAlignConfig.from_pretrained(pretrained_model_name_or_path)
-            if "memory_token_norm" not in raw:  # saved before the memory-token norm existed: load it as it was
-                config.memory_token_norm, old = False, [r"^memory_scale$"]
-                kwargs["config"] = config
+        # Saved before the memory-token norm existed (also when an Auto class read that config.json and passes it
+        # in): load it as it was, without the norm.
+        if "memory_token_norm" not in raw:
+            config.memory_token_norm, old = False, [r"^memory_scale$"]
+            kwargs["config"] = config
         referenced = [prefix for prefix, ref in (("vision_tower", config.vision_model_name_or_path),
                                                  ("language_model", config.text_model_name_or_path)) if ref]
         # the referenced parts are absent on purpose: keep them out of transformers' missing-keys report
@@ -501,6 +503,8 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
                                                   **kwargs)
         finally:
             cls._keys_to_ignore_on_load_missing = ignored
+        if old:  # an artifact from before the memory-token norm has no memory_scale, and needs none (norm off)
+            info["missing_keys"] = type(info["missing_keys"])(k for k in info["missing_keys"] if k != "memory_scale")
         loaders = {"vision_tower": AutoModel, "language_model": AutoModelForCausalLM}
         for prefix, ref in model._referenced_parts().items():
             part = loaders[prefix].from_pretrained(ref)

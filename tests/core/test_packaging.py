@@ -96,7 +96,7 @@ def test_core_imports_are_core_dependencies():
     project = _pyproject()["project"]
     extras = project["optional-dependencies"]
     core = {_requirement_name(r) for r in project["dependencies"]}
-    optional = {"federated", "spaces", "test"}  # core modules that import these do so lazily, inside functions
+    optional = {"federated", "spaces", "pretrained", "test"}  # core modules that import these do so lazily, inside functions
     allowed = core | set().union(*(_extra_distributions(e, extras) for e in optional))
     for module in _third_party_imports((REPO_ROOT / "hf_ext" / "core").rglob("*.py")):
         assert _distributions_of(module) & allowed, f"hf_ext.core imports {module!r}, in no core/optional extra"

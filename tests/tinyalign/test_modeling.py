@@ -236,7 +236,11 @@ def test_artifact_saved_before_the_memory_norm_loads_as_it_was(model, tmp_path):
     del weights["memory_scale"]
     save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
     write_checksums(tmp_path)
-    loaded = TinyAlignForConditionalGeneration.from_pretrained(tmp_path)
-    assert loaded.config.memory_token_norm is False
-    with torch.no_grad():
-        torch.testing.assert_close(loaded(**batch).logits, want)
+    from transformers import AutoModelForImageTextToText
+
+    # directly, and through the Auto class (which reads config.json itself and passes the config in)
+    for loaded in (TinyAlignForConditionalGeneration.from_pretrained(tmp_path),
+                   AutoModelForImageTextToText.from_pretrained(tmp_path)):
+        assert loaded.config.memory_token_norm is False
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(**batch).logits, want)
