@@ -250,30 +250,12 @@ def load_base(scale: ScaleConfig, cache_dir: Path, texts: list[str]):
 
         from .tokenizer import add_fim_tokens
 
-        model, tok = load_smollm2()
-        plain_weights(model)
+        model, tok = load_smollm2()  # plain fp32 weights: Trainer trains them as they are
         return model, tok, add_fim_tokens(model, tok)
     from .tokenizer import codebc_token_ids
 
     model, tok = build_base(scale, cache_dir, texts)
     return model, tok, sorted(codebc_token_ids(tok).values())
-
-
-def plain_weights(model) -> None:
-    """Drops a GGUF `quantization_config` left in the config of a dequantised cache (SmolLM2's, as
-    `hf_ext.core.pretrained` writes it today): the weights are plain fp32 tensors, but the marker makes
-    `from_pretrained` attach a GGUF quantizer, `Trainer` then refuses to train ("quantized with GGUF") and the saved
-    artifact would carry the marker on."""
-    quantizer = getattr(model, "hf_quantizer", None)
-    method = getattr(getattr(model.config, "quantization_config", None), "get", lambda k: None)("quant_method")
-    if quantizer is not None and str(getattr(quantizer.quantization_config, "quant_method", "")).lower().endswith(
-            "gguf"):
-        model.hf_quantizer = None
-        method = "gguf"
-    if method is not None and str(method).lower().endswith("gguf"):
-        del model.config.quantization_config
-    if getattr(model, "is_quantized", False):
-        model.is_quantized = False
 
 
 def task_subset(n: int, tasks: list[str] | None = None) -> list[str]:

@@ -74,17 +74,6 @@ def tiny_client_base(spec, seed: int):
     return tiny_base(tiny_base_config(spec.family, spec.layers, spec.hidden, VOCAB_SIZE), seed=seed)
 
 
-def serializable(model):
-    """`model` without the GGUF quantizer record `load_smollm2` leaves on it (its weights are plain fp32 tensors
-    already; transformers refuses `save_pretrained` on a model that still says it is GGUF-quantized)."""
-    model.hf_quantizer = None
-    if getattr(model.config, "quantization_config", None) is not None:
-        del model.config.quantization_config
-    if hasattr(model, "is_quantized"):
-        model.is_quantized = False
-    return model
-
-
 def build_base(spec, run, seed: int):
     """`(model, codec)` of client `spec`: its real model and tokenizer when `spec.model` is set (`smollm2`: the
     offline SmolLM2-135M-Instruct; `smollm2-L<N>`: derived from it, see `derive.py`), else its tiny decoder,
@@ -100,7 +89,6 @@ def build_base(spec, run, seed: int):
             from hf_ext.core.pretrained import load_smollm2
 
             model, tokenizer = load_smollm2()
-            model = serializable(model)
         elif is_derived(spec.model):  # smollm2-L<N>: layer-dropped, healed by distillation, cached
             model, tokenizer = derive_smollm2(spec.model, run.heal_steps, run.cache_dir)
         else:

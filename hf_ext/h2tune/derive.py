@@ -90,10 +90,8 @@ def derive_smollm2(name: str, heal_steps: int, cache_dir: str | Path):
     folder = derived_path(name, heal_steps, cache_dir)
     if (folder / "config.json").is_file():
         return LlamaForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
-    from .bases import serializable
-
     teacher, tokenizer = load_smollm2()
-    student = serializable(drop_layers(copy.deepcopy(teacher), kept_layers(name))).train()
+    student = drop_layers(copy.deepcopy(teacher), kept_layers(name)).train()
     opt = torch.optim.AdamW(student.parameters(), lr=HEAL["lr"])
     gen = torch.Generator().manual_seed(HEAL["seed"])
     for _ in range(heal_steps):

@@ -187,22 +187,3 @@ def test_recipe_stage_datasets_and_the_no_tag_control(tok):
     assert all("[Tag]" not in t for t in plain)  # the control never sees a tag
     with pytest.raises(ValueError, match="stage must be one of"):
         stage_dataset("XX", tok, ex, 512)
-
-
-def test_a_dequantised_cache_loses_its_gguf_marker_so_trainer_accepts_it():
-    from types import SimpleNamespace
-
-    from transformers.trainer_utils import validate_quantization_for_training
-
-    from hf_ext.codebc.pipeline import plain_weights
-    from hf_ext.codebc.testing import tiny_base
-
-    model = tiny_base()
-    model.config.quantization_config = {"quant_method": "gguf", "dequantize": False}
-    model.hf_quantizer = SimpleNamespace(quantization_config=SimpleNamespace(quant_method="gguf"), is_trainable=False)
-    model.is_quantized = True
-    with pytest.raises(ValueError, match="quantized"):
-        validate_quantization_for_training(model)
-    plain_weights(model)
-    validate_quantization_for_training(model)  # no longer "quantized with GGUF"
-    assert model.hf_quantizer is None and "quantization_config" not in model.config.to_dict()

@@ -59,7 +59,7 @@ def test_smollm2_cache_is_plain_weights_that_trainer_accepts(tmp_path):
     path = P.smollm2_path()
     assert "quantization_config" not in json.loads((path / "config.json").read_text())
     model, _ = P.load_smollm2()
-    assert getattr(model, "hf_quantizer", None) is None
+    assert getattr(model, "hf_quantizer", None) is None and not getattr(model, "is_quantized", False)
     Trainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), report_to="none"))  # refuses quantized
 
 
