@@ -140,12 +140,15 @@ class FlLlamaClientModel(FlLlamaPreTrainedModel):
     def tail(self, hidden: torch.Tensor, mask4d: torch.Tensor, position_ids: torch.LongTensor, labels=None,
              cache=None, logits_to_keep: int = 0) -> CausalLMOutputWithPast:  # fmt: skip
         """Part C: the last `c` blocks, the final norm, `lm_head` and the causal-LM loss (labels never leave);
-        `logits_to_keep > 0` computes only the last positions' logits (generation needs one)."""
+        `logits_to_keep > 0` computes only the last positions' logits (generation needs one); with `labels`, the loss
+        is then taken over those positions only (their next-token targets), which equals the full loss when every
+        other label is `-100` (a cloze answer at the end) and skips the vocabulary projection of the whole prompt."""
         hidden = run_blocks(self.active_tail_layers, self.rotary_emb, hidden, mask4d, position_ids, cache)
         logits = self.lm_head(self.norm(hidden[:, -logits_to_keep:] if logits_to_keep else hidden))
         loss = None
         if labels is not None:
-            loss = ForCausalLMLoss(logits, labels, vocab_size=logits.shape[-1])
+            loss = ForCausalLMLoss(logits, labels[:, -logits_to_keep:] if logits_to_keep else labels,
+                                   vocab_size=logits.shape[-1])
         return CausalLMOutputWithPast(loss=loss, logits=logits)
 
     def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,

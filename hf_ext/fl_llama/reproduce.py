@@ -8,8 +8,8 @@ hidden states for a ∈ {1, 2, 3}, s ∈ {0, 1, 5} × mean|h_A|, and the share o
 with and without attention-mask compression, and per generated token with and without KV caches; (5) the parallel
 modes with 2 and 4 clients: wall time and bytes; (6) SmolLM2 split: exact logits, transformers' `generate` (batch 2,
 left padding) with the split cache == without == the unsplit model's `generate`.
-`--full` adds (7): LoRA fine-tuning on MultiRC, centralized vs split at s = 0 and two noise levels (hours on 2 CPU
-cores). Prints the tables and writes `runs/fl_llama/results.json`.
+`--full` adds (7): LoRA fine-tuning of SmolLM2 on MultiRC, centralized vs split at s = 0 and two noise levels, next
+to the pretrained model and the majority rate (sized for <= 60 min on 2 idle CPU cores). Prints the tables and writes `runs/fl_llama/results.json`.
 """
 
 from __future__ import annotations
@@ -236,10 +236,17 @@ def print_table(r: dict) -> None:
                   f"{row['attack_rougeL']:<5.3f}  ({row['attack_vocab_coverage']:.2f})")
     elif sm:
         print(f"(2)+(3) SmolLM2: skipped ({sm.get('skipped')})")
-    for row in sm.get("finetune", {}).get("runs", []):
-        print(f"(7) {row['setting']:<11} s/mean|h_A| {row['noise_multiple']:<4.1f} train loss {row['final_train_loss']:.3f}"
+    ft = sm.get("finetune")
+    if ft:
+        print(f"(7) LoRA fine-tuning on MultiRC, {ft['steps']} steps of B = {ft['batch_size']}, L = {ft['max_length']} "
+              f"(whole passage fits: {ft['train_fit_share']:.1%} train / {ft['val_fit_share']:.1%} val, the rest "
+              f"question-focused windows); {ft['val_examples']} validation prompts, majority rate "
+              f"{ft['majority_rate']:.3f}")
+    for row in (ft or {}).get("runs", []):
+        train_loss = f"{row['final_train_loss']:.3f}" if "final_train_loss" in row else "—"
+        print(f"    {row['setting']:<28} s/mean|h_A| {row['noise_multiple']:<4.1f} train loss {train_loss:<6}"
               f"  val acc {row['accuracy']:.3f}  AUC {row['auc']:.3f}  yes-rate {row['yes_rate']:.2f}  "
-              f"(majority {sm['finetune']['majority_rate']:.3f})")
+              f"answer loss {row['loss']:.3f}  ({row['seconds']:.0f} s)")
     if "sweep" in r:
         _print_tiny_sweep(r)
     _print_rest(r)

@@ -276,15 +276,16 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
                 except (PeerDisconnected, ProtocolError):
                     pass  # the server is gone or already dropped the session; nothing is left to free
 
-    def train_step(self, batch: dict[str, torch.Tensor]) -> float:
+    def train_step(self, batch: dict[str, torch.Tensor], logits_to_keep: int = 0) -> float:
         """One protocol step (forward A -> B -> C, loss, backward C -> B -> A, one optimiser step per part).
 
         The client steps A and C only once the server has returned `g_A`, so a step interrupted by a lost server or
         a rejected message leaves the client exactly as it was (gradients are dropped, the error is re-raised).
+        `logits_to_keep > 0` takes the loss over the last positions only (see `FlLlamaClientModel.tail`).
         """
         self.client.train()
         try:
-            out = self(batch["input_ids"], batch.get("attention_mask"), batch["labels"])
+            out = self(batch["input_ids"], batch.get("attention_mask"), batch["labels"], logits_to_keep=logits_to_keep)
             out.loss.backward()
         except BaseException:
             self.head_optimizer.zero_grad(), self.tail_optimizer.zero_grad()

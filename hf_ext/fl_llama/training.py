@@ -100,8 +100,9 @@ def _average_clients(clients: list[FlLlamaSplitForCausalLM]) -> None:
 
 
 def train(setup: SplitSetup, client_batches: list[list[dict]], mode: str = "sequential", sync_every: int = 5,
-          average_clients: bool = False) -> dict:  # fmt: skip
-    """Trains every client on its batches in `mode`; returns losses per client, wall time and traffic."""
+          average_clients: bool = False, logits_to_keep: int = 0) -> dict:  # fmt: skip
+    """Trains every client on its batches in `mode`; returns losses per client, wall time and traffic
+    (`logits_to_keep=2`: the loss of a cloze answer at the last position only, see `FlLlamaClientModel.tail`)."""
     n = len(setup.clients)
     losses: list[list[float]] = [[] for _ in range(n)]
     errors: list[BaseException] = []
@@ -109,7 +110,7 @@ def train(setup: SplitSetup, client_batches: list[list[dict]], mode: str = "sequ
     def run(m: int, batches, barrier=None):
         try:
             for i, batch in enumerate(batches):
-                losses[m].append(setup.clients[m].train_step(batch))
+                losses[m].append(setup.clients[m].train_step(batch, logits_to_keep))
                 if barrier is not None and (i + 1) % sync_every == 0:
                     barrier.wait()
         except BaseException as exc:  # noqa: BLE001
@@ -159,7 +160,7 @@ def train_centralized(model: LlamaForCausalLM, batches: list[dict], args: FlLlam
 
 @torch.no_grad()
 def evaluate(split: FlLlamaSplitForCausalLM, data: dict[str, torch.Tensor], yes_id: int, no_id: int,
-             batch_size: int = 32) -> dict:  # fmt: skip
+             batch_size: int = 32, logits_to_keep: int = 0) -> dict:  # fmt: skip
     """Yes/no accuracy (is the `yes` logit above the `no` logit at the answer position), the share of `yes`
     predictions (1.0 or 0.0 means a constant predictor), the mean answer loss, and the ROC AUC of the margin
     `logit(yes) − logit(no)` against the label — threshold-free, so it still ranks examples when every prediction
@@ -169,7 +170,8 @@ def evaluate(split: FlLlamaSplitForCausalLM, data: dict[str, torch.Tensor], yes_
     margins = []
     for i in range(0, n, batch_size):
         sl = slice(i, i + batch_size)
-        out = split(data["input_ids"][sl], data["attention_mask"][sl], data["labels"][sl])
+        out = split(data["input_ids"][sl], data["attention_mask"][sl], data["labels"][sl],
+                    logits_to_keep=logits_to_keep)
         margin = out.logits[:, -2, yes_id] - out.logits[:, -2, no_id]
         pred = (margin > 0).long()
         margins.append(margin.float())

@@ -253,3 +253,29 @@ def test_client_rejects_a_malformed_decode_reply(model):
     split.transport.handler = fake_server
     with pytest.raises(ProtocolError, match=r"reply to 'decode' is malformed: .*expected size 1 in dim 1"):
         split.generate(torch.tensor([[4, 8, 15]]), max_new_tokens=3)
+
+
+def test_logits_to_keep_takes_the_loss_over_the_kept_positions_only(model):
+    """The cloze runs keep two positions (the answer's logit and its target): with every other label -100 the loss
+    and the training step equal the full-sequence ones; with labels everywhere the loss is the mean over the kept
+    positions' next-token targets, not the kept logits paired with the start of the label row."""
+    import torch.nn.functional as F
+
+    batch = tiny_batch(4, L, seed=3, vocab=64)
+    cloze = dict(batch, labels=torch.full_like(batch["labels"], -100))
+    cloze["labels"][:, -1] = batch["input_ids"][:, -1]
+    a, b = build_setup(copy.deepcopy(model), 1, 1, 0.0), build_setup(copy.deepcopy(model), 1, 1, 0.0)
+    full = a.clients[0](cloze["input_ids"], cloze["attention_mask"], cloze["labels"])
+    kept = b.clients[0](cloze["input_ids"], cloze["attention_mask"], cloze["labels"], logits_to_keep=2)
+    assert kept.logits.shape[1] == 2
+    torch.testing.assert_close(kept.loss, full.loss, rtol=0, atol=1e-6)
+    torch.testing.assert_close(kept.logits, full.logits[:, -2:], rtol=0, atol=1e-6)
+    la = [a.clients[0].train_step(cloze) for _ in range(2)]
+    lb = [b.clients[0].train_step(cloze, logits_to_keep=2) for _ in range(2)]
+    assert lb == pytest.approx(la, abs=1e-6)
+    for (name, p), q in zip(a.clients[0].client.named_parameters(), b.clients[0].client.parameters()):
+        torch.testing.assert_close(q, p, rtol=0, atol=1e-6, msg=name)
+    # labels at every position: the kept loss is CE(logits[:, -3], ids[:, -2]) and CE(logits[:, -2], ids[:, -1])
+    out = b.clients[0](batch["input_ids"], batch["attention_mask"], batch["labels"], logits_to_keep=3)
+    want = F.cross_entropy(out.logits[:, :-1].reshape(-1, 64), batch["labels"][:, -2:].reshape(-1))
+    torch.testing.assert_close(out.loss, want, rtol=0, atol=1e-6)
