@@ -209,11 +209,15 @@ def _sub_state(state: dict, prefix: str) -> dict:
 
 
 def model_sha256(model: LlamaForCausalLM) -> str:
-    """SHA-256 of a full model's config and of every tensor (name, dtype, shape, bytes) of its state dict."""
+    """SHA-256 of a full model's config and of every tensor (name, dtype, shape, bytes) of its state dict.
+
+    The config's `_name_or_path` is left out: it says where the model was loaded from, not what it is, and a client
+    and a server splitting the same weights from two folders must agree at the handshake."""
     import hashlib
     import json
 
-    h = hashlib.sha256(json.dumps(model.config.to_dict(), sort_keys=True, default=str).encode())
+    config = {k: v for k, v in model.config.to_dict().items() if k != "_name_or_path"}
+    h = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
     for name, tensor in sorted(model.state_dict().items()):
         t = tensor.detach().cpu().contiguous()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())

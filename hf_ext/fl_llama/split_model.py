@@ -304,19 +304,22 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
         _, meta = self.transport.call("save", {}, {"client_id": self.client_id})
         return str(meta["checkpoint"])
 
-    def save_checkpoint(self, path: str | Path) -> Path:
+    def save_checkpoint(self, path: str | Path, state: dict | None = None) -> Path:
         """The client's weights, both optimisers, the noise generator and the step count (safetensors + JSON),
-        written atomically; [`load_checkpoint`] resumes from it."""
+        written atomically; [`load_checkpoint`] resumes from it. `state` adds JSON fields to `trainer_state.json`
+        (e.g. the name of the server checkpoint saved with it)."""
         return save_party_checkpoint(path, self.client, "client.safetensors",
                                      {"head": self.head_optimizer, "tail": self.tail_optimizer},
-                                     {"steps": self.steps, "client_id": self.client_id},
+                                     {**(state or {}), "steps": self.steps, "client_id": self.client_id},
                                      {"noise_generator": self.noise_generator.get_state()})  # fmt: skip
 
-    def load_checkpoint(self, path: str | Path) -> None:
+    def load_checkpoint(self, path: str | Path) -> dict:
+        """Resumes from [`save_checkpoint`] in place; returns the checkpoint's `trainer_state.json`."""
         state, tensors = load_party_checkpoint(path, self.client, "client.safetensors",
                                                {"head": self.head_optimizer, "tail": self.tail_optimizer})  # fmt: skip
         self.noise_generator.set_state(tensors["noise_generator"])
         self.steps = int(state["steps"])
+        return state
 
 
 __all__ = ["FlLlamaSplitCache", "FlLlamaSplitForCausalLM"]

@@ -96,6 +96,32 @@ def _trainable(model: FlLlamaClientModel) -> dict[str, torch.Tensor]:
     return {n: p for n, p in model.named_parameters() if n.startswith(keep)}
 
 
+def start_serve(server_dir, *args, timeout: float = 240):
+    """Starts `hf-ext fl_llama serve server_dir *args` as a subprocess and waits for its READY line; returns
+    `(process, port)`. Its stderr goes to a temporary file (an unread pipe could fill up and block the server)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from .serve import READY
+
+    cmd = [sys.executable, "-m", "hf_ext.fl_llama.serve", str(server_dir), *map(str, args)]
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith(READY):
+            return proc, int(line.split()[1])
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {open(log.name).read()[-2000:]}")
+    proc.kill()
+    raise TimeoutError("server did not start")
+
+
 def contract_fixture() -> ContractFixture:
     from transformers import AutoModel
 
@@ -110,4 +136,5 @@ def contract_fixture() -> ContractFixture:
     )
 
 
-__all__ = ["contract_fixture", "hello_meta", "split_for", "tiny_batch", "tiny_config", "tiny_llama_config"]
+__all__ = ["contract_fixture", "hello_meta", "split_for", "start_serve", "tiny_batch", "tiny_config",
+           "tiny_llama_config"]

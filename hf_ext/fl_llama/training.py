@@ -204,11 +204,7 @@ def mean_abs_hidden(client: FlLlamaClientModel, data: dict[str, torch.Tensor], n
         client.config.num_input_blocks = a0
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """`hf-ext fl_llama train`: split training of a tiny Llama on MultiRC; saves the client and server parts."""
-    from .artifacts import save_parts
-    from .data import answer_token_ids, corpus, encode_cloze, iter_batches, load_multirc, train_tokenizer
-
+def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext fl_llama train", description=main.__doc__)
     p.add_argument("--a", type=int, default=1, help="client input blocks")
     p.add_argument("--c", type=int, default=1, help="client output blocks")
@@ -216,10 +212,31 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--out", default=str(work_dir("fl_llama", "artifact")))
-    ns = p.parse_args(argv)
+    p.add_argument("--out", default=str(work_dir("fl_llama", "artifact")),
+                   help="writes OUT/client and OUT/server, each with its training_record.json (publish one with "
+                        "`hf-ext push fl_llama --from OUT/client`)")
+    return p
+
+
+TRAIN_PASSAGES, VAL_PASSAGES = 120, 20
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """`hf-ext fl_llama train`: split training of a tiny random Llama on MultiRC (in-process: server and client in
+    this process; `hf-ext fl_llama serve` + `hf-ext fl_llama client` run them apart over gRPC); saves the client's
+    and the server's parts, each with the run's training record."""
+    import shlex
+    import sys
+
+    from hf_ext.core.records import metric
+
+    from .artifacts import save_parts
+    from .data import answer_token_ids, corpus, encode_cloze, iter_batches, load_multirc, train_tokenizer
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ns = make_parser().parse_args(argv)
     torch.set_num_threads(1)  # intra-op threads spin-wait on a busy 2-core machine
-    train_ex, val_ex = load_multirc("train", limit=120), load_multirc("val", limit=20)
+    train_ex, val_ex = load_multirc("train", limit=TRAIN_PASSAGES), load_multirc("val", limit=VAL_PASSAGES)
     tok = train_tokenizer(corpus(train_ex, 60))
     model = tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id)
     args = FlLlamaTrainingArguments(learning_rate=ns.lr, max_steps=ns.steps)
@@ -228,10 +245,36 @@ def main(argv: list[str] | None = None) -> dict:
     data = encode_cloze(tok, train_ex)
     result = train(setup, [list(iter_batches(data, ns.batch_size, steps=ns.steps))])
     metrics = evaluate(setup.clients[0], encode_cloze(tok, val_ex), *answer_token_ids(tok))
-    save_parts(setup.clients[0].client, setup.server.model, ns.out, tokenizer=tok)  # the tokenizer is the client's
-    print(f"final loss {result['losses'][0][-1]:.4f}  val accuracy {metrics['accuracy']:.3f}  -> {ns.out}")
+    losses = result["losses"][0]
+    name = "multirc"
+    record = {
+        "command": "hf-ext fl_llama train" + (" " + shlex.join(argv) if argv else ""),
+        "datasets": [{"name": name, "hub_id": None, "description": (
+            f"MultiRC (SuperGLUE) yes/no cloze prompts, read locally from the FedSEA-LLaMA repository's JSONL files: "
+            f"the first {TRAIN_PASSAGES} training passages ({len(train_ex)} answer options) for training, the first "
+            f"{VAL_PASSAGES} validation passages ({len(val_ex)} options) for the metrics")}],
+        "metrics": [
+            metric("final training loss", "loss", losses[-1], split="train", dataset=name, higher_is_better=False),
+            metric("validation answer loss", "loss", metrics["loss"], split="validation", dataset=name,
+                   higher_is_better=False),
+            metric("validation accuracy", "accuracy", metrics["accuracy"], split="validation", dataset=name,
+                   higher_is_better=True),
+            metric("validation AUC", "roc_auc", metrics["auc"], split="validation", dataset=name,
+                   higher_is_better=True),
+        ],
+        "config": {"a": ns.a, "c": ns.c, "noise_scale": ns.noise_scale, "steps": len(losses),
+                   "batch_size": ns.batch_size, "training_arguments": args.to_dict(), "transport": "in-process",
+                   "model": {k: model.config.to_dict()[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
+                                                                  "num_attention_heads")},
+                   "validation_yes_rate": metrics["yes_rate"]},
+        "notes": (f"{len(losses)} split-training steps of a tiny random Llama from scratch (a small demonstration run, "
+                  "not the paper's fine-tuning)"),
+        "skip_nonfinite": True,  # the AUC is NaN when the validation slice holds one class only
+    }
+    save_parts(setup.clients[0].client, setup.server.model, ns.out, tokenizer=tok, record=record)
+    print(f"final loss {losses[-1]:.4f}  val accuracy {metrics['accuracy']:.3f}  -> {ns.out}")
     return {"losses": result["losses"], **metrics}
 
 
-__all__ = ["MODES", "ClientBatchHub", "SplitSetup", "build_setup", "evaluate", "main", "mean_abs_hidden",
-           "tiny_llama", "train", "train_centralized"]  # fmt: skip
+__all__ = ["MODES", "ClientBatchHub", "SplitSetup", "build_setup", "evaluate", "main", "make_parser",
+           "mean_abs_hidden", "tiny_llama", "train", "train_centralized"]  # fmt: skip

@@ -4,22 +4,15 @@ its last checkpoint against a fresh server."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
-import time
-
 import pytest
 import torch
 
 from hf_ext.fl_llama import FlLlamaClientModel, FlLlamaServerModel, split_llama
 from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
 from hf_ext.fl_llama.auth import generate_tokens, read_token
-from hf_ext.fl_llama.serve import READY
 from hf_ext.fl_llama.server import SplitServer
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
-from hf_ext.fl_llama.testing import tiny_batch
+from hf_ext.fl_llama.testing import start_serve, tiny_batch
 from hf_ext.fl_llama.training import tiny_llama
 from hf_ext.fl_llama.transport import GrpcTransport, InProcessTransport, PeerDisconnected
 
@@ -27,21 +20,8 @@ ARGS = dict(learning_rate=1e-2, max_steps=10, seed=3)
 
 
 def _start_server(server_dir, tokens, *extra, timeout=240):
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "hf_ext.fl_llama.serve", str(server_dir), "--lr", "1e-2", "--max-steps", "10",
-           "--tokens", str(tokens / "server_tokens.json"), *map(str, extra)]
-    # stderr to a file, not a pipe: an unread pipe could fill up and block the server
-    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith(READY):
-            return proc, int(line.split()[1])
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {open(log.name).read()[-2000:]}")
-    proc.kill()
-    raise TimeoutError("server did not start")
+    return start_serve(server_dir, "--lr", "1e-2", "--max-steps", "10", "--tokens", tokens / "server_tokens.json",
+                       *extra, timeout=timeout)
 
 
 def _run(split: FlLlamaSplitForCausalLM, batches, prompt):
