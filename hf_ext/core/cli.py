@@ -67,11 +67,12 @@ def cmd_train(args, extra: list[str]) -> int:
 def _default_artifact(spec) -> Path:
     """The artifact `hf-ext reproduce METHOD` saved (`<work dir>/<method>/artifact`). Push never trains: without a
     saved artifact it stops and names the command that makes one."""
+    from .hub import artifact_parts
     from .paths import work_dir
 
     candidate = work_dir(spec.name, "artifact")
-    if (candidate / "config.json").is_file():
-        print(f"pushing {candidate} (written by `hf-ext reproduce {spec.name}`)")
+    if (candidate / "config.json").is_file() or artifact_parts(candidate):
+        print(f"pushing {candidate} (written by `hf-ext reproduce {spec.name}` or `hf-ext train {spec.name}`)")
         return candidate
     make = f"hf-ext reproduce {spec.name}"
     if spec.train is not None:

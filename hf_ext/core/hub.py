@@ -401,6 +401,17 @@ def select_push_files(artifact_dir: str | os.PathLike) -> tuple[list[str], list[
     return allowed, refused
 
 
+def artifact_parts(artifact_dir: str | os.PathLike) -> list[Path]:
+    """The parts of a multi-part artifact: a folder with no `config.json` of its own whose immediate subfolders are
+    saved artifacts (FL-LLaMA's `client/` and `server/`, published together so a Space can load both); `[]` for an
+    ordinary artifact (a `config.json` at its root) or a folder that is neither."""
+    src = Path(artifact_dir)
+    if not src.is_dir() or (src / "config.json").is_file():
+        return []
+    return sorted(p for p in src.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "spaces"
+                  and (p / "config.json").is_file())
+
+
 def build_push_folder(
     spec: MethodSpec, artifact_dir: str | os.PathLike, out_dir: str | os.PathLike, *, repo_id: str,
     allow_untrained: bool = False, wheel: str | os.PathLike | None = None, **card_kwargs
@@ -411,13 +422,20 @@ def build_push_folder(
     `spaces/<method>/` ready to push as a Gradio Space. Refused files are not copied (`hf-ext push` lists them with
     [`select_push_files`]); [`push_manifest`] lists what the folder uploads."""
     from .cards import render_artifact_card
+    from .records import RECORD_FILE
 
-    verify_checkpoint(artifact_dir)
     src = Path(artifact_dir)
+    parts = artifact_parts(src)
+    for folder in parts or [src]:  # every part is checked like a whole artifact
+        verify_checkpoint(folder)
     allowed, _ = select_push_files(src)
-    if not any(name.endswith((".safetensors", ".arrow", ".parquet")) or name == "config.json" for name in allowed):
+    if not any(name.endswith((".safetensors", ".arrow", ".parquet")) or name.endswith("config.json")
+               for name in allowed):
         raise PushRefusedError(f"{src} holds no weights, tables or config.json that may be pushed")
-    card = render_artifact_card(spec, src, repo_id=repo_id, allow_untrained=allow_untrained, **card_kwargs)
+    # a multi-part artifact's card comes from its first part with a training record (each part saves the run's)
+    recorded = [p for p in parts if (p / RECORD_FILE).is_file()]
+    card_source = src if not parts or (src / RECORD_FILE).is_file() or not recorded else recorded[0]
+    card = render_artifact_card(spec, card_source, repo_id=repo_id, allow_untrained=allow_untrained, **card_kwargs)
 
     def write(tmp: Path) -> None:
         for rel in allowed:

@@ -48,8 +48,11 @@ SPEC = register_method(
                 "in-process and gRPC loopback transports with a handshake and server checkpoints)"),
         usage=(
             "from transformers import AutoModel\n"
-            "client = AutoModel.from_pretrained(\"{repo_id}\", trust_remote_code=True)  # the client's part only\n"
-            "# pair it with the server's part over hf_ext.fl_llama.transport.GrpcTransport; see the model card"
+            "# `hf-ext push fl_llama` publishes both parts, client/ and server/ (a repo pushed from one part folder\n"
+            "# holds that part at its root: drop `subfolder`)\n"
+            "client = AutoModel.from_pretrained(\"{repo_id}\", subfolder=\"client\", trust_remote_code=True)\n"
+            "server = AutoModel.from_pretrained(\"{repo_id}\", subfolder=\"server\", trust_remote_code=True)\n"
+            "# the two parties run them apart over hf_ext.fl_llama.transport.GrpcTransport; see the model card"
         ),
     )
 )

@@ -213,8 +213,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--out", default=str(work_dir("fl_llama", "artifact")),
-                   help="writes OUT/client and OUT/server, each with its training_record.json (publish one with "
-                        "`hf-ext push fl_llama --from OUT/client`)")
+                   help="writes OUT/client and OUT/server, each with its training_record.json (`hf-ext push "
+                        "fl_llama` publishes both, as the Space loads them; one party's part alone with `--from "
+                        "OUT/client`)")
     return p
 
 

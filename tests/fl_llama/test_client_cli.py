@@ -234,3 +234,27 @@ def test_train_command_writes_records_that_push_renders(tmp_path):
         assert {"final training loss", "validation accuracy"} <= {m["name"] for m in record["metrics"]}
         assert f"The {part}'s part" in record["notes"]
         _assert_card_equals_record(out / part, tmp_path / f"push-{part}", record)
+
+
+def test_push_of_the_train_output_publishes_both_parts_as_the_space_loads_them(tmp_path, monkeypatch):
+    """`hf-ext push fl_llama` without --from takes `hf-ext train fl_llama`'s default output (client/ + server/, no
+    root config): both parts are checked and uploaded, and the card comes from their training record."""
+    from hf_ext.core.hub import artifact_parts
+
+    monkeypatch.setenv("HF_EXT_HOME", str(tmp_path / "work"))
+    cli_main(["fl_llama", "train", "--steps", "2", "--batch-size", "2"])
+    from hf_ext.core.paths import work_dir
+
+    artifact = work_dir("fl_llama", "artifact")
+    assert [p.name for p in artifact_parts(artifact)] == ["client", "server"]
+    out = tmp_path / "push"
+    assert cli_main(["push", "fl_llama", "--repo-id", "tester/fl-llama", "--dry-run", "--out", str(out)]) == 0
+    for part in ("client", "server"):
+        assert (out / part / "config.json").is_file() and (out / part / "model.safetensors").is_file()
+    record = load_training_record(artifact / "client")
+    card = ModelCard.load(out / "README.md")
+    assert [r.metric_value for r in card.data.eval_results] == [m["value"] for m in record["metrics"]]
+    # a corrupt part is refused like a corrupt artifact
+    (artifact / "server" / "model.safetensors").write_bytes(b"\0" * 16)
+    with pytest.raises(Exception, match="server"):
+        cli_main(["push", "fl_llama", "--repo-id", "tester/fl-llama", "--dry-run", "--out", str(tmp_path / "p2")])
