@@ -18,7 +18,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 CHROMIUM := /usr/bin/chromium
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test install tools screenshots clean
+.PHONY: run test install tools codebc-data screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,28 @@ $(SOLCJS): tools/solc/package.json tools/solc/package-lock.json
 
 tools: $(SOLCJS)
 
+# CodeBC's optional real data for `hf-ext reproduce codebc --pretrained` (README "CodeBC"): 0.8-line Solidity from
+# npm packages (solmate AGPL-3.0-only, @aave/core-v3 and @chainlink/contracts BUSL-1.1; their licences are kept per
+# file) and the slither-analyzer sdist's labelled detector tests. Fetched once with a network into tools/; nothing
+# fetches at run time: the runs read them from $HF_EXT_CODEBC_NPM / $HF_EXT_CODEBC_SLITHER_SDIST (printed below).
+CODEBC_NPM    := tools/codebc-corpus/node_modules
+CODEBC_SDIST  := tools/slither-sdist/slither_analyzer-0.11.6.tar.gz
+
+$(CODEBC_NPM)/solmate:
+	mkdir -p tools/codebc-corpus
+	npm install --prefix tools/codebc-corpus --no-audit --no-fund --ignore-scripts --omit=optional --omit=peer \
+	    --legacy-peer-deps solmate@6.8.0 @aave/core-v3@1.19.3
+	# @chainlink/contracts' own install runs for minutes (its dependency tree); its .sol files are all that is read
+	cd tools/codebc-corpus && npm pack --silent @chainlink/contracts@1.5.0 && mkdir -p node_modules/@chainlink/contracts \
+	    && tar xzf chainlink-contracts-1.5.0.tgz -C node_modules/@chainlink/contracts --strip-components=1
+
+$(CODEBC_SDIST): $(STAMP)
+	$(PY) -m pip download --quiet --no-binary slither-analyzer --no-deps slither-analyzer==0.11.6 -d tools/slither-sdist
+
+codebc-data: $(CODEBC_NPM)/solmate $(CODEBC_SDIST)
+	@echo "export HF_EXT_CODEBC_NPM=$(CURDIR)/$(CODEBC_NPM)"
+	@echo "export HF_EXT_CODEBC_SLITHER_SDIST=$(CURDIR)/$(CODEBC_SDIST)"
+
 install: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST)
 
 run: $(STAMP) $(SOLCJS) $(FASHION_MNIST)
@@ -71,4 +93,4 @@ screenshots: $(STAMP) $(CHROMIUM) $(SOLCJS)
 	$(PY) scripts/refresh_space_screenshots.py
 
 clean:
-	rm -rf $(VENV) runs tools/solc/node_modules
+	rm -rf $(VENV) runs tools/solc/node_modules tools/codebc-corpus tools/slither-sdist
