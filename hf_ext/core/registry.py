@@ -180,7 +180,13 @@ def _guard_from_pretrained(model_class: type) -> None:
         given = kwargs.get("config")
         own_config = given is not None and not isinstance(given, (str, os.PathLike))
         model_type = None if own_config else getattr(cls.config_class, "model_type", None)
-        verify_checkpoint(pretrained_model_name_or_path, model_type=model_type or None)
+        # a part saved in a subfolder of a local artifact (Proto-EVFL's parties/party-<k>/, FL-LLaMA's client/) is
+        # checked there, not against the root's config
+        subfolder = kwargs.get("subfolder")
+        local = os.path.isdir(pretrained_model_name_or_path)
+        target = os.path.join(pretrained_model_name_or_path, subfolder) if subfolder and local else \
+            pretrained_model_name_or_path
+        verify_checkpoint(target, model_type=model_type or None)
         if not strict:
             return original(cls, pretrained_model_name_or_path, *args, **kwargs)
         wants_info = kwargs.pop("output_loading_info", False)

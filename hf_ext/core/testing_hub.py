@@ -12,19 +12,23 @@
 Every commit gets a sha; `main` (or no revision) is the newest commit and an older sha serves that commit's files, so
 `revision=` pins work as on the Hub. Missing repos, revisions and files answer 404 with the Hub's `X-Error-Code`
 (`RepoNotFound`, `RevisionNotFound`, `EntryNotFound`), so the client raises the same exceptions as against the Hub.
-Standard library only; unknown routes answer 404.
+Standard library only; unknown routes answer 404. [`serving`] starts one with the client pointed at it.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from unittest import mock
 from urllib.parse import unquote, urlsplit
 
 import yaml
@@ -272,3 +276,27 @@ class MockHub:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+@contextlib.contextmanager
+def serving(root: str | Path) -> Iterator[MockHub]:
+    """A [`MockHub`] under `root` with `huggingface_hub`'s client pointed at it until the block ends: `HF_ENDPOINT`,
+    a fake token, online mode and a private `HF_HOME` under `root`, so `from_pretrained(repo_id)`, `push_folder`
+    and `hf_hub_download` talk to the loopback server. Everything is restored on exit (tests run offline).
+
+    The client reads its endpoint, offline switch and cache folder once, at import time, so those module constants
+    are patched too (and the module-level `HfApi`, which `file_exists` uses, kept the old endpoint).
+    """
+    import huggingface_hub.constants as constants
+    import huggingface_hub.hf_api as hf_api
+
+    root = Path(root)
+    with MockHub(root / "store") as server, contextlib.ExitStack() as stack:
+        home = root / "hf_home"
+        stack.enter_context(mock.patch.dict(os.environ, {"HF_ENDPOINT": server.url, "HF_TOKEN": "hf_fake",
+                                                         "HF_HUB_OFFLINE": "0", "HF_HOME": str(home)}))
+        for name, value in (("ENDPOINT", server.url), ("HF_HUB_OFFLINE", False), ("HF_HUB_CACHE", str(home / "hub")),
+                            ("HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")):
+            stack.enter_context(mock.patch.object(constants, name, value))
+        stack.enter_context(mock.patch.object(hf_api.api, "endpoint", server.url))
+        yield server

@@ -1,16 +1,37 @@
-"""The Proto-EVFL Space: choose the unaligned pools' imbalance ratio and the class that is never labelled, train
-vanilla VFL and Proto-EVFL for a few seconds (the Flower protocol, in-process), and compare their per-class test
-accuracy; the fused test features and the global prototypes are shown in 2-D."""
+"""The Proto-EVFL Space.
+
+- **Published model** (the first tab): the federation of the model repo the Space README links (`models:`, or
+  `$HF_EXT_MODEL_REPO`): the top model at the root and each party's encoder in `parties/party-<k>/`, loaded with
+  `from_pretrained` ([`~hf_ext.proto_evfl.inference.load_federation`]). It scores its own held-out test digits (the
+  split of the seed in the repo's training record): each party embeds its half of a digit, the top model
+  classifies. When the repo cannot be loaded (offline, no repo yet, a top model without its parties) a short
+  federation is trained here in code instead, and the page says so.
+- **Train vanilla VFL vs Proto-EVFL here**: choose the unaligned pools' imbalance ratio and the class that is never
+  labelled, train both for a few seconds (the Flower protocol, in-process), and compare their per-class test
+  accuracy; the fused test features and the global prototypes are shown in 2-D.
+
+Nothing is read from `runs/` or `../shared`: the digits are scikit-learn's bundled copy.
+"""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
-from hf_ext.core.demo import readable_errors
+from hf_ext.core.demo import load_linked, readable_errors, space_model_repo, time_limited
 
 NO_UNSEEN = "none"
+ALL_CLASSES = "all"
+# The fallback when no model repo can be loaded: the run `hf-ext reproduce proto_evfl` publishes (zero-shot on
+# digits, seed 0, so class 0 is never labelled), with fewer rounds.
+SMALL_ROUNDS = 30
+SMALL_NOTE = (f"a Proto-EVFL federation trained here in code (digits, zero-shot with class 0 never labelled, seed 0, "
+              f"{SMALL_ROUNDS} rounds over the Flower protocol; once per Space process)")
+PREDICTION_HEADERS = ["test entity (digits row)", "true digit", "predicted digit", "confidence (%, softmax)",
+                      "gate: left half, party 0 (%)", "gate: right half, party 1 (%)"]
 
 
 def _validate(imbalance_ratio, unseen_class, rounds, seed) -> tuple[float, int | None, int, int]:
@@ -64,14 +85,7 @@ def compare(imbalance_ratio: float = 50.0, unseen_class: str | int | None = 3, r
     for key, name in (("accuracy", "accuracy"), ("macro_f1", "macro-F1"), ("unseen_accuracy", "unseen-class acc")):
         if key in results["Proto-EVFL"].metrics:
             rows.append([name] + [round(100 * r.metrics[key], 1) for r in results.values()])
-    classes = np.arange(10)
-    fig_acc, ax = plt.subplots(figsize=(7, 3.2), constrained_layout=True)
-    for offset, (label, r) in zip((-0.2, 0.2), results.items()):
-        ax.bar(classes + offset, [100 * r.metrics[f"acc_class_{c}"] for c in classes], width=0.4, label=label)
-    if unseen is not None:
-        ax.axvspan(unseen - 0.5, unseen + 0.5, color="grey", alpha=0.2, label="unseen class")
-    ax.set(xticks=classes, xlabel="class", ylabel="test accuracy (%)", ylim=(0, 105))
-    ax.legend(loc="lower right", fontsize=8)
+    fig_acc = _per_class_figure({label: r.metrics for label, r in results.items()}, unseen, plt)
     fig_proto = _prototype_figure(results["Proto-EVFL"], unseen, plt)
     return rows, fig_acc, fig_proto
 
@@ -109,52 +123,256 @@ def reading(rows: list[list]) -> str:
             "a few rounds on digits, so differences of a few points are within the README's seed spread.")
 
 
+# ---- the published model ---------------------------------------------------------------------------------------
+
+
+def _record_config(repo: str) -> dict | None:
+    """The `config` of the repo's training record (which split the federation was trained on), or `None`."""
+    from hf_ext.core.records import RECORD_FILE, load_training_record
+
+    folder = Path(repo)
+    if not folder.is_dir():
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError
+
+        try:
+            folder = Path(hf_hub_download(repo, RECORD_FILE)).parent
+        except EntryNotFoundError:  # e.g. a `hf-ext train proto_evfl` artifact pushed with --allow-untrained
+            return None
+    return (load_training_record(folder) or {}).get("config")
+
+
+def _load(repo: str):
+    from .inference import load_federation
+
+    top, parties = load_federation(repo)  # the top model and parties/party-<k>/, each with from_pretrained
+    return top, parties, _record_config(repo)
+
+
+@functools.lru_cache(maxsize=1)
+def small_federation():
+    """The fallback: `(top, parties, record config)` of a [`SMALL_ROUNDS`]-round federation trained here (cached
+    for the process)."""
+    from .reproduce import run_settings
+    from .training import run_federation
+
+    result = run_federation(run_settings("proto_evfl", "zero_shot", 0, 50.0, SMALL_ROUNDS))
+    config = {"dataset": "digits", "setting": "zero_shot", "seed": 0, "imbalance_ratio": 50.0}
+    return result.top_model.eval(), [p.eval() for p in result.party_models], config
+
+
+def _data_config(top, parties, config: dict | None):
+    """The vertical digits split the federation was trained on (its held-out test set is what the page scores);
+    `ValueError` when this page cannot draw that split."""
+    from .data import VerticalDataConfig, feature_widths
+    from .reproduce import DATA_SCALE
+
+    config = config or {}
+    if config.get("dataset", "digits") != "digits":
+        raise ValueError(f"it was trained on {config['dataset']}, and this Space holds only scikit-learn's digits")
+    widths = [p.config.input_dim for p in parties]
+    if len(parties) != 2 or widths != feature_widths("digits", 2):
+        raise ValueError(f"its {len(parties)} parties take feature blocks of widths {widths}, not the two digits "
+                         f"halves' {feature_widths('digits', 2)}")
+    unseen = top.unseen_classes.tolist()
+    scale = {k: v for k, v in DATA_SCALE["digits"].items() if k != "ratio"}
+    return VerticalDataConfig(dataset="digits", unseen_class=unseen[0] if len(unseen) == 1 else None,
+                              imbalance_ratio=float(config.get("imbalance_ratio", 50.0)),
+                              seed=int(config.get("seed", 0)), **scale)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4)
+def _linked(repo: str | None):
+    (top, parties, config), note = load_linked("proto_evfl", _load, small_federation, SMALL_NOTE)
+    try:
+        data = _data_config(top, parties, config)
+    except ValueError as err:
+        top, parties, config = small_federation()
+        note = f"**Note:** the linked model repo `{repo}` loaded, but {err}; showing {SMALL_NOTE} instead."
+        data = _data_config(top, parties, config)
+    if config is None:
+        note += (". It has no training record, so the test split of seed 0 is used; it may hold entities the "
+                 "federation was trained on.")
+    return top, parties, data, note
+
+
+def linked_federation():
+    """`(top, parties, data config, note)`: the linked repo's federation (cached per repo), or
+    [`small_federation`] with a visible note saying why."""
+    return _linked(space_model_repo("proto_evfl"))
+
+
+def linked_reading(metrics: dict[str, float], unseen: int | None, shown: int, right: int) -> str:
+    """One honest line on the published tab: the loaded federation's held-out accuracy, its never-labelled class
+    against chance, and how many of the digits shown it gets right."""
+    line = (f"**Reading:** this federation labels {100 * metrics['accuracy']:.1f} % of its held-out test "
+            f"digits correctly (macro-F1 {100 * metrics['macro_f1']:.1f} %)")
+    if unseen is not None:
+        line += f"; the never-labelled class {unseen}: {100 * metrics['unseen_accuracy']:.1f} % (chance 10 %)"
+    return (line + f"; {right} of the {shown} digits shown are right. One federation and one seed: the README's "
+            "paired comparison over seeds is the measurement to trust.")
+
+
+def predict_linked(digit_class: str | int = ALL_CLASSES, count: int = 12, progress=None):
+    """The published federation's predictions on its held-out test digits.
+
+    Returns `(note, metric rows, prediction rows, digits figure, per-class figure, one-line reading)`: the metric
+    rows are `[name, %]` over the whole test set, the prediction rows follow [`PREDICTION_HEADERS`] for the first
+    `count` test digits of `digit_class` (`"all"` for any). Raises `ValueError` with a readable message on bad input.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .data import build_vertical_split
+    from .inference import predict_entities
+    from .metrics import classification_metrics
+
+    try:
+        count = int(count)
+        wanted = None if digit_class in (None, "", ALL_CLASSES) else int(digit_class)
+    except (TypeError, ValueError):
+        raise ValueError(f"the class must be a digit 0-9 or {ALL_CLASSES!r}, got {digit_class!r}") from None
+    if wanted is not None and not 0 <= wanted <= 9:
+        raise ValueError(f"the class must be a digit 0-9, got {wanted}")
+    if not 1 <= count <= 24:
+        raise ValueError(f"digits shown must be between 1 and 24, got {count}")
+    step = progress if progress is not None else (lambda *a, **k: None)
+    step(0.05, desc="loading the linked federation (the first request may train the in-code fallback)")
+    top, parties, data, note = linked_federation()
+    step(0.7, desc="each party embeds its half of the test digits; the top model classifies")
+    split = build_vertical_split(data)
+    labels = split.labels().test_labels
+    out = predict_entities(top, parties, [split.party(k).test_features for k in range(len(parties))])
+    metrics = classification_metrics(labels, out["predictions"], top.config.num_classes, data.unseen_class)
+    rows = [["accuracy", round(100 * metrics["accuracy"], 1)], ["macro-F1", round(100 * metrics["macro_f1"], 1)]]
+    if data.unseen_class is not None:
+        rows.append([f"unseen-class acc (class {data.unseen_class})", round(100 * metrics["unseen_accuracy"], 1)])
+    picked = np.flatnonzero(labels == wanted if wanted is not None else np.ones_like(labels, dtype=bool))[:count]
+    predictions = [[int(split.test_ids[i]), int(labels[i]), int(out["predictions"][i]),
+                    round(100 * float(out["probabilities"][i].max()), 1)]
+                   + [round(100 * float(g), 1) for g in out["gate"][i]] for i in picked]  # fmt: skip
+    right = sum(r[1] == r[2] for r in predictions)
+    return (note, rows, predictions, _digits_figure(split.features[split.test_ids[picked]], predictions, plt),
+            _per_class_figure({"this model": metrics}, data.unseen_class, plt),
+            linked_reading(metrics, data.unseen_class, len(predictions), right))
+
+
+def _digits_figure(images: np.ndarray, predictions: list[list], plt):
+    """The digits shown (the left half is party 0's block, the right half party 1's), titled true → predicted."""
+    cols = min(len(predictions), 6)
+    rows = -(-len(predictions) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(1.3 * cols, 5.5), 1.5 * rows + 0.4), constrained_layout=True,
+                             squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, image, (_, true, pred, *_) in zip(axes.flat, images, predictions):
+        ax.imshow(image.reshape(8, 8), cmap="gray_r")
+        ax.axvline(3.5, color="tab:orange", lw=0.8)  # where party 0's columns end
+        ax.set_title(f"{true} → {pred}", fontsize=9, color="black" if true == pred else "tab:red")
+    fig.suptitle("true → predicted (red: wrong); left of the orange line party 0's columns, right party 1's",
+                 fontsize=9)
+    return fig
+
+
+def _per_class_figure(metrics: dict[str, dict[str, float]], unseen: int | None, plt):
+    """Per-class test accuracy bars, one colour per model, the never-labelled class shaded."""
+    classes = np.arange(10)
+    fig, ax = plt.subplots(figsize=(7, 3.2), constrained_layout=True)
+    width = 0.8 / len(metrics)
+    for i, (label, m) in enumerate(metrics.items()):
+        offset = (i - (len(metrics) - 1) / 2) * width
+        ax.bar(classes + offset, [100 * m[f"acc_class_{c}"] for c in classes], width=width, label=label)
+    if unseen is not None:
+        ax.axvspan(unseen - 0.5, unseen + 0.5, color="grey", alpha=0.2, label="unseen class")
+    ax.set(xticks=classes, xlabel="class", ylabel="test accuracy (%)", ylim=(0, 105))
+    ax.legend(loc="lower right", fontsize=8)
+    return fig
+
+
 def build_demo():
-    """The Gradio Blocks of the Proto-EVFL Space."""
+    """The Gradio Blocks of the Proto-EVFL Space: the published federation's tab first, then the live comparison."""
     import gradio as gr
 
     def handler(imbalance_ratio, unseen_class, rounds, seed, progress=gr.Progress()):
         rows, per_class, prototypes = compare(imbalance_ratio, unseen_class, rounds, seed, progress=progress)
         return rows, reading(rows), per_class, prototypes
 
+    def linked_handler(digit_class, count, progress=gr.Progress()):
+        return predict_linked(digit_class, count, progress=progress)
+
     handler.__name__ = "compare"
     run = readable_errors(handler)  # bad input: a readable message in the page, not a stack trace
+    run_linked = readable_errors(time_limited(linked_handler), errors=(ValueError, TimeoutError))
+    repo = space_model_repo("proto_evfl")
 
     with gr.Blocks(title="Proto-EVFL: vertical FL with dual prototypes") as demo:
         gr.Markdown(
             "# Proto-EVFL — vertical federated learning with dual prototypes\n"
             "[arXiv 2507.22488](https://arxiv.org/abs/2507.22488) · hf_ext. Two parties hold the left and right "
             "halves of sklearn's digits: 10 aligned labelled samples per class and long-tailed unaligned pools "
-            "whose dominant classes differ by party. Pick the imbalance ratio and a class that is never labelled, "
-            "then train vanilla VFL and Proto-EVFL over the Flower protocol (in-process, a few seconds each)."
+            "whose dominant classes differ by party; in the zero-shot setting one class is never labelled."
         )
-        with gr.Row():
-            ratio = gr.Slider(1, 100, value=50, step=1, label="imbalance ratio of the unaligned pools")
-            unseen = gr.Dropdown([NO_UNSEEN] + [str(c) for c in range(10)], value="3", label="unseen class")
-            rounds = gr.Slider(2, 80, value=30, step=1, label="rounds")
-            seed = gr.Number(value=0, precision=0, label="seed")
-        gr.Examples(examples=[[50, "3", 30, 0], [1, NO_UNSEEN, 30, 0], [100, "3", 30, 0]],
-                    inputs=[ratio, unseen, rounds, seed],
-                    label="examples: the default, balanced pools with every class seen, strong imbalance")
-        button = gr.Button("Train vanilla VFL and Proto-EVFL", variant="primary")
-        table = gr.Dataframe(headers=["test metric (%, ↑ higher is better)", "vanilla VFL", "Proto-EVFL"],
-                             label="test metrics", elem_id="proto-evfl-metrics")
-        verdict = gr.Markdown(elem_id="proto-evfl-reading")
-        with gr.Row():
-            per_class = gr.Plot(label="per-class test accuracy", elem_id="proto-evfl-per-class")
-            prototypes = gr.Plot(label="prototypes in 2-D", elem_id="proto-evfl-prototypes")
-        button.click(run, [ratio, unseen, rounds, seed], [table, verdict, per_class, prototypes],
-                     api_name="compare")
+        with gr.Tab("Published model"):
+            gr.Markdown(
+                f"Linked model repo: {f'`{repo}`' if repo else 'none'} (the top model and both parties' encoders, "
+                "loaded with `from_pretrained`; without it a short federation is trained here in code, and the note "
+                "below says so). Each party embeds its half of a held-out test digit, the top model classifies."
+            )
+            with gr.Row():
+                digit_class = gr.Dropdown([ALL_CLASSES] + [str(c) for c in range(10)], value=ALL_CLASSES,
+                                          label="class of the test digits shown")
+                count = gr.Slider(1, 24, value=12, step=1, label="digits shown")
+            gr.Examples(examples=[[ALL_CLASSES, 12], ["0", 12], ["3", 6]], inputs=[digit_class, count],
+                        label="examples: any class, class 0 (never labelled in the published zero-shot run), "
+                              "class 3")  # fmt: skip
+            l_button = gr.Button("Predict with the published model", variant="primary")
+            l_note = gr.Markdown(elem_id="proto-evfl-model-source")
+            l_table = gr.Dataframe(headers=["test metric (%, ↑ higher is better)", "this model (see the note)"],
+                                   label="test metrics (all held-out test digits)", elem_id="proto-evfl-linked-metrics")
+            l_verdict = gr.Markdown(elem_id="proto-evfl-linked-reading")
+            l_predictions = gr.Dataframe(headers=PREDICTION_HEADERS, label="predictions on the digits shown",
+                                         elem_id="proto-evfl-predictions")
+            with gr.Row():
+                # the figure's own title says what it shows; Gradio's label box would cover the first digits
+                l_digits = gr.Plot(label="digits shown: true → predicted", show_label=False,
+                                   elem_id="proto-evfl-digits")
+                l_per_class = gr.Plot(label="per-class test accuracy", elem_id="proto-evfl-linked-per-class")
+            l_button.click(run_linked, [digit_class, count],
+                           [l_note, l_table, l_predictions, l_digits, l_per_class, l_verdict], api_name="predict")
+        with gr.Tab("Train vanilla VFL vs Proto-EVFL here"):
+            gr.Markdown("Pick the imbalance ratio and a class that is never labelled, then train vanilla VFL and "
+                        "Proto-EVFL over the Flower protocol (in-process, a few seconds each).")
+            with gr.Row():
+                ratio = gr.Slider(1, 100, value=50, step=1, label="imbalance ratio of the unaligned pools")
+                unseen = gr.Dropdown([NO_UNSEEN] + [str(c) for c in range(10)], value="3", label="unseen class")
+                rounds = gr.Slider(2, 80, value=30, step=1, label="rounds")
+                seed = gr.Number(value=0, precision=0, label="seed")
+            gr.Examples(examples=[[50, "3", 30, 0], [1, NO_UNSEEN, 30, 0], [100, "3", 30, 0]],
+                        inputs=[ratio, unseen, rounds, seed],
+                        label="examples: the default, balanced pools with every class seen, strong imbalance")
+            button = gr.Button("Train vanilla VFL and Proto-EVFL", variant="primary")
+            table = gr.Dataframe(headers=["test metric (%, ↑ higher is better)", "vanilla VFL", "Proto-EVFL"],
+                                 label="test metrics", elem_id="proto-evfl-metrics")
+            verdict = gr.Markdown(elem_id="proto-evfl-reading")
+            with gr.Row():
+                per_class = gr.Plot(label="per-class test accuracy", elem_id="proto-evfl-per-class")
+                prototypes = gr.Plot(label="prototypes in 2-D", elem_id="proto-evfl-prototypes")
+            button.click(run, [ratio, unseen, rounds, seed], [table, verdict, per_class, prototypes],
+                         api_name="compare")
     return demo
 
 
 def browser_check(page) -> None:
-    """How a visitor uses the Space (run in headless Chromium by tests/test_spaces_browser.py): imbalance ratio 50,
-    class 3 never labelled, 10 rounds, press the button, then the metric table and both figures must show."""
+    """How a visitor uses the Space (run in headless Chromium by tests/test_spaces_browser.py, offline: the
+    in-code fallback): train both models with imbalance ratio 50, class 3 never labelled and 10 rounds in the second
+    tab, then predict with the published model in the first; the tables, figures and the fallback note must show."""
     from playwright.sync_api import expect
 
     from hf_ext.core import browser as b
 
+    page.get_by_role("tab", name="Train vanilla VFL vs Proto-EVFL here").click()
     b.set_slider(page, "imbalance ratio of the unaligned pools", 50)
     expect(page.get_by_label("unseen class", exact=True)).to_have_value("3")
     b.set_slider(page, "rounds", 10)
@@ -169,15 +387,27 @@ def browser_check(page) -> None:
     b.expect_image(page, "proto-evfl-prototypes")
     expect(page.locator("#proto-evfl-reading")).to_contain_text("Reading: on this seed Proto-EVFL is")
 
+    page.get_by_role("tab", name="Published model").click()  # last, so the screenshot shows the first tab
+    b.set_slider(page, "digits shown", 6)
+    b.press(page, "Predict with the published model")
+    b.expect_cell(page, "proto-evfl-linked-metrics", "accuracy")
+    expect(page.locator("#proto-evfl-model-source")).to_contain_text("trained here in code")  # the visible note
+    acc = b.row_cells(page, "proto-evfl-linked-metrics", "accuracy")
+    assert len(acc) == 2 and 0.0 <= float(acc[1]) <= 100.0, acc
+    b.expect_image(page, "proto-evfl-digits")
+    expect(page.locator("#proto-evfl-linked-reading")).to_contain_text("Reading: this federation labels")
+
 
 def browser_check_bad_input(page) -> None:
     """A negative seed typed into the seed box: the page says what a seed must be, not a stack trace."""
     from hf_ext.core import browser as b
 
+    page.get_by_role("tab", name="Train vanilla VFL vs Proto-EVFL here").click()
     b.set_slider(page, "rounds", 10)
     b.set_number(page, "seed", -1)
     b.press(page, "Train vanilla VFL and Proto-EVFL")
     b.expect_readable_error(page, "seed must be 0 or a positive whole number, got -1")
 
 
-__all__ = ["browser_check", "browser_check_bad_input", "build_demo", "compare", "reading"]
+__all__ = ["browser_check", "browser_check_bad_input", "build_demo", "compare", "linked_federation", "predict_linked",
+           "reading", "small_federation"]

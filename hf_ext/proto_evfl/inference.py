@@ -1,7 +1,12 @@
 """Scoring new entities with a trained Proto-EVFL federation: each party embeds its own feature block of the
 entities with its saved encoder ([`embed_party`]; in a deployment this runs at the party and only `z^k` leaves it),
 and the active party's top model scores the stacked embeddings ([`score_embeddings`]). [`predict_entities`] does
-both, for a harness that holds every party's artifact (tests, a demo, a single organisation's silos)."""
+both, for a harness that holds every party's artifact (tests, a demo, a single organisation's silos).
+
+The published artifact of a federation ([`save_federation`], what `hf-ext push proto_evfl` uploads) is the top
+model at the root and each party's encoder in `parties/party-<k>/`; [`load_federation`] reads it back from a folder
+or a Hub repo id.
+"""
 
 from __future__ import annotations
 
@@ -73,8 +78,8 @@ def predict_entities(top, parties, features) -> dict[str, np.ndarray]:
 
     ```python
     >>> from hf_ext.proto_evfl.inference import predict_entities
-    >>> out = predict_entities("runs/proto_evfl/artifact", ["runs/proto_evfl/parties/party-0",
-    ...                        "runs/proto_evfl/parties/party-1"], [x_left, x_right])
+    >>> out = predict_entities("runs/proto_evfl/artifact", ["runs/proto_evfl/artifact/parties/party-0",
+    ...                        "runs/proto_evfl/artifact/parties/party-1"], [x_left, x_right])
     >>> out["predictions"]
     ```
     """
@@ -83,4 +88,43 @@ def predict_entities(top, parties, features) -> dict[str, np.ndarray]:
     return score_embeddings(top, [embed_party(p, x) for p, x in zip(parties, features)])
 
 
-__all__ = ["embed_party", "predict_entities", "score_embeddings"]
+def party_subfolder(k: int) -> str:
+    """Where party `k`'s encoder lives inside a published federation artifact."""
+    return f"parties/party-{k}"
+
+
+def save_federation(top, parties, out_dir: str | Path, spec=None) -> Path:
+    """Saves the top model (at the root, with the model card when `spec` is given) and every party's encoder (in
+    [`party_subfolder`]) as one artifact, swapped into place atomically.
+
+    In a deployment each party keeps its own encoder; the reproduction's single harness holds them all, and
+    publishing them together is what lets a Space (or [`predict_entities`]) score new entities from raw features.
+    """
+    from hf_ext.core.hub import atomic_write_dir
+
+    def write(tmp: Path) -> None:
+        top.save_pretrained(tmp)
+        if spec is not None:
+            from hf_ext.core.cards import render_card
+
+            render_card(spec).save(tmp / "README.md")
+        for k, party in enumerate(parties):
+            party.save_pretrained(tmp / party_subfolder(k))
+
+    return atomic_write_dir(out_dir, write)
+
+
+def load_federation(source: str | Path, **kwargs):
+    """`(top, parties)` of a federation saved by [`save_federation`]: a local folder or a Hub repo id (`kwargs`,
+    e.g. `revision`, go to every `from_pretrained`). Raises `OSError` (or the Hub client's error) when a part is
+    missing, e.g. a repo pushed with the top model only."""
+    from .modeling_proto_evfl import ProtoEvflForClassification, ProtoEvflPartyModel
+
+    top = ProtoEvflForClassification.from_pretrained(str(source), **kwargs).eval()
+    parties = [ProtoEvflPartyModel.from_pretrained(str(source), subfolder=party_subfolder(k), **kwargs).eval()
+               for k in range(top.config.num_parties)]
+    return top, parties
+
+
+__all__ = ["embed_party", "load_federation", "party_subfolder", "predict_entities", "save_federation",
+           "score_embeddings"]

@@ -4,7 +4,8 @@ Fashion-MNIST with few aligned labels (0.95 % on Fashion-MNIST) and long-tailed 
 classes differ by party, in a long-tail setting and a zero-shot one (one class never labelled). Every federated run
 goes through the Flower protocol in-process. Reports paired differences to vanilla VFL, the unseen-class accuracy
 against chance and against the oracle-P_u ceiling, and the label-leakage attack's accuracy. Prints the table,
-writes `results.json` and the trained artifacts (top model and party models of one Proto-EVFL run)."""
+writes `results.json` and the trained artifact (top model and, in `parties/party-<k>/`, the party encoders of one
+Proto-EVFL run)."""
 
 from __future__ import annotations
 
@@ -148,14 +149,11 @@ def _run_job(job: tuple, rounds: int, out: str | None):
     from .training import run_federation
 
     result = run_federation(settings)
-    if out is not None:  # keep one Proto-EVFL federation as the published artifacts
-        from hf_ext.core.hub import save_artifact
-
+    if out is not None:  # keep one Proto-EVFL federation as the published artifact (top model + party encoders)
         from . import SPEC
+        from .inference import save_federation
 
-        save_artifact(result.top_model, Path(out) / "artifact", SPEC)
-        for k, party in enumerate(result.party_models):
-            save_artifact(party, Path(out) / "parties" / f"party-{k}")
+        save_federation(result.top_model, result.party_models, Path(out) / "artifact", SPEC)
         _save_record(Path(out) / "artifact", job, result.metrics)
     metrics = dict(result.metrics)
     if settings.data.unseen_class is not None and settings.classifier == "prototype":
@@ -278,7 +276,7 @@ def main(argv: list[str] | None = None) -> dict:
     (out / "results.json").write_text(json.dumps(results, indent=1))
     table = format_table(results)
     print(table)
-    print(f"\nwrote {out / 'results.json'}" + (f", {out / 'artifact'} and {out / 'parties'}" if keep else "")
+    print(f"\nwrote {out / 'results.json'}" + (f" and {out / 'artifact'} (party encoders in parties/)" if keep else "")
           + f" ({results['seconds']:.0f} s)")  # fmt: skip
     results["table"] = table
     return results

@@ -236,7 +236,7 @@ def make_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("output")
     g.add_argument("--output_dir", default=None, help="folder for metrics.json (default $HF_EXT_HOME/proto_evfl/train)")
     g.add_argument("--artifact_dir", default=None, help="where to save the top model (default OUTPUT_DIR/artifact); "
-                   "party models go next to it as party-<k>/")  # fmt: skip
+                   "party models go inside it as parties/party-<k>/ (what `hf-ext push` uploads)")  # fmt: skip
     g = p.add_argument_group("data (simulated split)")
     g.add_argument("--dataset", default="digits", choices=["digits", "breast_cancer", "fashion_mnist"],
                    help="fashion_mnist needs the Debian package dataset-fashion-mnist")
@@ -278,11 +278,11 @@ class VerticalDataDefaults:
 
 def main(argv: list[str] | None = None) -> dict:
     """Trains one federation in-process and saves every party's model and the top model as Hub artifacts."""
-    from hf_ext.core.hub import save_artifact
     from hf_ext.core.paths import work_dir
 
     from . import SPEC
     from .data import VerticalDataConfig
+    from .inference import save_federation
     from .task import ProtoEvflRunConfig
 
     ns = make_parser().parse_args(argv)
@@ -304,9 +304,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = run_federation(settings)
     out = Path(ns.output_dir) if ns.output_dir else work_dir("proto_evfl", "train")
     artifact = Path(ns.artifact_dir) if ns.artifact_dir else out / "artifact"
-    save_artifact(result.top_model, artifact, SPEC)
-    for k, party in enumerate(result.party_models):
-        party.save_pretrained(artifact.parent / f"party-{k}")
+    save_federation(result.top_model, result.party_models, artifact, SPEC)
     report = {"metrics": result.metrics, "settings": asdict(settings), "artifact_dir": str(artifact),
               "seconds": round(result.seconds, 1), "rejections": result.rejections}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)

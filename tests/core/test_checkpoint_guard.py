@@ -96,6 +96,21 @@ def test_foreign_model_type_is_an_error(orca_dir, tinyalign_dir):
         OrcaModel.from_pretrained(tinyalign_dir)
 
 
+def test_a_part_in_a_subfolder_is_checked_there(orca_dir, tmp_path):
+    """`from_pretrained(folder, subfolder=...)` checks the part, not the root: a federation artifact holds another
+    model type at its root (Proto-EVFL's top model, its parties in `parties/party-<k>/`)."""
+    folder = _copy(orca_dir, tmp_path)
+    shutil.copytree(orca_dir, folder / "parts" / "orca")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "hf_ext_other"}))
+    assert isinstance(OrcaModel.from_pretrained(folder, subfolder="parts/orca"), OrcaModel)
+    with pytest.raises(CheckpointError, match="another model's artifact"):  # the root is still refused as before
+        OrcaModel.from_pretrained(folder)
+    (folder / "parts" / "orca" / "model.safetensors").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="truncated"):  # and the part's own files are verified
+        OrcaModel.from_pretrained(folder, subfolder="parts/orca")
+
+
 def test_tinyalign_bank_is_inside_the_artifact_and_checked(tinyalign_dir, tmp_path):
     files = json.loads((tinyalign_dir / CHECKSUMS_FILE).read_text())["files"]
     assert {"model.safetensors", "memory_bank.safetensors"} <= set(files)

@@ -24,7 +24,7 @@ from safetensors.torch import save_file
 import hf_ext
 from hf_ext.core.hub import build_push_folder, push_folder
 from hf_ext.core.registry import list_methods
-from hf_ext.core.testing_hub import MockHub
+from hf_ext.core.testing_hub import serving
 
 METHODS = [m.name for m in list_methods()]
 
@@ -74,7 +74,8 @@ CHILD = textwrap.dedent(
     kind, repo = job["loader"], job["repo"]
     if kind == "auto":
         import transformers
-        model = getattr(transformers, job["auto"]).from_pretrained(repo, trust_remote_code=True).eval()
+        extra = {"subfolder": job["subfolder"]} if job.get("subfolder") else {}  # a part inside the repo
+        model = getattr(transformers, job["auto"]).from_pretrained(repo, trust_remote_code=True, **extra).eval()
         with torch.no_grad():
             out = flatten(model(**load_file(job["inputs"])))
         out["__module__"] = torch.tensor([int(type(model).__module__.startswith("transformers_modules."))])
@@ -112,20 +113,7 @@ CHILD = textwrap.dedent(
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("roundtrip")
-    with MockHub(tmp / "store") as server, pytest.MonkeyPatch.context() as mp:
-        env = {"HF_ENDPOINT": server.url, "HF_TOKEN": "hf_fake", "HF_HUB_OFFLINE": "0",
-               "HF_HOME": str(tmp / "hf_home_parent")}
-        for key, value in env.items():
-            mp.setenv(key, value)
-        import huggingface_hub.constants as constants
-
-        mp.setattr(constants, "ENDPOINT", server.url)
-        import huggingface_hub.hf_api as hf_api
-
-        mp.setattr(hf_api.api, "endpoint", server.url)  # the module-level client (`file_exists`) kept the old one
-        mp.setattr(constants, "HF_HUB_OFFLINE", False)
-        mp.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
-        mp.setattr(constants, "HF_HUB_CACHE", str(tmp / "hf_home_parent" / "hub"))
+    with serving(tmp) as server:  # the client points at the loopback Hub (endpoint, online, private cache)
         server.tmp = tmp
         yield server
 
@@ -202,6 +190,34 @@ def test_model_roundtrip_without_hf_ext(method, hub):
     got = load_np(job["out"])
     assert got.pop("__module__")[0] == 1, "the model must come from the repo's remote code"
     _assert_same(got, {k: v.numpy() for k, v in want.items()})
+
+
+def test_proto_evfl_party_encoders_roundtrip_without_hf_ext(hub):
+    """The federation artifact holds each party's encoder in `parties/party-<k>/`: loadable by repo id and
+    subfolder, with hf_ext (`load_federation`, what the Space uses) and without it (the subfolder's remote code)."""
+    from hf_ext.proto_evfl.configuration_proto_evfl import ProtoEvflConfig, ProtoEvflPartyConfig
+    from hf_ext.proto_evfl.inference import load_federation, save_federation
+    from hf_ext.proto_evfl.modeling_proto_evfl import ProtoEvflForClassification, ProtoEvflPartyModel
+
+    spec = hf_ext.get_method("proto_evfl")
+    torch.manual_seed(0)
+    parties = [ProtoEvflPartyModel(ProtoEvflPartyConfig(party_index=k)).eval() for k in range(2)]
+    folder = save_federation(ProtoEvflForClassification(ProtoEvflConfig()), parties, hub.tmp / "federation", spec)
+    _push(spec, folder, "tester/proto-evfl-federation")
+    inputs = {"features": torch.randn(5, 32)}
+    save_file(inputs, hub.tmp / "party-inputs.safetensors")
+    _, loaded = load_federation("tester/proto-evfl-federation")
+    with torch.no_grad():
+        want = {k: v.numpy() for k, v in _flatten(loaded[1](**inputs)).items()}
+        _assert_same(want, {k: v.numpy() for k, v in _flatten(parties[1](**inputs)).items()})
+    job = {"loader": "auto", "auto": "AutoModel", "repo": "tester/proto-evfl-federation",
+           "subfolder": "parties/party-1", "inputs": str(hub.tmp / "party-inputs.safetensors"),
+           "out": str(hub.tmp / "party-child.safetensors")}
+    proc = _run_child(hub, job)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    got = load_np(job["out"])
+    assert got.pop("__module__")[0] == 1, "the party encoder must come from the repo's remote code"
+    _assert_same(got, want)
 
 
 def test_codebc_base_and_adapter_roundtrip_without_hf_ext(hub):

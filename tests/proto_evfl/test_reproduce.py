@@ -41,7 +41,7 @@ def test_tiny_reproduce_writes_results_and_artifacts(tmp_path):
     assert d == [a["accuracy"] - b["accuracy"] for a, b in zip(zs["proto_evfl"]["per_seed"],
                                                                zs["vanilla_vfl"]["per_seed"])]
     top = AutoModel.from_pretrained(out / "artifact")
-    party = AutoModel.from_pretrained(out / "parties" / "party-1")
+    party = AutoModel.from_pretrained(out / "artifact" / "parties" / "party-1")  # published with the top model
     assert isinstance(top, ProtoEvflForClassification) and isinstance(party, ProtoEvflPartyModel)
     assert top.unseen_classes.numel() == 1 and party.config.party_index == 1
     assert (out / "artifact" / "README.md").read_text().count("## ") >= 3  # the rendered model card
