@@ -258,3 +258,33 @@ def test_push_of_the_train_output_publishes_both_parts_as_the_space_loads_them(t
     (artifact / "server" / "model.safetensors").write_bytes(b"\0" * 16)
     with pytest.raises(Exception, match="server"):
         cli_main(["push", "fl_llama", "--repo-id", "tester/fl-llama", "--dry-run", "--out", str(tmp_path / "p2")])
+
+
+def test_the_space_loads_both_pushed_parts_by_repo_id(tmp_path, monkeypatch):
+    """What `hf-ext push fl_llama` uploads (client/ + server/) is what the Space's `_parts()` loads from the repo its
+    README links: fetched through the test Hub, and the same weights as the trained parts."""
+    from hf_ext.core.demo import MODEL_REPO_ENV
+    from hf_ext.core.hub import build_push_folder, push_folder
+    from hf_ext.core.testing_hub import serving
+    from hf_ext.fl_llama import SPEC, demo
+    from hf_ext.fl_llama.modeling_fl_llama import FlLlamaClientModel, FlLlamaServerModel
+
+    out = tmp_path / "artifact"
+    cli_main(["fl_llama", "train", "--steps", "2", "--batch-size", "2", "--out", str(out)])
+    with serving(tmp_path / "hub") as hub:
+        folder = build_push_folder(SPEC, out, tmp_path / "push", repo_id="tester/fl-llama-space")
+        push_folder(SPEC, folder, "tester/fl-llama-space")
+        monkeypatch.delenv(MODEL_REPO_ENV, raising=False)
+        monkeypatch.chdir(folder / "spaces" / "fl_llama")  # the deployed Space: its README links the model repo
+        demo._parts.cache_clear()
+        try:
+            client, server, _, source = demo._parts()
+        finally:
+            demo._parts.cache_clear()
+        assert any("/tester/fl-llama-space/resolve/" in path and "server/" in path for _, path in hub.requests)
+    assert source.startswith("model repo `tester/fl-llama-space`")
+    for got, want in ((client, FlLlamaClientModel.from_pretrained(out / "client")),
+                      (server, FlLlamaServerModel.from_pretrained(out / "server"))):
+        ref = want.state_dict()
+        for name, value in got.state_dict().items():
+            torch.testing.assert_close(value, ref[name], rtol=0, atol=0, msg=name)
