@@ -11,8 +11,8 @@ Quick scale (part of `hf-ext reproduce fl_llama`):
   client 0's `(h̃_A, ids)` and decodes client 1's `h̃_A`; ROUGE-1/2/L against client 1's text.
 
 Full scale (`--full`): LoRA fine-tuning on MultiRC cloze prompts, centralized vs split at `s = 0` and two noise levels,
-answer accuracy / AUC against the majority rate. On 2 shared CPU cores this is hours; its size is set by
-[`SmolLM2Arguments`].
+answer accuracy / AUC against the majority rate and the pretrained model; sized by [`SmolLM2Arguments`] for about an
+hour on 2 CPU cores (one torch thread), the same code with more `train_steps` on a GPU.
 
 Paper: [FL-LLaMA / FedSEA-LLaMA, arXiv 2505.15683](https://arxiv.org/abs/2505.15683).
 """
