@@ -264,10 +264,15 @@ def merge_results(folders) -> dict:
                "eval": first["eval"], "settings": summarize(done, settings, seeds),
                "settings_missing_a_seed": sorted({s for s, _ in done} - set(settings)),
                "rerun_max_abs_difference": reruns}
-    loco_settings = [s for s in LOCO_SETTINGS if any(k[0] == s for k in loco_done)]
-    left_out = sorted(c for c in range(5) if all((s, seed, c) in loco_done for s in loco_settings for seed in seeds))
-    if loco_settings and left_out:
-        results["loco"] = summarize_loco(done, loco_done, seeds, left_out, loco_settings)
+    # leave-one-out: every left-out company seen, over the seeds that have all of them (a cut run's partial seed
+    # is left out), and the LOCO settings complete over those
+    left_out = sorted({c for _, _, c in loco_done})
+    loco_seeds = [seed for seed in seeds if left_out and any(all((s, seed, c) in loco_done for c in left_out)
+                                                             for s in LOCO_SETTINGS)]
+    loco_settings = [s for s in LOCO_SETTINGS if loco_seeds and all((s, seed, c) in loco_done for seed in loco_seeds
+                                                                    for c in left_out)]
+    if loco_settings:
+        results["loco"] = summarize_loco(done, loco_done, loco_seeds, left_out, loco_settings)
     rag = [json.loads((Path(f) / "results.json").read_text()).get("rag") for f in folders]
     if any(rag):
         results["rag"] = next(r for r in rag if r)

@@ -146,3 +146,17 @@ def test_merge_reads_the_jobs_a_cut_run_finished_from_its_progress_file(tmp_path
     aes = out["loco"]["per_company"]["AES"]
     assert out["loco"]["left_out"] == ["AES"]
     assert aes["differences"]["fedavg (LOCO) - zero-shot"]["mean"]["own.mrr"] == pytest.approx(0.05)
+
+
+def test_merge_keeps_the_seeds_that_have_every_left_out_company(tmp_path):
+    from hf_ext.fede4rag.reproduce import merge_results
+
+    steps = {"total": 0, "sequential": 0}
+    raw = {f"{s}:{seed}": {"metrics": _metrics(0.5), "steps": steps} for s in ("zero-shot", "fedavg") for seed in (0, 1)}
+    transfer = {"own": {k: 0.5 for k in ROW_KEYS}, "union": {k: 0.25 for k in ROW_KEYS}}
+    loco = {f"fedavg:{seed}:{c}": {"transfer": transfer, "n_questions": 1, "reference_also_trained": 0}
+            for seed, c in ((0, 0), (0, 4), (1, 0))}  # seed 1 was cut before AES
+    loco["fede4rag:0:0"] = loco["fedavg:0:0"]  # FedE4RAG at one seed and one company only
+    (tmp_path / "results.json").write_text(json.dumps({"run": {}, "eval": {}, "raw": raw, "raw_loco": loco}))
+    out = merge_results([tmp_path])["loco"]
+    assert out["seeds"] == [0] and out["left_out"] == ["PEPSICO", "AES"] and out["settings"] == ["fedavg"]
