@@ -259,10 +259,16 @@ def merge_results(folders) -> dict:
     if first is None or not done:
         raise ValueError(f"no job records (`raw`) in the results.json of {list(folders)}")
     seeds = sorted({seed for _, seed in done})
-    settings = [s for s in SETTINGS if all((s, seed) in done for seed in seeds)]
+    summary = {}
+    for setting in (s for s in SETTINGS if any(k[0] == s for k in done)):
+        # each setting over the seeds it has, paired with the references that have the same seeds
+        have = [seed for seed in seeds if (setting, seed) in done]
+        bases = [b for b in ("zero-shot", "fedavg", "centralized")
+                 if b != setting and all((b, seed) in done for seed in have)]
+        summary[setting] = {"seeds": have, **summarize(done, [setting, *bases], have)[setting]}
     results = {"scale": "merged", "merged_from": [str(f) for f in folders], "run": first["run"], "seeds": seeds,
-               "eval": first["eval"], "settings": summarize(done, settings, seeds),
-               "settings_missing_a_seed": sorted({s for s, _ in done} - set(settings)),
+               "eval": first["eval"], "settings": summary,
+               "settings_missing_a_seed": sorted(s for s, r in summary.items() if r["seeds"] != seeds),
                "rerun_max_abs_difference": reruns}
     # leave-one-out: every left-out company seen, over the seeds that have all of them (a cut run's partial seed
     # is left out), and the LOCO settings complete over those

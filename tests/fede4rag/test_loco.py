@@ -124,8 +124,9 @@ def test_merge_summarises_seed_by_seed_runs_and_checks_reruns(tmp_path):
                      "fedavg:0": {"metrics": _metrics(0.6), "steps": steps},  # a rerun of seed 0: same numbers
                      "local-only:1": {"metrics": _metrics(0.9), "steps": steps}})
     out = merge_results([a, b])
-    assert out["seeds"] == [0, 1] and list(out["settings"]) == ["zero-shot", "fedavg"]
-    assert out["settings_missing_a_seed"] == ["local-only"]
+    assert out["seeds"] == [0, 1] and list(out["settings"]) == ["zero-shot", "local-only", "fedavg"]
+    assert out["settings_missing_a_seed"] == ["local-only"] and out["settings"]["local-only"]["seeds"] == [1]
+    assert out["settings"]["local-only"]["minus_zero-shot"]["mean"]["own.mrr"] == pytest.approx(0.2)  # seed 1's
     assert out["rerun_max_abs_difference"] == {"fedavg:0": 0.0}
     d = out["settings"]["fedavg"]["minus_zero-shot"]
     assert d["mean"]["own.mrr"] == pytest.approx(0.05) and d["std"]["own.mrr"] == pytest.approx(0.05)
