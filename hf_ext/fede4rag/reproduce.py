@@ -82,7 +82,7 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _rag(done: dict, run: RunConfig, n_heldout: int) -> dict:
+def _rag(done: dict, run: RunConfig, n_heldout: int, log_path: Path | None = None) -> dict:
     """The RAG loop on the first seed: zero-shot vs FedE4RAG retriever feeding SmolLM2-135M-Instruct."""
     from hf_ext.core.pretrained import load_smollm2
 
@@ -94,7 +94,13 @@ def _rag(done: dict, run: RunConfig, n_heldout: int) -> dict:
     adapter = {k: np.asarray(v, dtype=np.float32) for k, v in done[("fede4rag", run.seed)]["adapter"].items()}
     retrievers = {"zero-shot": build_model(run)[0], "fede4rag": final_model(run, adapter)[0]}
     t0 = time.perf_counter()
-    out = run_rag(RAGAnswerer(lm, tokenizer), retrievers, _suite(run), heldout_questions=n_heldout)
+
+    def log(row):  # every answer as it is made: a run cut short keeps them
+        if log_path is not None:
+            with log_path.open("a") as fh:
+                fh.write(json.dumps({**row, "seconds": time.perf_counter() - t0}) + "\n")
+
+    out = run_rag(RAGAnswerer(lm, tokenizer), retrievers, _suite(run), heldout_questions=n_heldout, log=log)
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -206,7 +212,8 @@ def format_table(results: dict) -> str:
         lines.append(format_loco(results["loco"]))
     if rag:
         lines.append(f"RAG (SmolLM2-135M-Instruct, top-{rag['k']} passages), chrF: {rag['n_financebench']} "
-                     f"FinanceBench questions of the clients (vs gold answer) | {rag['n_heldout']} held-out (vs oracle answer)")
+                     f"FinanceBench questions of the clients (vs gold answer) | {rag['n_heldout']} held-out "
+                     f"(vs oracle answer)")
         for name, sc in rag["financebench"].items():
             ho = rag["heldout"].get(name)
             lines.append(f"  {name:<26} {sc['chrf']:.3f}" + (f" (passages hit {sc['retrieval_hit']:.2f})"
@@ -230,8 +237,9 @@ def format_table(results: dict) -> str:
 
 def merge_results(folders) -> dict:
     """Summarises earlier runs' `results.json` (their `raw` / `raw_loco` job records, and the jobs in
-    `progress.jsonl` that a run cut short finished) as one run over all their seeds. A job present in several runs must have the same metrics in each (a determinism check): the differences
-    are recorded under `rerun_max_abs_difference`."""
+    `progress.jsonl` that a run cut short finished) as one run over all their seeds. A job present in several runs
+    must have the same metrics in each (a determinism check): the differences are recorded under
+    `rerun_max_abs_difference`."""
     done, loco_done, reruns = {}, {}, {}
     first = None
     for folder in folders:
@@ -402,7 +410,8 @@ def main(argv: list[str] | None = None) -> dict:
         results["loco"] = summarize_loco(done, loco_done, seeds, leave_out, ns.loco_settings)
         write()
     if ns.rag_questions > 0 and "fede4rag" in settings:  # phase 4, after the retrieval results are safely written
-        results["rag"] = _rag(done, replace(run, seed=seeds[0]), ns.rag_questions)
+        results["rag"] = _rag(done, replace(run, seed=seeds[0]), ns.rag_questions,
+                              log_path=out / "rag_answers.jsonl")
         write()
     table = format_table(results)
     print(table)

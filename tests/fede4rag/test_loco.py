@@ -153,7 +153,8 @@ def test_merge_keeps_the_seeds_that_have_every_left_out_company(tmp_path):
     from hf_ext.fede4rag.reproduce import merge_results
 
     steps = {"total": 0, "sequential": 0}
-    raw = {f"{s}:{seed}": {"metrics": _metrics(0.5), "steps": steps} for s in ("zero-shot", "fedavg") for seed in (0, 1)}
+    raw = {f"{s}:{seed}": {"metrics": _metrics(0.5), "steps": steps} for s in ("zero-shot", "fedavg")
+           for seed in (0, 1)}
     transfer = {"own": {k: 0.5 for k in ROW_KEYS}, "union": {k: 0.25 for k in ROW_KEYS}}
     loco = {f"fedavg:{seed}:{c}": {"transfer": transfer, "n_questions": 1, "reference_also_trained": 0}
             for seed, c in ((0, 0), (0, 4), (1, 0))}  # seed 1 was cut before AES
