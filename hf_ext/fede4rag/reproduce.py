@@ -243,8 +243,9 @@ def merge_results(folders) -> dict:
     done, loco_done, reruns = {}, {}, {}
     first = None
     for folder in folders:
-        r = json.loads((Path(folder) / "results.json").read_text())
-        first = first or r
+        path = Path(folder) / "results.json"  # absent when the run was cut before its settings all finished
+        r = json.loads(path.read_text()) if path.is_file() else {}
+        first = first or (r or None)
         raw = dict(r.get("raw", {}))
         loco = dict(r.get("raw_loco", {}))
         progress = Path(folder) / "progress.jsonl"
@@ -287,7 +288,8 @@ def merge_results(folders) -> dict:
                                                                     for c in left_out)]
     if loco_settings:
         results["loco"] = summarize_loco(done, loco_done, loco_seeds, left_out, loco_settings)
-    rag = [json.loads((Path(f) / "results.json").read_text()).get("rag") for f in folders]
+    rag = [json.loads((Path(f) / "results.json").read_text()).get("rag") for f in folders
+           if (Path(f) / "results.json").is_file()]
     if any(rag):
         results["rag"] = next(r for r in rag if r)
     return results

@@ -162,3 +162,20 @@ def test_merge_keeps_the_seeds_that_have_every_left_out_company(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"run": {}, "eval": {}, "raw": raw, "raw_loco": loco}))
     out = merge_results([tmp_path])["loco"]
     assert out["seeds"] == [0] and out["left_out"] == ["PEPSICO", "AES"] and out["settings"] == ["fedavg"]
+
+
+def test_merge_takes_a_run_cut_before_its_results_json(tmp_path):
+    from hf_ext.fede4rag.reproduce import merge_results
+
+    steps = {"total": 0, "sequential": 0}
+    done = tmp_path / "s0"
+    done.mkdir()
+    (done / "results.json").write_text(json.dumps({"run": {}, "eval": {}, "raw": {
+        "zero-shot:0": {"metrics": _metrics(0.5), "steps": steps}}}))
+    cut = tmp_path / "s1"
+    cut.mkdir()
+    rows = [{"setting": s, "seed": 1, "metrics": _metrics(v), "steps": steps} for s, v in (("zero-shot", 0.6),
+                                                                                         ("local-only", 0.9))]
+    (cut / "progress.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
+    out = merge_results([done, cut])
+    assert out["settings"]["zero-shot"]["seeds"] == [0, 1] and out["settings"]["local-only"]["seeds"] == [1]
