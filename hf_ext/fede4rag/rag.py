@@ -83,7 +83,8 @@ def financebench_client_questions(questions) -> list:
     return [q for q in questions if q.company in FINANCEBENCH_COMPANY]
 
 
-def run_rag(answerer: RAGAnswerer, retrievers: dict, suite, k: int = 3, heldout_questions: int = 20) -> dict:
+def run_rag(answerer: RAGAnswerer, retrievers: dict, suite, k: int = 3, heldout_questions: int = 20,
+            log=None) -> dict:
     """The RAG loop for each named retriever (and the oracle / no-retrieval reference points).
 
     Args:
@@ -92,6 +93,8 @@ def run_rag(answerer: RAGAnswerer, retrievers: dict, suite, k: int = 3, heldout_
         suite ([`~hf_ext.fede4rag.evaluation.EvaluationSuite`]): the run's evaluation data and caches.
         k (`int`, defaults to 3): passages per question.
         heldout_questions (`int`, defaults to 20): held-out questions answered (spread over the clients, in order).
+        log (`Callable[[dict], None]`, *optional*): called with every answer as it is made (`context`, `set`,
+            `question`, `answer`): on a loaded CPU one answer can take ~25 s, so a run cut short keeps its answers.
 
     Returns:
         `{"financebench": {name: scores}, "heldout": {name: scores}, "examples": [...]}`; scores from
@@ -99,6 +102,12 @@ def run_rag(answerer: RAGAnswerer, retrievers: dict, suite, k: int = 3, heldout_
     """
     from .encoder import encode_texts
     from .metrics import RetrievalIndex
+
+    def ask(context: str, which: str, question: str, passages) -> str:
+        answer = answerer.answer(question, passages)
+        if log is not None:
+            log({"context": context, "set": which, "question": question, "answer": answer})
+        return answer
 
     fb, ind = suite.financebench, suite.in_domain
     fb_rows = [i for i, q in enumerate(fb.questions) if q.company in FINANCEBENCH_COMPANY]
@@ -112,17 +121,18 @@ def run_rag(answerer: RAGAnswerer, retrievers: dict, suite, k: int = 3, heldout_
     ho_rows = [j for group in zip_longest(*per_company.values()) for j in group if j is not None]
     ho_rows = ho_rows[:heldout_questions]
     ho_q = [ind.questions[j] for j in ho_rows]
-    oracle = [answerer.answer(q, [ind_text[ind.golden[j][0]]]) for q, j in zip(ho_q, ho_rows)]
+    oracle = [ask("oracle", "heldout", q, [ind_text[ind.golden[j][0]]]) for q, j in zip(ho_q, ho_rows)]
     out: dict = {"financebench": {}, "heldout": {}, "k": k, "n_financebench": len(fb_rows), "n_heldout": len(ho_q),
                  "examples": []}
-    fb_oracle = [answerer.answer(fb.questions[i].question, [fb_text[g] for g in fb.golden[i]]) for i in fb_rows]
+    fb_oracle = [ask("oracle", "financebench", fb.questions[i].question, [fb_text[g] for g in fb.golden[i]])
+                 for i in fb_rows]
     out["financebench"]["oracle (golden passages)"] = answer_scores(fb_oracle, gold_fb)
-    fb_none = [answerer.answer(fb.questions[i].question, []) for i in fb_rows]
+    fb_none = [ask("no retrieval", "financebench", fb.questions[i].question, []) for i in fb_rows]
     out["financebench"]["no retrieval"] = answer_scores(fb_none, gold_fb)
     for name, model in retrievers.items():
         fb_index = RetrievalIndex(fb.corpus.ids, encode_texts(model, cache=fb.p_cache))
         fb_ids, _ = fb_index.search(encode_texts(model, cache=fb.q_cache)[fb_rows], k=k)
-        answers = [answerer.answer(fb.questions[i].question, [fb_text[p] for p in ids]) for i, ids in
+        answers = [ask(name, "financebench", fb.questions[i].question, [fb_text[p] for p in ids]) for i, ids in
                    zip(fb_rows, fb_ids)]
         scores = answer_scores(answers, gold_fb)
         scores["retrieval_hit"] = float(np.mean([bool(set(fb.golden[i]) & set(ids)) for i, ids in
@@ -130,7 +140,7 @@ def run_rag(answerer: RAGAnswerer, retrievers: dict, suite, k: int = 3, heldout_
         out["financebench"][name] = scores
         ind_index = RetrievalIndex(ind.corpus.ids, encode_texts(model, cache=ind.p_cache))
         ho_ids, _ = ind_index.search(encode_texts(model, cache=ind.q_cache)[ho_rows], k=k)
-        ho_answers = [answerer.answer(q, [ind_text[p] for p in ids]) for q, ids in zip(ho_q, ho_ids)]
+        ho_answers = [ask(name, "heldout", q, [ind_text[p] for p in ids]) for q, ids in zip(ho_q, ho_ids)]
         scores = answer_scores(ho_answers, oracle)
         scores["retrieval_hit"] = float(np.mean([bool(set(ind.golden[j]) & set(ids)) for j, ids in
                                                  zip(ho_rows, ho_ids)]))

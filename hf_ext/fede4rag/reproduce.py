@@ -18,6 +18,11 @@ Quick scale (the default; a smoke-scale run sized for a 2-core CPU): 1 seed, 2 r
 passages truncated to 64 tokens, the settings up to `centralized-tau1`. `--full`: 3 seeds, 3 rounds, all pairs, 128
 tokens, every setting. Writes `--out/results.json` and the first seed's FedE4RAG retriever as a Hub artifact under
 `--out/retriever`.
+
+`--leave-out COMPANY... --loco-settings fedavg fede4rag` adds the leave-one-company-out transfer split
+([`~hf_ext.fede4rag.loco`]): each named company's held-out questions scored after a federation of the four others,
+next to the same seed's zero-shot and 5-client runs. `--merge DIR...` trains nothing and summarises runs made seed by
+seed (`--cache-dir` lets them share one frozen-layer cache).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import numpy as np
 from hf_ext.core.paths import work_dir
 from hf_ext.core.parallel import run_jobs
 
+from .loco import LOCO_SETTINGS, company_index, format_loco, summarize_loco
 from .task import FEDERATED, SETTINGS, RunConfig
 
 QUICK_SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "fede4rag-ckks", "centralized", "centralized-tau1")
@@ -45,6 +51,8 @@ def make_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--full", action="store_true", help="3 seeds, 3 rounds, all training pairs, 128-token passages")
     p.add_argument("--out", default=str(work_dir("fede4rag")), help="output folder (results.json, retriever/, cache/)")
+    p.add_argument("--cache-dir", help="frozen-layer cache folder (default `--out/cache`); share one between runs: "
+                                       "its files are keyed by encoder, texts and lengths, so they never go stale")
     from hf_ext.core.devices import add_device_argument
 
     add_device_argument(p)
@@ -59,13 +67,22 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=("simulation", "local"), default="simulation",
                    help="Flower engine of the federated settings: simulation (Ray) or local (in-process grid)")
     p.add_argument("--workers", type=int, default=2, help="worker processes of the non-federated settings")
+    p.add_argument("--leave-out", nargs="+", metavar="COMPANY",
+                   help="leave-one-company-out transfer: for each named company (index 0-4 or name, `all` = all "
+                        "five), train the --loco-settings on the four others and score its held-out questions, next "
+                        "to the same seed's zero-shot and 5-client runs (added to --settings when missing)")
+    p.add_argument("--loco-settings", nargs="+", default=["fedavg"], choices=LOCO_SETTINGS,
+                   help="the federated settings trained without the left-out company (default: fedavg)")
+    p.add_argument("--merge", nargs="+", metavar="DIR",
+                   help="train nothing: summarise the results.json of earlier runs (e.g. one per seed) into "
+                        "--out/results.json, with the paired differences and spread over all their seeds")
     p.add_argument("--rag-questions", type=int, default=0,
                    help="also run the RAG loop (SmolLM2-135M-Instruct answering with the zero-shot and the first "
                         "seed's FedE4RAG retriever): the clients' FinanceBench questions and this many held-out ones")
     return p
 
 
-def _rag(done: dict, run: RunConfig, n_heldout: int) -> dict:
+def _rag(done: dict, run: RunConfig, n_heldout: int, log_path: Path | None = None) -> dict:
     """The RAG loop on the first seed: zero-shot vs FedE4RAG retriever feeding SmolLM2-135M-Instruct."""
     from hf_ext.core.pretrained import load_smollm2
 
@@ -77,7 +94,13 @@ def _rag(done: dict, run: RunConfig, n_heldout: int) -> dict:
     adapter = {k: np.asarray(v, dtype=np.float32) for k, v in done[("fede4rag", run.seed)]["adapter"].items()}
     retrievers = {"zero-shot": build_model(run)[0], "fede4rag": final_model(run, adapter)[0]}
     t0 = time.perf_counter()
-    out = run_rag(RAGAnswerer(lm, tokenizer), retrievers, _suite(run), heldout_questions=n_heldout)
+
+    def log(row):  # every answer as it is made: a run cut short keeps them
+        if log_path is not None:
+            with log_path.open("a") as fh:
+                fh.write(json.dumps({**row, "seconds": time.perf_counter() - t0}) + "\n")
+
+    out = run_rag(RAGAnswerer(lm, tokenizer), retrievers, _suite(run), heldout_questions=n_heldout, log=log)
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -111,6 +134,14 @@ def _setting_job(setting: str, run: RunConfig, engine: str = "simulation") -> tu
         res["adapter"] = {k: v.tolist() for k, v in adapter.items()} if setting in ("fede4rag", "fede4rag-ckks") \
             else None
     return setting, run.seed, res, time.perf_counter() - t0
+
+
+def _loco_job(setting: str, run: RunConfig, left_out: int, engine: str = "simulation"):
+    from .loco import run_loco
+
+    t0 = time.perf_counter()
+    res = run_loco(setting, run, left_out, _suite(run), engine=engine)
+    return setting, run.seed, left_out, res, time.perf_counter() - t0
 
 
 def flat_metrics(m: dict) -> dict[str, float]:
@@ -177,9 +208,12 @@ def format_table(results: dict) -> str:
         lines.append(f"{s:<20}{steps['total']:>6} ({steps['sequential']:>3})" + "".join(f"{_cell(r, c):>14}"
                                                                                     for c in cols))
     rag = results.get("rag")
+    if results.get("loco"):
+        lines.append(format_loco(results["loco"]))
     if rag:
         lines.append(f"RAG (SmolLM2-135M-Instruct, top-{rag['k']} passages), chrF: {rag['n_financebench']} "
-                     f"FinanceBench questions of the clients (vs gold answer) | {rag['n_heldout']} held-out (vs oracle answer)")
+                     f"FinanceBench questions of the clients (vs gold answer) | {rag['n_heldout']} held-out "
+                     f"(vs oracle answer)")
         for name, sc in rag["financebench"].items():
             ho = rag["heldout"].get(name)
             lines.append(f"  {name:<26} {sc['chrf']:.3f}" + (f" (passages hit {sc['retrieval_hit']:.2f})"
@@ -201,14 +235,82 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def merge_results(folders) -> dict:
+    """Summarises earlier runs' `results.json` (their `raw` / `raw_loco` job records, and the jobs in
+    `progress.jsonl` that a run cut short finished) as one run over all their seeds. A job present in several runs
+    must have the same metrics in each (a determinism check): the differences are recorded under
+    `rerun_max_abs_difference`."""
+    done, loco_done, reruns = {}, {}, {}
+    first = None
+    for folder in folders:
+        path = Path(folder) / "results.json"  # absent when the run was cut before its settings all finished
+        r = json.loads(path.read_text()) if path.is_file() else {}
+        first = first or (r or None)
+        raw = dict(r.get("raw", {}))
+        loco = dict(r.get("raw_loco", {}))
+        progress = Path(folder) / "progress.jsonl"
+        for line in progress.read_text().splitlines() if progress.is_file() else []:
+            rec = json.loads(line)  # a run cut short: its finished jobs are here, not in results.json
+            if "left_out" in rec:
+                loco.setdefault(f"{rec['setting']}:{rec['seed']}:{company_index(rec['left_out'])}", rec)
+            else:
+                raw.setdefault(f"{rec['setting']}:{rec['seed']}", rec)
+        for key, rec in raw.items():
+            setting, seed = key.rsplit(":", 1)
+            job = (setting, int(seed))
+            if job in done:
+                a, b = flat_metrics(done[job]["metrics"]), flat_metrics(rec["metrics"])
+                reruns[key] = float(max(abs(a[k] - b[k]) for k in a))
+            done[job] = rec
+        for key, rec in loco.items():
+            setting, seed, company = key.split(":")
+            loco_done[(setting, int(seed), int(company))] = rec
+    if first is None or not done:
+        raise ValueError(f"no job records (`raw`) in the results.json of {list(folders)}")
+    seeds = sorted({seed for _, seed in done})
+    summary = {}
+    for setting in (s for s in SETTINGS if any(k[0] == s for k in done)):
+        # each setting over the seeds it has, paired with the references that have the same seeds
+        have = [seed for seed in seeds if (setting, seed) in done]
+        bases = [b for b in ("zero-shot", "fedavg", "centralized")
+                 if b != setting and all((b, seed) in done for seed in have)]
+        summary[setting] = {"seeds": have, **summarize(done, [setting, *bases], have)[setting]}
+    results = {"scale": "merged", "merged_from": [str(f) for f in folders], "run": first["run"], "seeds": seeds,
+               "eval": first["eval"], "settings": summary,
+               "settings_missing_a_seed": sorted(s for s, r in summary.items() if r["seeds"] != seeds),
+               "rerun_max_abs_difference": reruns}
+    # leave-one-out: every left-out company seen, over the seeds that have all of them (a cut run's partial seed
+    # is left out), and the LOCO settings complete over those
+    left_out = sorted({c for _, _, c in loco_done})
+    loco_seeds = [seed for seed in seeds if left_out and any(all((s, seed, c) in loco_done for c in left_out)
+                                                             for s in LOCO_SETTINGS)]
+    loco_settings = [s for s in LOCO_SETTINGS if loco_seeds and all((s, seed, c) in loco_done for seed in loco_seeds
+                                                                    for c in left_out)]
+    if loco_settings:
+        results["loco"] = summarize_loco(done, loco_done, loco_seeds, left_out, loco_settings)
+    rag = [json.loads((Path(f) / "results.json").read_text()).get("rag") for f in folders
+           if (Path(f) / "results.json").is_file()]
+    if any(rag):
+        results["rag"] = next(r for r in rag if r)
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
+    if ns.merge:
+        out = Path(ns.out)
+        out.mkdir(parents=True, exist_ok=True)
+        results = merge_results(ns.merge)
+        (out / "results.json").write_text(json.dumps(results, indent=2))
+        results["table"] = format_table(results)
+        print(results["table"])
+        return results
     from hf_ext.core.devices import set_device
 
     set_device(ns.device)
     out = Path(ns.out)
     run = RunConfig(rounds=3 if ns.full else 2, train_fraction=1.0 if ns.full else 0.08,
-                    max_passage_length=128 if ns.full else 64, cache_dir=str(out / "cache"))
+                    max_passage_length=128 if ns.full else 64, cache_dir=ns.cache_dir or str(out / "cache"))
     overrides = {"rounds": ns.rounds, "train_fraction": ns.train_fraction, "max_passage_length": ns.max_passage_length,
                  "learning_rate": ns.lr, "kd_lambda": ns.kd_lambda, "temperature": ns.temperature}
     run = replace(run, **{k: v for k, v in overrides.items() if v is not None})
@@ -216,6 +318,13 @@ def main(argv: list[str] | None = None) -> dict:
     settings = list(ns.settings or (SETTINGS if ns.full else QUICK_SETTINGS))
     if "fede4rag-ckks" in settings and "fede4rag" not in settings:
         settings.insert(settings.index("fede4rag-ckks"), "fede4rag")  # the plaintext run CKKS is checked against
+    leave_out = []
+    if ns.leave_out:
+        leave_out = sorted({i for v in ns.leave_out
+                            for i in (range(5) if v == "all" else [company_index(v)])})
+        for s in ("zero-shot", *ns.loco_settings):  # the same seed's references: unseen vs zero-shot vs a client
+            if s not in settings:
+                settings.insert(0 if s == "zero-shot" else len(settings), s)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     # phase 1: frozen-layer caches (test sets, then each client's pairs per seed: the holdout depends on it).
@@ -230,12 +339,15 @@ def main(argv: list[str] | None = None) -> dict:
     federated = [(s, replace(run, seed=seed), ns.engine) for seed in seeds for s in settings if s in FEDERATED]
     results_iter = itertools.chain(run_jobs(_setting_job, local, workers=max(1, ns.workers), desc="fede4rag local"),
                                    run_jobs(_setting_job, federated, workers=1, desc="fede4rag on Flower"))
+    progress = out / "progress.jsonl"  # one line per finished job: what survives a run that is cut short
     for setting, seed, res, secs in results_iter:
         done[(setting, seed)] = res
         seconds[f"{setting}:{seed}"] = secs
         f = flat_metrics(res["metrics"])
         print(f"{setting} seed {seed}: own hit@1 {f['own.hit@1']:.3f} own MRR {f['own.mrr']:.3f} union MRR "
               f"{f['union.mrr']:.3f} FinanceBench MRR {f['fb.mrr']:.3f} ({secs:.0f} s)", flush=True)
+        with progress.open("a") as fh:
+            fh.write(json.dumps({"seconds": secs, **{k: v for k, v in res.items() if k != "adapter"}}) + "\n")
     for seed in seeds:  # CKKS vs plaintext: the same seed's final adapters
         if ("fede4rag-ckks", seed) in done and ("fede4rag", seed) in done:
             a, b = done[("fede4rag-ckks", seed)]["adapter"], done[("fede4rag", seed)]["adapter"]
@@ -250,6 +362,9 @@ def main(argv: list[str] | None = None) -> dict:
                "seconds_per_setting": seconds,
                "optimizer": "adamw_torch (LoRA factors only); the released code uses SGD lr 1e-5 on all weights",
                "pooling": "mask-aware mean (the released code averages padding too)"}
+    # every job's full record (no adapters), so `--merge` can summarise runs made seed by seed
+    results["raw"] = {f"{s}:{seed}": {k: v for k, v in res.items() if k != "adapter"}
+                      for (s, seed), res in done.items()}
     if "fede4rag" in settings:
         from .encoder import save_retriever
         from .federation import final_model
@@ -274,12 +389,32 @@ def main(argv: list[str] | None = None) -> dict:
             config=results["run"], skip_nonfinite=True,
             notes=f"the first seed's ({seeds[0]}) FedE4RAG retriever after {run.rounds} rounds",
         )
-    results["seconds"] = time.perf_counter() - start
     results["seconds_cache"] = seconds_cache
-    (out / "results.json").write_text(json.dumps(results, indent=2))
-    if ns.rag_questions > 0 and "fede4rag" in settings:  # after the retrieval results are safely written
-        results["rag"] = _rag(done, replace(run, seed=seeds[0]), ns.rag_questions)
+
+    def write():  # after each phase, so a run cut short keeps what finished
+        results["seconds"] = time.perf_counter() - start
         (out / "results.json").write_text(json.dumps(results, indent=2))
+
+    write()
+    if leave_out:  # phase 3: leave-one-company-out federations, scored on the left-out company
+        loco_done = {}
+        loco_jobs = [(s, replace(run, seed=seed), c, ns.engine) for seed in seeds for c in leave_out
+                     for s in ns.loco_settings]
+        for setting, seed, c, res, secs in run_jobs(_loco_job, loco_jobs, workers=1, desc="fede4rag leave-one-out"):
+            loco_done[(setting, seed, c)] = res
+            seconds[f"{setting}-loco-{res['left_out']}:{seed}"] = secs
+            t = res["transfer"]
+            print(f"{setting} without {res['left_out']} seed {seed}: own hit@1 {t['own']['hit@1']:.3f} own MRR "
+                  f"{t['own']['mrr']:.3f} union MRR {t['union']['mrr']:.3f} ({secs:.0f} s)", flush=True)
+            with progress.open("a") as fh:
+                fh.write(json.dumps({**res, "seconds": secs}) + "\n")  # has "left_out"
+        results["raw_loco"] = {f"{s}:{seed}:{c}": res for (s, seed, c), res in loco_done.items()}
+        results["loco"] = summarize_loco(done, loco_done, seeds, leave_out, ns.loco_settings)
+        write()
+    if ns.rag_questions > 0 and "fede4rag" in settings:  # phase 4, after the retrieval results are safely written
+        results["rag"] = _rag(done, replace(run, seed=seeds[0]), ns.rag_questions,
+                              log_path=out / "rag_answers.jsonl")
+        write()
     table = format_table(results)
     print(table)
     print(f"wrote {out / 'results.json'} ({results['seconds']:.0f} s, of which caches {seconds_cache:.0f} s)")

@@ -157,8 +157,11 @@ def test_rag_loop_smoke(tiny_lm, suite):
 
     run, s, model = suite
     lm, tokenizer = tiny_lm
+    logged = []
     out = run_rag(RAGAnswerer(lm, tokenizer, max_new_tokens=2, passage_tokens=8), {"zero-shot": model}, s, k=2,
-                  heldout_questions=3)
+                  heldout_questions=3, log=logged.append)
+    assert len(logged) == 3 * 4 + 3 * 2  # FinanceBench: oracle, none, zero-shot; held-out: oracle, zero-shot
+    assert {r["context"] for r in logged} == {"oracle", "no retrieval", "zero-shot"}
     assert out["n_financebench"] == 4 and out["n_heldout"] == 3
     assert set(out["financebench"]) == {"oracle (golden passages)", "no retrieval", "zero-shot"}
     for scores in (*out["financebench"].values(), *out["heldout"].values()):
