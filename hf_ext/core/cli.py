@@ -74,12 +74,12 @@ def _default_artifact(spec) -> Path:
     if (candidate / "config.json").is_file() or artifact_parts(candidate):
         print(f"pushing {candidate} (written by `hf-ext reproduce {spec.name}` or `hf-ext train {spec.name}`)")
         return candidate
-    make = f"hf-ext reproduce {spec.name}"
-    if spec.train is not None:
-        make += f"` (or `hf-ext train {spec.name} --artifact_dir DIR`"
+    make = f"`hf-ext reproduce {spec.name}`"
+    if spec.train is not None:  # each train command's own --help names its output flag
+        make += f" (or `hf-ext train {spec.name}`)"
     raise SystemExit(
         f"hf-ext push {spec.name}: no saved artifact at {candidate}, and push never trains. Make one with "
-        f"`{make}`), then run this again, or pass --from DIR with a saved artifact folder."
+        f"{make}, then run this again, or pass --from DIR with a saved artifact folder."
     )
 
 
