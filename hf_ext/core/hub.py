@@ -432,9 +432,8 @@ def build_push_folder(
     if not any(name.endswith((".safetensors", ".arrow", ".parquet")) or name.endswith("config.json")
                for name in allowed):
         raise PushRefusedError(f"{src} holds no weights, tables or config.json that may be pushed")
-    # a multi-part artifact's card comes from its first part with a training record (each part saves the run's)
-    recorded = [p for p in parts if (p / RECORD_FILE).is_file()]
-    card_source = src if not parts or (src / RECORD_FILE).is_file() or not recorded else recorded[0]
+    # the root's training record, else (a multi-part artifact) the first part's: each part saves the run's
+    card_source = next((p for p in (src, *parts) if (p / RECORD_FILE).is_file()), src)
     card = render_artifact_card(spec, card_source, repo_id=repo_id, allow_untrained=allow_untrained, **card_kwargs)
 
     def write(tmp: Path) -> None:

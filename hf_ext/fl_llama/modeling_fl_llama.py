@@ -94,6 +94,14 @@ class FlLlamaPreTrainedModel(PreTrainedModel):
         self.config.num_input_blocks, self.config.num_output_blocks = int(num_input_blocks), int(num_output_blocks)
 
 
+
+def kept_positions_loss(logits: torch.Tensor, labels: torch.LongTensor, logits_to_keep: int = 0) -> torch.Tensor:
+    """Causal-LM loss of logits computed for the last `logits_to_keep` positions only (`0`: all of them), paired
+    with those positions' own next-token labels (transformers' loss would pair them with the start of the row)."""
+    return ForCausalLMLoss(logits, labels[:, -logits_to_keep:] if logits_to_keep else labels,
+                           vocab_size=logits.shape[-1])
+
+
 class FlLlamaClientModel(FlLlamaPreTrainedModel):
     r"""The client's parts of a split LLaMA: head A (`embed_tokens` + blocks `[0, a)`) and tail C (blocks
     `[L - c, L)` + final norm + `lm_head` + loss). Token ids and labels stay here.
@@ -145,10 +153,7 @@ class FlLlamaClientModel(FlLlamaPreTrainedModel):
         other label is `-100` (a cloze answer at the end) and skips the vocabulary projection of the whole prompt."""
         hidden = run_blocks(self.active_tail_layers, self.rotary_emb, hidden, mask4d, position_ids, cache)
         logits = self.lm_head(self.norm(hidden[:, -logits_to_keep:] if logits_to_keep else hidden))
-        loss = None
-        if labels is not None:
-            loss = ForCausalLMLoss(logits, labels[:, -logits_to_keep:] if logits_to_keep else labels,
-                                   vocab_size=logits.shape[-1])
+        loss = None if labels is None else kept_positions_loss(logits, labels, logits_to_keep)
         return CausalLMOutputWithPast(loss=loss, logits=logits)
 
     def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,

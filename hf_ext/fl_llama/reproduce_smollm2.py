@@ -157,15 +157,13 @@ class _Centralized(torch.nn.Module):
         self.client = model  # `evaluate` puts `.client` in eval mode
 
     def forward(self, input_ids, attention_mask, labels=None, logits_to_keep: int = 0):
-        from transformers.loss.loss_utils import ForCausalLMLoss
+        from .modeling_fl_llama import kept_positions_loss
 
-        # the loss over the kept positions only, as the split tail computes it (transformers' own loss would pair
-        # the kept logits with the whole label row)
+        # the loss over the kept positions only, as the split tail computes it
         out = self.client(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep,
                           position_ids=position_ids_from_mask(attention_mask))  # fmt: skip
         if labels is not None:
-            kept = labels[:, -logits_to_keep:] if logits_to_keep else labels
-            out.loss = ForCausalLMLoss(out.logits, kept, vocab_size=out.logits.shape[-1])
+            out.loss = kept_positions_loss(out.logits, labels, logits_to_keep)
         return out
 
 
