@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 
 import numpy as np
+import PIL.Image
 import torch
 from transformers import BatchFeature, ProcessorMixin
 from transformers.image_processing_utils import BaseImageProcessor
@@ -205,10 +206,19 @@ class TinyAlignProcessor(ProcessorMixin):
         return self.image_processor(images, return_tensors="pt")["pixel_values"]
 
     def __call__(self, images=None, captions: list[str] | None = None, text=None, return_tensors="pt",
-                 **kwargs) -> dict[str, torch.Tensor]:
-        """`captions=None` gives generation prompts; otherwise training inputs with labels (right-padded).
-        `text=` is an alias of `captions` (the `ProcessorMixin` keyword); `return_tensors` is always PyTorch."""
-        captions = text if captions is None else captions
+                 **kwargs) -> BatchFeature:
+        """Model inputs for a batch of images.
+
+        - `captions` given: training inputs with labels (right-padded; labels are the caption and `<eos>`).
+        - otherwise generation prompts. `text` (the keyword `pipeline("image-text-to-text")` passes) is the start of
+          the caption to continue: `""` or `None` starts right after the fixed prompt, `"a light"` continues from
+          those words. One string applies to every image; a list needs one per image, all of one token length (the
+          honest query reads the prompt by position, so rows cannot be left-padded).
+
+        A single PIL image is taken as a batch of one. `return_tensors` is always PyTorch.
+        """
+        if isinstance(images, PIL.Image.Image):
+            images = [images]
         if images is None or len(images) == 0:
             raise ValueError("images is an empty batch: pass at least one image")
         if captions is not None and (isinstance(captions, str) or len(captions) != len(images)):
@@ -217,24 +227,30 @@ class TinyAlignProcessor(ProcessorMixin):
         if captions is not None and not all(isinstance(c, str) for c in captions):
             raise ValueError("captions must be strings")
         prefix = self.prefix_ids()
+        if captions is None:
+            starts = [text] * len(images) if text is None or isinstance(text, str) else list(text)
+            if len(starts) != len(images) or not all(t is None or isinstance(t, str) for t in starts):
+                raise ValueError(f"text must be a string or a list of {len(images)} strings (one per image)")
+            rows = [prefix + (self.words(t) if t and t.strip() else []) for t in starts]
+            if len({len(r) for r in rows}) > 1:
+                raise ValueError("text starts of different token lengths in one batch: the prompt is read by "
+                                 "position, so pass them one image at a time")
+            return BatchFeature({"input_ids": torch.tensor(rows), "attention_mask": torch.ones(len(rows), len(rows[0]),
+                                                                                               dtype=torch.long),
+                                 "pixel_values": self.pixel_values(images)})
         rows, labels = [], []
         for i in range(len(images)):
-            if captions is None:
-                rows.append(prefix)
-                continue
             answer = self.words(captions[i]) + [self.tokenizer.eos_token_id]
             rows.append(prefix + answer)
             labels.append([IGNORE_INDEX] * len(prefix) + answer)
         n = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id
-        out = {
+        return BatchFeature({
             "input_ids": torch.tensor([r + [pad] * (n - len(r)) for r in rows]),
             "attention_mask": torch.tensor([[1] * len(r) + [0] * (n - len(r)) for r in rows]),
             "pixel_values": self.pixel_values(images),
-        }
-        if captions is not None:
-            out["labels"] = torch.tensor([lab + [IGNORE_INDEX] * (n - len(lab)) for lab in labels])
-        return out
+            "labels": torch.tensor([lab + [IGNORE_INDEX] * (n - len(lab)) for lab in labels]),
+        })
 
     def key_text(self, captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids and mask of `<s> prompt caption` (no placeholders): the text part of a memory key."""

@@ -127,3 +127,46 @@ def test_train_entry_point_refuses_a_bad_setting_and_saves_model_with_processor(
     names = {p.name for p in out.iterdir()}
     assert {"model.safetensors", "memory_bank.safetensors", "processor_config.json", "tokenizer.json"} <= names
     assert json.loads((out / "processor_config.json").read_text())["num_memory_tokens"] == 8
+
+
+def _pil_digit(seed=1):
+    from PIL import Image
+
+    from hf_ext.tinyalign.testing import tiny_data
+
+    pixels = np.asarray(tiny_data(1, seed=seed)["pixel_values"][0], dtype=np.float32)[0]
+    return Image.fromarray((pixels * 255).round().astype("uint8"), mode="L")
+
+
+def test_image_text_to_text_pipeline_matches_generate(tmp_path):
+    """`pipeline("image-text-to-text", model=dir)` loads model + processor and generates what `generate` does, from
+    the prompt (`text=""`) or continuing a caption start."""
+    from transformers import AutoModelForImageTextToText, pipeline
+
+    config = tiny_config()
+    tiny_model(config).save_pretrained(tmp_path)
+    tiny_processor(config).save_pretrained(tmp_path)
+    model = AutoModelForImageTextToText.from_pretrained(tmp_path).eval()
+    proc = tiny_processor(config)
+    pipe = pipeline("image-text-to-text", model=str(tmp_path))
+    image = _pil_digit()
+    for start in ("", "a"):
+        inputs = proc(image, text=start)
+        assert inputs["input_ids"].shape[1] == len(proc.prefix_ids()) + (1 if start else 0)
+        gen = model.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+        want = proc.decode(gen[:, inputs["input_ids"].shape[1]:])[0]
+        got = pipe(images=image, text=start, generate_kwargs={"max_new_tokens": 4, "min_new_tokens": 4},
+                   return_full_text=False)
+        assert got[0]["generated_text"].strip() == want
+
+
+def test_generation_prompt_refuses_ragged_starts():
+    config = tiny_config()
+    proc = tiny_processor(config)
+    image = _pil_digit()
+    with pytest.raises(ValueError, match="different token lengths"):
+        proc([image, image], text=["a", "a thick narrow"])
+    with pytest.raises(ValueError, match="one per image"):
+        proc([image, image], text=["a"])
+    same = proc([image, image], text="a")
+    assert same["input_ids"].shape[0] == 2 and "labels" not in same
