@@ -32,3 +32,25 @@ def test_summary_pairs_by_seed_and_reports_data_efficiency():
     assert s["data_efficiency_token_accuracy"]["baseline"] == {"1.0": pytest.approx(0.45), "0.5": 0.3}
     table = format_table(s)
     assert "k4 | 2 |" in table and "-0.500,-1.000" in table and "50% 0.300" in table
+
+
+def test_data_efficiency_match_curve_and_verdict():
+    jobs = [_job("baseline", 0, 2.0, 0.60), _job("baseline", 1, 2.2, 0.62),
+            _job("k4", 0, 1.9, 0.63), _job("k4", 1, 2.1, 0.64),
+            _job("k4", 0, 2.5, 0.55, fraction=0.2), _job("k4", 1, 2.5, 0.57, fraction=0.2),
+            _job("k4", 0, 2.2, 0.61, fraction=0.4), _job("k4", 1, 2.2, 0.63, fraction=0.4),
+            _job("baseline", 0, 2.6, 0.50, fraction=0.4), _job("baseline", 1, 2.6, 0.52, fraction=0.4)]
+    s = summarise(jobs)
+    eff = s["data_efficiency"]
+    assert eff["k4"]["reaches_baseline_full_at"] == 0.4  # 0.62 >= 0.61 (the baseline's 100 % mean); 0.2 gives 0.56
+    assert eff["baseline"]["reaches_baseline_full_at"] == 1.0
+    assert eff["k4"]["token_accuracy"]["0.2"] == {"mean": pytest.approx(0.56), "std": pytest.approx(0.01), "n": 2}
+    assert s["verdict"]["k4"].startswith("confirmed")
+    assert s["verdict"]["paired_test_ce"]["mean"] == pytest.approx(-0.1)
+    assert s["loss_curve"]["k4"] == {"1": 3.0}  # 6-step curves: only step 1 is listed; the 5-step mean ending there
+    assert "k4 reaches the baseline's 100 % token accuracy at: 40% of the train split" in format_table(s)
+    jobs[2]["metrics"]["test_loss"] = 2.5  # seed 0 now worse than its baseline on test CE, seed 1 better
+    assert summarise(jobs)["verdict"]["k4"].startswith("inconclusive")
+    for j in jobs[2:4]:
+        j["metrics"]["test_loss"] = 3.0
+    assert summarise(jobs)["verdict"]["k4"].startswith("refuted")
