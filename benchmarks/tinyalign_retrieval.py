@@ -35,6 +35,57 @@ def step_time(model, batch, steps: int, **extra) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def setup_digits(args):
+    """The digits setting: in-house ConvNeXt + the small Llama; the bank build is timed on the memory split."""
+    from hf_ext.tinyalign import TinyAlignConfig, TinyAlignForConditionalGeneration
+    from hf_ext.tinyalign.components import LM_CONFIGS, VISION_CONFIG
+    from hf_ext.tinyalign.data import load_digit_captions
+    from hf_ext.tinyalign.processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
+
+    data = load_digit_captions()
+    tok = build_tokenizer(data["memory"]["caption"])
+    text = {**LM_CONFIGS["small"], "vocab_size": len(tok)}
+    cfg = TinyAlignConfig(vision_config=dict(VISION_CONFIG), text_config=text, memory_top_k=args.k)
+    model = TinyAlignForConditionalGeneration(cfg).freeze_for_stage1()
+    proc = TinyAlignProcessor(tok, cfg)
+    start = time.perf_counter()
+    build_memory_bank(model, proc, data["memory"].select(range(16)) if args.no_bank_build else data["memory"],
+                      progress=False)
+    build_s = None if args.no_bank_build else time.perf_counter() - start
+    if build_s is not None:
+        print(f"bank build: {len(data['memory'])} images in {build_s:.2f} s = {len(data['memory']) / build_s:.0f} "
+              f"images/s (vision encoder + pooling + Perceiver values + faiss add)")
+    rows = data["train"][: args.batch_size]
+    base_cfg = TinyAlignConfig(vision_config=dict(VISION_CONFIG), text_config=text, use_retrieval=False)
+    base = TinyAlignForConditionalGeneration(base_cfg).freeze_for_stage1()
+    base_batch = TinyAlignProcessor(tok, base_cfg)(rows["pixel_values"], rows["caption"])
+    return model, proc(rows["pixel_values"], rows["caption"]), base, base_batch, data, build_s, "small digits LM"
+
+
+def setup_pretrained(args):
+    """The paper's setting: frozen EfficientNet-Lite0 (64 px) + SmolLM2-135M-Instruct on Fashion-MNIST captions, with
+    the tower's features precomputed (as `hf-ext reproduce tinyalign --pretrained` trains)."""
+    from hf_ext.tinyalign.fashion import load_fashion_captions
+    from hf_ext.tinyalign.pretrained_parts import add_vision_features, load_frozen_parts, pretrained_tinyalign
+    from hf_ext.tinyalign.processing_tinyalign import build_memory_bank
+
+    parts = load_frozen_parts()
+    data = load_fashion_captions(n_memory=16, n_train=args.batch_size, n_test=4, seed=0)
+    model, proc = pretrained_tinyalign(parts, use_retrieval=True, memory_top_k=args.k,
+                                       value_num_latents=args.value_num_latents)
+    build_memory_bank(model, proc, data["memory"], batch_size=16, progress=False)  # snapshot of the connector
+    base, base_proc = pretrained_tinyalign(parts, use_retrieval=False)
+
+    def batch_of(processor):
+        rows = add_vision_features(model, processor, data["train"])[: args.batch_size]
+        out = processor(rows["pixel_values"], rows["caption"])
+        out["vision_features"] = torch.as_tensor(rows["vision_features"], dtype=torch.float32)
+        del out["pixel_values"]
+        return out
+
+    return model, batch_of(proc), base, batch_of(base_proc), data, None, "SmolLM2-135M-Instruct"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bank-size", type=int, default=100_000)
@@ -45,32 +96,22 @@ def main(argv=None):
     p.add_argument("--indexes", nargs="+", default=["Flat", "HNSW32,ef128", "HNSW32,ef64"],
                    choices=["Flat", "HNSW32,ef128", "HNSW32,ef64"], help="faiss indexes to time (Flat is required)")
     p.add_argument("--no-bank-build", action="store_true", help="skip timing the digits bank build")
-    p.add_argument("--out", default="runs/tinyalign/benchmark_retrieval.json", help="where the JSON results go")
+    p.add_argument("--setting", choices=["digits", "pretrained"], default="digits",
+                   help="digits: the small in-house LM (45 k parameters); pretrained: frozen EfficientNet-Lite0 + "
+                        "SmolLM2-135M-Instruct, the paper's setting (visual features precomputed, as in its run)")
+    p.add_argument("--threads", type=int, help="torch threads (default: torch's; 1 on a shared machine)")
+    p.add_argument("--value-num-latents", type=int, default=8, help="pretrained setting: latents per memory value")
+    p.add_argument("--out", help="where the JSON results go (default runs/tinyalign/benchmark_retrieval[_pretrained].json)")
     args = p.parse_args(argv)
 
-    from hf_ext.tinyalign import MemoryBank, TinyAlignConfig, TinyAlignForConditionalGeneration
-    from hf_ext.tinyalign.components import LM_CONFIGS, VISION_CONFIG
-    from hf_ext.tinyalign.data import load_digit_captions
-    from hf_ext.tinyalign.processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
+    from hf_ext.tinyalign import MemoryBank
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    data = load_digit_captions()
-    tok = build_tokenizer(data["memory"]["caption"])
-    text = {**LM_CONFIGS["small"], "vocab_size": len(tok)}
-    cfg = TinyAlignConfig(vision_config=dict(VISION_CONFIG), text_config=text, memory_top_k=args.k)
-    model = TinyAlignForConditionalGeneration(cfg).freeze_for_stage1()
-    proc = TinyAlignProcessor(tok, cfg)
-
-    start = time.perf_counter()
-    build_memory_bank(model, proc, data["memory"].select(range(16)) if args.no_bank_build else data["memory"],
-                      progress=False)
-    build_s = time.perf_counter() - start
-    if not args.no_bank_build:
-        print(f"bank build: {len(data['memory'])} images in {build_s:.2f} s = {len(data['memory']) / build_s:.0f} images/s "
-          f"(vision encoder + pooling + Perceiver values + faiss add)")
-
-    rows = data["train"][: args.batch_size]
-    batch = proc(rows["pixel_values"], rows["caption"])
+    model, batch, base, base_batch, data, build_s, lm_name = (
+        setup_pretrained(args) if args.setting == "pretrained" else setup_digits(args))
+    cfg = model.config
     ids = torch.randint(0, args.bank_size, (args.batch_size, args.k))
     keys = torch.randn(args.bank_size, cfg.hidden_size)
     values = torch.randn(args.bank_size, cfg.value_num_latents, cfg.value_latent_dim)
@@ -111,14 +152,11 @@ def main(argv=None):
         cached_ids = model(**batch).retrieved_ids
     cache_recall = float(sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(cached_ids, exact)) / exact.numel())
     hits, misses = model.retrieval_cache.hits, model.retrieval_cache.misses
-    base_cfg = TinyAlignConfig(vision_config=dict(VISION_CONFIG), text_config=text, use_retrieval=False)
-    base = TinyAlignForConditionalGeneration(base_cfg).freeze_for_stage1()
-    base_batch = TinyAlignProcessor(tok, base_cfg)(rows["pixel_values"], rows["caption"])
     t_base = step_time(base, base_batch, args.steps)
     t_retrieve, t_search = per_index["Flat"]["step_ms"] / 1e3, per_index["Flat"]["search_ms_per_batch"] / 1e3
     t_hnsw = {name: per_index[name]["step_ms"] / 1e3 for name in per_index if name != "Flat"}
 
-    print(f"training step, batch {args.batch_size}, k = {args.k}, small LM (median of {args.steps}):")
+    print(f"training step, batch {args.batch_size}, k = {args.k}, {lm_name} (median of {args.steps}):")
     print(f"  retrieval (query + faiss top-k + gather): {t_retrieve * 1e3:7.1f} ms")
     print(f"  replayed memory ids (same tokens, no search): {t_replay * 1e3:7.1f} ms")
     print(f"  baseline connector (no memory tokens):       {t_base * 1e3:7.1f} ms")
@@ -137,10 +175,10 @@ def main(argv=None):
           f"(includes the {cfg.num_memory_tokens} extra tokens)")
 
     results = {
-        "benchmark": "tinyalign_retrieval", "settings": vars(args), "small_lm": LM_CONFIGS["small"],
+        "benchmark": "tinyalign_retrieval", "settings": vars(args), "lm": lm_name,
         "memory_tokens": cfg.num_memory_tokens,
-        "bank_build": {"images": len(data["memory"]), "seconds": build_s,
-                       "images_per_second": len(data["memory"]) / build_s},
+        "bank_build": None if build_s is None else {"images": len(data["memory"]), "seconds": build_s,
+                                                    "images_per_second": len(data["memory"]) / build_s},
         "step_ms_median": {"retrieval": t_retrieve * 1e3, "replay_memory_ids": t_replay * 1e3,
                            "baseline_connector": t_base * 1e3},
         "faiss_search_ms_per_batch": t_search * 1e3, "indexes": per_index,
@@ -155,7 +193,7 @@ def main(argv=None):
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
                     "load_average_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
     }
-    out = Path(args.out)
+    out = Path(args.out or f"runs/tinyalign/benchmark_retrieval{'_pretrained' if args.setting == 'pretrained' else ''}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"wrote {out}")
