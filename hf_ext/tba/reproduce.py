@@ -91,12 +91,15 @@ def _save_records(meta: dict, per_seed: list[dict], setting: dict, ns) -> None:
                              notes=f"held-out errors on {n_eval} renders of another seed, beside the predictor "
                                    "that always outputs the prior mean (the bar: MPJPE <= 60 % of it)")  # fmt: skip
     if "dhng" in meta["paths"]:
-        history = meta.get("vae_loss_history") or []
-        curve = ", ".join(f"step {r['step']}: {r['loss']:.4f}" for r in history)
+        curves = {}
+        for key in ("vae_loss_history", "denoiser_loss_history"):
+            history = meta.get(key) or []
+            curves[key] = ", ".join(f"step {r['step']}: {r['loss']:.4f}" for r in history) or "not trained"
         save_training_record(meta["paths"]["dhng"], method="tba", command=command, datasets=datasets,
                              config=meta["training_args"],
-                             notes=f"the DHNG's VAE (reconstruction MSE + KL), training loss {curve or 'not logged'}; "
-                                   "the ControlNet is not trained")  # fmt: skip
+                             notes=f"the DHNG's VAE (reconstruction MSE + KL), training loss "
+                                   f"{curves['vae_loss_history']}; its latent denoiser (UNet + ControlNet, "
+                                   f"eps-prediction MSE), training loss {curves['denoiser_loss_history']}")  # fmt: skip
 
 
 def _errors(body, victim, images, gt) -> dict[str, torch.Tensor]:
@@ -161,9 +164,9 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
 
 
 QUICK = dict(seeds=[0, 1], steps=5, num_test=12, reference_steps=20, eps=[8 / 255], num_train=3000, input_size=64,
-             vae_epochs=1.0, body="procedural")
+             vae_epochs=1.0, denoiser_epochs=2.0, body="procedural")
 FULL = dict(seeds=[0, 1, 2, 3, 4], steps=10, num_test=48, reference_steps=50, eps=[4 / 255, 8 / 255, 16 / 255],
-            num_train=6000, input_size=128, vae_epochs=3.0, body="procedural")
+            num_train=6000, input_size=128, vae_epochs=3.0, denoiser_epochs=3.0, body="procedural")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="held-out renders the victims are scored on (against the prior-mean predictor)")
     p.add_argument("--victim-epochs", type=float, help="epochs of the from-scratch victims (--victim vit; default 10)")
     p.add_argument("--vae-epochs", type=float, help="VAE epochs")
+    p.add_argument("--denoiser-epochs", type=float, help="epochs of the DHNG's latent denoiser (UNet + ControlNet)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
     p.add_argument("--retrain", action="store_true", help="ignore cached artifacts")
     p.add_argument("--artifacts", help="use the victims and generator of this folder (its training.json, as "
@@ -232,7 +236,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     set_device(ns.device)
     scale = FULL if ns.full else QUICK
-    for key in ("seeds", "steps", "num_test", "reference_steps", "eps", "num_train", "vae_epochs", "body"):
+    for key in ("seeds", "steps", "num_test", "reference_steps", "eps", "num_train", "vae_epochs", "denoiser_epochs",
+                "body"):
         if getattr(ns, key) is None:  # `is None`, not `or`: an explicit 0 must be refused, not replaced
             setattr(ns, key, scale[key])
     if ns.victim_input_size is None:
@@ -242,6 +247,7 @@ def main(argv: list[str] | None = None) -> dict:
         body=ns.body, victim=ns.victim, victim_input_size=ns.victim_input_size, num_train=ns.num_train,
         num_eval=ns.num_eval,
         victim_epochs=10 if ns.victim_epochs is None else ns.victim_epochs, vae_epochs=ns.vae_epochs,
+        denoiser_epochs=ns.denoiser_epochs,
     )  # fmt: skip
     threads = torch.get_num_threads()
     torch.set_num_threads(ns.threads)
@@ -319,6 +325,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
                     "training": meta["training_args"]},  # fmt: skip
         "victims": meta.get("victims", {}),
         "vae_loss_history": meta.get("vae_loss_history", []),
+        "denoiser_loss_history": meta.get("denoiser_loss_history", []),
         "victim_gradient_evaluations": grad_evals,
         "summary": main_eps["summary"],
         "per_seed": main_eps["per_seed"],
