@@ -2,8 +2,9 @@
 rendered from the body model; `hf-ext tba train`.
 
 Default victims (`victim="efficientnet-lite0"`): two frozen ImageNet EfficientNet-Lite0 trunks with closed-form
-ridge heads ([`~hf_ext.tba.victim`]): victim A on 12 blocks + 16x16 pooled pixels, victim B (for transfer) on 9
-blocks + 16x16 pooled pixels, both on the same renders. `victim="vit"` keeps the original pair (ViT A, ConvNext B,
+ridge heads ([`~hf_ext.tba.victim`]): victim A on the first 8 MBConv blocks (stride 16, 80 channels) + 16x16 pooled
+pixels, victim B (for transfer) on 12 blocks (stride 32, 192 channels) + 16x16 pooled pixels, both on the same
+renders with the trunk at `victim_input_size`. `victim="vit"` keeps the original pair (ViT A, ConvNext B,
 trained from scratch on `transformers.Trainer`), which never leave the prior-mean predictor at these budgets. The
 DHNG's VAE trains on `Trainer` either way, its loss curve recorded.
 """
@@ -45,6 +46,8 @@ class TbaTrainingArguments:
         denoiser_epochs (`float`, defaults to 2): epochs of the DHNG's latent denoiser (UNet + ControlNet,
             ε-prediction on the trained VAE's latents, condition = the image); 0 leaves them untrained.
         denoiser_learning_rate (`float`, defaults to 1e-3): AdamW learning rate of the denoiser.
+        dhng_num_train (`int`, defaults to 2000): how many of the training renders (the first ones) the DHNG trains
+            on (its steps cost ~10x a victim's feature pass on CPU, so it gets a subset).
         batch_size (`int`, defaults to 32): batch size (32 rather than 64: at this scale more steps help more
             than bigger batches; 8 epochs at 64 left the ViT near the prior-mean predictor).
         seed (`int`, defaults to 0): data and initialisation seed (victim B uses `seed + 1`).
@@ -62,6 +65,7 @@ class TbaTrainingArguments:
     vae_learning_rate: float = 1e-3
     denoiser_epochs: float = 2.0
     denoiser_learning_rate: float = 1e-3
+    dhng_num_train: int = 2000
     batch_size: int = 32
     seed: int = 0
 
@@ -74,6 +78,7 @@ class TbaTrainingArguments:
             raise ValueError(f"victim must be 'efficientnet-lite0' or 'vit', got {self.victim!r}")
         check_positive_int("num_train", self.num_train, minimum=2)
         check_positive_int("num_eval", self.num_eval, minimum=2)
+        check_positive_int("dhng_num_train", self.dhng_num_train, minimum=1)
         check_positive_int("victim_input_size", self.victim_input_size, minimum=32)
         check_positive_int("image_size", self.image_size, minimum=8)
         check_positive_int("batch_size", self.batch_size)
@@ -174,8 +179,11 @@ def victim_error(model: TbaPoseRegressor, body, images: torch.Tensor, params: to
 
 # The EfficientNet victim pair: A (attacked white-box) and B (the transfer target), different trunk depths and
 # pixel pools on the same renders.
-EFFICIENTNET_VICTIMS = (("victim_a", dict(num_blocks=12, pixel_pool=16)), ("victim_b", dict(num_blocks=9, pixel_pool=16)))
-CURVE_SIZES = (500, 1000, 2000, 4000, 8000)
+# The EfficientNet victim pair: A (attacked white-box) and B (the transfer target), different trunk depths on the same
+# renders. At 128 px with 8,000 renders, ridge on blocks 8 / 9 / 11 / 12 (+ pixels) gave 61 / 61 / 62 / 64 % of the
+# prior-mean MPJPE (measured); the shallower trunk A is also the cheaper one to attack.
+EFFICIENTNET_VICTIMS = (("victim_a", dict(num_blocks=8, pixel_pool=16)), ("victim_b", dict(num_blocks=12, pixel_pool=16)))
+CURVE_SIZES = (500, 1000, 2000, 4000, 8000, 12000)
 
 
 def prior_mean_errors(body, gt: torch.Tensor) -> dict[str, float]:
@@ -259,6 +267,8 @@ def train_all(args: TbaTrainingArguments, out_dir: Path, log=print) -> dict:
             log(f"trained {name} ({backbone}) in {timings[f'{name}_s']:.1f}s")
     t = time.perf_counter()
     vae_history, denoiser_history = [], []
+    if train is not None and len(train) > args.dhng_num_train:
+        train = train.select(range(args.dhng_num_train))
     dhng = train_dhng(TbaDhngConfig(image_size=args.image_size), train, out_dir / "_trainer", epochs=args.vae_epochs,
                       lr=args.vae_learning_rate, batch_size=args.batch_size, seed=args.seed, history=vae_history,
                       denoiser_epochs=args.denoiser_epochs, denoiser_lr=args.denoiser_learning_rate,
