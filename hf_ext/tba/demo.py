@@ -38,7 +38,8 @@ def _artifact_folder() -> Path:
     # a Space reads nothing from runs/: a small victim and generator are trained once into the user cache
     folder = cache_dir("tba", "demo-artifacts")
     if not (folder / "training.json").is_file():
-        train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25), folder)
+        train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25, denoiser_epochs=0.25),
+                  folder)
     return folder
 
 

@@ -109,6 +109,9 @@ CASES = [
     BadInput("dhng beta order", lambda: tiny_dhng_config(beta_start=0.1, beta_end=0.01), r"beta_start <= beta_end"),
     BadInput("dhng timestep<0", lambda: tiny_dhng_config(timestep=-1), r"timestep must be an integer >= 0"),
     BadInput("dhng timesteps=0", lambda: tiny_dhng_config(num_train_timesteps=0), r"num_train_timesteps must be"),
+    BadInput("dhng denoiser band reversed", lambda: tiny_dhng_config(denoiser_timesteps=[700, 300]),
+             r"denoiser_timesteps must be \[lo, hi\] with 0 <= lo <= hi < num_train_timesteps=1000"),
+    BadInput("dhng denoiser band short", lambda: tiny_dhng_config(denoiser_timesteps=[3]), r"denoiser_timesteps must be"),
     # forwards
     BadInput("empty batch", lambda: _victim_forward(pixel_values=torch.zeros(0, 3, S, S)), r"empty batch"),
     BadInput("NaN image", lambda: _victim_forward(pixel_values=torch.full((2, 3, S, S), float("nan"))),
@@ -125,6 +128,7 @@ CASES = [
              r"labels must have 39 columns \(num_params\)"),
     BadInput("labels rows", lambda: _victim_forward(labels=torch.zeros(3, 39)), r"labels has 3 rows for 2 images"),
     BadInput("dhng empty batch", lambda: _dhng()(pixel_values=torch.zeros(0, 3, S, S)), r"empty batch"),
+    BadInput("dhng stage", lambda: _dhng()(pixel_values=_images(), stage="unet"), r"stage must be 'vae' or 'denoiser'"),
     # attacks
     BadInput("fgsm eps nan", lambda: fgsm(_loss, _images(), float("nan")), r"eps .* must be > 0"),
     BadInput("fgsm eps 2", lambda: fgsm(_loss, _images(), 2.0), r"eps .* must be <= 1"),
@@ -146,6 +150,9 @@ CASES = [
     BadInput("train num_train 0", lambda: _train_args(num_train=0), r"num_train must be an integer >= 2"),
     BadInput("train lr nan", lambda: _train_args(victim_learning_rate=float("nan")), r"victim_learning_rate must"),
     BadInput("train body", lambda: _train_args(body="smpl"), r"body must be 'procedural' or 'anny'"),
+    BadInput("train denoiser_epochs nan", lambda: _train_args(denoiser_epochs=float("nan")),
+             r"denoiser_epochs must be"),
+    BadInput("train dhng_num_train 0", lambda: _train_args(dhng_num_train=0), r"dhng_num_train must be an integer >= 1"),
     BadInput("reproduce --steps 0", lambda: _reproduce("--steps", "0"), r"--steps and --reference-steps must be"),
     BadInput("reproduce --num-test 0", lambda: _reproduce("--num-test", "0"), r"--num-test must be >= 2"),
     BadInput("reproduce --eps 2", lambda: _reproduce("--eps", "2"), r"eps .* must be <= 1"),
