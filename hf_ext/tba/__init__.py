@@ -20,7 +20,8 @@ SPEC = register_method(
         kind="model",
         summary=(
             "An adversarial attack on human pose and shape regressors: a dual heterogeneous noise generator "
-            "(diffusers `AutoencoderKL` + `UNet2DConditionModel` + `ControlNetModel`, `TbaDhngModel`) whose noise is refined inside the "
+            "(diffusers `AutoencoderKL` + `UNet2DConditionModel` + `ControlNetModel`, `TbaDhngModel`) whose noise is "
+            "refined inside the "
             "L-infinity ball with gradients from both the generators and the victim (`TbaPoseRegressor`: a frozen "
             "ImageNet EfficientNet-Lite0 trunk with a closed-form ridge head, or an HF ViT / ConvNext regressor of "
             "body-model parameters), compared with FGSM, PGD and MI-FGSM."

@@ -182,7 +182,8 @@ def victim_error(model: TbaPoseRegressor, body, images: torch.Tensor, params: to
 # The EfficientNet victim pair: A (attacked white-box) and B (the transfer target), different trunk depths on the same
 # renders. At 128 px with 8,000 renders, ridge on blocks 8 / 9 / 11 / 12 (+ pixels) gave 61 / 61 / 62 / 64 % of the
 # prior-mean MPJPE (measured); the shallower trunk A is also the cheaper one to attack.
-EFFICIENTNET_VICTIMS = (("victim_a", dict(num_blocks=8, pixel_pool=16)), ("victim_b", dict(num_blocks=12, pixel_pool=16)))
+EFFICIENTNET_VICTIMS = (("victim_a", dict(num_blocks=8, pixel_pool=16)),
+                        ("victim_b", dict(num_blocks=12, pixel_pool=16)))
 CURVE_SIZES = (500, 1000, 2000, 4000, 8000, 12000)
 
 
