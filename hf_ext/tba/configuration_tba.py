@@ -106,8 +106,9 @@ class TbaVictimConfig(PreTrainedConfig):
 class TbaDhngConfig(PreTrainedConfig):
     r"""Configuration of TBA's dual heterogeneous noise generator (DHNG): a diffusers `AutoencoderKL` (the VAE
     branch: feature-aligned, diverse noise from the reparameterisation sample) and a diffusers `ControlNetModel`
-    conditioned on the image (the ControlNet branch: structure-aligned noise), both tiny and random-initialised
-    here; the VAE is then trained on the rendered images.
+    made from a tiny `UNet2DConditionModel`, conditioned on the image (the ControlNet branch: structure-aligned
+    noise, decoded from the UNet's x̂0 prediction), all tiny and random-initialised here; the VAE is then trained on
+    the rendered images, and the UNet with its ControlNet as a latent denoiser on the VAE's latents.
 
     Args:
         image_size (`int`, defaults to 64): side of the square images the generator is used on.
@@ -118,7 +119,8 @@ class TbaDhngConfig(PreTrainedConfig):
             VAE has it; off by default for CPU cost, on 32x32 latents it is a 1024-token attention).
         layers_per_block (`int`, defaults to 1): ResNet layers per VAE / ControlNet block.
         norm_num_groups (`int`, defaults to 8): GroupNorm groups.
-        controlnet_block_out_channels (`list[int]`, defaults to `[16, 32]`): ControlNet widths.
+        controlnet_block_out_channels (`list[int]`, defaults to `[16, 32]`): widths of the UNet and of the
+            ControlNet made from it (`ControlNetModel.from_unet`).
         cross_attention_dim (`int`, defaults to 32): ControlNet cross-attention width (fed a null embedding).
         conditioning_embedding_out_channels (`list[int]`, defaults to `[16, 32]`): the condition encoder (one
             2x downsampling, so a `image_size` condition matches the latent).
@@ -129,6 +131,9 @@ class TbaDhngConfig(PreTrainedConfig):
         num_train_timesteps (`int`, defaults to 1000): length of the linear beta schedule (DDPM/DDIM default).
         beta_start (`float`, defaults to 1e-4), beta_end (`float`, defaults to 0.02): the linear beta schedule.
         kl_weight (`float`, defaults to 1e-3): weight of the KL term when the VAE is trained.
+        denoiser_timesteps (`list[int]`, *optional*): `[lo, hi]`, the band of diffusion steps the denoiser trains
+            on (uniform); defaults to `[timestep // 2, min(3 * timestep // 2, num_train_timesteps - 1)]`, around
+            the step the attack uses.
     """
 
     model_type = "hf_ext_tba_dhng"
@@ -148,6 +153,7 @@ class TbaDhngConfig(PreTrainedConfig):
     beta_start: float = 1e-4
     beta_end: float = 0.02
     kl_weight: float = 1e-3
+    denoiser_timesteps: list[int] | None = None
 
     def __post_init__(self, **kwargs):
         name = type(self).__name__
@@ -159,6 +165,9 @@ class TbaDhngConfig(PreTrainedConfig):
                     isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
                 raise ValueError(f"{name}.{field} must be a non-empty list of integers >= 1, got {value!r}")
             setattr(self, field, [int(v) for v in value])
+        if self.denoiser_timesteps is None and isinstance(self.timestep, int) and isinstance(
+                self.num_train_timesteps, int):
+            self.denoiser_timesteps = [self.timestep // 2, min(3 * self.timestep // 2, self.num_train_timesteps - 1)]
         super().__post_init__(**kwargs)
         self.validate_dhng()
 
@@ -188,6 +197,13 @@ class TbaDhngConfig(PreTrainedConfig):
                 raise ValueError(f"{name}.{field} must be multiples of norm_num_groups and latent_channels")
         if not 0 <= self.timestep < self.num_train_timesteps:
             raise ValueError(f"{name}.timestep must be in [0, num_train_timesteps), got {self.timestep}")
+        band = self.denoiser_timesteps
+        if (not isinstance(band, (list, tuple)) or len(band) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) for v in band)
+                or not 0 <= band[0] <= band[1] < self.num_train_timesteps):
+            raise ValueError(f"{name}.denoiser_timesteps must be [lo, hi] with 0 <= lo <= hi < num_train_timesteps="
+                             f"{self.num_train_timesteps}, got {band!r}")
+        self.denoiser_timesteps = [int(v) for v in band]
         if self.controlnet_init_std < 0 or self.kl_weight < 0:
             raise ValueError(f"{name}.controlnet_init_std and kl_weight must be >= 0")
 

@@ -4,7 +4,7 @@ of steps, and see the perturbation and the victim's predicted skeleton before an
 The Space loads the victim and the noise generator from the two model repos its README links (`models:`, in that
 order, or `$HF_EXT_MODEL_REPO="victim,dhng"`) with `from_pretrained`. When they cannot be loaded it uses the artifacts
 of `TBA_ARTIFACTS=<folder>` (e.g. one `hf-ext reproduce tba` wrote), else trains a small victim and generator once
-(about a minute on two CPU cores) into the user cache (`hf_ext.core.paths.cache_dir("tba", "demo-artifacts")`), and
+(about a minute on two CPU cores) into the user cache (`hf_ext.core.paths.cache_dir("tba", "demo-artifacts-2")`), and
 says so on the page; it reads nothing from `runs/`.
 """
 
@@ -36,9 +36,11 @@ def _artifact_folder() -> Path:
     from .training import TbaTrainingArguments, train_all
 
     # a Space reads nothing from runs/: a small victim and generator are trained once into the user cache
-    folder = cache_dir("tba", "demo-artifacts")
+    # "-2": the DHNG gained a UNet (issue 21), so a generator cached before it no longer loads (CheckpointError)
+    folder = cache_dir("tba", "demo-artifacts-2")
     if not (folder / "training.json").is_file():
-        train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25), folder)
+        train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25, denoiser_epochs=0.25),
+                  folder)
     return folder
 
 

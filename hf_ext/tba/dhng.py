@@ -3,8 +3,9 @@
 
 One iteration costs one victim gradient evaluation, like one PGD step: the loss at
 `x_t = Proj(x + δ(η) + r)` is back-propagated once, and the same backward pass gives both signals,
-`∂L/∂x_t` (the victim's, for the PGD-like residual `r`) and `∂L/∂η` (through the decoder and the ControlNet, for the
-generators' free variables `η`). So TBA and PGD at the same `steps` use the same number of victim gradients.
+`∂L/∂x_t` (the victim's, for the PGD-like residual `r`) and `∂L/∂η` (through the decoder, the UNet and the
+ControlNet, for the generators' free variables `η`). So TBA and PGD at the same `steps` use the same number of
+victim gradients.
 """
 
 from __future__ import annotations

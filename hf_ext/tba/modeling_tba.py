@@ -160,8 +160,10 @@ class TbaDhngOutput(ModelOutput):
     """Output of [`TbaDhngModel`]'s training forward.
 
     Args:
-        loss (`torch.FloatTensor`, *optional*): VAE reconstruction MSE (in [-1, 1] units) + `kl_weight` x KL.
-        reconstruction (`torch.FloatTensor`): the decoded reparameterised sample, in [0, 1] units.
+        loss (`torch.FloatTensor`, *optional*): `stage="vae"`: VAE reconstruction MSE (in [-1, 1] units) +
+            `kl_weight` x KL; `stage="denoiser"`: the ε-prediction MSE of the latent denoiser.
+        reconstruction (`torch.FloatTensor`, *optional*): `stage="vae"`: the decoded reparameterised sample, in
+            [0, 1] units.
     """
 
     loss: torch.FloatTensor | None = None
@@ -170,13 +172,21 @@ class TbaDhngOutput(ModelOutput):
 
 class TbaDhngModel(PreTrainedModel):
     """TBA's dual heterogeneous noise generator: a diffusers `AutoencoderKL` (VAE branch) and a diffusers
-    `ControlNetModel` conditioned on the image (ControlNet branch).
+    `ControlNetModel` made from a tiny `UNet2DConditionModel` (`ControlNetModel.from_unet`), conditioned on the image
+    (ControlNet branch), as in the spec's "DHNG-lite with diffusers".
 
-    `forward(pixel_values)` is the VAE's training step (reconstruction + KL), so the generator trains on
-    `transformers.Trainer`. The attack uses [`prepare`], [`vae_noise`] and [`controlnet_noise`]: image-space noise
-    (in [0, 1] units) as a differentiable function of the attack's free variables. The ControlNet is not trained
-    (no pretrained UNet exists offline to train it against); its zero-initialised output convolutions are
-    re-initialised with small normal noise so that it produces, and passes gradients through, non-zero residuals.
+    Training (both on `transformers.Trainer`, see [`hf_ext.tba.training.train_dhng`]):
+
+    - `forward(pixel_values)` (`stage="vae"`): the VAE's step, reconstruction + KL; the UNet and ControlNet are
+      frozen;
+    - `forward(pixel_values, stage="denoiser")`: the latent denoiser's step, ε-prediction MSE of
+      `UNet(z_t, t, residuals=ControlNet(z_t, t, cond=x))` on the VAE's latent means `z_0 = mu(x)` (the VAE is
+      frozen), `z_t = sqrt(ᾱ_t) z_0 + sqrt(1 - ᾱ_t) ε`.
+
+    The attack uses [`prepare`], [`vae_noise`] and [`controlnet_noise`]: image-space noise (in [0, 1] units) as a
+    differentiable function of the attack's free variables. The ControlNet's zero-initialised output convolutions
+    are re-initialised with small normal noise (`controlnet_init_std`) so that even an untrained ControlNet
+    produces, and passes gradients through, non-zero residuals.
     """
 
     config_class = TbaDhngConfig
@@ -187,7 +197,7 @@ class TbaDhngModel(PreTrainedModel):
     def __init__(self, config: TbaDhngConfig):
         super().__init__(config)
         try:  # only the noise generator needs diffusers; the victim in this file loads without it
-            from diffusers import AutoencoderKL, ControlNetModel
+            from diffusers import AutoencoderKL, ControlNetModel, UNet2DConditionModel
         except ImportError as err:
             raise ImportError(
                 "TbaDhngModel (the DHNG noise generator) needs diffusers, which is not installed: "
@@ -203,15 +213,21 @@ class TbaDhngModel(PreTrainedModel):
             mid_block_add_attention=config.vae_mid_attention,
         )  # fmt: skip
         n_cn = len(config.controlnet_block_out_channels)
-        self.controlnet = ControlNetModel(
-            in_channels=config.latent_channels, conditioning_channels=3,
+        self.unet = UNet2DConditionModel(
+            sample_size=config.image_size // 2 ** (n_vae - 1), in_channels=config.latent_channels,
+            out_channels=config.latent_channels, block_out_channels=tuple(config.controlnet_block_out_channels),
+            layers_per_block=config.layers_per_block,
             down_block_types=("DownBlock2D",) + ("CrossAttnDownBlock2D",) * (n_cn - 1),
-            block_out_channels=tuple(config.controlnet_block_out_channels), layers_per_block=config.layers_per_block,
-            norm_num_groups=config.norm_num_groups, cross_attention_dim=config.cross_attention_dim,
-            conditioning_embedding_out_channels=tuple(config.conditioning_embedding_out_channels),
+            up_block_types=("CrossAttnUpBlock2D",) * (n_cn - 1) + ("UpBlock2D",),
+            cross_attention_dim=config.cross_attention_dim, norm_num_groups=config.norm_num_groups,
         )  # fmt: skip
+        self.controlnet = ControlNetModel.from_unet(
+            self.unet, conditioning_embedding_out_channels=tuple(config.conditioning_embedding_out_channels)
+        )
         self._reinit_zero_convs()
-        # Frozen: only the VAE is trained (see the class docstring); the attack still differentiates through it.
+        # Frozen until their own training stage (`train_dhng` unfreezes them); the attack still differentiates
+        # through them.
+        self.unet.requires_grad_(False)
         self.controlnet.requires_grad_(False)
         self.post_init()
 
@@ -227,31 +243,81 @@ class TbaDhngModel(PreTrainedModel):
             conv.weight.normal_(0.0, std)
             conv.bias.zero_()
 
-    @property
-    def alpha_bar(self) -> float:
-        """`ᾱ_t` of the linear beta schedule at the configured timestep."""
+    def alpha_bar_at(self, t: torch.Tensor) -> torch.Tensor:
+        """`ᾱ_t` of the linear beta schedule (as diffusers' `DDPMScheduler(beta_schedule="linear")`) at steps `t`."""
         c = self.config
         betas = torch.linspace(c.beta_start, c.beta_end, c.num_train_timesteps, dtype=torch.float64)
-        return float(torch.cumprod(1 - betas, 0)[c.timestep])
+        return torch.cumprod(1 - betas, 0)[t.long().cpu()].float().to(t.device)
+
+    @property
+    def alpha_bar(self) -> float:
+        """`ᾱ_t` at the configured attack timestep."""
+        return float(self.alpha_bar_at(torch.tensor([self.config.timestep]))[0])
 
     @property
     def num_residuals(self) -> int:
         return len(self.controlnet.controlnet_down_blocks) + 1
 
-    def forward(self, pixel_values: torch.Tensor, **kwargs) -> TbaDhngOutput:
+    def forward(self, pixel_values: torch.Tensor, stage: str = "vae", **kwargs) -> TbaDhngOutput:
         check_pixel_values(pixel_values, self.config.image_size, type(self).__name__)
+        if stage == "denoiser":
+            return TbaDhngOutput(loss=self.denoiser_loss(pixel_values))
+        if stage != "vae":
+            raise ValueError(f"stage must be 'vae' or 'denoiser', got {stage!r}")
         x = pixel_values * 2 - 1
         posterior = self.vae.encode(x).latent_dist
         recon = self.vae.decode(posterior.sample()).sample
         loss = F.mse_loss(recon, x) + self.config.kl_weight * posterior.kl().mean() / recon[0].numel()
         return TbaDhngOutput(loss=loss, reconstruction=(recon + 1) / 2)
 
+    def denoiser_loss(self, pixel_values: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """ε-prediction MSE of the ControlNet-guided UNet on the VAE's latent means of `pixel_values` (the
+        condition), at steps drawn uniformly from `denoiser_timesteps` (a band around the attack's `timestep`, so a
+        short training run spends itself where the attack looks)."""
+        with torch.no_grad():
+            z0 = self.vae.encode(pixel_values * 2 - 1).latent_dist.mean
+        lo, hi = self.config.denoiser_timesteps
+        b = z0.shape[0]
+        t = torch.randint(lo, hi + 1, (b,), generator=generator).to(z0.device)
+        noise = torch.randn(z0.shape, generator=generator, dtype=z0.dtype).to(z0.device)
+        a = self.alpha_bar_at(t).view(b, 1, 1, 1)
+        z_t = a.sqrt() * z0 + (1 - a).sqrt() * noise
+        return F.mse_loss(self.predict_noise(z_t, t, pixel_values), noise)
+
+    def _null_embedding(self, latent: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(latent.shape[0], 1, self.config.cross_attention_dim, dtype=latent.dtype,
+                           device=latent.device)  # fmt: skip
+
+    def controlnet_residuals(self, latent: torch.Tensor, cond: torch.Tensor, t: torch.Tensor | None = None):
+        """The ControlNet's down and mid residuals `[*down, mid]` for `latent` at step `t` (default: the attack's)."""
+        if t is None:
+            t = torch.full((latent.shape[0],), self.config.timestep, dtype=torch.long, device=latent.device)
+        down, mid = self.controlnet(latent, t, encoder_hidden_states=self._null_embedding(latent),
+                                    controlnet_cond=cond, return_dict=False)  # fmt: skip
+        return [*down, mid]
+
+    def predict_noise(self, latent: torch.Tensor, t: torch.Tensor, cond: torch.Tensor,
+                      gains: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        """`ε̂ = UNet(z_t, t, residuals = gains · ControlNet(z_t, t, cond))`; `gains (B, num_residuals)` scale the
+        residuals one by one (the attack's free variables; default 1)."""
+        res = self.controlnet_residuals(latent, cond, t)
+        if gains is not None:
+            res = [g[:, None, None, None] * r for g, r in zip(gains.unbind(1), res)]
+        return self.unet(latent, t, encoder_hidden_states=self._null_embedding(latent),
+                         down_block_additional_residuals=res[:-1], mid_block_additional_residual=res[-1]).sample
+
+    def predict_x0(self, latent: torch.Tensor, eps_hat: torch.Tensor, t: int | None = None) -> torch.Tensor:
+        """The denoised latent `x̂0 = (z_t - sqrt(1 - ᾱ_t) ε̂) / sqrt(ᾱ_t)` (DDIM's x0 prediction)."""
+        a = self.alpha_bar if t is None else float(self.alpha_bar_at(torch.tensor([t]))[0])
+        return (latent - math.sqrt(1 - a) * eps_hat) / math.sqrt(a)
+
     @torch.no_grad()
     def prepare(self, pixel_values: torch.Tensor, generator: torch.Generator | None = None) -> dict:
         """Everything about the clean images the noise branches reuse at every attack step.
 
         Returns a dict with the VAE mean `mu`, a reparameterised sample `z = mu + σ ξ`, the noised latent
-        `z_t = sqrt(ᾱ_t) mu + sqrt(1 - ᾱ_t) ξ'`, the condition (the image itself) and the decoded references.
+        `z_t = sqrt(ᾱ_t) mu + sqrt(1 - ᾱ_t) ξ'`, the condition (the image itself) and the decoded reference
+        `decode(mu)` both branches subtract.
         """
         check_pixel_values(pixel_values, self.config.image_size, type(self).__name__)
         posterior = self.vae.encode(pixel_values * 2 - 1).latent_dist
@@ -260,36 +326,21 @@ class TbaDhngModel(PreTrainedModel):
         xi_t = torch.randn(mu.shape, generator=generator, dtype=mu.dtype)
         a = self.alpha_bar
         z_t = math.sqrt(a) * mu + math.sqrt(1 - a) * xi_t
-        return {
-            "mu": mu, "z": mu + std * xi, "z_t": z_t, "cond": pixel_values,
-            "ref_vae": self.vae.decode(mu).sample, "ref_controlnet": self.vae.decode(z_t).sample,
-        }  # fmt: skip
+        return {"mu": mu, "z": mu + std * xi, "z_t": z_t, "cond": pixel_values, "ref": self.vae.decode(mu).sample}
 
     def vae_noise(self, state: dict, eta_v: torch.Tensor) -> torch.Tensor:
         """VAE branch: `(decode(z + η_v) - decode(mu)) / 2`, image-space noise tailored to the image's features."""
-        return (self.vae.decode(state["z"] + eta_v).sample - state["ref_vae"]) / 2
-
-    def controlnet_residuals(self, latent: torch.Tensor, cond: torch.Tensor) -> list[torch.Tensor]:
-        b = latent.shape[0]
-        null = torch.zeros(b, 1, self.config.cross_attention_dim, dtype=latent.dtype)
-        t = torch.full((b,), self.config.timestep, dtype=torch.long)
-        down, mid = self.controlnet(latent, t, encoder_hidden_states=null, controlnet_cond=cond, return_dict=False)
-        return [*down, mid]
+        return (self.vae.decode(state["z"] + eta_v).sample - state["ref"]) / 2
 
     def controlnet_noise(self, state: dict, eta_latent: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
-        """ControlNet branch: the residuals of `ControlNet(z_t + η, t, cond=x)` pooled to the latent (channel groups
-        averaged down to `latent_channels`, bilinear resize), weighted by per-residual `gains (B, num_residuals)`,
-        added to the latent and decoded: `(decode(z_t + η + P(res; gains)) - decode(z_t)) / 2`."""
+        """ControlNet branch (the spec's): `ε̂ = UNet(z_t + η, t, gains · ControlNet(z_t + η, t, cond=x))`, the
+        denoised latent `x̂0 = (z_t + η - sqrt(1 - ᾱ_t) ε̂) / sqrt(ᾱ_t)`, decoded:
+        `(decode(x̂0) - decode(mu)) / 2`. `η` moves the noised latent, `gains (B, num_residuals)` the structure the
+        ControlNet injects."""
         latent = state["z_t"] + eta_latent
-        size = latent.shape[-2:]
-        c = self.config.latent_channels
-        push = torch.zeros_like(latent)
-        for i, res in enumerate(self.controlnet_residuals(latent, state["cond"])):
-            pooled = res.reshape(res.shape[0], c, res.shape[1] // c, *res.shape[-2:]).mean(2)
-            if pooled.shape[-2:] != size:
-                pooled = F.interpolate(pooled, size=size, mode="bilinear", align_corners=False)
-            push = push + gains[:, i, None, None, None] * pooled
-        return (self.vae.decode(latent + push).sample - state["ref_controlnet"]) / 2
+        t = torch.full((latent.shape[0],), self.config.timestep, dtype=torch.long, device=latent.device)
+        x0_hat = self.predict_x0(latent, self.predict_noise(latent, t, state["cond"], gains))
+        return (self.vae.decode(x0_hat).sample - state["ref"]) / 2
 
 
 __all__ = ["EfficientNetFeatures", "TbaDhngModel", "TbaDhngOutput", "TbaPoseOutput", "TbaPoseRegressor",

@@ -14,7 +14,8 @@ from hf_ext.tba.body import ProceduralBody
 from hf_ext.tba.configuration_tba import TbaVictimConfig
 from hf_ext.tba.data import render_batch
 from hf_ext.tba.training import prior_mean_errors, victim_error
-from hf_ext.tba.victim import extract_features, fit_ridge_head, mpjpe_score, pretrained_efficientnet_victim, ridge_solve
+from hf_ext.tba.victim import (extract_features, fit_ridge_head, mpjpe_score, pretrained_efficientnet_victim,
+                                ridge_path, ridge_solve)
 
 needs_weights = pytest.mark.skipif(not efficientnet_lite0_available(), reason="EfficientNet-Lite0 weights not installed")
 SIZE = 64
@@ -31,6 +32,11 @@ def test_ridge_solve_primal_and_dual_match_the_normal_equations():
     x, y = torch.randn(30, 5, generator=g), torch.randn(30, 2, generator=g)
     torch.testing.assert_close(ridge_solve(x, y, 1e-9), torch.linalg.lstsq(x.double(), y.double()).solution,
                                rtol=1e-5, atol=1e-6)  # fmt: skip
+    for n, d in ((40, 7), (7, 40)):  # one Gram for several λ gives each λ's own solution
+        x, y = torch.randn(n, d, generator=g), torch.randn(n, 3, generator=g)
+        for lam, w in zip((0.1, 10.0), ridge_path(x, y, (0.1, 10.0))):
+            torch.testing.assert_close(w, x.double().T @ torch.linalg.solve(
+                x.double() @ x.double().T + lam * torch.eye(n, dtype=torch.float64), y.double()))  # fmt: skip
 
 
 def test_fit_ridge_head_folds_the_standardisation_and_picks_lambda_on_validation():
