@@ -43,8 +43,8 @@ class AdversarialLossConfig:
             ("controllability"; [`~hf_ext.tba.perceptual.ssim`], LPIPS weights do not ship offline). Sized against
             the error terms under attack (about 5-15 with the default joint / vertex weights, while a full-ball
             8/255 perturbation costs `1 - SSIM` of about 0.1): measured on the quick victims at 8/255, PGD's SSIM is
-            0.903 at weights 0-2 (the term is inert), 0.920 at 10, 0.944 at 50 and 0.963 at 200, while its error
-            rise goes +391 % (weight 0), +385 % (10), +364 % (50), +315 % (200). FGSM ignores it at any weight (the SSIM gradient is
+            0.903-0.906 at weights 0-2 (the term is inert), 0.920 at 10, 0.944 at 50 and 0.963 at 200, while its
+            error rise goes +391 % (weight 0), +388 % (10), +367 % (50), +318 % (200). FGSM ignores it at any weight (the SSIM gradient is
             zero at `x' = x`, where its single step is taken).
         targeted (`bool`, defaults to `False`): pull the prediction towards `target_params` instead of away from the
             clean prediction.
