@@ -48,19 +48,22 @@ def aggregation_seconds(num_clients: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def step_ratio(repeats: int, hidden: int = 128, rank: int = 8) -> tuple[float, float]:
+def step_ratio(repeats: int, hidden: int = 128, rank: int = 8, make_base=None, ids=None) -> tuple[float, float]:
+    """Median train-step time of the H2Tune adapter over plain LoRA (same rank and dropout), interleaved; the base is
+    the tiny Llama of width `hidden` unless `make_base` builds another (a fresh copy per adapter)."""
     from peft import LoraConfig, get_peft_model
 
-    ids = torch.randint(3, 64, (8, 32))
+    make_base = make_base or (lambda: tiny_base(tiny_base_config("llama", L_MAX, hidden)))
+    ids = torch.randint(3, 64, (8, 32)) if ids is None else ids
     models = {
-        "lora": get_peft_model(tiny_base(tiny_base_config("llama", L_MAX, hidden)),
-                               LoraConfig(r=rank, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear")),
-        "h2tune": get_peft_model(tiny_base(tiny_base_config("llama", L_MAX, hidden)),
-                                 H2TuneConfig(r=rank, global_rank=R)),
+        "lora": get_peft_model(make_base(), LoraConfig(r=rank, lora_alpha=16, lora_dropout=0.05,
+                                                       target_modules="all-linear")),
+        "h2tune": get_peft_model(make_base(), H2TuneConfig(r=rank, global_rank=R)),
     }
     opts = {k: torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-3) for k, m in models.items()}
     times = {k: [] for k in models}
-    for i in range(repeats + 3):
+    warmup = min(3, max(1, repeats // 3))
+    for i in range(repeats + warmup):
         for k, m in models.items():
             t = time.perf_counter()
             loss = m(input_ids=ids, labels=ids).loss
@@ -69,15 +72,27 @@ def step_ratio(repeats: int, hidden: int = 128, rank: int = 8) -> tuple[float, f
             opts[k].zero_grad()
             if k == "h2tune":
                 sync_middle(m)
-            if i >= 3:  # warm-up
+            if i >= warmup:
                 times[k].append(time.perf_counter() - t)
     lora, h2 = statistics.median(times["lora"]), statistics.median(times["h2tune"])
     return h2 / lora, lora
 
 
+def smollm2_step_ratio(repeats: int, batch: int = 8, seq: int = 128, rank: int = 8) -> tuple[float, float]:
+    """The same ratio on SmolLM2-135M-Instruct (30 layers, width 576; offline through `hf_ext.core.pretrained`),
+    at the issue's measured shape: r 8, R 16, batch 8, 128 tokens."""
+    from hf_ext.core.pretrained import load_smollm2
+
+    ids = torch.randint(0, 49152, (batch, seq))
+    return step_ratio(repeats, rank=rank, make_base=lambda: load_smollm2()[0].train(), ids=ids)
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--smollm2", type=int, default=0, metavar="N",
+                   help="also time N interleaved SmolLM2-135M steps per adapter (batch 8, 128 tokens; ~10 s each on "
+                        "2 CPU cores), 0 to skip")
     args = p.parse_args(argv)
     out: dict = {"payload": {}}
     print("hidden d | H2Tune bytes/round | HetLoRA bytes/round")
@@ -93,6 +108,14 @@ def main(argv: list[str] | None = None) -> dict:
         ratio, lora = step_ratio(args.repeats, hidden=hidden)
         out[f"step_ratio_d{hidden}"] = ratio
         print(f"train step H2Tune / LoRA, hidden {hidden}: {ratio:.2f}× (LoRA {1e3 * lora:.1f} ms; target ≤ 1.3×)")
+    if args.smollm2:
+        ratio, lora = smollm2_step_ratio(args.smollm2)
+        out["step_ratio_smollm2"] = ratio
+        print(f"train step H2Tune / LoRA, SmolLM2-135M (r 8, R 16, batch 8, 128 tokens): {ratio:.2f}× "
+              f"(LoRA {lora:.2f} s)")
+    import os
+
+    out["load_average"] = list(os.getloadavg())
     return out
 
 
