@@ -76,8 +76,9 @@ def setup_pretrained(args):
     build_memory_bank(model, proc, data["memory"], batch_size=16, progress=False)  # snapshot of the connector
     base, base_proc = pretrained_tinyalign(parts, use_retrieval=False)
 
+    rows = add_vision_features(model, proc, data["train"])[: args.batch_size]  # the frozen tower, once
+
     def batch_of(processor):
-        rows = add_vision_features(model, processor, data["train"])[: args.batch_size]
         out = processor(rows["pixel_values"], rows["caption"])
         out["vision_features"] = torch.as_tensor(rows["vision_features"], dtype=torch.float32)
         del out["pixel_values"]
