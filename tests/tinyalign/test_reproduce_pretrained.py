@@ -54,3 +54,10 @@ def test_data_efficiency_match_curve_and_verdict():
     for j in jobs[2:4]:
         j["metrics"]["test_loss"] = 3.0
     assert summarise(jobs)["verdict"]["k4"].startswith("refuted")
+
+
+def test_summarise_without_a_run_names_the_missing_log(tmp_path):
+    from hf_ext.tinyalign.reproduce_pretrained import main
+
+    with pytest.raises(FileNotFoundError, match="jobs.jsonl"):
+        main(["--summarise", "--out", str(tmp_path)])
