@@ -11,25 +11,16 @@ import tempfile
 
 from .data import VOCAB_SIZE, to_features
 
-PRETRAIN_CORPUS = {"n": 4000, "seed": 7, "formats": "sums + (a*b)%10 in the three formats"}
+PRETRAIN_CORPUS = {"n": 2000, "seed": 7}
 PRETRAIN_ARGS = {"per_device_train_batch_size": 32, "learning_rate": 3e-3, "seed": 0}
 
 
 def pretrain_corpus(n: int, seed: int) -> list[tuple[str, str]]:
-    """The shared synthetic corpus: plain sums `a+b=` → `a+b` (no modulo), and the clients' three formats posed with
-    another operation, (a * b) mod 10 (all operand pairs). The bases so know how to add and how to read each format,
-    but none has seen (a + b) mod 10 in a client's format: that is what the clients learn, each from its own pairs."""
+    """The shared synthetic corpus: plain sums `a+b=` → `a+b` (no modulo), related to but not the clients' tasks."""
     import random
 
-    from .data import TASKS, make_example
-
     rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        a, b = rng.randrange(10), rng.randrange(10)
-        kind = i % 4
-        out.append((f"{a}+{b}=", str(a + b)) if kind == 0 else make_example(TASKS[kind - 1], a, b, rng, op="*"))
-    return out
+    return [(f"{a}+{b}=", str(a + b)) for a, b in ((rng.randrange(10), rng.randrange(10)) for _ in range(n))]
 
 
 def pretrain_key(base, spec, steps: int, init_seed: int | None = None) -> str:
