@@ -125,8 +125,15 @@ def client_pairs(specs, index: int, run) -> tuple[list, list]:
     return client_split(spec.task, index, len(specs), run.num_train, run.num_test, seed=run.seed)
 
 
-def pooled_pairs(specs, run) -> list:
-    """Every client's training pairs, each in its own client's format: the pooled-data ceiling's training set."""
+def pooled_pairs(specs, run, index: int | None = None) -> list:
+    """The pooled-data ceiling's training set for client `index`: every client's operand pairs posed in client
+    `index`'s own format ([`~hf_ext.h2tune.data.pooled_split`], as many examples as all clients hold together). A
+    client with a user's dataset (or `index=None`) pools the clients' training pairs as they are."""
+    from .data import pooled_split
+
+    spec = specs[index] if index is not None else None
+    if spec is not None and not spec.dataset and not any(s.dataset for s in specs):
+        return pooled_split(spec.task, len(specs), run.num_train * len(specs), seed=run.seed)
     return [pair for i in range(len(specs)) for pair in client_pairs(specs, i, run)[0]]
 
 

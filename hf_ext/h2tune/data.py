@@ -35,19 +35,22 @@ def decode(ids) -> str:
     return "".join(out)
 
 
-def make_example(task: str, a: int, b: int, rng: random.Random) -> tuple[str, str]:
-    """`(prompt, answer)` for (a + b) mod 10 posed as `task`."""
-    ans = (a + b) % 10
+def make_example(task: str, a: int, b: int, rng: random.Random, op: str = "+") -> tuple[str, str]:
+    """`(prompt, answer)` for (a op b) mod 10 posed as `task`; `op` is `"+"` (the clients' skill) or `"*"` (the
+    pretraining corpus poses the three formats with it, so the bases know the formats but not the clients' task)."""
+    if op not in ("+", "*"):
+        raise ValueError(f"op must be '+' or '*', got {op!r}")
+    ans = (a + b) % 10 if op == "+" else (a * b) % 10
     if task == "fill_in":
-        return f"{a}+{b}=", str(ans)
+        return f"{a}{op}{b}=", str(ans)
     if task == "choice":
         options = rng.sample([d for d in range(10) if d != ans], 3) + [ans]
         rng.shuffle(options)
         letters = "ABCD"
         body = " ".join(f"{letters[i]}{o}" for i, o in enumerate(options))
-        return f"{a}+{b}? {body}:", letters[options.index(ans)]
+        return f"{a}{op}{b}? {body}:", letters[options.index(ans)]
     if task == "program":
-        return f"print(({a}+{b})%10)>", str(ans)
+        return f"print(({a}{op}{b})%10)>", str(ans)
     raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
 
 
@@ -89,6 +92,15 @@ def client_split(task: str, client: int, num_clients: int, n_train: int, n_test:
     others = [p for c, block in enumerate(blocks[:num_clients]) if c != client for p in block]
     test = [make_example(task, a, b, rng) for a, b in others[:n_test]]
     return train, test
+
+
+def pooled_split(task: str, num_clients: int, n_train: int, seed: int) -> list[tuple[str, str]]:
+    """The pooled-data ceiling's training set for a client posing `task`: `n_train` examples over every client's
+    operand block (the union of what the federation trains on), all in this client's own format."""
+    blocks = operand_blocks(num_clients + 1, seed)
+    pairs = [p for block in blocks[:num_clients] for p in block]
+    rng = random.Random(seed * 1000 + 999)
+    return [make_example(task, *pairs[rng.randrange(len(pairs))], rng) for _ in range(n_train)]
 
 
 class CharCodec:

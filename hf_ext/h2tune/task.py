@@ -177,8 +177,8 @@ class H2TuneClient:
                                        index_aligned=run.index_aligned)
         # disjoint test inputs: the client is tested on operand pairs it never trains on (data.client_split)
         self.train_pairs, self.test_pairs = client_pairs(specs, index, run)
-        if run.pooled:  # the ceiling: every client's training pairs, each in its own format
-            self.train_pairs = pooled_pairs(specs, run)
+        if run.pooled:  # the ceiling: every client's operand pairs, posed in this client's own format
+            self.train_pairs = pooled_pairs(specs, run, index)
         self.prev_t: dict[str, torch.Tensor] | None = None  # T at the end of the previous round
         self.global_tensor: torch.Tensor | None = None  # G downloaded this round (P_c's task gradient goes through it)
         self.rounds_done = 0
