@@ -71,7 +71,7 @@ def aggregate_mean(
 
 def server_update(
     mode: str, payloads: Mapping[str, Mapping[str, np.ndarray]], global_shape: tuple[int, ...],
-    current: Mapping[str, np.ndarray] | None = None,
+    current: Mapping[str, np.ndarray] | None = None, groups: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, np.ndarray] | None, dict[str, str]]:
     """The server's step for every compared method, on what the clients sent (client id → named arrays).
 
@@ -80,6 +80,8 @@ def server_update(
     - `"flora"`: the stacked factors per module shape ([`~hf_ext.h2tune.baselines.flora_stack`]).
     - `"local"`: nothing is exchanged.
 
+    `groups` (client id → base group, from the server's own run config) keeps HetLoRA / FLoRA within one base.
+
     Returns `(message, rejected)`: the arrays sent back to every client (`None`: nothing), client id → reason.
     """
     from .baselines import flora_stack, hetlora_mean
@@ -87,7 +89,7 @@ def server_update(
     if mode == "local":
         return None, {}
     if mode in ("hetlora", "flora"):
-        mean, rejected = (hetlora_mean if mode == "hetlora" else flora_stack)(payloads)
+        mean, rejected = (hetlora_mean if mode == "hetlora" else flora_stack)(payloads, groups=groups)
         if mode == "flora" and not mean:
             return None, rejected  # FLoRA's ΔW was merged already: never resend an old one
         return (mean or (dict(current) if current else None)), rejected
@@ -100,7 +102,8 @@ def server_update(
 
 
 def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", *, num_partitions: int | None = None,
-                  max_abs: float = MAX_ABS, hetlora_bounds: Mapping[str, int] | None = None, **kwargs):
+                  max_abs: float = MAX_ABS, hetlora_bounds: Mapping[str, int] | None = None,
+                  base_groups: Mapping[int, str] | None = None, **kwargs):
     """An [`H2TuneStrategy`] for `mode` ("h2tune", "hetlora", "flora" or "local"; built lazily so importing this
     module does not import Flower).
 
@@ -110,6 +113,8 @@ def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", *, num_pa
         num_partitions (`int`, *optional*): a claimed `partition-id` must lie in `[0, num_partitions)`.
         max_abs (`float`, defaults to `1e6`): every |value| of an update must be below it.
         hetlora_bounds (`Mapping`, *optional*): `max_layers`, `num_slots`, `max_dim` for HetLoRA payloads.
+        base_groups (`Mapping[int, str]`, *optional*): partition → base group (from the server's run config):
+            HetLoRA / FLoRA average only within a group, keyed by the partition bound to the sending node.
         **kwargs: go to Flower's `FedAvg`.
     """
     from flwr.app import Array, ArrayRecord, MetricRecord
@@ -203,7 +208,9 @@ def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", *, num_pa
                 payloads[node] = payload
                 accepted.append((node, pid, msg))
             accepted = [(n, p, m) for n, p, m in accepted if n in payloads]
-            message, more = server_update(self.mode, payloads, self.global_shape, current=self.current)
+            groups = {n: base_groups[p] for n, p, _ in accepted} if base_groups is not None else None
+            message, more = server_update(self.mode, payloads, self.global_shape, current=self.current,
+                                          groups=groups)
             rejected.update(more)
             accepted = [(n, p, m) for n, p, m in accepted if n not in rejected]
             for node, pid, msg in accepted:

@@ -5,10 +5,13 @@ client's rank. That is defined only between clients whose factors live in the sa
 decoder): A (r×d_in) is averaged with the A's of the same `d_in`, B (d_out×r) with the B's of the same `d_out`, per
 (layer index, module slot); only the rank dimension is padded. A client whose base nobody else has gets its own
 factors back (local-only for it). (An earlier version also zero-padded across hidden sizes, averaging unrelated
-coordinates of different models: a strawman, removed.) The server's reply keys carry the feature size:
-`"A:<layer>:<slot>:<d_in>"`, `"B:<layer>:<slot>:<d_out>"`.
+coordinates of different models: a strawman, removed. Grouping by feature size alone was not enough either: a
+GPT-2 MLP and a Llama MLP of the same width share `d_out`, so the server groups by *base* as well, from its own run
+config: `groups`, client id → base group, never a claim in the payload.) The server's reply keys carry the base group
+and the feature size: `"<group>/A:<layer>:<slot>:<d_in>"`, `"<group>/B:<layer>:<slot>:<d_out>"` (no `<group>/`
+without `groups`).
 
-**FLoRA** (stacking): the server stacks the clients' scaled factors of the same module shape, so the global update of
+**FLoRA** (stacking): the server stacks the clients' scaled factors of the same module shape (and base group), so the global update of
 a module is ΔW = (1/N)·Σ_c (α/r_c)·B_c·A_c exactly, whatever the ranks (no padding, no cross-rank interference); each
 client adds ΔW of its own shape into its base weights and restarts its LoRA (A re-drawn, B = 0) for the next round.
 
@@ -89,23 +92,37 @@ def payload_problem(payload: Mapping[str, np.ndarray], *, max_layers: int | None
     return None
 
 
-def hetlora_mean(payloads: Mapping[str, Mapping[str, np.ndarray]], **bounds) -> tuple[dict[str, np.ndarray],
-                                                                                     dict[str, str]]:
-    """Server side: per key and feature size (see the module docstring), zero-pad every client's factor to the
-    largest rank and average over the clients that sent it. Invalid payloads are rejected (logged) and never averaged
-    in.
+def _group_prefix(groups: Mapping[str, str] | None, cid: str) -> str:
+    """`"<base group>/"` of client `cid` (empty without `groups`)."""
+    if groups is None:
+        return ""
+    if cid not in groups:
+        raise KeyError(f"client {cid!r} has no base group (known: {sorted(groups)})")
+    return f"{groups[cid]}/"
 
-    `bounds` go to [`payload_problem`] (`max_layers`, `num_slots`, `max_dim`, `max_abs`).
 
-    Returns `(mean, rejected)`: `"<key>:<feature size>"` → rank-padded mean, and client id → reason.
+def hetlora_mean(payloads: Mapping[str, Mapping[str, np.ndarray]], groups: Mapping[str, str] | None = None,
+                 **bounds) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Server side: per base group, key and feature size (see the module docstring), zero-pad every client's factor
+    to the largest rank and average over the clients that sent it. Invalid payloads are rejected (logged) and never
+    averaged in.
+
+    Args:
+        payloads (`Mapping`): client id → its [`hetlora_payload`].
+        groups (`Mapping[str, str]`, *optional*): client id → base group (clients on one base decoder share one);
+            the server's own knowledge. Without it, clients are grouped by feature size only.
+        bounds: go to [`payload_problem`] (`max_layers`, `num_slots`, `max_dim`, `max_abs`).
+
+    Returns `(mean, rejected)`: `"[<group>/]<key>:<feature size>"` → rank-padded mean, and client id → reason.
     """
     valid, rejected = _valid_payloads(payloads, bounds, "hetlora")
-    groups: dict[str, list[np.ndarray]] = defaultdict(list)
-    for payload in valid.values():
+    by_key: dict[str, list[np.ndarray]] = defaultdict(list)
+    for cid, payload in valid.items():
+        prefix = _group_prefix(groups, cid)
         for key, arr in payload.items():
-            groups[f"{key}:{_feature_dim(key, arr)}"].append(np.asarray(arr, dtype=np.float32))
+            by_key[f"{prefix}{key}:{_feature_dim(key, arr)}"].append(np.asarray(arr, dtype=np.float32))
     mean = {}
-    for key, arrs in groups.items():
+    for key, arrs in by_key.items():
         # pad the rank dimension only (A: rows, B: columns); the feature dimension is the group's own
         rows, cols = max(a.shape[0] for a in arrs), max(a.shape[1] for a in arrs)
         acc = np.zeros((rows, cols), dtype=np.float32)
@@ -128,18 +145,19 @@ def _valid_payloads(payloads, bounds, method: str) -> tuple[dict, dict[str, str]
     return valid, rejected
 
 
-def flora_stack(payloads: Mapping[str, Mapping[str, np.ndarray]], **bounds) -> tuple[dict[str, np.ndarray],
-                                                                                     dict[str, str]]:
-    """FLoRA's server: per module of one shape, the stacked factors `A_stack` (Σ r_c × d_in) and `B_stack`
-    (d_out × Σ r_c) / N, so that B_stack·A_stack = (1/N)·Σ_c B_c·A_c (B already scaled by α/r_c). Keys
-    `"A:<layer>:<slot>:<d_in>x<d_out>"` and `"B:..."`."""
+def flora_stack(payloads: Mapping[str, Mapping[str, np.ndarray]], groups: Mapping[str, str] | None = None,
+                **bounds) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """FLoRA's server: per module of one shape (within one base group, as in [`hetlora_mean`]), the stacked factors
+    `A_stack` (Σ r_c × d_in) and `B_stack` (d_out × Σ r_c) / N, so that B_stack·A_stack = (1/N)·Σ_c B_c·A_c (B
+    already scaled by α/r_c). Keys `"A:[<group>/]<layer>:<slot>:<d_in>x<d_out>"` and `"B:..."`."""
     valid, rejected = _valid_payloads(payloads, bounds, "flora")
     stacks: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for payload in valid.values():
+    for cid, payload in valid.items():
+        prefix = _group_prefix(groups, cid)
         for key in payload:
             if key.startswith("A:") and "B:" + key[2:] in payload:
                 a, b = payload[key], payload["B:" + key[2:]]
-                group = f"{key[2:]}:{a.shape[1]}x{b.shape[0]}"
+                group = f"{prefix}{key[2:]}:{a.shape[1]}x{b.shape[0]}"
                 stacks[group][0].append(np.asarray(a, np.float32))
                 stacks[group][1].append(np.asarray(b, np.float32))
     out = {}
@@ -150,18 +168,20 @@ def flora_stack(payloads: Mapping[str, Mapping[str, np.ndarray]], **bounds) -> t
 
 
 @torch.no_grad()
-def apply_flora(model, stacked: Mapping[str, np.ndarray], adapter: str = "default", seed: int = 0) -> None:
-    """FLoRA's client step: add the global ΔW = B_stack·A_stack of each of its modules into the base weight, then
-    restart the LoRA factors (A re-drawn as PEFT initialises it, B = 0), so the next round trains a fresh adapter
-    on the updated base."""
+def apply_flora(model, stacked: Mapping[str, np.ndarray], adapter: str = "default", seed: int = 0,
+                group: str = "") -> None:
+    """FLoRA's client step: add the global ΔW = B_stack·A_stack of each of its modules (those of its base `group`)
+    into the base weight, then restart the LoRA factors (A re-drawn as PEFT initialises it, B = 0), so the next round
+    trains a fresh adapter on the updated base."""
     import math
 
+    group_prefix = f"{group}/" if group else ""
     for name, module in model.named_modules():
         if not (hasattr(module, "lora_A") and adapter in getattr(module, "lora_A", {})):
             continue
         layer, slot = module_slot(name)
         a, b = module.lora_A[adapter].weight, module.lora_B[adapter].weight
-        group = f"{layer}:{slot}:{a.shape[1]}x{b.shape[0]}"
+        group = f"{group_prefix}{layer}:{slot}:{a.shape[1]}x{b.shape[0]}"
         if f"A:{group}" not in stacked:
             continue
         delta = torch.from_numpy(np.asarray(stacked[f"B:{group}"]) @ np.asarray(stacked[f"A:{group}"]))
@@ -174,11 +194,13 @@ def apply_flora(model, stacked: Mapping[str, np.ndarray], adapter: str = "defaul
 
 
 @torch.no_grad()
-def load_hetlora(model, mean: Mapping[str, np.ndarray], adapter: str = "default") -> None:
-    """Client side: truncate the server's rank-padded means of its own feature sizes to its rank and load them."""
+def load_hetlora(model, mean: Mapping[str, np.ndarray], adapter: str = "default", group: str = "") -> None:
+    """Client side: truncate the server's rank-padded means of its own base `group` and feature sizes to its rank
+    and load them."""
+    prefix = f"{group}/" if group else ""
     for (layer, slot), (a, b) in lora_factors(model, adapter).items():
         for name, factor in (("A", a), ("B", b)):
-            key = f"{name}:{layer}:{slot}:{_feature_dim(name + ':', factor)}"
+            key = f"{prefix}{name}:{layer}:{slot}:{_feature_dim(name + ':', factor)}"
             if key in mean:
                 arr = np.asarray(mean[key])
                 if arr.shape[0] < factor.shape[0] or arr.shape[1] < factor.shape[1]:

@@ -5,7 +5,7 @@ local folder), their LoRA ranks, and their data (the synthetic tasks split with 
 Run-config keys (comma-separated, one entry per client / partition; empty = the built-in client of that index):
 `client-models` (HF model id, local folder, `smollm2` for `hf_ext.core.pretrained.load_smollm2`, or `smollm2-L<N>`
 for a SmolLM2 with N of its 30 blocks, healed by distillation: `derive.py`), `client-ranks`,
-`client-tasks` (`fill_in`, `choice`, `program`), `client-datasets` (see [`~hf_ext.h2tune.data.load_pairs`]; columns
+`client-tasks` (`fill_in`, `choice`, `program`, `modulo`), `client-datasets` (see [`~hf_ext.h2tune.data.load_pairs`]; columns
 `prompt` and `answer`, splits `train` and `test`).
 """
 
@@ -38,10 +38,11 @@ class ClientSpec:
 
 # Hybrid heterogeneity at toy scale: clients 0 and 1 share a Llama-style base with different ranks (the setting of
 # the HetLoRA / FLoRA baselines), client 2 is a different, shallower and narrower GPT-2-style decoder (reachable only
-# through H2Tune's width-free middle matrices). Each poses (a + b) mod 10 in its own format.
+# through H2Tune's width-free middle matrices). Each poses (a + b) mod 10 in its own format (`3+4=`, `3+4 mod 10=`,
+# `print((3+4)%10)>`); multiple choice is not among them because these bases cannot learn it at all (data.TASKS).
 CLIENTS = (
     ClientSpec("client-0", "llama", 4, 64, 4, "fill_in"),
-    ClientSpec("client-1", "llama", 4, 64, 8, "choice"),
+    ClientSpec("client-1", "llama", 4, 64, 8, "modulo"),
     ClientSpec("client-2", "gpt2", 2, 32, 16, "program"),
 )
 SMOLLM2 = "smollm2"
@@ -114,6 +115,12 @@ def base_seed(specs, index: int) -> int:
     return 1000 + first
 
 
+def base_group(specs, index: int) -> str:
+    """Client `index`'s base group for HetLoRA / FLoRA (`"base<i>"`, i the first client on the same base): the server
+    computes it from its own run config and averages LoRA factors only within a group."""
+    return f"base{base_seed(specs, index) - 1000}"
+
+
 def client_pairs(specs, index: int, run) -> tuple[list, list]:
     """`(train, test)` of client `index`: a user's dataset, or the synthetic task with disjoint test inputs
     ([`~hf_ext.h2tune.data.client_split`])."""
@@ -137,4 +144,4 @@ def pooled_pairs(specs, run, index: int | None = None) -> list:
     return [pair for i in range(len(specs)) for pair in client_pairs(specs, i, run)[0]]
 
 
-__all__ = ["CLIENTS", "ClientSpec", "SMOLLM2", "base_seed", "client_pairs", "pooled_pairs", "resolve_clients"]
+__all__ = ["CLIENTS", "ClientSpec", "SMOLLM2", "base_group", "base_seed", "client_pairs", "pooled_pairs", "resolve_clients"]

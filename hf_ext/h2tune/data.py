@@ -1,5 +1,5 @@
-"""Data for H2Tune clients: one arithmetic skill ((a + b) mod 10) posed three ways, one per client (fill-in, multiple
-choice, program output), split so that **no client is tested on an input it trained on** ([`client_split`]); a
+"""Data for H2Tune clients: one arithmetic skill ((a + b) mod 10) posed in several formats, one per client (fill-in,
+`mod 10` phrasing, program output; multiple choice for users, see [`TASKS`]), split so that **no client is tested on an input it trained on** ([`client_split`]); a
 character codec the tiny decoders share, and [`TokenizerCodec`] for real decoders (SmolLM2, a user's HF model) with
 their own tokenizer; [`load_pairs`] reads a user's `datasets` data (`prompt` / `answer` columns)."""
 
@@ -13,7 +13,10 @@ CHARS = "0123456789+-*%=?:()[] ABCDEprintmodx>\n"
 PAD, BOS, EOS = 0, 1, 2
 OFFSET = 3
 VOCAB_SIZE = 64  # room for the codec (3 + len(CHARS)) and a round number for the tiny configs
-TASKS = ("fill_in", "choice", "program")
+# "choice" stays available to users but is not a built-in client's task: the tiny bases could not learn its option
+# lookup even from every client's pairs (4 options: 0.24 exact match pooled vs chance 0.25; 2 options: 0.54 vs 0.5,
+# 900 LoRA steps at lr 2e-3 and 1e-2), so a choice client would sit at chance whatever the federation shares.
+TASKS = ("fill_in", "choice", "program", "modulo")
 
 
 def encode(text: str) -> list[int]:
@@ -51,6 +54,8 @@ def make_example(task: str, a: int, b: int, rng: random.Random, op: str = "+") -
         return f"{a}{op}{b}? {body}:", letters[options.index(ans)]
     if task == "program":
         return f"print(({a}{op}{b})%10)>", str(ans)
+    if task == "modulo":
+        return f"{a}{op}{b} mod 10=", str(ans)
     raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
 
 
@@ -61,7 +66,7 @@ def make_split(task: str, n: int, seed: int) -> list[tuple[str, str]]:
     return [make_example(task, rng.randrange(10), rng.randrange(10), rng) for _ in range(n)]
 
 
-CHANCE = {"fill_in": 0.1, "choice": 0.25, "program": 0.1}  # exact match of a uniform guess
+CHANCE = {"fill_in": 0.1, "choice": 0.25, "program": 0.1, "modulo": 0.1}  # exact match of a uniform guess
 
 
 def operand_blocks(num_blocks: int, seed: int) -> list[list[tuple[int, int]]]:

@@ -1,23 +1,25 @@
 """`hf-ext reproduce h2tune`: three clients on two tiny decoders (clients 0 and 1 share a Llama-style base with LoRA
 ranks 4 and 8; client 2 is a shallower, narrower GPT-2-style decoder with rank 16), the bases briefly pretrained on a
 shared corpus of plain sums (cached under `--out/pretrained`), each client posing (a + b) mod 10 in its own format
-(fill-in, multiple choice, program output) with little local data: 25 operand pairs per client, and **test inputs
-disjoint from the client's own training inputs** (every test pair is another client's training pair; see
-`data.client_split`). Compares H2Tune (shared middle matrices through relation-guided alignment, unweighted mean on the
-server) with local-only LoRA, the pooled-data ceiling (each model trained on all clients' training data), HetLoRA
-(rank-padded averaging within a base), FLoRA (stacking within a base), and the ablations no sparsification,
-index-aligned layers and joint instead of alternating training. Before any comparison it checks that local-only lands
-strictly between chance and the pooled ceiling on every client (the setting is uninformative otherwise) and prints
-the verdict. Per-client exact match after each round (mean ± std over seeds), paired per-seed differences against
-local-only, bytes sent per round. Writes `results.json`, each H2Tune client's adapted model under `--out/clients` and
-the pushable `--out/artifact` (client 0: base at the root, adapter in `adapter/`).
+(fill-in `3+4=`, `3+4 mod 10=`, program output `print((3+4)%10)>`) with little local data: 25 operand pairs per
+client, and **test inputs disjoint from the client's own training inputs** (every test pair is another client's
+training pair; see `data.client_split`). Compares H2Tune (shared middle matrices through relation-guided alignment,
+unweighted mean on the server) with local-only LoRA, the pooled-data ceiling (each model trained on every client's
+operand pairs, posed in its own format), HetLoRA (rank-padded averaging within a base), FLoRA (stacking within a
+base), and (`--full`) the ablations no sparsification, index-aligned layers and joint instead of alternating
+training. Before any comparison it checks that local-only lands strictly between chance and the pooled ceiling on
+every client (the setting is uninformative otherwise) and prints the verdict. Per-client exact match after each round
+(mean ± std over seeds: the convergence curve), paired per-seed differences against local-only, bytes sent per round.
+Writes `results.json`, each H2Tune client's adapted model under `--out/clients` and the pushable `--out/artifact`
+(client 0: base at the root, adapter in `adapter/`).
 
 Two engines run the same client and server code (`H2TuneClient.run_round`, `server_update`): `--engine simulation`
 runs the Flower ServerApp and ClientApps on Flower's simulation engine (Ray), one federation at a time (the `--full`
 default); `--engine inprocess` loops over the clients in worker processes, spreading the (variant, seed) runs over
-`--workers` single-threaded processes (the quick default: no Ray start-up per run). Either way the three bases are
+`--workers` single-threaded processes (the quick default: no Ray start-up per run). Either way the bases are
 pretrained first (or loaded from the cache under `--out/pretrained`, keyed by config, init seed and steps). Quick
-scale: 2 seeds, 3 rounds of 20 local steps; `--full`: 3 seeds, 5 rounds of 40 steps; both pretrain 300 steps.
+scale: 2 seeds, 3 rounds of 80 local steps, five variants; `--full`: 3 seeds, 3 rounds of 300 steps, all eight;
+both pretrain 300 steps.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ PREDICTION = ("H2Tune beats local-only on a client when its paired per-seed gain
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce h2tune", description=__doc__)
-    p.add_argument("--full", action="store_true", help="3 seeds, 5 rounds, 40 local steps per round")
+    p.add_argument("--full", action="store_true", help="3 seeds, 3 rounds of 300 local steps, every variant")
     p.add_argument("--out", default=str(work_dir("h2tune")), help="output folder (results.json, clients/)")
     from hf_ext.core.devices import add_device_argument
 
@@ -61,7 +63,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), help="subset of the compared methods")
     p.add_argument("--pretrained", action="store_true",
                    help="real and derived bases: SmolLM2-135M-Instruct (fill-in, r 8) and two smaller bases derived "
-                        "from it (smollm2-L10, choice, r 4; smollm2-L4, program, r 16), healed by distillation and "
+                        "from it (smollm2-L10, modulo, r 4; smollm2-L4, program, r 16), healed by distillation and "
                         "cached (see PRETRAINED below for the CPU budget)")
     p.add_argument("--heal-steps", type=int, help="--pretrained: distillation steps per derived base")
     p.add_argument("--num-train", type=int, help="training examples per client")
@@ -78,6 +80,10 @@ PRETRAINED = {"client_models": "smollm2,smollm2-L10,smollm2-L4", "client_ranks":
               "heal_steps": 20, "max_len": 32}
 
 
+# quick scale: the methods and the ceiling; the three H2Tune ablations run with --full (or --variants)
+QUICK_VARIANTS = ["local-only", "pooled", "hetlora", "flora", "h2tune"]
+
+
 def run_variant(variant: str, run: RunConfig) -> dict:
     """One federated run of `variant` in this process: the same [`H2TuneClient.run_round`] and
     [`server_update`] calls the Flower apps make. Returns per-client accuracy per round (measured after local
@@ -90,6 +96,7 @@ def run_variant(variant: str, run: RunConfig) -> dict:
     if run.mode == "h2tune":
         message = {"g": initial_global(max_layers, len(MODULE_SLOTS), GLOBAL_RANK, seed=run.seed).numpy()}
     acc = {c.spec.name: [] for c in clients}
+    groups = {str(i): c.group for i, c in enumerate(clients)}  # the server's own view: which client is on which base
     bytes_per_round = 0
     for _ in range(run.rounds):
         payloads = {}
@@ -97,7 +104,7 @@ def run_variant(variant: str, run: RunConfig) -> dict:
             payloads[str(i)] = c.run_round(message)
             acc[c.spec.name].append(c.evaluate())
         bytes_per_round = sum(int(a.nbytes) for p in payloads.values() for a in p.values())
-        message, _ = server_update(run.mode, payloads, shape, current=message)
+        message, _ = server_update(run.mode, payloads, shape, current=message, groups=groups)
     return {"accuracy": acc, "bytes_sent_per_round": bytes_per_round, "clients": clients, "final_message": message}
 
 
@@ -174,6 +181,19 @@ def format_table(results: dict) -> str:
                 cell += f" [{diff['mean']:+.3f}±{diff['std']:.3f}]"
             cells += f"{cell:>36}"
         lines.append(f"{variant:<22}{cells}{r['bytes_sent_per_round']:>14}")
+    return "\n".join(lines)
+
+
+def format_curves(results: dict) -> str:
+    """The convergence curve: per-client exact match after each round, mean over seeds, one row per variant."""
+    clients = [c["name"] for c in results["clients"]]
+    lines = ["exact match after each round (mean over seeds), per client: round 1 / round 2 / ..."]
+    for variant, r in results["variants"].items():
+        cells = []
+        for name in clients:
+            curve = np.mean([seed_acc[name] for seed_acc in r["accuracy_per_round"]], axis=0)
+            cells.append(f"{name} " + " / ".join(f"{a:.2f}" for a in curve))
+        lines.append(f"{variant:<22}" + "   ".join(cells))
     return "\n".join(lines)
 
 
@@ -254,7 +274,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     set_device(ns.device)
     out = Path(ns.out)
-    run = RunConfig(rounds=5 if ns.full else 3, local_steps=40 if ns.full else 20, pretrain_steps=300,
+    run = RunConfig(rounds=3, local_steps=300 if ns.full else 80, pretrain_steps=300,
                     cache_dir=str(out / "pretrained"))
     seeds = ns.seeds or ([0, 1, 2] if ns.full else [0, 1])
     if ns.pretrained:
@@ -265,7 +285,8 @@ def main(argv: list[str] | None = None) -> dict:
         if getattr(ns, flag) is not None:
             run = dataclasses.replace(run, **{field: getattr(ns, flag)})
     engine = ns.engine or ("simulation" if ns.full else "inprocess")
-    variants = ns.variants or (["local-only", "h2tune"] if ns.pretrained else list(VARIANTS))
+    variants = ns.variants or (["local-only", "pooled", "h2tune"] if ns.pretrained else list(VARIANTS) if ns.full
+                               else QUICK_VARIANTS)
     if ns.pretrained:
         ns.workers = 1  # three real decoders per federation: one process (memory)
     out.mkdir(parents=True, exist_ok=True)
@@ -314,6 +335,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{c['pooled_ceiling']:.3f}: {'ok' if c['ok'] else 'FAILED (no comparison is informative here)'}")
     table = format_table(results)
     print(table)
+    print(format_curves(results))
     print(f"wrote {out / 'results.json'} and {out / 'clients'} ({results['seconds']:.0f} s: pretraining "
           f"{results['seconds_pretrain']:.0f} s, federated runs {results['seconds_federated']:.0f} s)")
     results["table"] = table

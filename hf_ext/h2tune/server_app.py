@@ -14,6 +14,7 @@ from hf_ext.core.federated import require_rounds, save_result
 
 from .aggregation import make_strategy
 from .alignment import initial_global
+from .clients import base_group
 from .model import MODULE_SLOTS
 from .task import GLOBAL_RANK, RunConfig, global_shape
 
@@ -32,6 +33,7 @@ def main(grid: Grid, context: Context) -> None:
     max_dim = max(max(4 * c.hidden, c.rank) for c in clients)
     strategy = make_strategy(
         global_shape(max_layers), mode=run.mode, num_partitions=len(clients),
+        base_groups={i: base_group(clients, i) for i in range(len(clients))},
         hetlora_bounds={"max_layers": max_layers, "num_slots": len(MODULE_SLOTS), "max_dim": max_dim},
         fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=min_nodes, min_available_nodes=min_nodes,
     )

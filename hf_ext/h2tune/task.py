@@ -23,7 +23,7 @@ from hf_ext.core.paths import work_dir
 
 from .alignment import RelationMatrix
 from .bases import PRETRAIN_ARGS, PRETRAIN_CORPUS, build_base, pretrain_corpus, pretrain_key, pretrained_base
-from .clients import CLIENTS, ClientSpec, base_seed, client_pairs, pooled_pairs, resolve_clients
+from .clients import CLIENTS, ClientSpec, base_group, base_seed, client_pairs, pooled_pairs, resolve_clients
 from .config import H2TuneConfig
 from .data import TASKS, exact_match, to_features
 from .model import MODULE_SLOTS, get_middle, num_layers, set_middle
@@ -177,6 +177,7 @@ class H2TuneClient:
                                        index_aligned=run.index_aligned)
         # disjoint test inputs: the client is tested on operand pairs it never trains on (data.client_split)
         self.train_pairs, self.test_pairs = client_pairs(specs, index, run)
+        self.group = base_group(specs, index)  # HetLoRA / FLoRA: the server's means of this client's base only
         if run.pooled:  # the ceiling: every client's operand pairs, posed in this client's own format
             self.train_pairs = pooled_pairs(specs, run, index)
         self.prev_t: dict[str, torch.Tensor] | None = None  # T at the end of the previous round
@@ -199,9 +200,9 @@ class H2TuneClient:
             g = torch.from_numpy(np.array(incoming["g"], dtype=np.float32)) if incoming and "g" in incoming else None
             return {"g": self.fit(g).numpy().astype(np.float32)}
         if self.run.mode == "hetlora" and incoming:
-            load_hetlora(self.model, incoming)
+            load_hetlora(self.model, incoming, group=self.group)
         if self.run.mode == "flora" and incoming:  # merge the stacked global ΔW into the base, restart the LoRA
-            apply_flora(self.model, incoming, seed=self.run.seed * 100 + self.rounds_done)
+            apply_flora(self.model, incoming, seed=self.run.seed * 100 + self.rounds_done, group=self.group)
         self.train_local()
         self.rounds_done += 1
         if self.run.mode == "local":

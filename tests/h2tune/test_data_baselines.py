@@ -62,7 +62,9 @@ def test_client_split_tests_only_inputs_the_client_never_trained_on():
 
     blocks = operand_blocks(4, seed=3)
     assert sorted(p for b in blocks for p in b) == [(a, b) for a in range(10) for b in range(10)]
-    splits = [client_split(task, c, 3, 200, 50, seed=3) for c, task in enumerate(TASKS)]
+    from hf_ext.h2tune.clients import CLIENTS
+
+    splits = [client_split(spec.task, c, 3, 200, 50, seed=3) for c, spec in enumerate(CLIENTS)]
     trained = [{operands(p) for p, _ in train} for train, _ in splits]
     for c, (train, test) in enumerate(splits):
         tested = [operands(p) for p, _ in test]
@@ -71,6 +73,32 @@ def test_client_split_tests_only_inputs_the_client_never_trained_on():
         # every test pair is a training pair of another client (there, in that client's format)
         assert set(tested) <= set().union(*(trained[o] for o in range(3) if o != c))
         assert not {p for p, _ in train} & {p for p, _ in test}  # no test prompt appears verbatim in training
+
+
+def test_pooled_ceiling_poses_every_clients_pairs_in_its_own_format():
+    from hf_ext.h2tune.clients import CLIENTS, client_pairs, pooled_pairs
+    from hf_ext.h2tune.data import make_example
+    from hf_ext.h2tune.task import RunConfig
+
+    run = RunConfig(num_train=200, seed=3)
+    own = {c: {p for p, _ in client_pairs(CLIENTS, c, run)[0]} for c in range(3)}
+    for c, spec in enumerate(CLIENTS):
+        pooled = pooled_pairs(CLIENTS, run, c)
+        assert len(pooled) == 3 * 200  # as many examples as the three clients hold together
+        # every pair in the client's own format: re-posing its operands reproduces the prompt
+        fmt = {make_example(spec.task, a, b, random.Random(0))[0] for a in range(10) for b in range(10)}
+        assert {p for p, _ in pooled} <= fmt
+        # ... and it covers the other clients' operand pairs (their test pairs), not only its own
+        others = {make_example(spec.task, *_ops(p), random.Random(0))[0] for o in range(3) if o != c for p in own[o]}
+        assert others <= {p for p, _ in pooled}
+        test = {p for p, _ in client_pairs(CLIENTS, c, run)[1]}
+        assert test <= {p for p, _ in pooled}  # the ceiling sees the test inputs: what sharing could bring at best
+
+
+def _ops(prompt):
+    import re
+
+    return tuple(int(x) for x in re.findall(r"(\d)\+(\d)", prompt)[0])
 
 
 def test_derived_smollm2_layer_choice_and_drop_is_exact():

@@ -12,6 +12,8 @@ from hf_ext.h2tune.aggregation import aggregate_mean, update_problem
 from hf_ext.h2tune.baselines import hetlora_mean, hetlora_payload
 from hf_ext.h2tune.alignment import RelationMatrix, initial_global
 from hf_ext.h2tune.task import RunConfig
+from hf_ext.h2tune.testing import tiny_base, tiny_base_config
+from peft import LoraConfig, get_peft_model
 
 
 def test_relation_matrix_closed_forms():
@@ -63,6 +65,33 @@ def test_hetlora_pads_the_rank_only_and_averages_within_a_feature_space(caplog):
     np.testing.assert_allclose(mean["A:1:0:6"], np.ones((4, 6)))  # only c1 has layer 1
     assert "NaN/Inf" in rejected["c2"] and "malformed key" in rejected["c3"]
     assert "rejected update from client c2" in caplog.text
+
+
+def test_hetlora_and_flora_never_mix_two_bases_even_of_one_feature_size():
+    """A GPT-2 MLP and a Llama MLP of the same width share d_out: the server's base groups keep them apart."""
+    from hf_ext.h2tune.aggregation import server_update
+    from hf_ext.h2tune.baselines import load_hetlora, lora_factors
+    from hf_ext.h2tune.clients import CLIENTS, base_group
+
+    assert [base_group(CLIENTS, i) for i in range(3)] == ["base0", "base0", "base2"]  # clients 0, 1 share a base
+    same = {"A:0:0": np.ones((2, 6), np.float32), "B:0:0": np.ones((6, 2), np.float32)}
+    payloads = {"0": same, "1": {k: 3 * v for k, v in same.items()}, "2": {k: 7 * v for k, v in same.items()}}
+    groups = {"0": "base0", "1": "base0", "2": "base2"}
+    mean, _ = server_update("hetlora", payloads, (1, 7, 16, 16), groups=groups)
+    np.testing.assert_allclose(mean["base0/A:0:0:6"], 2.0)  # (1 + 3) / 2: clients 0 and 1 only
+    np.testing.assert_allclose(mean["base2/A:0:0:6"], 7.0)  # client 2 alone on its base: its own factors back
+    stacked, _ = server_update("flora", payloads, (1, 7, 16, 16), groups=groups)
+    assert stacked["A:base0/0:0:6x6"].shape == (4, 6) and stacked["A:base2/0:0:6x6"].shape == (2, 6)
+    np.testing.assert_allclose(stacked["B:base2/0:0:6x6"], 7.0)  # a mean over one client
+    with pytest.raises(KeyError, match="no base group"):
+        server_update("hetlora", payloads, (1, 7, 16, 16), groups={"0": "base0"})
+    # the client loads only its own group's means
+    model = get_peft_model(tiny_base(tiny_base_config("llama", 1, 8, 16)), LoraConfig(r=2, target_modules=["q_proj"]))
+    (layer, slot), (a, b) = next(iter(lora_factors(model).items()))
+    key = f"A:{layer}:{slot}:{a.shape[1]}"
+    load_hetlora(model, {f"base0/{key}": np.full(a.shape, 5.0, np.float32),
+                         f"base2/{key}": np.full(a.shape, 9.0, np.float32)}, group="base2")
+    np.testing.assert_allclose(a.detach().numpy(), 9.0)
 
 
 def test_flora_stacking_is_the_exact_mean_of_the_updates_and_restarts_lora():
