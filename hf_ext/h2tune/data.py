@@ -129,22 +129,31 @@ class CharCodec:
 
 
 class TokenizerCodec:
-    """A real decoder's tokenizer as a codec: prompts get the tokenizer's BOS (if it has one), answers are the
-    answer's tokens, EOS is the tokenizer's EOS, padding its PAD (EOS when it has none)."""
+    """A real decoder's tokenizer as a codec: answers are the answer's tokens, EOS is the tokenizer's EOS, padding its
+    PAD (EOS when it has none). Prompts are posed as one user turn of the tokenizer's chat template when it has one
+    (an instruct model such as SmolLM2-135M-Instruct answers arithmetic only in its chat format: zero-shot it
+    continues a bare `3+4=` with unrelated text), else as the raw text after the tokenizer's BOS (if any);
+    `chat=False` forces the raw form."""
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer, chat: bool | None = None):
         if tokenizer.eos_token_id is None:
             raise ValueError(f"tokenizer {type(tokenizer).__name__} has no eos_token_id: cannot end answers")
         self.tokenizer = tokenizer
         self.eos = tokenizer.eos_token_id
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos
         self.bos = tokenizer.bos_token_id
+        self.chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
 
     def new_tokens(self, answer: str) -> int:
         """Greedy budget of [`exact_match`]: the answer's tokens plus EOS."""
         return len(self.answer_ids(answer)) + 1
 
     def prompt_ids(self, text: str) -> list[int]:
+        if self.chat:
+            ids = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                                     tokenize=True)
+            ids = ids["input_ids"] if hasattr(ids, "keys") else ids  # transformers 5 returns a BatchEncoding
+            return [int(i) for i in ids]
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return ([self.bos] if self.bos is not None else []) + list(ids)
 
@@ -162,11 +171,15 @@ CHARS_CODEC = CharCodec()
 
 
 def to_features(pairs: list[tuple[str, str]], max_len: int = 32, codec=None) -> dict[str, list[list[int]]]:
-    """Causal-LM features: loss only on the answer and EOS (prompt tokens labelled -100), right-padded."""
+    """Causal-LM features: loss only on the answer and EOS (prompt tokens labelled -100), right-padded to `max_len`.
+    Raises `ValueError` when an example does not fit (truncating it would cut the answer, the only trained tokens)."""
     codec = codec or CHARS_CODEC
     ids, labels, mask = [], [], []
     for prompt, answer in pairs:
         p, a = codec.prompt_ids(prompt), codec.answer_ids(answer) + [codec.eos]
+        if len(p) + len(a) > max_len:
+            raise ValueError(f"example {prompt!r} -> {answer!r} takes {len(p) + len(a)} tokens (prompt, answer, EOS), "
+                             f"more than max_len={max_len}: raise max_len (run-config key 'max-len')")
         seq = (p + a)[:max_len]
         lab = ([-100] * len(p) + a)[:max_len]
         pad = max_len - len(seq)

@@ -59,12 +59,13 @@ def generate(client: str, prompt: str, max_new_tokens: int = 4) -> tuple[list[li
 
 
 def expected_answer(prompt: str) -> str | None:
-    """The right answer to a prompt in one of the three task formats ((a + b) mod 10 as a digit, or the option's
-    letter), or `None` for a free-form prompt."""
+    """The right answer to a prompt in one of the task formats ((a + b) mod 10 as a digit, or a multiple-choice
+    option's letter), or `None` for a free-form prompt."""
     import re
 
     prompt = prompt.strip()
-    m = re.fullmatch(r"(\d+)\+(\d+)=", prompt) or re.fullmatch(r"print\(\((\d+)\+(\d+)\)%10\)>", prompt)
+    m = (re.fullmatch(r"(\d+)\+(\d+)=", prompt) or re.fullmatch(r"print\(\((\d+)\+(\d+)\)%10\)>", prompt)
+         or re.fullmatch(r"(\d+)\+(\d+) mod 10=", prompt))
     if m:
         return str((int(m[1]) + int(m[2])) % 10)
     m = re.fullmatch(r"(\d+)\+(\d+)\? A(\d) B(\d) C(\d) D(\d):", prompt)
@@ -88,7 +89,7 @@ def reading(rows: list[list], source: str) -> str:
 
 
 def _examples() -> list[str]:
-    return ["3+4=", "3+4? A1 B7 C2 D9:", "print((3+4)%10)>"]
+    return ["3+4=", "3+4 mod 10=", "print((3+4)%10)>"]
 
 
 def build_demo():
@@ -108,16 +109,16 @@ def build_demo():
         gr.Markdown(
             "# H2Tune — one adapter family, three different decoders\n"
             "[arXiv 2507.22633](https://arxiv.org/abs/2507.22633) · hf_ext. Three clients with different tiny "
-            "decoders (Llama-, Qwen2-, GPT-2-style) shared only their LoRA middle matrices. Pick a client, prompt "
+            "decoders (two clients on one Llama-style base, one on a GPT-2-style base) shared only their LoRA middle matrices. Pick a client, prompt "
             "it, and compare its answer with and without its federated adapter. Examples: " + " · ".join(_examples())
         )
         with gr.Row():
             client = gr.Radio([c.name for c in CLIENTS], value=CLIENTS[0].name, label="client")
             prompt = gr.Textbox(value="3+4=", label="prompt", elem_id="h2tune-prompt")
-        gr.Examples(examples=[["client-0", "3+4="], ["client-1", "3+4? A1 B7 C2 D9:"],
+        gr.Examples(examples=[["client-0", "3+4="], ["client-1", "8+7 mod 10="],
                               ["client-2", "print((3+4)%10)>"]], inputs=[client, prompt],
-                    label="examples: each client's own task format (a fill-in sum, a multiple choice, a program "
-                          "output); the adapter should turn a wrong answer into the right one")
+                    label="examples: each client's own task format (a fill-in sum, the sum "
+                          "mod 10, a program output); the adapter should turn a wrong answer into the right one")
         button = gr.Button("Generate", variant="primary")
         table = gr.Dataframe(headers=["model", "answer", "right answer? ((a + b) mod 10)"], label="greedy answers",
                              elem_id="h2tune-answers")

@@ -2,7 +2,8 @@
 model, cached. Client-model name `smollm2-L<N>` (e.g. `smollm2-L10`): keep the first ⌈N/2⌉ and the last ⌊N/2⌋ of
 the 30 decoder blocks (dropping the middle hurt least of the prunings measured: sentence CE 6.7 vs 12.2 for every
 second block and 17.7 for the first 15, against 3.19 unpruned), then distil for `heal_steps` steps
-(KL(teacher ‖ student) on the next-token distributions of a small fixed text corpus, AdamW lr 1e-4).
+(KL(teacher ‖ student) on the next-token distributions of a small fixed corpus: plain sums as chat turns and a few
+sentences; AdamW lr 1e-4).
 
 The derived model is a plain `LlamaForCausalLM` folder (with SmolLM2's tokenizer) under `cache_dir`, keyed by the
 kept blocks, the healing steps and a hash of the recipe; it is written atomically.
@@ -17,9 +18,13 @@ from pathlib import Path
 
 DERIVED_RE = re.compile(r"^smollm2-L(\d+)$")
 SMOLLM2_LAYERS = 30
-HEAL = {"lr": 1e-4, "batch": 8, "max_len": 32, "seed": 0}
-# healing text: the clients' arithmetic phrasings (no answers) and plain sentences, so the student keeps both
-HEAL_TEXT = [f"{a}+{b}={a + b}" for a in range(10) for b in range(10)] + [
+HEAL = {"lr": 1e-4, "batch": 8, "max_len": 64, "seed": 0}
+# healing text: plain sums (not the clients' mod-10 tasks; the tiny bases pretrain on the same) and plain sentences,
+# so the student keeps both; the sums are posed as chat turns when the tokenizer has a chat template, the form the
+# clients' prompts take (data.TokenizerCodec)
+HEAL_SUMS = [(f"{a}+{b}=", str(a + b)) for a in range(10) for b in range(10)]
+HEAL_TEXT = [
+
     "The quick brown fox jumps over the lazy dog.", "Federated learning trains one model on many devices.",
     "Paris is the capital of France.", "Water boils at one hundred degrees Celsius.",
     "A matrix has rows and columns.", "The sum of two and three is five.",
@@ -57,10 +62,21 @@ def drop_layers(model, keep: list[int]):
     return model
 
 
+def heal_texts(tokenizer) -> list[str]:
+    """The healing corpus as text: [`HEAL_SUMS`] (as user/assistant chat turns when `tokenizer` has a chat template,
+    else `a+b=c`) and [`HEAL_TEXT`]."""
+    if getattr(tokenizer, "chat_template", None):
+        sums = [tokenizer.apply_chat_template([{"role": "user", "content": q}, {"role": "assistant", "content": a}],
+                                              tokenize=False) for q, a in HEAL_SUMS]
+    else:
+        sums = [q + a for q, a in HEAL_SUMS]
+    return sums + HEAL_TEXT
+
+
 def derived_path(name: str, heal_steps: int, cache_dir: str | Path) -> Path:
     keep = kept_layers(name)
-    digest = hashlib.sha256(json.dumps({"keep": keep, "heal": HEAL, "text": HEAL_TEXT, "steps": heal_steps},
-                                       sort_keys=True).encode()).hexdigest()[:10]
+    recipe = {"keep": keep, "heal": HEAL, "sums": HEAL_SUMS, "text": HEAL_TEXT, "steps": heal_steps, "chat": True}
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
     return Path(cache_dir) / f"smollm2-L{len(keep)}-heal{heal_steps}-{digest}"
 
 
@@ -94,10 +110,11 @@ def derive_smollm2(name: str, heal_steps: int, cache_dir: str | Path):
     student = drop_layers(copy.deepcopy(teacher), kept_layers(name)).train()
     opt = torch.optim.AdamW(student.parameters(), lr=HEAL["lr"])
     gen = torch.Generator().manual_seed(HEAL["seed"])
+    texts = heal_texts(tokenizer)
     for _ in range(heal_steps):
-        idx = torch.randint(len(HEAL_TEXT), (HEAL["batch"],), generator=gen).tolist()
-        batch = tokenizer([HEAL_TEXT[i] for i in idx], return_tensors="pt", padding=True, truncation=True,
-                          max_length=HEAL["max_len"])
+        idx = torch.randint(len(texts), (HEAL["batch"],), generator=gen).tolist()
+        batch = tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, truncation=True,
+                          max_length=HEAL["max_len"], add_special_tokens=False)
         loss = distill_loss(student, teacher, dict(batch))
         opt.zero_grad()
         loss.backward()
@@ -112,4 +129,4 @@ def derive_smollm2(name: str, heal_steps: int, cache_dir: str | Path):
     return student, tokenizer
 
 
-__all__ = ["derive_smollm2", "derived_path", "distill_loss", "drop_layers", "is_derived", "kept_layers"]
+__all__ = ["derive_smollm2", "derived_path", "distill_loss", "drop_layers", "heal_texts", "is_derived", "kept_layers"]

@@ -63,7 +63,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), help="subset of the compared methods")
     p.add_argument("--pretrained", action="store_true",
                    help="real and derived bases: SmolLM2-135M-Instruct (fill-in, r 8) and two smaller bases derived "
-                        "from it (smollm2-L10, modulo, r 4; smollm2-L4, program, r 16), healed by distillation and "
+                        "from it (smollm2-L20, modulo, r 4; smollm2-L12, program, r 16), healed by distillation and "
                         "cached (see PRETRAINED below for the CPU budget)")
     p.add_argument("--heal-steps", type=int, help="--pretrained: distillation steps per derived base")
     p.add_argument("--num-train", type=int, help="training examples per client")
@@ -71,13 +71,13 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
-# `--pretrained` on CPU: SmolLM2 + two derived bases, one seed, 2 rounds × 4 local steps of batch 8, 64 training /
-# 24 test examples per client, sequences <= 32 tokens, 20 healing steps per derived base; local-only and H2Tune.
-# A SmolLM2 H2Tune step costs ~45 CPU-s at the review's scale on an idle 2-core machine; scope it down further with
-# --local-steps / --rounds / --heal-steps on a loaded one.
-PRETRAINED = {"client_models": "smollm2,smollm2-L10,smollm2-L4", "client_ranks": "8,4,16", "rounds": 2,
-              "local_steps": 4, "batch_size": 8, "num_train": 64, "num_test": 24, "pretrain_steps": 0,
-              "heal_steps": 20, "max_len": 32}
+# `--pretrained` on CPU: SmolLM2-135M-Instruct (fill-in, r 8) and two bases derived from it, smollm2-L20 (modulo,
+# r 4) and smollm2-L12 (program, r 16), each healed by 100 distillation steps (cached); prompts in SmolLM2's chat
+# template (<= 42 tokens with the answer and EOS, so max_len 48); seeds 0 and 1, 3 rounds of 20 local steps of batch
+# 8 on 64 training / 24 test examples per client; local-only, the pooled ceiling and H2Tune.
+PRETRAINED = {"client_models": "smollm2,smollm2-L20,smollm2-L12", "client_ranks": "8,4,16", "rounds": 3,
+              "local_steps": 20, "batch_size": 8, "num_train": 64, "num_test": 24, "pretrain_steps": 0,
+              "heal_steps": 100, "max_len": 48}
 
 
 # quick scale: the methods and the ceiling; the three H2Tune ablations run with --full (or --variants)
@@ -178,10 +178,34 @@ def format_table(results: dict) -> str:
             cell = f"{r['final_accuracy_mean'][c['name']]:.3f}±{r['final_accuracy_std'][c['name']]:.3f}"
             diff = r.get("paired_vs_local", {}).get(c["name"])
             if diff is not None and variant != "local-only":
-                cell += f" [{diff['mean']:+.3f}±{diff['std']:.3f}]"
+                cell += f" [{round(diff['mean'], 3) + 0.0:+.3f}±{diff['std']:.3f}]"  # no "-0.000"
             cells += f"{cell:>36}"
         lines.append(f"{variant:<22}{cells}{r['bytes_sent_per_round']:>14}")
     return "\n".join(lines)
+
+
+def format_markdown(results: dict) -> str:
+    """The README / card tables of a run (written as `results.md`): final exact match per client with the paired
+    per-seed difference to local-only, then the per-round curve (mean over seeds)."""
+    clients = results["clients"]
+    head = " | ".join(f"{c['name']} ({c['task']}, {c['family']} L{c['layers']} d{c['hidden']} r{c['rank']})"
+                      for c in clients)
+    lines = [f"| variant | {head} | bytes / round |", "|---" * (len(clients) + 2) + "|"]
+    for variant, r in results["variants"].items():
+        cells = []
+        for c in clients:
+            cell = f"{r['final_accuracy_mean'][c['name']]:.3f}±{r['final_accuracy_std'][c['name']]:.3f}"
+            diff = r.get("paired_vs_local", {}).get(c["name"])
+            if diff is not None and variant != "local-only":
+                cell += f" [{round(diff['mean'], 3) + 0.0:+.3f}±{diff['std']:.3f}]"  # no "-0.000"
+            cells.append(cell)
+        lines.append(f"| {variant} | " + " | ".join(cells) + f" | {r['bytes_sent_per_round']:,} |")
+    lines += ["", f"| variant (exact match after round 1 / 2 / ...) | {' | '.join(c['name'] for c in clients)} |",
+              "|---" * (len(clients) + 1) + "|"]
+    for variant, r in results["variants"].items():
+        curves = [np.mean([seed_acc[c["name"]] for seed_acc in r["accuracy_per_round"]], axis=0) for c in clients]
+        lines.append(f"| {variant} | " + " | ".join(" / ".join(f"{a:.2f}" for a in cv) for cv in curves) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def format_curves(results: dict) -> str:
@@ -279,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict:
     seeds = ns.seeds or ([0, 1, 2] if ns.full else [0, 1])
     if ns.pretrained:
         run = dataclasses.replace(run, **PRETRAINED)
-        seeds = ns.seeds or [0]
+        seeds = ns.seeds or [0, 1]
     for flag, field in (("rounds", "rounds"), ("local_steps", "local_steps"), ("heal_steps", "heal_steps"),
                         ("num_train", "num_train"), ("num_test", "num_test")):
         if getattr(ns, flag) is not None:
@@ -327,6 +351,7 @@ def main(argv: list[str] | None = None) -> dict:
     results["seconds"] = time.perf_counter() - start
     results["seconds_federated"] = results["seconds"] - results["seconds_pretrain"]
     (out / "results.json").write_text(json.dumps(results, indent=2))
+    (out / "results.md").write_text(format_markdown(results))
     _save_records(out, results, run, seeds, ns)
     print(f"prediction (stated before the run): {PREDICTION}")
     check = results["setting_check"]

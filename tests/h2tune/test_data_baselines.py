@@ -120,3 +120,23 @@ def test_derived_smollm2_layer_choice_and_drop_is_exact():
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     assert distill_loss(small, dropped, batch).abs() < 1e-5  # identical student and teacher: KL 0
     assert distill_loss(full, dropped, batch) > 1e-4
+
+
+def test_tokenizer_codec_poses_prompts_in_the_chat_template_and_ends_answers_with_eos():
+    from hf_ext.core import pretrained as P
+    from hf_ext.h2tune.data import TokenizerCodec
+
+    if not P.smollm2_available():
+        pytest.skip(P.SMOLLM2_PIP)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(P.smollm2_path())
+    chat, raw = TokenizerCodec(tok), TokenizerCodec(tok, chat=False)
+    assert chat.chat and not raw.chat  # SmolLM2-Instruct ships a chat template: used by default
+    text = tok.decode(chat.prompt_ids("3+4="))
+    assert text.endswith("<|im_start|>user\n3+4=<|im_end|>\n<|im_start|>assistant\n")  # one user turn, then ours
+    assert tok.decode(raw.prompt_ids("3+4=")) == tok.bos_token + "3+4="
+    feats = to_features([("3+4=", "7")], max_len=64, codec=chat)
+    answer = [t for t in feats["labels"][0] if t != -100]
+    assert answer == chat.answer_ids("7") + [tok.eos_token_id] and tok.decode(answer[:-1]) == "7"
+    assert chat.decode(answer) == "7"  # EOS ends the decoded answer

@@ -45,8 +45,8 @@ def test_fl_llama_reading_and_plot_follow_the_traffic_rows():
 
 
 @pytest.mark.parametrize("prompt, answer", [("3+4=", "7"), ("8+9=", "7"), ("print((3+4)%10)>", "7"),
-                                            ("3+4? A1 B7 C2 D9:", "B"), ("3+4? A1 B2 C3 D9:", None),
-                                            ("hello", None)])
+                                            ("8+7 mod 10=", "5"), ("3+4? A1 B7 C2 D9:", "B"),
+                                            ("3+4? A1 B2 C3 D9:", None), ("hello", None)])
 def test_h2tune_expected_answer(prompt, answer):
     from hf_ext.h2tune import demo
 
