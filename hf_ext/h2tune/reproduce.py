@@ -166,6 +166,15 @@ def _variant_job(variant: str, run: RunConfig, out: str | None, engine: str = "i
         time.perf_counter() - t0
 
 
+def _cell(variant: str, r: dict, name: str) -> str:
+    """`mean±std [paired difference to local-only, mean±std]` of client `name` under `variant`."""
+    cell = f"{r['final_accuracy_mean'][name]:.3f}±{r['final_accuracy_std'][name]:.3f}"
+    diff = r.get("paired_vs_local", {}).get(name)
+    if diff is not None and variant != "local-only":
+        cell += f" [{round(diff['mean'], 3) + 0.0:+.3f}±{diff['std']:.3f}]"  # no "-0.000"
+    return cell
+
+
 def format_table(results: dict) -> str:
     n = len(results["seeds"])
     clients = results["clients"]
@@ -176,11 +185,7 @@ def format_table(results: dict) -> str:
     for variant, r in results["variants"].items():
         cells = ""
         for c in clients:
-            cell = f"{r['final_accuracy_mean'][c['name']]:.3f}±{r['final_accuracy_std'][c['name']]:.3f}"
-            diff = r.get("paired_vs_local", {}).get(c["name"])
-            if diff is not None and variant != "local-only":
-                cell += f" [{round(diff['mean'], 3) + 0.0:+.3f}±{diff['std']:.3f}]"  # no "-0.000"
-            cells += f"{cell:>36}"
+            cells += f"{_cell(variant, r, c['name']):>36}"
         lines.append(f"{variant:<22}{cells}{r['bytes_sent_per_round']:>14}")
     return "\n".join(lines)
 
@@ -195,11 +200,7 @@ def format_markdown(results: dict) -> str:
     for variant, r in results["variants"].items():
         cells = []
         for c in clients:
-            cell = f"{r['final_accuracy_mean'][c['name']]:.3f}±{r['final_accuracy_std'][c['name']]:.3f}"
-            diff = r.get("paired_vs_local", {}).get(c["name"])
-            if diff is not None and variant != "local-only":
-                cell += f" [{round(diff['mean'], 3) + 0.0:+.3f}±{diff['std']:.3f}]"  # no "-0.000"
-            cells.append(cell)
+            cells.append(_cell(variant, r, c["name"]))
         lines.append(f"| {variant} | " + " | ".join(cells) + f" | {r['bytes_sent_per_round']:,} |")
     lines += ["", f"| variant (exact match after round 1 / 2 / ...) | {' | '.join(c['name'] for c in clients)} |",
               "|---" * (len(clients) + 1) + "|"]
