@@ -11,9 +11,10 @@ config: `groups`, client id → base group, never a claim in the payload.) The s
 and the feature size: `"<group>/A:<layer>:<slot>:<d_in>"`, `"<group>/B:<layer>:<slot>:<d_out>"` (no `<group>/`
 without `groups`).
 
-**FLoRA** (stacking): the server stacks the clients' scaled factors of the same module shape (and base group), so the global update of
-a module is ΔW = (1/N)·Σ_c (α/r_c)·B_c·A_c exactly, whatever the ranks (no padding, no cross-rank interference); each
-client adds ΔW of its own shape into its base weights and restarts its LoRA (A re-drawn, B = 0) for the next round.
+**FLoRA** (stacking): the server stacks the clients' scaled factors of the same module shape (and base group), so
+the global update of a module is ΔW = (1/N)·Σ_c (α/r_c)·B_c·A_c exactly, whatever the ranks (no padding, no
+cross-rank interference); each client adds ΔW of its own shape into its base weights and restarts its LoRA (A
+re-drawn, B = 0) for the next round.
 
 The round is split the way a federation runs it: [`hetlora_payload`] on each client (what it sends; FLoRA sends the
 same factors with the scale folded into B), [`hetlora_mean`] / [`flora_stack`] on the server, [`load_hetlora`] /

@@ -5,8 +5,8 @@ local folder), their LoRA ranks, and their data (the synthetic tasks split with 
 Run-config keys (comma-separated, one entry per client / partition; empty = the built-in client of that index):
 `client-models` (HF model id, local folder, `smollm2` for `hf_ext.core.pretrained.load_smollm2`, or `smollm2-L<N>`
 for a SmolLM2 with N of its 30 blocks, healed by distillation: `derive.py`), `client-ranks`,
-`client-tasks` (`fill_in`, `choice`, `program`, `modulo`), `client-datasets` (see [`~hf_ext.h2tune.data.load_pairs`]; columns
-`prompt` and `answer`, splits `train` and `test`).
+`client-tasks` (`fill_in`, `choice`, `program`, `modulo`), `client-datasets` (see
+[`~hf_ext.h2tune.data.load_pairs`]; columns `prompt` and `answer`, splits `train` and `test`).
 """
 
 from __future__ import annotations
@@ -144,4 +144,5 @@ def pooled_pairs(specs, run, index: int | None = None) -> list:
     return [pair for i in range(len(specs)) for pair in client_pairs(specs, i, run)[0]]
 
 
-__all__ = ["CLIENTS", "ClientSpec", "SMOLLM2", "base_group", "base_seed", "client_pairs", "pooled_pairs", "resolve_clients"]
+__all__ = ["CLIENTS", "ClientSpec", "SMOLLM2", "base_group", "base_seed", "client_pairs", "pooled_pairs",
+           "resolve_clients"]

@@ -1,7 +1,8 @@
-"""Data for H2Tune clients: one arithmetic skill ((a + b) mod 10) posed in several formats, one per client (fill-in,
-`mod 10` phrasing, program output; multiple choice for users, see [`TASKS`]), split so that **no client is tested on an input it trained on** ([`client_split`]); a
-character codec the tiny decoders share, and [`TokenizerCodec`] for real decoders (SmolLM2, a user's HF model) with
-their own tokenizer; [`load_pairs`] reads a user's `datasets` data (`prompt` / `answer` columns)."""
+"""Data for H2Tune clients: one arithmetic skill ((a + b) mod 10) posed in several formats, one per client
+(fill-in, `mod 10` phrasing, program output; multiple choice for users, see [`TASKS`]), split so that **no client
+is tested on an input it trained on** ([`client_split`]); a character codec the tiny decoders share, and
+[`TokenizerCodec`] for real decoders (SmolLM2, a user's HF model) with their own tokenizer; [`load_pairs`] reads
+a user's `datasets` data (`prompt` / `answer` columns)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ PAD, BOS, EOS = 0, 1, 2
 OFFSET = 3
 VOCAB_SIZE = 64  # room for the codec (3 + len(CHARS)) and a round number for the tiny configs
 # "choice" stays available to users but is not a built-in client's task: the tiny bases could not learn its option
-# lookup even from every client's pairs (4 options: 0.24 exact match pooled vs chance 0.25; 2 options: 0.54 vs 0.5,
-# 900 LoRA steps at lr 2e-3 and 1e-2), so a choice client would sit at chance whatever the federation shares.
+# lookup even from every client's pairs (4 options: 0.24 exact match pooled vs chance 0.25 after 3 x 300 LoRA steps;
+# 2 options: 0.54 vs 0.5 at lr 2e-3 and 1e-2), so a choice client would sit at chance whatever the federation shares.
 TASKS = ("fill_in", "choice", "program", "modulo")
 
 

@@ -108,9 +108,10 @@ def build_demo():
     with gr.Blocks(title="H2Tune: federated fine-tuning across heterogeneous models") as demo:
         gr.Markdown(
             "# H2Tune — one adapter family, three different decoders\n"
-            "[arXiv 2507.22633](https://arxiv.org/abs/2507.22633) · hf_ext. Three clients with different tiny "
-            "decoders (two clients on one Llama-style base, one on a GPT-2-style base) shared only their LoRA middle matrices. Pick a client, prompt "
-            "it, and compare its answer with and without its federated adapter. Examples: " + " · ".join(_examples())
+            "[arXiv 2507.22633](https://arxiv.org/abs/2507.22633) · hf_ext. Three clients on two tiny decoders "
+            "(two on one Llama-style base, one on a GPT-2-style base) shared only their LoRA middle matrices. "
+            "Pick a client, prompt it, and compare its answer with and without its federated adapter. Examples: "
+            + " · ".join(_examples())
         )
         with gr.Row():
             client = gr.Radio([c.name for c in CLIENTS], value=CLIENTS[0].name, label="client")

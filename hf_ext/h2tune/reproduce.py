@@ -72,10 +72,11 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 # `--pretrained` on CPU: SmolLM2-135M-Instruct (fill-in, r 8) and two bases derived from it, smollm2-L24 (modulo,
-# r 4) and smollm2-L28 (program, r 16), each healed by 100 distillation steps (cached; smollm2-L20 and -L12 healed
-# the same way stayed at chance locally even on fill-in, L24 / L28 reach 0.67 / 0.62 after one round); prompts in SmolLM2's chat
-# template (<= 42 tokens with the answer and EOS, so max_len 48); seeds 0 and 1, 3 rounds of 20 local steps of batch
-# 8 on 64 training / 24 test examples per client; local-only, the pooled ceiling and H2Tune.
+# r 4) and smollm2-L28 (program, r 16), each healed by 100 distillation steps (cached; smollm2-L20 healed the same
+# way stayed at chance locally on fill-in and smollm2-L12 on program, L24 / L28 reach 0.67 / 0.62 on fill-in after
+# one round); prompts in SmolLM2's chat template (<= 42 tokens with the answer and EOS, so max_len 48); seeds 0 and
+# 1, 3 rounds of 20 local steps of batch 8 on 64 training / 24 test examples per client; local-only, the pooled
+# ceiling and H2Tune.
 PRETRAINED = {"client_models": "smollm2,smollm2-L24,smollm2-L28", "client_ranks": "8,4,16", "rounds": 3,
               "local_steps": 20, "batch_size": 8, "num_train": 64, "num_test": 24, "pretrain_steps": 0,
               "heal_steps": 100, "max_len": 48}
