@@ -18,7 +18,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 CHROMIUM := /usr/bin/chromium
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test install tools codebc-data screenshots clean
+.PHONY: run test lint install tools codebc-data screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -85,7 +85,11 @@ install: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST)
 run: $(STAMP) $(SOLCJS) $(FASHION_MNIST)
 	$(VENV)/bin/hf-ext reproduce
 
-test: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST)
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST) lint
 	$(PY) -m pytest -q
 
 # Refresh docs/spaces/<method>.png (the README's Space screenshots).

@@ -43,15 +43,29 @@ def measure(N: int, batch: int, n_ref: int, n_mp: int, repeats: int, seed: int =
         stringy_amplitude(aX[:2], 1.0, N, method=method)  # warm the caches (rule tables)
         seconds = best_of(lambda m=method: stringy_amplitude(aX, 1.0, N, method=m), repeats)
         value = stringy_amplitude(aX[:n_ref], 1.0, N, method=method).value
-        rows.append({"N": N, "method": method, "points": batch, "evals_per_s": batch / seconds,
-                     "max_rel_error": float(np.max(np.abs(value / ref - 1)))})
+        rows.append(
+            {
+                "N": N,
+                "method": method,
+                "points": batch,
+                "evals_per_s": batch / seconds,
+                "max_rel_error": float(np.max(np.abs(value / ref - 1))),
+            }
+        )
     for method in ("mpmath_closed_form", "mpmath_curve"):
         m = n_mp if method == "mpmath_curve" else n_ref
         start = time.perf_counter()
         value = stringy_amplitude(aX[:m], 1.0, N, method=method).value
         seconds = time.perf_counter() - start
-        rows.append({"N": N, "method": method, "points": m, "evals_per_s": m / seconds,
-                     "max_rel_error": float(np.max(np.abs(value / ref[:m] - 1)))})
+        rows.append(
+            {
+                "N": N,
+                "method": method,
+                "points": m,
+                "evals_per_s": m / seconds,
+                "max_rel_error": float(np.max(np.abs(value / ref[:m] - 1))),
+            }
+        )
     return rows
 
 
@@ -65,12 +79,15 @@ def main(argv=None) -> list[dict]:
     with threadpool_limits(limits=1):
         for N in (4, 5):
             rows += measure(N, batch, n_ref, n_mp if N == 5 else n_ref, args.repeats)
-    print(f"{'N':>2}  {'method':<20} {'points':>6}  {'evals/s':>10}  {'max rel err':>11}  "
-          f"{'speed-up vs mpmath quad':>23}")
+    print(
+        f"{'N':>2}  {'method':<20} {'points':>6}  {'evals/s':>10}  {'max rel err':>11}  {'speed-up vs mpmath quad':>23}"
+    )
     for r in rows:
         base = next(x for x in rows if x["N"] == r["N"] and x["method"] == "mpmath_curve")["evals_per_s"]
-        print(f"{r['N']:>2}  {r['method']:<20} {r['points']:>6}  {r['evals_per_s']:10.4g}  {r['max_rel_error']:11.2e}  "
-              f"{r['evals_per_s'] / base:22.3g}x")
+        print(
+            f"{r['N']:>2}  {r['method']:<20} {r['points']:>6}  {r['evals_per_s']:10.4g}  {r['max_rel_error']:11.2e}  "
+            f"{r['evals_per_s'] / base:22.3g}x"
+        )
     return rows
 
 

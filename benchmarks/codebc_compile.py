@@ -42,12 +42,17 @@ def main(argv: list[str] | None = None) -> dict:
     assert all(single[n] == persistent[n] for n in single), "the two paths disagree"
 
     res = {
-        "files": len(sources), "compiled": sum(persistent.values()),
-        "persistent_files_per_s": 1 / per_file_persistent, "persistent_startup_s": startup,
-        "per_file_process_files_per_s": 1 / per_file_single, "speedup": per_file_single / per_file_persistent,
+        "files": len(sources),
+        "compiled": sum(persistent.values()),
+        "persistent_files_per_s": 1 / per_file_persistent,
+        "persistent_startup_s": startup,
+        "per_file_process_files_per_s": 1 / per_file_single,
+        "speedup": per_file_single / per_file_persistent,
     }
-    print(f"persistent node process: {res['persistent_files_per_s']:.1f} files/s over {len(sources)} files "
-          f"({res['compiled']} compile; start-up {startup:.2f} s, once)")
+    print(
+        f"persistent node process: {res['persistent_files_per_s']:.1f} files/s over {len(sources)} files "
+        f"({res['compiled']} compile; start-up {startup:.2f} s, once)"
+    )
     print(f"one node process per file: {res['per_file_process_files_per_s']:.2f} files/s over {len(subset)} files")
     print(f"speed-up: {res['speedup']:.1f}x")
     return res

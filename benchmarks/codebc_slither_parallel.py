@@ -40,11 +40,19 @@ def main(argv: list[str] | None = None) -> dict:
     par = analyze_many(sources, args.workers)
     t_par = time.perf_counter() - t
     assert all((seq[n].counts, seq[n].checks) == (par[n].counts, par[n].checks) for n in sources), "verdicts differ"
-    res = {"files": len(sources), "workers": args.workers, "sequential_files_per_s": len(sources) / t_seq,
-           "pool_files_per_s": len(sources) / t_par, "speedup": t_seq / t_par, "load": os.getloadavg()[0]}
-    print(f"sequential: {res['sequential_files_per_s']:.2f} files/s; pool of {args.workers}: "
-          f"{res['pool_files_per_s']:.2f} files/s (worker start-up included); speed-up {res['speedup']:.2f}x "
-          f"at load average {res['load']:.1f}")
+    res = {
+        "files": len(sources),
+        "workers": args.workers,
+        "sequential_files_per_s": len(sources) / t_seq,
+        "pool_files_per_s": len(sources) / t_par,
+        "speedup": t_seq / t_par,
+        "load": os.getloadavg()[0],
+    }
+    print(
+        f"sequential: {res['sequential_files_per_s']:.2f} files/s; pool of {args.workers}: "
+        f"{res['pool_files_per_s']:.2f} files/s (worker start-up included); speed-up {res['speedup']:.2f}x "
+        f"at load average {res['load']:.1f}"
+    )
     return res
 
 

@@ -25,12 +25,16 @@ from flwr.app import Array, ArrayRecord
 from hf_ext.core.federated import weighted_average
 from hf_ext.fede4rag.he import ClientCipher, ServerAggregator, make_keys
 
-SIZES = {"adapter (top layer, all linears, r=8)": 55_296, "adapter (q,v of 6 layers, r=8)": 73_728,
-         "full MiniLM-L6 encoder": 22_713_216}
+SIZES = {
+    "adapter (top layer, all linears, r=8)": 55_296,
+    "adapter (q,v of 6 layers, r=8)": 73_728,
+    "full MiniLM-L6 encoder": 22_713_216,
+}
 
 
-def measure(n_values: int, clients: int, cipher: ClientCipher, server: ServerAggregator, rng,
-            sample_chunks: int | None = None) -> dict:
+def measure(
+    n_values: int, clients: int, cipher: ClientCipher, server: ServerAggregator, rng, sample_chunks: int | None = None
+) -> dict:
     slots = cipher.slots
     total_chunks = -(-n_values // slots)
     chunks = total_chunks if sample_chunks is None else min(sample_chunks, total_chunks)
@@ -50,9 +54,13 @@ def measure(n_values: int, clients: int, cipher: ClientCipher, server: ServerAgg
     t5 = time.perf_counter()
     scale = total_chunks / chunks
     return {
-        "values": n_values, "ciphertexts_per_client": total_chunks, "extrapolated": scale > 1,
-        "encrypt_s_per_client": (t1 - t0) / clients * scale, "aggregate_s": (t2 - t1) * scale,
-        "decrypt_s": (t3 - t2) * scale, "plain_aggregate_s": (t5 - t4) * scale,
+        "values": n_values,
+        "ciphertexts_per_client": total_chunks,
+        "extrapolated": scale > 1,
+        "encrypt_s_per_client": (t1 - t0) / clients * scale,
+        "aggregate_s": (t2 - t1) * scale,
+        "decrypt_s": (t3 - t2) * scale,
+        "plain_aggregate_s": (t5 - t4) * scale,
         "bytes_up_per_client": np.mean([sum(len(b) for b in u[0]) for u in uploads.values()]) * scale,
         "plain_bytes_up_per_client": n_values * 4,
         "max_abs_error": float(np.abs(out - np.mean(vectors, axis=0)).max()),
@@ -70,22 +78,30 @@ def main(argv=None) -> dict:
     assert not server.can_decrypt()
     rng = np.random.default_rng(0)
     results = {}
-    print(f"CKKS N=8192, moduli [60,40,40,60], scale 2^40, {cipher.slots} slots; {ns.clients} clients; "
-          f"public context {len(keys.public) / 2**10:.0f} KiB")
-    print(f"{'payload':<40}{'values':>11}{'ct/client':>10}{'enc s/cl':>10}{'agg s':>9}{'dec s':>8}"
-          f"{'plain agg s':>12}{'MiB up/cl':>11}{'x plain':>9}{'max err':>10}")
+    print(
+        f"CKKS N=8192, moduli [60,40,40,60], scale 2^40, {cipher.slots} slots; {ns.clients} clients; "
+        f"public context {len(keys.public) / 2**10:.0f} KiB"
+    )
+    print(
+        f"{'payload':<40}{'values':>11}{'ct/client':>10}{'enc s/cl':>10}{'agg s':>9}{'dec s':>8}"
+        f"{'plain agg s':>12}{'MiB up/cl':>11}{'x plain':>9}{'max err':>10}"
+    )
     for name, n in SIZES.items():
         full = n > 1_000_000
         r = measure(n, ns.clients, cipher, server, rng, ns.sample_chunks if full else None)
         results[name] = r
         ratio = r["bytes_up_per_client"] / r["plain_bytes_up_per_client"]
-        print(f"{name + (' [extrapolated]' if r['extrapolated'] else ''):<40}{n:>11,}{r['ciphertexts_per_client']:>10}"
-              f"{r['encrypt_s_per_client']:>10.2f}{r['aggregate_s']:>9.2f}{r['decrypt_s']:>8.2f}"
-              f"{r['plain_aggregate_s']:>12.4f}{r['bytes_up_per_client'] / 2**20:>11.1f}{ratio:>9.0f}"
-              f"{r['max_abs_error']:>10.1e}")
+        print(
+            f"{name + (' [extrapolated]' if r['extrapolated'] else ''):<40}{n:>11,}{r['ciphertexts_per_client']:>10}"
+            f"{r['encrypt_s_per_client']:>10.2f}{r['aggregate_s']:>9.2f}{r['decrypt_s']:>8.2f}"
+            f"{r['plain_aggregate_s']:>12.4f}{r['bytes_up_per_client'] / 2**20:>11.1f}{ratio:>9.0f}"
+            f"{r['max_abs_error']:>10.1e}"
+        )
     worst = max(r["max_abs_error"] for r in results.values())
-    print(f"max parameter error after encrypted averaging: {worst:.2e} (target <= 1e-6: "
-          f"{'met' if worst <= 1e-6 else 'NOT met'})")
+    print(
+        f"max parameter error after encrypted averaging: {worst:.2e} (target <= 1e-6: "
+        f"{'met' if worst <= 1e-6 else 'NOT met'})"
+    )
     return results
 
 

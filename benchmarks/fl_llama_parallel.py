@@ -55,10 +55,31 @@ def _run_mode(mode: str, root: Path, clients: int, steps: int) -> dict:
                                "--max-steps", str(steps * clients)], stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         port = next(int(line.split()[1]) for line in server.stdout if line.startswith(READY))
-        procs = [subprocess.Popen([sys.executable, __file__, "--client", "--index", str(m), "--port", str(port),
-                                   "--client-dir", str(root / "client"), "--steps", str(steps), "--clients",
-                                   str(clients), "--token", str(root / "tokens" / "clients" / f"c{m}.token")],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for m in range(clients)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--client",
+                    "--index",
+                    str(m),
+                    "--port",
+                    str(port),
+                    "--client-dir",
+                    str(root / "client"),
+                    "--steps",
+                    str(steps),
+                    "--clients",
+                    str(clients),
+                    "--token",
+                    str(root / "tokens" / "clients" / f"c{m}.token"),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for m in range(clients)
+        ]
         for p in procs:
             assert p.stdout.readline().startswith("CLIENT_READY")
         start = time.perf_counter()
@@ -77,8 +98,13 @@ def _run_mode(mode: str, root: Path, clients: int, steps: int) -> dict:
     finally:
         server.terminate()
         server.wait(timeout=60)
-    return {"mode": mode, "clients": clients, "wall_s": wall, "client_sent": [o["client_sent"] for o in outs],
-            "final_loss": sum(o["losses"][-1] for o in outs) / clients}
+    return {
+        "mode": mode,
+        "clients": clients,
+        "wall_s": wall,
+        "client_sent": [o["client_sent"] for o in outs],
+        "final_loss": sum(o["losses"][-1] for o in outs) / clients,
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

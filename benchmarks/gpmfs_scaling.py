@@ -33,8 +33,9 @@ ITERS = 20
 
 
 def measure(n: int, d: int, repeats: int) -> dict:
-    data = make_planted(n_samples=n, n_features=d, n_shared=min(10, d // 4), n_labels=8,
-                        n_private=max(1, min(5, d // 32)), seed=0)
+    data = make_planted(
+        n_samples=n, n_features=d, n_shared=min(10, d // 4), n_labels=8, n_private=max(1, min(5, d // 32)), seed=0
+    )
     X, Y = data.X, data.Y
     gp = best_of(lambda: GPMFSSelector(max_iter=ITERS, tol=1e-300).fit(X, Y), repeats)
     rfs = best_of(lambda: l21_regression(X, Y, lam=1.0, max_iter=ITERS, tol=1e-300), repeats)
@@ -56,8 +57,10 @@ def main(argv=None) -> list[dict]:
         for n, d in [(n, 128) for n in ns] + [(1000, d) for d in ds if d != 128]:
             r = measure(n, d, args.repeats)
             rows.append(r)
-            print(f"{r['n']:>6} {r['d']:>6} {r['gpmfs_s']:>9.3f} {r['rfs_s']:>9.3f} {r['ratio']:>7.2f} "
-                  f"{r['graph_s']:>9.3f}")
+            print(
+                f"{r['n']:>6} {r['d']:>6} {r['gpmfs_s']:>9.3f} {r['rfs_s']:>9.3f} {r['ratio']:>7.2f} "
+                f"{r['graph_s']:>9.3f}"
+            )
     by_n = [r for r in rows if r["d"] == 128]
     if len(by_n) >= 2:
         slope = np.polyfit(np.log([r["n"] for r in by_n]), np.log([r["gpmfs_s"] for r in by_n]), 1)[0]

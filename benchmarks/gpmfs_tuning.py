@@ -34,8 +34,10 @@ def main(argv: list[str] | None = None) -> None:
         sel = GPMFSSelector(budget=1, theta=1.0).fit(Xa, Ya)
         lo, span = Xa.min(axis=0), np.ptp(Xa, axis=0)
         span = np.where(span > 0, span, 1.0)
-        for name, budgets, thetas in (("quick", (10, 31, 52), (0.2, 0.4, 0.6, 0.8, 1.0)),
-                                      ("full", (10, 21, 31, 41, 52), tuple(np.round(np.arange(1, 11) / 10, 1)))):
+        for name, budgets, thetas in (
+            ("quick", (10, 31, 52), (0.2, 0.4, 0.6, 0.8, 1.0)),
+            ("full", (10, 21, 31, 41, 52), tuple(np.round(np.arange(1, 11) / 10, 1))),
+        ):
             subsets = [sel.with_selection(budget=k, theta=t).label_feature_sets() for k in budgets for t in thetas]
 
             def cached():
@@ -43,13 +45,19 @@ def main(argv: list[str] | None = None) -> None:
                 return [average_precision(Yv, scorer.predict_proba(s)) for s in subsets]
 
             def plain():
-                return [average_precision(Yv, MLkNN(10, algorithm="brute").fit((Xa - lo) / span, Ya, s)
-                                          .predict_proba((Xv - lo) / span)) for s in subsets]
+                return [
+                    average_precision(
+                        Yv, MLkNN(10, algorithm="brute").fit((Xa - lo) / span, Ya, s).predict_proba((Xv - lo) / span)
+                    )
+                    for s in subsets
+                ]
 
             assert np.allclose(cached(), plain())
             t_cached, t_plain = best_of(cached, args.repeats), best_of(plain, args.repeats)
-            print(f"{name}: {len(subsets)} selections; cached {t_cached:.2f} s, MLkNN refit {t_plain:.2f} s, "
-                  f"ratio {t_plain / t_cached:.1f}x")
+            print(
+                f"{name}: {len(subsets)} selections; cached {t_cached:.2f} s, MLkNN refit {t_plain:.2f} s, "
+                f"ratio {t_plain / t_cached:.1f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,9 @@ def step_ratio(repeats: int, hidden: int = 128, rank: int = 8, make_base=None, i
     make_base = make_base or (lambda: tiny_base(tiny_base_config("llama", L_MAX, hidden)))
     ids = torch.randint(3, 64, (8, 32)) if ids is None else ids
     models = {
-        "lora": get_peft_model(make_base(), LoraConfig(r=rank, lora_alpha=16, lora_dropout=0.05,
-                                                       target_modules="all-linear")),
+        "lora": get_peft_model(
+            make_base(), LoraConfig(r=rank, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear")
+        ),
         "h2tune": get_peft_model(make_base(), H2TuneConfig(r=rank, global_rank=R)),
     }
     opts = {k: torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-3) for k, m in models.items()}
@@ -90,9 +91,14 @@ def smollm2_step_ratio(repeats: int, batch: int = 8, seq: int = 128, rank: int =
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--repeats", type=int, default=30)
-    p.add_argument("--smollm2", type=int, default=0, metavar="N",
-                   help="also time N interleaved SmolLM2-135M steps per adapter (batch 8, 128 tokens; ~10 s each on "
-                        "2 CPU cores), 0 to skip")
+    p.add_argument(
+        "--smollm2",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time N interleaved SmolLM2-135M steps per adapter (batch 8, 128 tokens; ~10 s each on "
+        "2 CPU cores), 0 to skip",
+    )
     args = p.parse_args(argv)
     out: dict = {"payload": {}}
     print("hidden d | H2Tune bytes/round | HetLoRA bytes/round")
@@ -111,8 +117,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.smollm2:
         ratio, lora = smollm2_step_ratio(args.smollm2)
         out["step_ratio_smollm2"] = ratio
-        print(f"train step H2Tune / LoRA, SmolLM2-135M (r 8, R 16, batch 8, 128 tokens): {ratio:.2f}× "
-              f"(LoRA {lora:.2f} s)")
+        print(
+            f"train step H2Tune / LoRA, SmolLM2-135M (r 8, R 16, batch 8, 128 tokens): {ratio:.2f}× (LoRA {lora:.2f} s)"
+        )
     import os
 
     out["load_average"] = list(os.getloadavg())

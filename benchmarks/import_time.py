@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> dict:
         "import transformers": _wall([py, "-c", "import transformers"], args.repeats),
         "import hf_ext": _wall([py, "-c", "import hf_ext"], args.repeats),
         "import hf_ext + transformers.AutoModel": _wall(
-            [py, "-c", "import hf_ext; from transformers import AutoModel"], args.repeats),
+            [py, "-c", "import hf_ext; from transformers import AutoModel"], args.repeats
+        ),
         "hf-ext list": _wall([cli, "list"], args.repeats),
     }
     ratios = {

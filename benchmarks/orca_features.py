@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from timing import best_of
 
 from hf_ext.orca.data import FIELD_NAMES, SyntheticOrcaConfig, field_vocab_sizes, generate_synthetic, to_model_features
-from timing import best_of
 
 
 def main(argv=None) -> dict:
@@ -32,10 +32,18 @@ def main(argv=None) -> dict:
     generate = best_of(lambda: generate_synthetic(SyntheticOrcaConfig(shortcut_strength=2.0, seed=5)), args.repeats)
     convert = best_of(lambda: to_model_features(ds, FIELD_NAMES, sizes), args.repeats)
     base = best_of(floor, args.repeats)
-    result = {"rows": len(ds), "generate_synthetic_s": round(generate, 3), "to_model_features_s": round(convert, 3), "numpy_stack_s": round(base, 4),
-              "ratio": round(convert / base, 1), "rows_per_s": round(len(ds) / convert)}
-    print(f"to_model_features on {len(ds):,} rows: {convert:.3f} s (best of {args.repeats}; former test budget 3 s), "
-          f"{result['rows_per_s']:,} rows/s; NumPy column stack {base * 1000:.1f} ms; ratio {result['ratio']}×")
+    result = {
+        "rows": len(ds),
+        "generate_synthetic_s": round(generate, 3),
+        "to_model_features_s": round(convert, 3),
+        "numpy_stack_s": round(base, 4),
+        "ratio": round(convert / base, 1),
+        "rows_per_s": round(len(ds) / convert),
+    }
+    print(
+        f"to_model_features on {len(ds):,} rows: {convert:.3f} s (best of {args.repeats}; former test budget 3 s), "
+        f"{result['rows_per_s']:,} rows/s; NumPy column stack {base * 1000:.1f} ms; ratio {result['ratio']}×"
+    )
     print(f"generate_synthetic, {len(ds):,} rows: {generate:.3f} s (former test budget 2 s)")
     return result
 

@@ -14,11 +14,11 @@ import random
 import statistics
 
 import torch
+from timing import timed
 
 from hf_ext.orca import OrcaConfig, OrcaModel
 from hf_ext.orca.data import FIELD_NAMES, POST_CLICK_FIELDS, SyntheticOrcaConfig, field_vocab_sizes
 from hf_ext.orca.training import counterfactual_nde_step
-from timing import timed
 
 
 def make_batch(config: OrcaConfig, n: int, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -68,10 +68,18 @@ def main(argv=None) -> dict:
     sizes = field_vocab_sizes(SyntheticOrcaConfig(num_users=1000, num_items=600))
     results = {}
     for backbone in ("mmoe", "ple"):
-        make = lambda orca: OrcaConfig(field_names=list(FIELD_NAMES), field_vocab_sizes=sizes,  # noqa: E731
-                                       post_click_fields=list(POST_CLICK_FIELDS), backbone=backbone, use_orca=orca)
+        make = lambda orca: OrcaConfig(  # noqa: E731
+            field_names=list(FIELD_NAMES),
+            field_vocab_sizes=sizes,  # noqa: E731
+            post_click_fields=list(POST_CLICK_FIELDS),
+            backbone=backbone,
+            use_orca=orca,
+        )
         base, orca = Stepper(make(False)), Stepper(make(True))
-        train_batch, infer_batch = make_batch(base.model.config, args.batch), make_batch(base.model.config, args.infer_batch)
+        train_batch, infer_batch = (
+            make_batch(base.model.config, args.batch),
+            make_batch(base.model.config, args.infer_batch),
+        )
         times = {k: [] for k in ("base_train", "orca_train", "base_infer", "orca_infer")}
         for _ in range(5):  # warm-up
             base.train_step(train_batch), orca.train_step(train_batch)
@@ -86,12 +94,19 @@ def main(argv=None) -> dict:
             "train_ratio": round(med["orca_train"] / med["base_train"], 3),
             "infer_ratio": round(med["orca_infer"] / med["base_infer"], 3),
         }
-    print(f"ORCA vs same backbone without ORCA (median of {args.repeats}, train batch {args.batch}, "
-          f"inference batch {args.infer_batch}, {torch.get_num_threads()} threads)")
-    print("backbone | train ms base / ORCA | train ratio (target ≤ 1.3) | infer ms base / ORCA | infer ratio (target ≤ 1.1)")
+    print(
+        f"ORCA vs same backbone without ORCA (median of {args.repeats}, train batch {args.batch}, "
+        f"inference batch {args.infer_batch}, {torch.get_num_threads()} threads)"
+    )
+    print(
+        "backbone | train ms base / ORCA | train ratio (target ≤ 1.3) | "
+        "infer ms base / ORCA | infer ratio (target ≤ 1.1)"
+    )
     for backbone, r in results.items():
-        print(f"{backbone:8} | {r['base_train_ms']:7.2f} / {r['orca_train_ms']:7.2f} | {r['train_ratio']:.3f} | "
-              f"{r['base_infer_ms']:7.2f} / {r['orca_infer_ms']:7.2f} | {r['infer_ratio']:.3f}")
+        print(
+            f"{backbone:8} | {r['base_train_ms']:7.2f} / {r['orca_train_ms']:7.2f} | {r['train_ratio']:.3f} | "
+            f"{r['base_infer_ms']:7.2f} / {r['orca_infer_ms']:7.2f} | {r['infer_ratio']:.3f}"
+        )
     return results
 
 

@@ -40,8 +40,9 @@ def main() -> None:
     t_pgd = best_of(lambda: pgd(objective(), x, eps, a.steps), a.repeats) / a.steps
     print(f"batch {a.batch}, {a.steps} steps, 1 thread; seconds per step (one victim gradient each)")
     print(f"{'PGD':<38}{t_pgd:8.3f}  1.0x")
-    spec_widths = TbaDhngConfig(vae_block_out_channels=[32, 64], controlnet_block_out_channels=[32, 64],
-                                vae_mid_attention=True)  # the spec's sizes, 2.5x costlier
+    spec_widths = TbaDhngConfig(
+        vae_block_out_channels=[32, 64], controlnet_block_out_channels=[32, 64], vae_mid_attention=True
+    )  # the spec's sizes, 2.5x costlier
     runs = [("TBA (default DHNG)", TbaDhngConfig(), {}),
             ("TBA (spec widths 32/64 + attention)", spec_widths, {}),
             ("TBA VAE-only", TbaDhngConfig(), dict(use_controlnet=False)),

@@ -1,6 +1,7 @@
 """TinyAlign retrieval cost: training-step time with faiss retrieval vs the same step replaying fixed memory ids (same
 sequence, no query and no search), and vs the baseline connector (no memory tokens); plus memory-bank build
-throughput (images/s) on the digits' memory split. Target: retrieval / replay ≤ 1.15× at a bank of 100k keys. Also the same
+throughput (images/s) on the digits' memory split. Target: retrieval / replay ≤ 1.15× at a bank of 100k keys.
+Also the same
 exact bank through the retrieval cache (stage 1 freezes every input of the query, so a row's top-k never changes:
 from the second epoch on it comes from the cache, with the same ids as the exact search).
 Prints the numbers and writes them to `runs/tinyalign/benchmark_retrieval.json` (`--out`).
@@ -49,12 +50,15 @@ def setup_digits(args):
     model = TinyAlignForConditionalGeneration(cfg).freeze_for_stage1()
     proc = TinyAlignProcessor(tok, cfg)
     start = time.perf_counter()
-    build_memory_bank(model, proc, data["memory"].select(range(16)) if args.no_bank_build else data["memory"],
-                      progress=False)
+    build_memory_bank(
+        model, proc, data["memory"].select(range(16)) if args.no_bank_build else data["memory"], progress=False
+    )
     build_s = None if args.no_bank_build else time.perf_counter() - start
     if build_s is not None:
-        print(f"bank build: {len(data['memory'])} images in {build_s:.2f} s = {len(data['memory']) / build_s:.0f} "
-              f"images/s (vision encoder + pooling + Perceiver values + faiss add)")
+        print(
+            f"bank build: {len(data['memory'])} images in {build_s:.2f} s = {len(data['memory']) / build_s:.0f} "
+            f"images/s (vision encoder + pooling + Perceiver values + faiss add)"
+        )
     rows = data["train"][: args.batch_size]
     base_cfg = TinyAlignConfig(vision_config=dict(VISION_CONFIG), text_config=text, use_retrieval=False)
     base = TinyAlignForConditionalGeneration(base_cfg).freeze_for_stage1()
@@ -71,8 +75,9 @@ def setup_pretrained(args):
 
     parts = load_frozen_parts()
     data = load_fashion_captions(n_memory=16, n_train=args.batch_size, n_test=4, seed=0)
-    model, proc = pretrained_tinyalign(parts, use_retrieval=True, memory_top_k=args.k,
-                                       value_num_latents=args.value_num_latents)
+    model, proc = pretrained_tinyalign(
+        parts, use_retrieval=True, memory_top_k=args.k, value_num_latents=args.value_num_latents
+    )
     build_memory_bank(model, proc, data["memory"], batch_size=16, progress=False)  # snapshot of the connector
     base, base_proc = pretrained_tinyalign(parts, use_retrieval=False)
 
@@ -94,15 +99,26 @@ def main(argv=None):
     p.add_argument("--k", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--epochs", type=int, default=4, help="epochs for the epoch-averaged cached ratio")
-    p.add_argument("--indexes", nargs="+", default=["Flat", "HNSW32,ef128", "HNSW32,ef64"],
-                   choices=["Flat", "HNSW32,ef128", "HNSW32,ef64"], help="faiss indexes to time (Flat is required)")
+    p.add_argument(
+        "--indexes",
+        nargs="+",
+        default=["Flat", "HNSW32,ef128", "HNSW32,ef64"],
+        choices=["Flat", "HNSW32,ef128", "HNSW32,ef64"],
+        help="faiss indexes to time (Flat is required)",
+    )
     p.add_argument("--no-bank-build", action="store_true", help="skip timing the digits bank build")
-    p.add_argument("--setting", choices=["digits", "pretrained"], default="digits",
-                   help="digits: the small in-house LM (45 k parameters); pretrained: frozen EfficientNet-Lite0 + "
-                        "SmolLM2-135M-Instruct, the paper's setting (visual features precomputed, as in its run)")
+    p.add_argument(
+        "--setting",
+        choices=["digits", "pretrained"],
+        default="digits",
+        help="digits: the small in-house LM (45 k parameters); pretrained: frozen EfficientNet-Lite0 + "
+        "SmolLM2-135M-Instruct, the paper's setting (visual features precomputed, as in its run)",
+    )
     p.add_argument("--threads", type=int, help="torch threads (default: torch's; 1 on a shared machine)")
     p.add_argument("--value-num-latents", type=int, default=8, help="pretrained setting: latents per memory value")
-    p.add_argument("--out", help="where the JSON results go (default runs/tinyalign/benchmark_retrieval[_pretrained].json)")
+    p.add_argument(
+        "--out", help="where the JSON results go (default runs/tinyalign/benchmark_retrieval[_pretrained].json)"
+    )
     args = p.parse_args(argv)
 
     from hf_ext.tinyalign import MemoryBank
@@ -111,7 +127,8 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model, batch, base, base_batch, data, build_s, lm_name = (
-        setup_pretrained(args) if args.setting == "pretrained" else setup_digits(args))
+        setup_pretrained(args) if args.setting == "pretrained" else setup_digits(args)
+    )
     cfg = model.config
     ids = torch.randint(0, args.bank_size, (args.batch_size, args.k))
     keys = torch.randn(args.bank_size, cfg.hidden_size)
@@ -128,18 +145,25 @@ def main(argv=None):
         model.set_memory_bank(bank)
         found = bank.search(probe, args.k)[1]
         exact_ids = found if name == "Flat" else exact_ids
-        recall = float(sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(found, exact_ids))
-                       / exact_ids.numel())
+        recall = float(
+            sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(found, exact_ids)) / exact_ids.numel()
+        )
         model.use_retrieval_cache = False  # the search itself, every step
         t_retrieve = step_time(model, batch, args.steps)
         q = torch.randn(args.batch_size, cfg.hidden_size)
         start = time.perf_counter()
         for _ in range(args.steps):
             bank.search(q, args.k)
-        per_index[name] = {"build_s": built, "step_ms": t_retrieve * 1e3, f"recall_at_{args.k}": recall,
-                              "search_ms_per_batch": (time.perf_counter() - start) / args.steps * 1e3}
-        print(f"faiss {name} over {args.bank_size:,} keys (width {cfg.hidden_size}): built in {built:.2f} s, "
-              f"recall@{args.k} vs exact {recall:.3f}")
+        per_index[name] = {
+            "build_s": built,
+            "step_ms": t_retrieve * 1e3,
+            f"recall_at_{args.k}": recall,
+            "search_ms_per_batch": (time.perf_counter() - start) / args.steps * 1e3,
+        }
+        print(
+            f"faiss {name} over {args.bank_size:,} keys (width {cfg.hidden_size}): built in {built:.2f} s, "
+            f"recall@{args.k} vs exact {recall:.3f}"
+        )
     t_replay = step_time(model, batch, args.steps, memory_ids=ids)
     # the exact (Flat) bank with the retrieval cache: stage 1 freezes every input of the query, so from the second
     # epoch on each (image, prompt) row is answered from the cache; the ids must equal the exact search's
@@ -163,38 +187,67 @@ def main(argv=None):
     print(f"  baseline connector (no memory tokens):       {t_base * 1e3:7.1f} ms")
     print(f"  faiss search alone: {t_search * 1e3:.2f} ms per batch")
     for name, t in t_hnsw.items():
-        print(f"  retrieval with {name} (approximate): {t * 1e3:7.1f} ms, search "
-              f"{per_index[name]['search_ms_per_batch']:.2f} ms per batch")
-    print(f"ratio retrieval / replay = {t_retrieve / t_replay:.3f}x exact (Flat), "
-          + ", ".join(f"{t / t_replay:.3f}x {name}" for name, t in t_hnsw.items()) + " (target <= 1.15x at 100k keys)")
-    print(f"  retrieval through the cache (exact bank, frozen query; {hits} hits, {misses} miss): "
-          f"{t_cached * 1e3:7.1f} ms, recall@{args.k} vs exact search {cache_recall:.3f}")
-    print(f"ratio cached retrieval / replay = {t_cached / t_replay:.3f}x (every epoch after the first; the first "
-          f"pays the exact search, {t_retrieve / t_replay:.3f}x; over {args.epochs} epochs "
-          f"{(t_retrieve + (args.epochs - 1) * t_cached) / (args.epochs * t_replay):.3f}x) (target <= 1.15x)")
-    print(f"ratio retrieval / baseline = {t_retrieve / t_base:.3f}x "
-          f"(includes the {cfg.num_memory_tokens} extra tokens)")
+        print(
+            f"  retrieval with {name} (approximate): {t * 1e3:7.1f} ms, search "
+            f"{per_index[name]['search_ms_per_batch']:.2f} ms per batch"
+        )
+    print(
+        f"ratio retrieval / replay = {t_retrieve / t_replay:.3f}x exact (Flat), "
+        + ", ".join(f"{t / t_replay:.3f}x {name}" for name, t in t_hnsw.items())
+        + " (target <= 1.15x at 100k keys)"
+    )
+    print(
+        f"  retrieval through the cache (exact bank, frozen query; {hits} hits, {misses} miss): "
+        f"{t_cached * 1e3:7.1f} ms, recall@{args.k} vs exact search {cache_recall:.3f}"
+    )
+    print(
+        f"ratio cached retrieval / replay = {t_cached / t_replay:.3f}x (every epoch after the first; the first "
+        f"pays the exact search, {t_retrieve / t_replay:.3f}x; over {args.epochs} epochs "
+        f"{(t_retrieve + (args.epochs - 1) * t_cached) / (args.epochs * t_replay):.3f}x) (target <= 1.15x)"
+    )
+    print(
+        f"ratio retrieval / baseline = {t_retrieve / t_base:.3f}x (includes the {cfg.num_memory_tokens} extra tokens)"
+    )
 
     results = {
-        "benchmark": "tinyalign_retrieval", "settings": vars(args), "lm": lm_name,
+        "benchmark": "tinyalign_retrieval",
+        "settings": vars(args),
+        "lm": lm_name,
         "memory_tokens": cfg.num_memory_tokens,
-        "bank_build": None if build_s is None else {"images": len(data["memory"]), "seconds": build_s,
-                                                    "images_per_second": len(data["memory"]) / build_s},
-        "step_ms_median": {"retrieval": t_retrieve * 1e3, "replay_memory_ids": t_replay * 1e3,
-                           "baseline_connector": t_base * 1e3},
-        "faiss_search_ms_per_batch": t_search * 1e3, "indexes": per_index,
-        "ratio_retrieval_over_replay": t_retrieve / t_replay, "target_ratio_retrieval_over_replay": 1.15,
-        "cached": {"step_ms": t_cached * 1e3, "ratio_over_replay": t_cached / t_replay, "hits": hits,
-                   "misses": misses, f"recall_at_{args.k}_vs_exact": cache_recall,
-                   "ratio_over_replay_epoch_average": (t_retrieve + (args.epochs - 1) * t_cached)
-                   / (args.epochs * t_replay), "epochs": args.epochs},
+        "bank_build": None
+        if build_s is None
+        else {"images": len(data["memory"]), "seconds": build_s, "images_per_second": len(data["memory"]) / build_s},
+        "step_ms_median": {
+            "retrieval": t_retrieve * 1e3,
+            "replay_memory_ids": t_replay * 1e3,
+            "baseline_connector": t_base * 1e3,
+        },
+        "faiss_search_ms_per_batch": t_search * 1e3,
+        "indexes": per_index,
+        "ratio_retrieval_over_replay": t_retrieve / t_replay,
+        "target_ratio_retrieval_over_replay": 1.15,
+        "cached": {
+            "step_ms": t_cached * 1e3,
+            "ratio_over_replay": t_cached / t_replay,
+            "hits": hits,
+            "misses": misses,
+            f"recall_at_{args.k}_vs_exact": cache_recall,
+            "ratio_over_replay_epoch_average": (t_retrieve + (args.epochs - 1) * t_cached) / (args.epochs * t_replay),
+            "epochs": args.epochs,
+        },
         "ratio_retrieval_over_replay_approximate": {name: t / t_replay for name, t in t_hnsw.items()},
         "ratio_retrieval_over_baseline": t_retrieve / t_base,
         # timings depend on load: record what the machine looked like
-        "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
-                    "load_average_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "platform": platform.platform(),
+            "load_average_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        },
     }
-    out = Path(args.out or f"runs/tinyalign/benchmark_retrieval{'_pretrained' if args.setting == 'pretrained' else ''}.json")
+    out = Path(
+        args.out or f"runs/tinyalign/benchmark_retrieval{'_pretrained' if args.setting == 'pretrained' else ''}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"wrote {out}")

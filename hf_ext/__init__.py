@@ -7,16 +7,18 @@ registers itself in its own `__init__.py`; this file only imports them.
 from hf_ext.core.registry import MethodSpec, get_method, list_methods, register_method
 
 # One line per method (registration happens on import).
-from . import amplitudes  # noqa: F401
-from . import gpmfs  # noqa: F401
-from . import h2tune  # noqa: F401
-from . import orca  # noqa: F401
-from . import proto_evfl  # noqa: F401
-from . import fl_llama  # noqa: F401
-from . import tinyalign  # noqa: F401
-from . import fede4rag  # noqa: F401
-from . import codebc  # noqa: F401
-from . import tba  # noqa: F401
+from . import (
+    amplitudes,  # noqa: F401
+    codebc,  # noqa: F401
+    fede4rag,  # noqa: F401
+    fl_llama,  # noqa: F401
+    gpmfs,  # noqa: F401
+    h2tune,  # noqa: F401
+    orca,  # noqa: F401
+    proto_evfl,  # noqa: F401
+    tba,  # noqa: F401
+    tinyalign,  # noqa: F401
+)
 
 __version__ = "0.1.0"
 

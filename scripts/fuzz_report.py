@@ -66,8 +66,9 @@ def format_table(table: dict[str, dict[str, int]]) -> str:
     for method, c in table.items():
         lines.append(f"| {method} | {c['cases']} | {c['clear']} | {c['deep']} | {c['silent']} | {c['hang']} |")
     total = {k: sum(c[k] for c in table.values()) for k in ("cases", *VERDICTS)}
-    lines.append(f"| **total** | {total['cases']} | {total['clear']} | {total['deep']} | {total['silent']} | "
-                 f"{total['hang']} |")
+    lines.append(
+        f"| **total** | {total['cases']} | {total['clear']} | {total['deep']} | {total['silent']} | {total['hang']} |"
+    )
     return "\n".join(lines)
 
 

@@ -13,7 +13,8 @@ import pytest
 
 import hf_ext
 from hf_ext.core.cards import render_card
-from hf_ext.core.cli import load_space_app, main as cli_main
+from hf_ext.core.cli import load_space_app
+from hf_ext.core.cli import main as cli_main
 from hf_ext.core.registry import list_methods
 from hf_ext.core.testing import comparable_config_dict, to_numpy
 

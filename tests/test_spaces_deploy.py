@@ -14,7 +14,6 @@ import contextlib
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -55,12 +54,29 @@ def deployed(method: str, wheel: Path, python: Path, tmp: Path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", HF_HUB_DISABLE_TELEMETRY="1")
     # pip runs from the venv's python (the test venv's pip, reached through the .pth view)
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--no-build-isolation", "-q",
-                           "--disable-pip-version-check", "-r", "requirements.txt"],
-                          cwd=space, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--no-build-isolation",
+            "-q",
+            "--disable-pip-version-check",
+            "-r",
+            "requirements.txt",
+        ],
+        cwd=space,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    where = subprocess.check_output([str(python), "-c", "import hf_ext; print(hf_ext.__file__)"], cwd=space,
-                                    env=env, text=True).strip()
+    where = subprocess.check_output(
+        [str(python), "-c", "import hf_ext; print(hf_ext.__file__)"], cwd=space, env=env, text=True
+    ).strip()
     assert where.startswith(str(python.parent.parent)), f"hf_ext imported from {where}, not from the wheel"
     port = _free_port()
     env.update(GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port))

@@ -47,8 +47,9 @@ def _endpoint(kin, alpha, terms, theory, special_pair, exponent, pole_order, at_
     return coeff @ (np.exp(p * np.log(DELTA)) / p)
 
 
-def continued_four_gluon(kin: GluonKinematics, alpha, theory: str = "super", special_pair: int = 1,
-                         per_term: bool = False):
+def continued_four_gluon(
+    kin: GluonKinematics, alpha, theory: str = "super", special_pair: int = 1, per_term: bool = False
+):
     """The 4-gluon Laurent coefficient L(α′) for any α′ (real or complex, off the poles): equal to
     [`~hf_ext.amplitudes.residues.laurent_coefficient`] where that converges, its analytic continuation elsewhere.
 
@@ -74,8 +75,9 @@ def continued_four_gluon(kin: GluonKinematics, alpha, theory: str = "super", spe
     for name, e, K in (("t", alpha * t_ch, K0), ("s", alpha * s_ch, K2)):
         k = np.arange(-K, CIRCLE_POINTS // 2)
         if np.min(np.abs(e + k + 1)) < 1e-9:
-            raise ValueError(f"α′{name} = {e:.6g} sits on a pole of the residue (α′{name} + k + 1 = 0 for an integer "
-                             f"k >= {-K})")
+            raise ValueError(
+                f"α′{name} = {e:.6g} sits on a pole of the residue (α′{name} + k + 1 = 0 for an integer k >= {-K})"
+            )
     terms = residue_terms(4, theory, special_pair)
     lo = _endpoint(kin, alpha, terms, theory, special_pair, alpha * t_ch, K0, True)
     hi = _endpoint(kin, alpha, terms, theory, special_pair, alpha * s_ch, K2, False)

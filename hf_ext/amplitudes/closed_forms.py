@@ -52,11 +52,14 @@ def gamma_ratio(num, den) -> np.ndarray:
     den = [np.asarray(b, dtype=np.float64) for b in den]
     for a in num:
         if np.any(_is_pole(a)):
-            raise ValueError("the amplitude has a pole here: a Γ argument α′X (or a shifted one) is a "
-                             f"non-positive integer ({a[_is_pole(a)].ravel()[:3]})")
+            raise ValueError(
+                "the amplitude has a pole here: a Γ argument α′X (or a shifted one) is a "
+                f"non-positive integer ({a[_is_pole(a)].ravel()[:3]})"
+            )
     log = sum(special.gammaln(a) for a in num) - sum(special.gammaln(b) for b in den)
     sign = np.prod([special.gammasgn(a) for a in num], axis=0) * np.prod(
-        [np.where(_is_pole(b), 0.0, special.gammasgn(b)) for b in den], axis=0)
+        [np.where(_is_pole(b), 0.0, special.gammasgn(b)) for b in den], axis=0
+    )
     return sign * np.exp(log)
 
 
@@ -87,8 +90,7 @@ def _bernoulli_poly(n: int, x: np.ndarray) -> np.ndarray:
     return sum(math.comb(n, k) * numbers[k] * x ** (n - k) for k in range(n + 1))
 
 
-def hyp3f2_unit(a1, a2, a3, b1, b2, *, terms: int | None = None, order: int = 14,
-                return_magnitude: bool = False):
+def hyp3f2_unit(a1, a2, a3, b1, b2, *, terms: int | None = None, order: int = 14, return_magnitude: bool = False):
     """3F2(a1, a2, a3; b1, b2; 1) in float64, vectorised, for parameter excess s = b1 + b2 - a1 - a2 - a3 > 0.
 
     The first K terms are summed exactly; the tail uses the large-k expansion of the term,
@@ -124,8 +126,11 @@ def hyp3f2_unit(a1, a2, a3, b1, b2, *, terms: int | None = None, order: int = 14
     # t is now t_K. log t_k = const - (1+s) log k + sum_m d_m k^{-m}.
     d = [np.zeros_like(s)]
     for m in range(1, order + 1):
-        bn = (sum(_bernoulli_poly(m + 1, x) for x in (a1, a2, a3))
-              - sum(_bernoulli_poly(m + 1, x) for x in (b1, b2)) - _bernoulli_poly(m + 1, np.ones_like(s)))
+        bn = (
+            sum(_bernoulli_poly(m + 1, x) for x in (a1, a2, a3))
+            - sum(_bernoulli_poly(m + 1, x) for x in (b1, b2))
+            - _bernoulli_poly(m + 1, np.ones_like(s))
+        )
         d.append((-1) ** (m + 1) * bn / (m * (m + 1)))
     c = [np.ones_like(s)]  # exp(sum d_m x^m) = sum c_j x^j
     for j in range(1, order + 1):
@@ -173,8 +178,10 @@ def five_point_closed_form(aX, return_error: bool = False):
         better = err < error[rows]
         value[rows[better]], error[rows[better]] = (pre * f)[better], err[better]
     if np.any(np.isnan(value)):
-        raise ValueError("5-point closed form: no cyclic rotation has a positive excess and finite lower 3F2 "
-                         "parameters at some point (a limit this continuation does not take)")
+        raise ValueError(
+            "5-point closed form: no cyclic rotation has a positive excess and finite lower 3F2 "
+            "parameters at some point (a limit this continuation does not take)"
+        )
     value, error = value.reshape(aX.shape[:-1]), error.reshape(aX.shape[:-1])
     return (value, error) if return_error else value
 
@@ -185,8 +192,7 @@ def five_point_closed_form_mp(aX, dps: int = 30):
 
     with mp.workdps(dps):
         A13, A14, A24, A25, A35 = (mp.mpf(float(v)) if not isinstance(v, mp.mpf) else v for v in aX)
-        return (mp.beta(A13, A24) * mp.beta(A14, A35)
-                * mp.hyp3f2(A13, A14, A24 + A35 - A25, A13 + A24, A14 + A35, 1))
+        return mp.beta(A13, A24) * mp.beta(A14, A35) * mp.hyp3f2(A13, A14, A24 + A35 - A25, A13 + A24, A14 + A35, 1)
 
 
 def four_point_alpha_series(X, Y, order: int = 3) -> np.ndarray:
@@ -200,7 +206,7 @@ def four_point_alpha_series(X, Y, order: int = 3) -> np.ndarray:
     X, Y = np.broadcast_arrays(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64))
     D = [np.zeros_like(X) for _ in range(order + 1)]
     for k in range(2, order + 1):
-        D[k] = (-1) ** k * special.zeta(k) / k * (X ** k + Y ** k - (X + Y) ** k)
+        D[k] = (-1) ** k * special.zeta(k) / k * (X**k + Y**k - (X + Y) ** k)
     E = [np.ones_like(X)] + [np.zeros_like(X) for _ in range(order)]
     for j in range(1, order + 1):
         E[j] = sum(m * D[m] * E[j - m] for m in range(1, j + 1)) / j

@@ -74,50 +74,66 @@ class AmplitudeTableConfig:
                 raise ValueError(f"AmplitudeTableConfig.{name} must be a sequence, got {value!r}")
             setattr(self, name, tuple(value))
         if not self.theories or any(t not in THEORIES for t in self.theories):
-            raise ValueError(f"AmplitudeTableConfig.theories must be a non-empty subset of {THEORIES}, "
-                             f"got {self.theories!r}")
+            raise ValueError(
+                f"AmplitudeTableConfig.theories must be a non-empty subset of {THEORIES}, got {self.theories!r}"
+            )
         if len(set(self.theories)) != len(self.theories):
             raise ValueError(f"AmplitudeTableConfig.theories has duplicates: {self.theories!r}")
         if any(not _is_int(N) or not 4 <= N <= 6 for N in self.points):
-            raise ValueError(f"AmplitudeTableConfig.points must hold integers in [4, 6] (the curve integrals go to "
-                             f"N = 6), got {self.points!r}")
+            raise ValueError(
+                f"AmplitudeTableConfig.points must hold integers in [4, 6] (the curve integrals go to "
+                f"N = 6), got {self.points!r}"
+            )
         if any(not _is_int(n) or n not in GLUON_SIZES for n in self.gluons):
-            raise ValueError(f"AmplitudeTableConfig.gluons must hold 3, 4 or 5 (residues are implemented for 3 to 5 "
-                             f"gluons), got {self.gluons!r}")
+            raise ValueError(
+                f"AmplitudeTableConfig.gluons must hold 3, 4 or 5 (residues are implemented for 3 to 5 "
+                f"gluons), got {self.gluons!r}"
+            )
         if "gluon_type_i" in self.theories and 5 in self.gluons:
-            raise ValueError("AmplitudeTableConfig.gluons: gluon_type_i has closed forms for 3 and 4 gluons only "
-                             "(use gluon_super for 5)")
+            raise ValueError(
+                "AmplitudeTableConfig.gluons: gluon_type_i has closed forms for 3 and 4 gluons only "
+                "(use gluon_super for 5)"
+            )
         if any(t in SCALAR_THEORIES for t in self.theories) and not self.points:
             raise ValueError("AmplitudeTableConfig.points is empty but scalar theories are requested")
         if any(t in GLUON_THEORIES for t in self.theories) and not self.gluons:
             raise ValueError("AmplitudeTableConfig.gluons is empty but gluon theories are requested")
         if not self.alphas or any(not _is_real(a) or not math.isfinite(a) or a <= 0 for a in self.alphas):
-            raise ValueError(f"AmplitudeTableConfig.alphas must be non-empty finite numbers > 0, got "
-                             f"{_short(self.alphas)}")
+            raise ValueError(
+                f"AmplitudeTableConfig.alphas must be non-empty finite numbers > 0, got {_short(self.alphas)}"
+            )
         if len(self.alphas) > MAX_ALPHAS:
             raise ValueError(f"AmplitudeTableConfig.alphas: at most {MAX_ALPHAS} α′ values, got {len(self.alphas)}")
         if any(not ALPHA_RANGE[0] <= a <= ALPHA_RANGE[1] for a in self.alphas):
-            raise ValueError(f"AmplitudeTableConfig.alphas must lie in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}], "
-                             f"got {_short(self.alphas)}")
+            raise ValueError(
+                f"AmplitudeTableConfig.alphas must lie in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}], "
+                f"got {_short(self.alphas)}"
+            )
         self.alphas = tuple(float(a) for a in self.alphas)
         if not _is_int(self.samples) or not 1 <= self.samples <= 100_000:
             raise ValueError(f"AmplitudeTableConfig.samples must be an integer in [1, 100000], got {self.samples!r}")
         for name in ("x_low", "x_high"):
             value = getattr(self, name)
             if not _is_real(value) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"AmplitudeTableConfig.{name} must be a finite number > 0 (the Euclidean region), "
-                                 f"got {value!r}")
+                raise ValueError(
+                    f"AmplitudeTableConfig.{name} must be a finite number > 0 (the Euclidean region), got {value!r}"
+                )
         if self.x_low >= self.x_high:
             raise ValueError(f"AmplitudeTableConfig.x_low must be < x_high, got {self.x_low!r} >= {self.x_high!r}")
         if self.method not in METHODS:
             raise ValueError(f"AmplitudeTableConfig.method must be one of {METHODS}, got {self.method!r}")
         if not _is_int(self.seed) or self.seed < 0:
             raise ValueError(f"AmplitudeTableConfig.seed must be an integer >= 0, got {self.seed!r}")
-        rows = self.samples * len(self.alphas) * sum(
-            len(self.gluons) if t in GLUON_THEORIES else len(self.points) for t in self.theories)
+        rows = (
+            self.samples
+            * len(self.alphas)
+            * sum(len(self.gluons) if t in GLUON_THEORIES else len(self.points) for t in self.theories)
+        )
         if rows > MAX_ROWS:
-            raise ValueError(f"AmplitudeTableConfig: {rows} rows (theories x sizes x alphas x samples) exceed the "
-                             f"limit of {MAX_ROWS}; lower samples or the number of α′ values")
+            raise ValueError(
+                f"AmplitudeTableConfig: {rows} rows (theories x sizes x alphas x samples) exceed the "
+                f"limit of {MAX_ROWS}; lower samples or the number of α′ values"
+            )
         for name in ("x_low", "x_high"):
             if getattr(self, name) > 1e3:
                 raise ValueError(f"AmplitudeTableConfig.{name} must be <= 1000, got {getattr(self, name)!r}")

@@ -92,8 +92,10 @@ def continued_amplitude(aX, N: int, nodes: int = 20) -> Evaluation:
     """
     N = check_points(N)
     if N > MAX_CONTINUED_POINTS:
-        raise ValueError(f"the continuation is implemented for N <= {MAX_CONTINUED_POINTS} (an (N-3)-dimensional "
-                         f"tensor rule per cone); got N = {N}")
+        raise ValueError(
+            f"the continuation is implemented for N <= {MAX_CONTINUED_POINTS} (an (N-3)-dimensional "
+            f"tensor rule per cone); got N = {N}"
+        )
     aX = np.asarray(aX)
     if aX.dtype.kind not in "fiu":
         raise ValueError(f"α′X must be real numbers, got dtype {aX.dtype}")

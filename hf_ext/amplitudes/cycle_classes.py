@@ -66,7 +66,7 @@ def cycle_factor(kin: GluonKinematics, alpha: float, cycle, Z: np.ndarray):
         cz = 1.0
         for a, b in zip(order, order[1:] + order[:1]):
             cz = cz / (Z[..., b] - Z[..., a])
-        total = total + 2 ** (k - 1) * alpha ** k * kin.trace(*[g + 1 for g in order]) * cz
+        total = total + 2 ** (k - 1) * alpha**k * kin.trace(*[g + 1 for g in order]) * cz
     return (-1) ** (k - 1) * total
 
 

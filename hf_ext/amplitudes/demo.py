@@ -45,15 +45,24 @@ def parse_kinematics(n_points: int, text: str) -> np.ndarray:
     except ValueError as err:
         raise ValueError(f"planar variables must be numbers separated by commas ({err})") from None
     if values.size != len(x_labels(N)):
-        raise ValueError(f"N = {N} needs {len(x_labels(N))} planar variables ({', '.join(x_labels(N))}), "
-                         f"got {values.size}")
+        raise ValueError(
+            f"N = {N} needs {len(x_labels(N))} planar variables ({', '.join(x_labels(N))}), got {values.size}"
+        )
     if not np.all(np.isfinite(values)):
         raise ValueError("planar variables must be finite")
     return values
 
 
-def amplitude_curves(n_points: int, text: str, scan: str, lo: float, hi: float, alpha: float,
-                     method: str = "closed_form", points: int = 120) -> dict:
+def amplitude_curves(
+    n_points: int,
+    text: str,
+    scan: str,
+    lo: float,
+    hi: float,
+    alpha: float,
+    method: str = "closed_form",
+    points: int = 120,
+) -> dict:
     """The data behind the plot: x grid, α′^{N-3} A_N and the field-theory value along the scan.
 
     Args:
@@ -113,8 +122,9 @@ def plot_amplitude(n_points, text, scan, lo, hi, alpha, method="closed_form", pr
         progress(0.1, desc=f"evaluating the {method} amplitude along the scan")
     try:
         check_scan(scan, lo, hi, alpha)
-        data = time_limited(amplitude_curves, REQUEST_SECONDS)(int(n_points), text, scan, float(lo), float(hi),
-                                                               float(alpha), method)
+        data = time_limited(amplitude_curves, REQUEST_SECONDS)(
+            int(n_points), text, scan, float(lo), float(hi), float(alpha), method
+        )
     except (ValueError, TypeError, TimeoutError) as err:
         raise gr.Error(str(err)) from None
     N = int(n_points)
@@ -141,8 +151,10 @@ def reading(data: dict, n_points: int) -> str:
     i = int(np.argmin(data["x"]))
     last, ft = data["string"][i], data["field_theory"][i]
     gap = abs(last - ft) / abs(ft) if np.isfinite(ft) and ft != 0 else float("nan")
-    md = (f"**Reading:** N = {n_points}; at the smallest {data['xlabel']} = {data['x'].min():.4g}: string {last:.6g}, "
-          f"field theory {ft:.6g} (relative gap {gap:.2%}). ")
+    md = (
+        f"**Reading:** N = {n_points}; at the smallest {data['xlabel']} = {data['x'].min():.4g}: string {last:.6g}, "
+        f"field theory {ft:.6g} (relative gap {gap:.2%}). "
+    )
     if data["log"]:
         md += "The gap shrinks as α′ → 0: the string amplitude tends to the sum over cubic diagrams."
     else:
@@ -167,8 +179,14 @@ def build_table(theories, alphas_text: str, samples: float, seed: float = 0):
             check_range("each α′ value", a, *ALPHA_RANGE)
         if int(samples) > 16:
             raise ValueError("the demo builds at most 16 samples per cell")
-        config = AmplitudeTableConfig(theories=tuple(theories or ()), points=(4, 5), gluons=(3, 4), alphas=alphas,
-                                      samples=int(samples), seed=int(seed))
+        config = AmplitudeTableConfig(
+            theories=tuple(theories or ()),
+            points=(4, 5),
+            gluons=(3, 4),
+            alphas=alphas,
+            samples=int(samples),
+            seed=int(seed),
+        )
         table = time_limited(AmplitudeTable, REQUEST_SECONDS)(config)
     except (ValueError, TypeError, TimeoutError) as err:
         raise gr.Error(str(err)) from None
@@ -184,16 +202,19 @@ def build_demo():
     from .config import THEORIES
 
     with gr.Blocks(title="Stringy Tr(φ³) and superstring amplitudes") as demo:
-        gr.Markdown("# Superstring amplitudes meet surfaceology\n"
-                    "Paper: [arXiv:2504.21676](https://arxiv.org/abs/2504.21676). The stringy Tr(φ³) amplitude "
-                    "A_N is a curve integral over u-variables; α′^{N-3} A_N tends to the sum over cubic diagrams. "
-                    f"Space limits: α′ in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}], planar variables in "
-                    f"[{X_RANGE[0]:g}, {X_RANGE[1]:g}], at most {MAX_TABLE_ALPHAS} α′ values per table.")
+        gr.Markdown(
+            "# Superstring amplitudes meet surfaceology\n"
+            "Paper: [arXiv:2504.21676](https://arxiv.org/abs/2504.21676). The stringy Tr(φ³) amplitude "
+            "A_N is a curve integral over u-variables; α′^{N-3} A_N tends to the sum over cubic diagrams. "
+            f"Space limits: α′ in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}], planar variables in "
+            f"[{X_RANGE[0]:g}, {X_RANGE[1]:g}], at most {MAX_TABLE_ALPHAS} α′ values per table."
+        )
         with gr.Tab("4 and 5 points"):
             with gr.Row():
                 n_points = gr.Radio([4, 5], value=5, label="N (points)")
-                text = gr.Textbox(DEFAULT_X[5], label="planar variables (X13, X24 | X13, X14, X24, X25, X35)",
-                                  elem_id="amplitudes-x")
+                text = gr.Textbox(
+                    DEFAULT_X[5], label="planar variables (X13, X24 | X13, X14, X24, X25, X35)", elem_id="amplitudes-x"
+                )
                 method = gr.Radio(["closed_form", "curve"], value="closed_form", label="evaluator")
             with gr.Row():
                 scan = gr.Dropdown(["alpha"] + x_labels(5), value="alpha", label="scan")
@@ -201,18 +222,23 @@ def build_demo():
                 hi = gr.Number(3.0, label="to")
                 alpha = gr.Number(1.0, label="α′ (when scanning an X)")
             gr.Examples(
-                examples=[[5, DEFAULT_X[5], "closed_form", "alpha", 0.01, 3.0, 1.0],
-                          [4, DEFAULT_X[4], "closed_form", "X13", -2.5, 2.5, 1.0],
-                          [5, DEFAULT_X[5], "curve", "alpha", 0.01, 0.5, 1.0]],
+                examples=[
+                    [5, DEFAULT_X[5], "closed_form", "alpha", 0.01, 3.0, 1.0],
+                    [4, DEFAULT_X[4], "closed_form", "X13", -2.5, 2.5, 1.0],
+                    [5, DEFAULT_X[5], "curve", "alpha", 0.01, 0.5, 1.0],
+                ],
                 inputs=[n_points, text, method, scan, lo, hi, alpha],
                 label="examples: the α′ → 0 field-theory limit, the string poles along X13, the curve integral",
             )
             button = gr.Button("Plot", variant="primary")
             plot = gr.Plot(elem_id="amplitudes-plot")
             summary = gr.Markdown(elem_id="amplitudes-summary")
-            n_points.change(lambda n: (DEFAULT_X[int(n)], gr.Dropdown(choices=["alpha"] + x_labels(int(n)),
-                                                                          value="alpha")),
-                            n_points, [text, scan])
+            n_points.change(
+                lambda n: (DEFAULT_X[int(n)], gr.Dropdown(choices=["alpha"] + x_labels(int(n)), value="alpha")),
+                n_points,
+                [text, scan],
+            )
+
             def on_plot(n_points, text, scan, lo, hi, alpha, method, progress=gr.Progress()):
                 return plot_amplitude(n_points, text, scan, lo, hi, alpha, method, progress=progress)
 
@@ -223,10 +249,12 @@ def build_demo():
             samples = gr.Slider(1, 16, value=2, step=1, label="samples per cell")
             seed = gr.Number(0, label="seed", precision=0)
             make = gr.Button("Build table")
-            gr.Markdown("Each row is one amplitude: `n` points (`polygon`: the surface's polygon), `alpha_prime` "
-                        "α′, `theory`, the planar variables `x`, the `amplitude` there (a value to read: neither "
-                        "higher nor lower is better), the evaluator `method`, and `error`, its estimated numerical "
-                        "error (↓ lower is better).")
+            gr.Markdown(
+                "Each row is one amplitude: `n` points (`polygon`: the surface's polygon), `alpha_prime` "
+                "α′, `theory`, the planar variables `x`, the `amplitude` there (a value to read: neither "
+                "higher nor lower is better), the evaluator `method`, and `error`, its estimated numerical "
+                "error (↓ lower is better)."
+            )
             frame = gr.Dataframe()
             make.click(build_table, [theories, alphas, samples, seed], frame)
     return demo

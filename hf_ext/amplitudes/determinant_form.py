@@ -76,7 +76,7 @@ def multilinear_determinant(blocks: np.ndarray) -> np.ndarray:
         for signs in itertools.product((1.0, -1.0), repeat=len(legs)):
             scale = np.zeros(2 * m)
             for a, sg in zip(legs, signs):
-                scale[2 * a: 2 * a + 2] = sg
+                scale[2 * a : 2 * a + 2] = sg
             total = total + np.prod(signs) * np.linalg.det(eye + scale[:, None] * full)
         out[..., T] = total / 2 ** len(legs)
     return out

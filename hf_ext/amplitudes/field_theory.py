@@ -13,7 +13,7 @@ import numpy as np
 from .kinematics import as_planar_array, check_points, variable_index
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def triangulations(N: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     """All triangulations of the N-gon (Catalan(N-2) of them), each as the N-3 chords (i, j), 1-based, i < j.
 
@@ -21,7 +21,7 @@ def triangulations(N: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     """
     N = check_points(N, minimum=3)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def polygon(vertices: tuple[int, ...]) -> tuple[frozenset, ...]:
         # triangulations of the polygon on `vertices` (in cyclic order): the edge (v0, v_last) lies in one
         # triangle (v0, vk, v_last); recurse on the two sides.

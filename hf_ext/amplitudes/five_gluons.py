@@ -63,8 +63,10 @@ def z_integrals(s: np.ndarray, alpha: float, nodes: int = 20) -> tuple[Evaluatio
     edge = (s12 - 1, s23, s34 - 1)
     corner = (s51 - 1, s12 + s34 - 2, s45 - 1)
     if min(edge) <= -1 or min(corner) <= -2:
-        raise ValueError(f"the Z-integrals converge for α′s12, α′s34 > 0 and α′s23, α′s45, α′s51 > -1; got "
-                         f"α′(s12, s23, s34, s45, s51) = ({s12:.4g}, {s23:.4g}, {s34:.4g}, {s45:.4g}, {s51:.4g})")
+        raise ValueError(
+            f"the Z-integrals converge for α′s12, α′s34 > 0 and α′s23, α′s45, α′s51 > -1; got "
+            f"α′(s12, s23, s34, s45, s51) = ({s12:.4g}, {s23:.4g}, {s34:.4g}, {s45:.4g}, {s51:.4g})"
+        )
 
     def rule(m: int):
         g, w = simplex_rule(1.0, edge, corner, m)
@@ -75,8 +77,10 @@ def z_integrals(s: np.ndarray, alpha: float, nodes: int = 20) -> tuple[Evaluatio
         return (s12 * s34 * (w @ (kn / (A * C))), s13 * s24 * (w @ (kn / (z13 * z24))))
 
     fine, coarse = rule(nodes), rule(nodes - 6)
-    return tuple(Evaluation(np.asarray(f), np.asarray(max(abs(f - c), 1e-15 * abs(f))), "z_integral_sectors")
-                 for f, c in zip(fine, coarse))
+    return tuple(
+        Evaluation(np.asarray(f), np.asarray(max(abs(f - c), 1e-15 * abs(f))), "z_integral_sectors")
+        for f, c in zip(fine, coarse)
+    )
 
 
 def mss_amplitude(kin: GluonKinematics, alpha, nodes: int = 20) -> Evaluation:
@@ -95,8 +99,11 @@ def predicted_laurent(kin: GluonKinematics, alpha, nodes: int = 20) -> Evaluatio
     ev = mss_amplitude(kin, alpha, nodes)
     c = residue_normalisation(5) * float(alpha) ** 2
     value = c * complex(ev.value)
-    return Evaluation(np.asarray(value.real if not kin.is_complex and abs(value.imag) <= 1e-12 * abs(value)
-                                 else value), np.asarray(abs(c) * float(ev.error)), "mss")
+    return Evaluation(
+        np.asarray(value.real if not kin.is_complex and abs(value.imag) <= 1e-12 * abs(value) else value),
+        np.asarray(abs(c) * float(ev.error)),
+        "mss",
+    )
 
 
 __all__ = ["mss_amplitude", "predicted_laurent", "residue_normalisation", "z_integrals"]

@@ -51,8 +51,10 @@ class GluonKinematics:
         scale = max(1.0, float(np.max(np.abs(X))))
         for i, j in scaffold_variables(self.n):
             if abs(x_value(X, 2 * self.n, i, j)) > 1e-12 * scale:
-                raise ValueError(f"not on the scaffolding residue: {x_label(i, j)} = k^2 must be 0, got "
-                                 f"{scalar(x_value(X, 2 * self.n, i, j))!r}")
+                raise ValueError(
+                    f"not on the scaffolding residue: {x_label(i, j)} = k^2 must be 0, got "
+                    f"{scalar(x_value(X, 2 * self.n, i, j))!r}"
+                )
         object.__setattr__(self, "X", X)
 
     # -------------------------------------------------------------------------------------------- constructors
@@ -97,8 +99,10 @@ class GluonKinematics:
             if abs(k[i] @ metric @ k[i]) > rtol * scale:
                 raise ValueError(f"gluon {i + 1} is not massless: k_{i + 1}^2 = {k[i] @ metric @ k[i]:.3g}")
             if abs(eps[i] @ metric @ k[i]) > rtol * scale:
-                raise ValueError(f"inconsistent polarisation: ε_{i + 1}.k_{i + 1} = {eps[i] @ metric @ k[i]:.3g} "
-                                 "must vanish (transversality)")
+                raise ValueError(
+                    f"inconsistent polarisation: ε_{i + 1}.k_{i + 1} = {eps[i] @ metric @ k[i]:.3g} "
+                    "must vanish (transversality)"
+                )
         p = np.empty((2 * n, D), dtype=dtype)
         p[0::2], p[1::2] = k - eps, eps
         s = 2 * p @ metric @ p.T
@@ -118,8 +122,14 @@ class GluonKinematics:
         return cls.from_vectors(spinors.momenta(), spinors.polarisations(helicities, refs))
 
     @classmethod
-    def random(cls, n: int, rng: np.random.Generator | None = None, low: float = 0.3, high: float = 2.0,
-               min_channel: float | None = None) -> GluonKinematics:
+    def random(
+        cls,
+        n: int,
+        rng: np.random.Generator | None = None,
+        low: float = 0.3,
+        high: float = 2.0,
+        min_channel: float | None = None,
+    ) -> GluonKinematics:
         """Random planar variables in [low, high] with the scaffolding ones set to 0.
 
         Args:
@@ -217,8 +227,9 @@ def t8f4(kin: GluonKinematics):
     if kin.n != 4:
         raise ValueError(f"t8F⁴ is a 4-gluon structure; got n = {kin.n}")
     t = kin.trace
-    return (8 * (t(1, 2, 3, 4) + t(1, 3, 2, 4) + t(1, 3, 4, 2))
-            - 2 * (t(1, 2) * t(3, 4) + t(1, 3) * t(2, 4) + t(1, 4) * t(2, 3)))
+    return 8 * (t(1, 2, 3, 4) + t(1, 3, 2, 4) + t(1, 3, 4, 2)) - 2 * (
+        t(1, 2) * t(3, 4) + t(1, 3) * t(2, 4) + t(1, 4) * t(2, 3)
+    )
 
 
 def four_gluon_channels(kin: GluonKinematics) -> tuple:
@@ -244,6 +255,8 @@ def type_i_four_gluon(kin: GluonKinematics, alpha):
     alpha = float(check_alpha(alpha))
     s, t = four_gluon_channels(kin)
     if isinstance(s, complex) or isinstance(t, complex):
-        raise ValueError(f"type_i_four_gluon needs real channels s, t (the Γ-factor is evaluated for real "
-                         f"arguments); got s = {s}, t = {t}")
-    return scalar(-alpha ** 2 * t8f4(kin) / (s * t) * veneziano_factor(alpha * s, alpha * t))
+        raise ValueError(
+            f"type_i_four_gluon needs real channels s, t (the Γ-factor is evaluated for real "
+            f"arguments); got s = {s}, t = {t}"
+        )
+    return scalar(-(alpha**2) * t8f4(kin) / (s * t) * veneziano_factor(alpha * s, alpha * t))

@@ -15,12 +15,25 @@ import numpy as np
 from . import closed_forms as C
 from .field_theory import field_theory_amplitude
 from .gluons import GluonKinematics, f3, type_i_four_gluon, ym3
-from .kinematics import (crossing_variables, koba_nielsen, mandelstams, planar_variables, random_planar_kinematics,
-                         u_variables_from_z, variable_index, x_value)
+from .kinematics import (
+    crossing_variables,
+    koba_nielsen,
+    mandelstams,
+    planar_variables,
+    random_planar_kinematics,
+    u_variables_from_z,
+    variable_index,
+    x_value,
+)
 from .residues import laurent_coefficient
 from .stringy import stringy_amplitude
-from .superstring import (double_factorial, four_scalar_other_picture, scaffolded_bosonic_amplitude,
-                          superstring_amplitude, superstring_terms)
+from .superstring import (
+    double_factorial,
+    four_scalar_other_picture,
+    scaffolded_bosonic_amplitude,
+    superstring_amplitude,
+    superstring_terms,
+)
 
 # Reference values quoted in the spec (§2.7).
 REF_BETA = 1.16496662323528  # B(0.7, 1.3)
@@ -28,15 +41,41 @@ REF_A5 = {1.0: 0.9153869469374066018, 0.5: 9.340923926751950027}  # (X13,X14,X24
 X5_REF = np.array([0.9, 1.7, 1.2, 0.8, 1.4])
 REF_BOSONIC_4 = 0.95080498817197479  # a = 1.6, b = 1.3
 REF_SUPER_4 = -0.57048299290318487399
-OCTAGON_REF = dict(X13=0, X35=0, X57=0, X17=0, X14=0, X15=1.5, X16=0.5, X24=-1.7, X25=-1.6, X26=1.4, X27=-1.4,
-                   X28=0.3, X36=1.7, X37=1.2, X38=1.2, X46=-0.7, X47=-1.8, X48=-1.5, X58=0.7, X68=0.6)
+OCTAGON_REF = dict(
+    X13=0,
+    X35=0,
+    X57=0,
+    X17=0,
+    X14=0,
+    X15=1.5,
+    X16=0.5,
+    X24=-1.7,
+    X25=-1.6,
+    X26=1.4,
+    X27=-1.4,
+    X28=0.3,
+    X36=1.7,
+    X37=1.2,
+    X38=1.2,
+    X46=-0.7,
+    X47=-1.8,
+    X48=-1.5,
+    X58=0.7,
+    X68=0.6,
+)
 REF_T8_OVER_ST = 1873 / 500
 REF_L_SUPER = {1.25: -1.419781986167, 1.6: -1.353291474341}  # the spec's closed-form values
 
 
 def _row(identity: str, error: float, tolerance: float, seconds: float, **extra) -> dict:
-    return {"identity": identity, "error": float(error), "tolerance": float(tolerance),
-            "passed": bool(np.isfinite(error) and error <= tolerance), "time_s": round(seconds, 3), **extra}
+    return {
+        "identity": identity,
+        "error": float(error),
+        "tolerance": float(tolerance),
+        "passed": bool(np.isfinite(error) and error <= tolerance),
+        "time_s": round(seconds, 3),
+        **extra,
+    }
 
 
 def _timed(fn: Callable[[], tuple[float, dict]]) -> tuple[float, dict, float]:
@@ -68,7 +107,7 @@ def integrand_errors(rng: np.random.Generator, alpha: float = 0.7) -> dict[str, 
                 pt = 1 / (np.prod(np.diff(z)) * (z[-1] - z[0]))
                 for term in superstring_terms(N // 2):
                     integrand = 1 / np.prod([z[b - 1] - z[a - 1] for a, b in term.edges])
-                    out["shift_rule"] = max(out["shift_rule"], abs(integrand / pt / np.prod(u ** term.shift) - 1))
+                    out["shift_rule"] = max(out["shift_rule"], abs(integrand / pt / np.prod(u**term.shift) - 1))
     return out
 
 
@@ -88,10 +127,12 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
     errs, _, t = _timed(lambda: (integrand_errors(rng), {}))
     for name, err in errs.items():
         rows.append(_row(f"1. pointwise {name} (N = 4, 6, 8)", err, 1e-9, t / 3))
-    counts_ok = all(sum(cycle_counts(n).values()) == double_factorial(2 * n - 3) for n in (2, 3, 4, 5)) and \
-        cycle_counts(4) == {(2, 2, 2, 2): 1, (2, 2, 4): 6, (2, 6): 8}
-    rows.append(_row("1. (2n-3)!! terms, one bosonic, cycle classes n = 4: 1 + 6 + 8", 0.0 if counts_ok else 1.0,
-                     0.0, 0.0))
+    counts_ok = all(
+        sum(cycle_counts(n).values()) == double_factorial(2 * n - 3) for n in (2, 3, 4, 5)
+    ) and cycle_counts(4) == {(2, 2, 2, 2): 1, (2, 2, 4): 6, (2, 6): 8}
+    rows.append(
+        _row("1. (2n-3)!! terms, one bosonic, cycle classes n = 4: 1 + 6 + 8", 0.0 if counts_ok else 1.0, 0.0, 0.0)
+    )
 
     # 2. 4-point curve integral = Beta
     def four_point():
@@ -102,8 +143,7 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
         return max(rel(v, REF_BETA), rel(mp_v, REF_BETA), batch), {"value": float(v)}
 
     err, extra, t = _timed(four_point)
-    rows.append(_row("2. A_4 curve integral = B(0.7, 1.3) (vectorised, mpmath, random batch)", err, 1e-10, t,
-                     **extra))
+    rows.append(_row("2. A_4 curve integral = B(0.7, 1.3) (vectorised, mpmath, random batch)", err, 1e-10, t, **extra))
 
     # 3. 5 points three ways
     def five_point():
@@ -115,8 +155,11 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
                 worst = max(worst, rel(v, ref))
         Xs = random_planar_kinematics(5, samples, rng=rng, low=0.1, high=4)
         cf = stringy_amplitude(Xs, 0.7, method="closed_form").value
-        worst = max(worst, rel(stringy_amplitude(Xs, 0.7, method="curve").value, cf),
-                    rel(stringy_amplitude(Xs, 0.7, method="worldsheet").value, cf))
+        worst = max(
+            worst,
+            rel(stringy_amplitude(Xs, 0.7, method="curve").value, cf),
+            rel(stringy_amplitude(Xs, 0.7, method="worldsheet").value, cf),
+        )
         if full:
             v = float(stringy_amplitude(X5_REF, 1.0, method="mpmath_curve").value)
             values["mpmath_curve@1.0"] = v
@@ -134,8 +177,9 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
         with mp.workdps(30):  # mpmath's default 15 digits leave 7e-12 at the x^-0.4 endpoint
             direct = float(mp.quad(lambda x: x ** (a - 2) * (1 - x) ** b, [0, 1]))
         shifted = float(scaffolded_bosonic_amplitude(np.array([a, b]), 1.0).value)
-        return max(rel(direct, REF_BOSONIC_4), rel(shifted, REF_BOSONIC_4),
-                   rel(C.beta_amplitude(a - 1, b + 1), REF_BOSONIC_4)), {"value": shifted}
+        return max(
+            rel(direct, REF_BOSONIC_4), rel(shifted, REF_BOSONIC_4), rel(C.beta_amplitude(a - 1, b + 1), REF_BOSONIC_4)
+        ), {"value": shifted}
 
     err, extra, t = _timed(bosonic)
     rows.append(_row("4. ∫x^(a-2)(1-x)^b = B(a-1,b+1) = A_4[X13-1/α′, X24+1/α′]", err, 1e-12, t, **extra))
@@ -144,14 +188,17 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
     def super4():
         a, b = 1.6, 1.3
         X = np.array([a, b])
-        vals = [float(superstring_amplitude(X, 1.0).value), float(superstring_amplitude(X, 1.0, special_pair=2).value),
-                float(four_scalar_other_picture(X, 1.0)), float(-b * C.beta_amplitude(a, b)),
-                float(C.type_i_four_scalar(a, b))]
+        vals = [
+            float(superstring_amplitude(X, 1.0).value),
+            float(superstring_amplitude(X, 1.0, special_pair=2).value),
+            float(four_scalar_other_picture(X, 1.0)),
+            float(-b * C.beta_amplitude(a, b)),
+            float(C.type_i_four_scalar(a, b)),
+        ]
         return max(rel(v, REF_SUPER_4) for v in vals), {"values": vals}
 
     err, extra, t = _timed(super4)
-    rows.append(_row("5. super 4-scalar: (1-a)B(a-1,b+1) = -(a+b)B(a,b+1) = -bB(a,b) = type I", err, 1e-14, t,
-                     **extra))
+    rows.append(_row("5. super 4-scalar: (1-a)B(a-1,b+1) = -(a+b)B(a,b+1) = -bB(a,b) = type I", err, 1e-14, t, **extra))
 
     def super6():
         X = random_planar_kinematics(6, rng=rng, low=0.3, high=1.5)
@@ -161,15 +208,22 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
         return err, {"values": [float(v.value) for v in vals], "estimated": float(max(v.error for v in vals))}
 
     err, extra, t = _timed(super6)
-    rows.append(_row("5b. super 6-scalar picture independence (-1 picture on pair 1, 2, 3; 3D curve integrals)",
-                     err, 1e-8, t, **extra))
+    rows.append(
+        _row(
+            "5b. super 6-scalar picture independence (-1 picture on pair 1, 2, 3; 3D curve integrals)",
+            err,
+            1e-8,
+            t,
+            **extra,
+        )
+    )
 
     def tachyon():
         # bosonic - super = α′u + O(α′²) with u = -X13 - X24 (the F³ contact term); the super one has no pole at a = 1
         X = np.array([0.7, 1.9])
         alpha = 1e-3
         a, b = alpha * X
-        diff = (float(scaffolded_bosonic_amplitude(X, alpha).value) - float(superstring_amplitude(X, alpha).value))
+        diff = float(scaffolded_bosonic_amplitude(X, alpha).value) - float(superstring_amplitude(X, alpha).value)
         near = float(superstring_amplitude(np.array([1 + 1e-9, 1.3]), 1.0).value)
         return abs(diff / alpha - (-X.sum())) / X.sum(), {"super_at_a=1": near}
 
@@ -180,23 +234,31 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
     def alpha4():
         X, Y, alpha = 0.7, 1.9, 1e-3
         c = C.four_point_alpha_series(X, Y, 4)
-        resid = (alpha * C.beta_amplitude(alpha * X, alpha * Y) - c[0] - c[2] * alpha ** 2) / alpha ** 3
+        resid = (alpha * C.beta_amplitude(alpha * X, alpha * Y) - c[0] - c[2] * alpha**2) / alpha**3
         return abs(resid - c[3]), {"residual_over_alpha3": float(resid), "zeta3_(X+Y)^2": float(c[3])}
 
     err, extra, t = _timed(alpha4)
-    rows.append(_row("6. α′B(α′X,α′Y) - 1/X - 1/Y + ζ(2)α′²(X+Y) = ζ(3)α′³(X+Y)² + O(α′⁴) (α′ = 1e-3)", err,
-                     2 * abs(C.four_point_alpha_series(0.7, 1.9, 4)[4]) * 1e-3, t, **extra))
+    rows.append(
+        _row(
+            "6. α′B(α′X,α′Y) - 1/X - 1/Y + ζ(2)α′²(X+Y) = ζ(3)α′³(X+Y)² + O(α′⁴) (α′ = 1e-3)",
+            err,
+            2 * abs(C.four_point_alpha_series(0.7, 1.9, 4)[4]) * 1e-3,
+            t,
+            **extra,
+        )
+    )
 
     def alpha5():
         ft = float(field_theory_amplitude(X5_REF))
-        f = lambda al: al ** 2 * float(stringy_amplitude(X5_REF, al).value)  # noqa: E731
+        f = lambda al: al**2 * float(stringy_amplitude(X5_REF, al).value)  # noqa: E731
         h = 0.01
         rich = (4 * f(h / 2) - f(h)) / 3  # removes the O(α′²) term
         return abs(rich / ft - 1), {"field_theory": ft, "richardson": rich, "at_0.01": f(h)}
 
     err, extra, t = _timed(alpha5)
-    rows.append(_row("6b. α′²A_5 → sum over 5 triangulations (Richardson α′ = 0.01, 0.005; relative)", err, 1e-5, t,
-                     **extra))
+    rows.append(
+        _row("6b. α′²A_5 → sum over 5 triangulations (Richardson α′ = 0.01, 0.005; relative)", err, 1e-5, t, **extra)
+    )
 
     # 7. 3 gluons
     def three_gluons():
@@ -206,27 +268,47 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
         for _ in range(8):
             kin = GluonKinematics.random(3, rng, -2.0, 2.0)
             X = lambda i, j: float(x_value(kin.X, 6, i, j))  # noqa: E731
-            poly = -alpha ** 2 * (X(1, 4) * X(2, 5) - X(1, 4) * X(2, 6) + X(1, 4) * X(3, 6) - X(2, 4) * X(3, 6)
-                                  + X(2, 5) * X(3, 6) - X(2, 5) * X(4, 6))
+            poly = -(alpha**2) * (
+                X(1, 4) * X(2, 5)
+                - X(1, 4) * X(2, 6)
+                + X(1, 4) * X(3, 6)
+                - X(2, 4) * X(3, 6)
+                + X(2, 5) * X(3, 6)
+                - X(2, 5) * X(4, 6)
+            )
             sup = float(laurent_coefficient(kin, alpha, "super").value)
             bos = float(laurent_coefficient(kin, alpha, "bosonic").value)
             tr = float(laurent_coefficient(kin, alpha, "tr_phi3").value)
             scale = max(1.0, abs(poly))
-            worst = max(worst, abs(sup - poly) / scale, abs(tr - 1),
-                        abs(bos - (poly - alpha ** 3 * X(1, 4) * X(2, 5) * X(3, 6))) / scale,
-                        abs((sup - bos) + 4 * alpha ** 3 * kin.trace(2, 3) * kin.dot_products()["ek"][0, 1]) / scale)
+            worst = max(
+                worst,
+                abs(sup - poly) / scale,
+                abs(tr - 1),
+                abs(bos - (poly - alpha**3 * X(1, 4) * X(2, 5) * X(3, 6))) / scale,
+                abs((sup - bos) + 4 * alpha**3 * kin.trace(2, 3) * kin.dot_products()["ek"][0, 1]) / scale,
+            )
             design.append([ym3(kin), f3(kin)])
             targets["super"].append(sup)
             targets["bosonic"].append(bos)
         coef = {k: np.linalg.lstsq(np.array(design), np.array(v), rcond=None)[0] for k, v in targets.items()}
-        worst = max(worst, abs(coef["super"][0] + 4 * alpha ** 2), abs(coef["super"][1]),
-                    abs(coef["bosonic"][0] + 4 * alpha ** 2), abs(coef["bosonic"][1] + 8 * alpha ** 3))
-        return worst, {"c_YM_super": float(coef["super"][0]), "c_F3_super": float(coef["super"][1]),
-                       "c_YM_bosonic": float(coef["bosonic"][0]), "c_F3_bosonic": float(coef["bosonic"][1])}
+        worst = max(
+            worst,
+            abs(coef["super"][0] + 4 * alpha**2),
+            abs(coef["super"][1]),
+            abs(coef["bosonic"][0] + 4 * alpha**2),
+            abs(coef["bosonic"][1] + 8 * alpha**3),
+        )
+        return worst, {
+            "c_YM_super": float(coef["super"][0]),
+            "c_F3_super": float(coef["super"][1]),
+            "c_YM_bosonic": float(coef["bosonic"][0]),
+            "c_F3_bosonic": float(coef["bosonic"][1]),
+        }
 
     err, extra, t = _timed(three_gluons)
-    rows.append(_row("7. 3 gluons: L_super = -4α′²YM3 (no F³), L_bos = -4α′²YM3 - 8α′³F3, Tr φ³: L = 1", err, 1e-10,
-                     t, **extra))
+    rows.append(
+        _row("7. 3 gluons: L_super = -4α′²YM3 (no F³), L_bos = -4α′²YM3 - 8α′³F3, Tr φ³: L = 1", err, 1e-10, t, **extra)
+    )
 
     # 8. 4 gluons
     kin = GluonKinematics.from_planar(OCTAGON_REF, 4)
@@ -250,8 +332,15 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
         return worst, {"L_super": values}
 
     err, extra, t = _timed(lambda: four_gluons("gauss_jacobi"))
-    rows.append(_row("8. 4 gluons: L_super = -α′² t8F⁴/(st) Γ-factor (Gauss-Jacobi; octagon reference + random)", err,
-                     1e-10, t, **extra))
+    rows.append(
+        _row(
+            "8. 4 gluons: L_super = -α′² t8F⁴/(st) Γ-factor (Gauss-Jacobi; octagon reference + random)",
+            err,
+            1e-10,
+            t,
+            **extra,
+        )
+    )
     if full:
         err, extra, t = _timed(lambda: four_gluons("mpmath"))
         rows.append(_row("8. 4 gluons, mpmath tanh-sinh at 20 digits (slow)", err, 1e-12, t, **extra))

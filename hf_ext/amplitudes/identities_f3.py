@@ -19,8 +19,13 @@ from .residues import _term_values, laurent_coefficient, residue_terms
 from .spinors import METRIC, SpinorKinematics
 from .stringy import stringy_amplitude
 from .yang_mills import gluon_vectors
-from .yang_mills_f3 import (f3_amplitude, f3_via_yms, perturbiner_amplitude, scalar_pair_amplitude,
-                             three_scalar_amplitude)
+from .yang_mills_f3 import (
+    f3_amplitude,
+    f3_via_yms,
+    perturbiner_amplitude,
+    scalar_pair_amplitude,
+    three_scalar_amplitude,
+)
 
 A6 = np.array([0.6, 1.1, 0.9, 0.7, 1.3, 0.8, 1.2, 0.5, 1.0])  # α′X of the hexagon (planar-variable order)
 
@@ -38,13 +43,15 @@ def f3_checks(rng: np.random.Generator, full: bool, row, timed, octagon: GluonKi
         for a in [(-0.4, 1.3), (-0.3, -0.6)]:
             worst = max(worst, _rel(continued_amplitude(np.array(a), 4).value, C.beta_amplitude(*a)))
         for a in [[-0.4, 1.7, 1.2, 0.8, 1.4], [0.3, -0.7, 1.2, -0.2, 0.6], [-0.45, -0.6, -0.3, -0.2, 0.9]]:
-            worst = max(worst, _rel(continued_amplitude(np.array(a), 5).value,
-                                    C.five_point_closed_form(np.array(a))))
+            worst = max(worst, _rel(continued_amplitude(np.array(a), 5).value, C.five_point_closed_form(np.array(a))))
         return worst, {}
 
     err, extra, t = timed(continued_45)
-    rows.append(row("14. continued A_4, A_5 (α′X in (-1, 0) on 1-4 variables) = Beta / 3F2 closed forms", err, 1e-10, t,
-                    **extra))
+    rows.append(
+        row(
+            "14. continued A_4, A_5 (α′X in (-1, 0) on 1-4 variables) = Beta / 3F2 closed forms", err, 1e-10, t, **extra
+        )
+    )
 
     idx = variable_index(6)
 
@@ -63,8 +70,16 @@ def f3_checks(rng: np.random.Generator, full: bool, row, timed, octagon: GluonKi
         return worst, {"A6_continued": lhs}
 
     err, extra, t = timed(continued_6)
-    rows.append(row("15. continued A_6 (α′X13 = -0.4): u-equation A[a] = A[a+e_X] + A[a+Σ_Y⋔X e_Y], one term a "
-                    "convergent fan-rule integral (X = X13, X24)", err, 1e-9, t, **extra))
+    rows.append(
+        row(
+            "15. continued A_6 (α′X13 = -0.4): u-equation A[a] = A[a+e_X] + A[a+Σ_Y⋔X e_Y], one term a "
+            "convergent fan-rule integral (X = X13, X24)",
+            err,
+            1e-9,
+            t,
+            **extra,
+        )
+    )
 
     def facet_6():
         h, vals = 1e-3, []
@@ -76,8 +91,11 @@ def f3_checks(rng: np.random.Generator, full: bool, row, timed, octagon: GluonKi
         return _rel((vals[0] + vals[1]) / 2, residue), {"residue_A3_A5": residue}
 
     err, extra, t = timed(facet_6)
-    rows.append(row("15b. continued A_6 on the pole: α′X13 A_6 -> A_3 A_5 from both sides (±1e-3, O(h²))", err, 1e-5,
-                    t, **extra))
+    rows.append(
+        row(
+            "15b. continued A_6 on the pole: α′X13 A_6 -> A_3 A_5 from both sides (±1e-3, O(h²))", err, 1e-5, t, **extra
+        )
+    )
 
     def continued_4g():
         worst = _rel(continued_four_gluon(octagon, 1.25).real, laurent_coefficient(octagon, 1.25).value)
@@ -85,20 +103,33 @@ def f3_checks(rng: np.random.Generator, full: bool, row, timed, octagon: GluonKi
         return worst, {}
 
     err, extra, t = timed(continued_4g)
-    rows.append(row("16. continued 4-gluon residue = Gauss-Jacobi integral (α′ = 1.25) = type I below the tachyon "
-                    "bound (α′ = 0.05)", err, 1e-11, t, **extra))
+    rows.append(
+        row(
+            "16. continued 4-gluon residue = Gauss-Jacobi integral (α′ = 1.25) = type I below the tachyon "
+            "bound (α′ = 0.05)",
+            err,
+            1e-11,
+            t,
+            **extra,
+        )
+    )
 
     def f3_string():
         kin = octagon
         k, e, G = gluon_vectors(kin)
         s, tt = four_gluon_channels(kin)
-        per = alpha_series(lambda a: continued_four_gluon(kin, a, "super", per_term=True), 0.35 / max(abs(s), abs(tt)),
-                           orders=(2, 3))
+        per = alpha_series(
+            lambda a: continued_four_gluon(kin, a, "super", per_term=True), 0.35 / max(abs(s), abs(tt)), orders=(2, 3)
+        )
         classes = cycle_classes(4)
         bos = {o: v[classes[frozenset()]].sum().real for o, v in per.items()}
         a_f3, a_ym = f3_amplitude(k, e, G).real, perturbiner_amplitude(k, e, G).real
-        worst = max(_rel(per[2].sum().real, 2 * a_ym), _rel(bos[2], 2 * a_ym), abs(per[3].sum()) / abs(a_f3),
-                    _rel(bos[3], -4 * a_f3))
+        worst = max(
+            _rel(per[2].sum().real, 2 * a_ym),
+            _rel(bos[2], 2 * a_ym),
+            abs(per[3].sum()) / abs(a_f3),
+            _rel(bos[3], -4 * a_f3),
+        )
         for cls, members in classes.items():
             cycles = [sorted(c) for c in cls]
             if not cycles:
@@ -113,9 +144,16 @@ def f3_checks(rng: np.random.Generator, full: bool, row, timed, octagon: GluonKi
         return worst, {"L3_bosonic": bos[3], "A_F3_berends_giele": a_f3, "L3_super": float(abs(per[3].sum()))}
 
     err, extra, t = timed(f3_string)
-    rows.append(row("17. 4 gluons, α′ expansion of the continued residue: α′² = 2A_YM (both), α′³: super 0, bosonic "
-                    "-4A_F³ (YM+F³ Berends-Giele, constants from n = 3), classes = tr(F..) x YMS", err, 1e-9, t,
-                    **extra))
+    rows.append(
+        row(
+            "17. 4 gluons, α′ expansion of the continued residue: α′² = 2A_YM (both), α′³: super 0, bosonic "
+            "-4A_F³ (YM+F³ Berends-Giele, constants from n = 3), classes = tr(F..) x YMS",
+            err,
+            1e-9,
+            t,
+            **extra,
+        )
+    )
 
     def f3_field_theory():
         worst = 0.0
@@ -134,8 +172,16 @@ def f3_checks(rng: np.random.Generator, full: bool, row, timed, octagon: GluonKi
         return max(worst, mhv), {"mhv_over_all_minus": mhv}
 
     err, extra, t = timed(f3_field_theory)
-    rows.append(row("18. F³ via YMS: 4A_F³ = Σ 2tr(F_iF_j) A_YMS(φ_iφ_j) + 8tr(F2F3F4) A_YMS(1;φφφ) (n = 3, 4; real "
-                    "and helicity kinematics; A_F³(--++) = 0)", err, 1e-10, t, **extra))
+    rows.append(
+        row(
+            "18. F³ via YMS: 4A_F³ = Σ 2tr(F_iF_j) A_YMS(φ_iφ_j) + 8tr(F2F3F4) A_YMS(1;φφφ) (n = 3, 4; real "
+            "and helicity kinematics; A_F³(--++) = 0)",
+            err,
+            1e-10,
+            t,
+            **extra,
+        )
+    )
 
     def determinant():
         worst = 0.0
@@ -147,6 +193,14 @@ def f3_checks(rng: np.random.Generator, full: bool, row, timed, octagon: GluonKi
         return worst, {}
 
     err, extra, t = timed(determinant)
-    rows.append(row("19. determinant form: e^P0 [ε1..εn] e^(P-P0) det(1 + ε_i 2α′ΩΓ_ij/Z_ij)^(1/2) = Σ (2n-3)!! terms "
-                    "(pointwise, n = 4" + (", 5)" if full else ")"), err, 1e-12, t, **extra))
+    rows.append(
+        row(
+            "19. determinant form: e^P0 [ε1..εn] e^(P-P0) det(1 + ε_i 2α′ΩΓ_ij/Z_ij)^(1/2) = Σ (2n-3)!! terms "
+            "(pointwise, n = 4" + (", 5)" if full else ")"),
+            err,
+            1e-12,
+            t,
+            **extra,
+        )
+    )
     return rows

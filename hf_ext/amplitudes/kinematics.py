@@ -26,14 +26,14 @@ def check_points(N: int, minimum: int = 4) -> int:
     return int(N)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def planar_variables(N: int) -> tuple[tuple[int, int], ...]:
     """The N(N-3)/2 planar variables of the N-gon as 1-based pairs `(i, j)`, in lexicographic order."""
     N = check_points(N)
     return tuple((i, j) for i in range(1, N + 1) for j in range(i + 2, N + 1) if (i, j) != (1, N))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def variable_index(N: int) -> dict[tuple[int, int], int]:
     """Maps a 1-based pair `(i, j)` (i < j) to its column in a planar-variable array."""
     return {pair: k for k, pair in enumerate(planar_variables(N))}
@@ -183,8 +183,9 @@ def random_massless_momenta(N: int, rng: np.random.Generator | None = None, ener
     return np.concatenate([beams, out])
 
 
-def random_planar_kinematics(N: int, size: int | None = None, *, rng: np.random.Generator | None = None,
-                             low: float = 0.2, high: float = 3.0) -> np.ndarray:
+def random_planar_kinematics(
+    N: int, size: int | None = None, *, rng: np.random.Generator | None = None, low: float = 0.2, high: float = 3.0
+) -> np.ndarray:
     """Random planar variables in the Euclidean region, uniform in [low, high] (every X is independent).
 
     Args:
@@ -201,13 +202,13 @@ def random_planar_kinematics(N: int, size: int | None = None, *, rng: np.random.
     return rng.uniform(low, high, shape)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def crossing_variables(N: int) -> dict[tuple[int, int], tuple[tuple[int, int], ...]]:
     """For each chord (i, j), the chords that cross it (the Y in the u-equation u_X + prod_Y u_Y = 1)."""
     pairs = planar_variables(N)
 
     def crosses(c, d):
-        (i, j), (k, l) = c, d
+        (i, j), (k, l) = c, d  # noqa: E741 (index names of the paper)
         return len({i, j, k, l}) == 4 and ((i < k < j) != (i < l < j))
 
     return {c: tuple(d for d in pairs if crosses(c, d)) for c in pairs}
@@ -230,6 +231,7 @@ def koba_nielsen(z: np.ndarray, s: np.ndarray, alpha: float) -> np.ndarray:
     """prod_{a<b} |z_b - z_a|^{alpha s_ab} for worldsheet points `z` (..., N) and Mandelstams `s` (..., N, N)."""
     z = np.asarray(z, dtype=np.float64)
     N = z.shape[-1]
-    log = sum(alpha * s[..., a, b] * np.log(np.abs(z[..., b] - z[..., a]))
-              for a, b in itertools.combinations(range(N), 2))
+    log = sum(
+        alpha * s[..., a, b] * np.log(np.abs(z[..., b] - z[..., a])) for a, b in itertools.combinations(range(N), 2)
+    )
     return np.exp(log)

@@ -19,20 +19,36 @@ from hf_ext.core.paths import work_dir
 from .config import AmplitudeTableConfig
 from .identities import check_all
 
-QUICK_TABLE = AmplitudeTableConfig(theories=("tr_phi3", "field_theory", "superstring", "gluon_super"),
-                                   points=(4, 5), gluons=(3, 4), alphas=(0.5, 1.0, 2.0), samples=4)
-FULL_TABLE = AmplitudeTableConfig(theories=("tr_phi3", "field_theory", "bosonic", "superstring", "gluon_super",
-                                            "gluon_bosonic", "gluon_type_i"),
-                                  points=(4, 5, 6), gluons=(3, 4), alphas=(0.25, 0.5, 1.0, 2.0), samples=16)
+QUICK_TABLE = AmplitudeTableConfig(
+    theories=("tr_phi3", "field_theory", "superstring", "gluon_super"),
+    points=(4, 5),
+    gluons=(3, 4),
+    alphas=(0.5, 1.0, 2.0),
+    samples=4,
+)
+FULL_TABLE = AmplitudeTableConfig(
+    theories=("tr_phi3", "field_theory", "bosonic", "superstring", "gluon_super", "gluon_bosonic", "gluon_type_i"),
+    points=(4, 5, 6),
+    gluons=(3, 4),
+    alphas=(0.25, 0.5, 1.0, 2.0),
+    samples=16,
+)
 
 
 def make_parser() -> argparse.ArgumentParser:
     """Arguments of `hf-ext reproduce amplitudes`."""
     parser = argparse.ArgumentParser(prog="hf-ext reproduce amplitudes", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--full", action="store_true", help="also the slow mpmath checks (4-gluon quadrature at 20 "
-                        "digits, 5-point mpmath curve integral), more random points and a bigger table")
-    parser.add_argument("--out", default=str(work_dir("amplitudes")),
-                        help="output folder for results.json and table/ (default: <work dir>/amplitudes)")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="also the slow mpmath checks (4-gluon quadrature at 20 "
+        "digits, 5-point mpmath curve integral), more random points and a bigger table",
+    )
+    parser.add_argument(
+        "--out",
+        default=str(work_dir("amplitudes")),
+        help="output folder for results.json and table/ (default: <work dir>/amplitudes)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random kinematic points")
     parser.add_argument("--no-table", action="store_true", help="skip building and saving the amplitude table")
     return parser
@@ -42,8 +58,10 @@ def format_table(rows: list[dict]) -> str:
     width = max(len(r["identity"]) for r in rows)
     lines = [f"{'identity':<{width}}  {'error':>9}  {'tol':>7}  {'time':>7}  ok"]
     for r in rows:
-        lines.append(f"{r['identity']:<{width}}  {r['error']:9.2e}  {r['tolerance']:7.0e}  {r['time_s']:6.2f}s  "
-                     f"{'yes' if r['passed'] else 'NO'}")
+        lines.append(
+            f"{r['identity']:<{width}}  {r['error']:9.2e}  {r['tolerance']:7.0e}  {r['time_s']:6.2f}s  "
+            f"{'yes' if r['passed'] else 'NO'}"
+        )
     return "\n".join(lines)
 
 
@@ -64,9 +82,14 @@ def main(argv: list[str] | None = None) -> dict:
     rows = check_all(full=args.full, seed=args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = {"method": "amplitudes", "paper": "https://arxiv.org/abs/2504.21676",
-               "mode": "full" if args.full else "quick", "seed": args.seed, "identities": rows,
-               "all_passed": all(r["passed"] for r in rows)}
+    results = {
+        "method": "amplitudes",
+        "paper": "https://arxiv.org/abs/2504.21676",
+        "mode": "full" if args.full else "quick",
+        "seed": args.seed,
+        "identities": rows,
+        "all_passed": all(r["passed"] for r in rows),
+    }
     if not args.no_table:
         from .tables import AmplitudeTable
 
@@ -74,11 +97,15 @@ def main(argv: list[str] | None = None) -> dict:
         config = FULL_TABLE if args.full else QUICK_TABLE
         table = AmplitudeTable(config)
         folder = table.save_pretrained(out / "table")
-        results["table"] = {"path": str(folder), "rows": len(table.dataset), "config": config.to_dict(),
-                            "time_s": round(time.perf_counter() - t0, 2),
-                            "max_relative_error_estimate": float(max(
-                                e / max(abs(a), 1e-300) for e, a in zip(table.dataset["error"],
-                                                                         table.dataset["amplitude"])))}
+        results["table"] = {
+            "path": str(folder),
+            "rows": len(table.dataset),
+            "config": config.to_dict(),
+            "time_s": round(time.perf_counter() - t0, 2),
+            "max_relative_error_estimate": float(
+                max(e / max(abs(a), 1e-300) for e, a in zip(table.dataset["error"], table.dataset["amplitude"]))
+            ),
+        }
     results["runtime_s"] = round(time.perf_counter() - start, 2)
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")

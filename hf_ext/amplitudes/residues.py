@@ -58,7 +58,7 @@ class ResidueTerm:
     cycles: tuple[int, ...]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def residue_terms(n: int, theory: str = "super", special_pair: int = 1) -> tuple[ResidueTerm, ...]:
     """The integrand terms of `theory` for n gluons (super: the (2n-3)!! Pfaffian terms)."""
     if theory not in THEORIES:
@@ -140,7 +140,7 @@ def _log_series(n: int, gaps, log) -> np.ndarray:
     return np.stack(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _edge_multiplicities(n: int, terms: tuple[ResidueTerm, ...]) -> np.ndarray:
     """mult_ab of every cross pair in every term: shape (terms, pairs)."""
     pairs = _cross_pairs(n)
@@ -164,8 +164,9 @@ def exponent_series(kin: GluonKinematics, alpha, terms, gaps, log=np.log) -> np.
     return np.tensordot(exponents, series, axes=(1, 0))
 
 
-def _term_values(kin: GluonKinematics, alpha, terms, gaps, log=np.log, exp=np.exp, theory: str = "super",
-                 special_pair: int = 1) -> np.ndarray:
+def _term_values(
+    kin: GluonKinematics, alpha, terms, gaps, log=np.log, exp=np.exp, theory: str = "super", special_pair: int = 1
+) -> np.ndarray:
     """Coefficient x [ε^subset] G for every term at the nodes: shape (terms, *nodes).
 
     Args:
@@ -173,8 +174,10 @@ def _term_values(kin: GluonKinematics, alpha, terms, gaps, log=np.log, exp=np.ex
     """
     P = exponent_series(kin, alpha, terms, gaps, log)
     weights = cycle_weights(kin.s, alpha)  # the one definition (superstring.py); object arrays on the mpmath path
-    out = [matching_weight(weights, term) * exp(P[t, ..., 0]) * _exp_coefficient(P[t], term.subset)
-           for t, term in enumerate(terms)]
+    out = [
+        matching_weight(weights, term) * exp(P[t, ..., 0]) * _exp_coefficient(P[t], term.subset)
+        for t, term in enumerate(terms)
+    ]
     return np.stack(out)
 
 
@@ -202,13 +205,24 @@ def cluster_invariant(kin: GluonKinematics, cluster) -> float:
     kk = kin.dot_products()["kk"]
     value = sum(2 * kk[i, j] for i, j in itertools.combinations(sorted(cluster), 2))
     if abs(np.imag(value)) > 1e-9 * max(1.0, abs(value)):
-        raise ValueError(f"the channel s of gluons {[g + 1 for g in cluster]} is complex ({complex(value):.4g}); "
-                         "the residue integrals need real channel invariants (use real or split-signature momenta)")
+        raise ValueError(
+            f"the channel s of gluons {[g + 1 for g in cluster]} is complex ({complex(value):.4g}); "
+            "the residue integrals need real channel invariants (use real or split-signature momenta)"
+        )
     return float(np.real(value))
 
 
-def laurent_coefficient(kin: GluonKinematics, alpha, theory: str = "super", *, method: str = "gauss_jacobi",
-                        nodes: int = 40, dps: int = 20, special_pair: int = 1, per_term: bool = False):
+def laurent_coefficient(
+    kin: GluonKinematics,
+    alpha,
+    theory: str = "super",
+    *,
+    method: str = "gauss_jacobi",
+    nodes: int = 40,
+    dps: int = 20,
+    special_pair: int = 1,
+    per_term: bool = False,
+):
     """The n-gluon Laurent coefficient L = α′^n Res_{X_oo = 0} of a scaffolded 2n-scalar amplitude.
 
     Args:
@@ -243,8 +257,10 @@ def laurent_coefficient(kin: GluonKinematics, alpha, theory: str = "super", *, m
         raise ValueError(f"nodes must be an integer in [16, {MAX_NODES}], got {nodes!r}")
     alpha = float(check_alpha(alpha))
     if alpha > MAX_ALPHA:
-        raise ValueError(f"alpha (α′) must be <= {MAX_ALPHA:g} here (larger α′s make the worldsheet integrand "
-                         f"underflow); got {alpha!r}")
+        raise ValueError(
+            f"alpha (α′) must be <= {MAX_ALPHA:g} here (larger α′s make the worldsheet integrand "
+            f"underflow); got {alpha!r}"
+        )
     terms = residue_terms(kin.n, theory, special_pair)
     fp = FADDEEV_POPOV[kin.n]
     dtype = np.complex128 if kin.is_complex else np.float64
@@ -263,9 +279,11 @@ def laurent_coefficient(kin: GluonKinematics, alpha, theory: str = "super", *, m
     K0, K2 = pole_orders(4, theory, special_pair)
     beta, gamma = alpha * t_ch - K0, alpha * s_ch - K2
     if beta <= -1 or gamma <= -1:
-        raise ValueError(f"the 4-gluon residue integral over w converges only for α′t > {K0 - 1} and α′s > "
-                         f"{K2 - 1} (t = X37, s = X15); got α′t = {alpha * t_ch:.4g}, α′s = {alpha * s_ch:.4g}. "
-                         "Use gluons.type_i_four_gluon for the analytic continuation.")
+        raise ValueError(
+            f"the 4-gluon residue integral over w converges only for α′t > {K0 - 1} and α′s > "
+            f"{K2 - 1} (t = X37, s = X15); got α′t = {alpha * t_ch:.4g}, α′s = {alpha * s_ch:.4g}. "
+            "Use gluons.type_i_four_gluon for the analytic continuation."
+        )
     if method == "mpmath":
         return _laurent_mpmath(kin, alpha, terms, fp, dps, per_term, beta, gamma, theory, special_pair)
 
@@ -276,7 +294,7 @@ def laurent_coefficient(kin: GluonKinematics, alpha, theory: str = "super", *, m
         w, v = 1.0 + x, 1.0 - x
         gaps = np.stack([np.ones_like(w), w, v], axis=-1)
         vals = fp * _term_values(kin, alpha, terms, gaps, np.log, np.exp, theory, special_pair)
-        vals = vals / (w ** beta * v ** gamma)
+        vals = vals / (w**beta * v**gamma)
         return vals.astype(dtype) @ wts
 
     fine, coarse = rule(nodes), rule(nodes - 12)
@@ -294,17 +312,20 @@ FIVE_CORNERS = ((2, 3, 4), None, (1, 2, 3))  # corner k: the cluster when the tw
 NODE_CHUNK = 768  # nodes per block of the 105-term evaluation (bounds the memory to ~30 MB)
 
 
-def five_gluon_exponents(kin: GluonKinematics, alpha: float, theory: str = "super",
-                         special_pair: int = 1) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def five_gluon_exponents(
+    kin: GluonKinematics, alpha: float, theory: str = "super", special_pair: int = 1
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """(edge, corner) exponents of the 5-gluon residue integrand for [`~hf_ext.amplitudes.sectors.simplex_rule`]:
     e = α′s_C - K_C for the colliding pair C of each gap, E = α′s_C - K_C at a triple collision (E = e_a + e_c
     where two separate pairs collide), with K_C the pole-order bound of [`cluster_pole_order`]."""
-    edge = tuple(alpha * cluster_invariant(kin, c) - cluster_pole_order(5, theory, c, special_pair)
-                 for c in FIVE_EDGES)
+    edge = tuple(alpha * cluster_invariant(kin, c) - cluster_pole_order(5, theory, c, special_pair) for c in FIVE_EDGES)
     corner = []
     for c in FIVE_CORNERS:
-        corner.append(edge[0] + edge[2] if c is None else
-                      alpha * cluster_invariant(kin, c) - cluster_pole_order(5, theory, c, special_pair))
+        corner.append(
+            edge[0] + edge[2]
+            if c is None
+            else alpha * cluster_invariant(kin, c) - cluster_pole_order(5, theory, c, special_pair)
+        )
     return edge, tuple(corner)
 
 
@@ -314,11 +335,13 @@ def _laurent_five(kin, alpha, terms, fp, nodes, per_term, theory, special_pair, 
     edge, corner = five_gluon_exponents(kin, alpha, theory, special_pair)
     if min(edge) <= -1 or min(corner) <= -2:
         names = ["s23", "s34", "s45"]
-        raise ValueError(f"the 5-gluon residue integral converges only where every α′s_(i,i+1) > 1 (the tachyon "
-                         f"bound of the bosonic-type terms); here α′({', '.join(names)}) - K = "
-                         f"{', '.join(f'{e:.4g}' for e in edge)} and the triple-collision exponents are "
-                         f"{corner[0]:.4g} (s_345 = s12), {corner[2]:.4g} (s_234 = s51); each must be > -1 "
-                         "(edges) and > -2 (corners)")
+        raise ValueError(
+            f"the 5-gluon residue integral converges only where every α′s_(i,i+1) > 1 (the tachyon "
+            f"bound of the bosonic-type terms); here α′({', '.join(names)}) - K = "
+            f"{', '.join(f'{e:.4g}' for e in edge)} and the triple-collision exponents are "
+            f"{corner[0]:.4g} (s_345 = s12), {corner[2]:.4g} (s_234 = s51); each must be > -1 "
+            "(edges) and > -2 (corners)"
+        )
     dtype = np.complex128 if kin.is_complex else np.float64
 
     def rule(m: int) -> np.ndarray:
@@ -363,8 +386,10 @@ def _laurent_mpmath(kin, alpha, terms, fp, dps, per_term, beta, gamma, theory, s
             return f(2 - v, v) * v ** (1 - g1) / g1
 
         if per_term:
-            parts = [mp.quad(lambda u, k=k: lower(u)[k], [0, 1]) + mp.quad(lambda u, k=k: upper(u)[k], [0, 1])
-                     for k in range(len(terms))]
+            parts = [
+                mp.quad(lambda u, k=k: lower(u)[k], [0, 1]) + mp.quad(lambda u, k=k: upper(u)[k], [0, 1])
+                for k in range(len(terms))
+            ]
             total = mp.fsum(parts)
         else:
             total = mp.quad(lambda u: mp.fsum(lower(u)), [0, 1]) + mp.quad(lambda u: mp.fsum(upper(u)), [0, 1])

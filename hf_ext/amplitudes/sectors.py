@@ -24,8 +24,9 @@ from .stringy import _gauss_jacobi
 MAX_NODES = 200  # per dimension; 6 * 200^2 = 240,000 nodes
 
 
-def simplex_rule(L: float, edge: tuple[float, float, float], corner: tuple[float, float, float],
-                 nodes: int = 24) -> tuple[np.ndarray, np.ndarray]:
+def simplex_rule(
+    L: float, edge: tuple[float, float, float], corner: tuple[float, float, float], nodes: int = 24
+) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights for ∫_{g > 0, g_1 + g_2 + g_3 = L} f(g) dg_1 dg_2.
 
     Args:
@@ -65,7 +66,7 @@ def simplex_rule(L: float, edge: tuple[float, float, float], corner: tuple[float
             gk = L / (1 + R + R * T)  # g_other = g_k R, g_small = g_k R T
             g = np.empty((T.size, 3))
             g[:, k], g[:, other], g[:, small] = gk, gk * R, gk * R * T
-            jac = L ** 2 / (1 + R + R * T) ** 3 * R  # d(g_small, g_other) = J dx dy, dx dy = R dT dR
+            jac = L**2 / (1 + R + R * T) ** 3 * R  # d(g_small, g_other) = J dx dy, dx dy = R dT dR
             gaps.append(g)
             weights.append(W * jac / (T ** edge[small] * R ** (corner[k] + 1)))
     return np.concatenate(gaps), np.concatenate(weights)

@@ -47,14 +47,26 @@ def square(ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
 def bispinor_to_vector(M: np.ndarray) -> np.ndarray:
     """The 4-vector v^μ of a bispinor v_{aȧ} = v_μ σ^μ (inverse of [`vector_to_bispinor`])."""
     M = np.asarray(M)
-    return np.stack([(M[..., 0, 0] + M[..., 1, 1]) / 2, (M[..., 0, 1] + M[..., 1, 0]) / 2,
-                     1j * (M[..., 0, 1] - M[..., 1, 0]) / 2, (M[..., 0, 0] - M[..., 1, 1]) / 2], axis=-1)
+    return np.stack(
+        [
+            (M[..., 0, 0] + M[..., 1, 1]) / 2,
+            (M[..., 0, 1] + M[..., 1, 0]) / 2,
+            1j * (M[..., 0, 1] - M[..., 1, 0]) / 2,
+            (M[..., 0, 0] - M[..., 1, 1]) / 2,
+        ],
+        axis=-1,
+    )
 
 
 def vector_to_bispinor(v: np.ndarray) -> np.ndarray:
     v = np.asarray(v)
-    return np.stack([np.stack([v[..., 0] + v[..., 3], v[..., 1] - 1j * v[..., 2]], -1),
-                     np.stack([v[..., 1] + 1j * v[..., 2], v[..., 0] - v[..., 3]], -1)], -2)
+    return np.stack(
+        [
+            np.stack([v[..., 0] + v[..., 3], v[..., 1] - 1j * v[..., 2]], -1),
+            np.stack([v[..., 1] + 1j * v[..., 2], v[..., 0] - v[..., 3]], -1),
+        ],
+        -2,
+    )
 
 
 @dataclass(frozen=True)
@@ -72,8 +84,9 @@ class SpinorKinematics:
     def __post_init__(self):
         lam, lamt = _check_spinors(self.lam, "lam"), _check_spinors(self.lamt, "lamt")
         if lam.shape != lamt.shape or not 3 <= lam.shape[0] <= 12:
-            raise ValueError(f"lam and lamt must have the same shape (n, 2) with 3 <= n <= 12, got {lam.shape} and "
-                             f"{lamt.shape}")
+            raise ValueError(
+                f"lam and lamt must have the same shape (n, 2) with 3 <= n <= 12, got {lam.shape} and {lamt.shape}"
+            )
         total = np.einsum("ia,ib->ab", lam, lamt)
         scale = max(1.0, float(np.max(np.abs(lam)) * np.max(np.abs(lamt))))
         if np.max(np.abs(total)) > 1e-9 * scale * lam.shape[0]:
@@ -101,8 +114,9 @@ class SpinorKinematics:
         return cls(lam, lamt)
 
     @classmethod
-    def random_positive(cls, n: int, rng: np.random.Generator | None = None, max_ratio: float = 6.0,
-                        max_tries: int = 200_000) -> SpinorKinematics:
+    def random_positive(
+        cls, n: int, rng: np.random.Generator | None = None, max_ratio: float = 6.0, max_tries: int = 200_000
+    ) -> SpinorKinematics:
         """Split-signature (real-spinor) kinematics with every planar channel s_(i,i+1) > 0 and every |s_ij| at
         most `max_ratio` times the smallest channel, by rejection (about 0.3% of 5-point draws qualify at 6): the
         region where the worldsheet integrals over the gluon positions converge, without large exponents (which
@@ -138,11 +152,16 @@ class SpinorKinematics:
         out = []
         for i, (hi, q) in enumerate(zip(h, refs)):
             den = angle(self.lam[q], self.lam[i]) if hi > 0 else square(self.lamt[i], self.lamt[q])
-            size = (np.linalg.norm(self.lam[q]) * np.linalg.norm(self.lam[i]) if hi > 0 else
-                    np.linalg.norm(self.lamt[q]) * np.linalg.norm(self.lamt[i]))
+            size = (
+                np.linalg.norm(self.lam[q]) * np.linalg.norm(self.lam[i])
+                if hi > 0
+                else np.linalg.norm(self.lamt[q]) * np.linalg.norm(self.lamt[i])
+            )
             if abs(den) <= 1e-12 * size:
-                raise ValueError(f"reference leg {q} of leg {i}: its spinor is parallel to leg {i}'s "
-                                 f"({'⟨qk⟩' if hi > 0 else '[kq]'} = 0, e.g. 3-point kinematics); choose another ref")
+                raise ValueError(
+                    f"reference leg {q} of leg {i}: its spinor is parallel to leg {i}'s "
+                    f"({'⟨qk⟩' if hi > 0 else '[kq]'} = 0, e.g. 3-point kinematics); choose another ref"
+                )
             if hi > 0:
                 M = np.sqrt(2) * np.outer(self.lam[q], self.lamt[i]) / den
             else:

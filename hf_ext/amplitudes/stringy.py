@@ -80,8 +80,9 @@ def check_alpha(alpha) -> np.ndarray:
     if not np.all(np.isfinite(a)) or np.any(a <= 0):
         raise ValueError(f"alpha (α′) must be finite and > 0, got {alpha!r}")
     if np.any(a < MIN_ALPHA) or np.any(a > MAX_ALPHA):
-        raise ValueError(f"alpha (α′) must lie in [{MIN_ALPHA:g}, {MAX_ALPHA:g}], got values from {a.min():g} to "
-                         f"{a.max():g}")
+        raise ValueError(
+            f"alpha (α′) must lie in [{MIN_ALPHA:g}, {MAX_ALPHA:g}], got values from {a.min():g} to {a.max():g}"
+        )
     return a
 
 
@@ -89,10 +90,13 @@ def check_convergent(aX: np.ndarray, N: int, what: str = "the curve integral") -
     """Raises a ValueError naming the planar variables with α′X <= 0 (outside the convergent region)."""
     bad = np.argwhere(np.asarray(aX) <= 0)
     if bad.size:
-        names = sorted({"X%d%d" % planar_variables(N)[k] if N < 10 else str(planar_variables(N)[k])
-                        for k in bad[:, -1]})
-        raise ValueError(f"{what} converges only where every α′X > 0 (Euclidean region); α′X <= 0 for "
-                         f"{', '.join(names)}. Use method='closed_form' (N <= 5) for the analytic continuation.")
+        names = sorted(
+            {"X{}{}".format(*planar_variables(N)[k]) if N < 10 else str(planar_variables(N)[k]) for k in bad[:, -1]}
+        )
+        raise ValueError(
+            f"{what} converges only where every α′X > 0 (Euclidean region); α′X <= 0 for "
+            f"{', '.join(names)}. Use method='closed_form' (N <= 5) for the analytic continuation."
+        )
 
 
 # ----------------------------------------------------------------------------------------------- u-variables
@@ -109,9 +113,9 @@ def log_u_curve(t: np.ndarray, N: int) -> np.ndarray:
     t = np.asarray(t, dtype=np.float64)
     T = np.concatenate([np.zeros(t.shape[:-1] + (1,)), np.cumsum(t, axis=-1)], axis=-1)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def log_z(a: int, b: int) -> np.ndarray:  # log(z_b - z_a) for 1 <= a < b <= N-1
-        return np.logaddexp.reduce(T[..., a - 1: b - 1], axis=-1)
+        return np.logaddexp.reduce(T[..., a - 1 : b - 1], axis=-1)
 
     out = []
     for i, j in planar_variables(N):
@@ -135,7 +139,7 @@ def _tropical_minus_log_u(t: tuple[int, ...], N: int) -> np.ndarray:
     T = np.concatenate([[0.0], np.cumsum(t)])
 
     def lz(a, b):
-        return T[a - 1: b - 1].max()
+        return T[a - 1 : b - 1].max()
 
     out = []
     for i, j in planar_variables(N):
@@ -148,7 +152,7 @@ def _tropical_minus_log_u(t: tuple[int, ...], N: int) -> np.ndarray:
     return np.array(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def g_vectors(N: int) -> dict[tuple[int, int], tuple[int, ...]]:
     """The g-vector of each planar variable in the y-chart: the integer ray along which -log u_X grows with
     unit slope while every other u_Y -> 1 (e.g. N = 4: g_13 = (1,), g_24 = (-1,))."""
@@ -184,8 +188,9 @@ class CurveRule:
     k_hi: int
 
     @classmethod
-    def for_kinematics(cls, N: int, aX_min: float, aX_max: float = 1.0, step: float | None = None,
-                       scale: float | None = None) -> CurveRule:
+    def for_kinematics(
+        cls, N: int, aX_min: float, aX_max: float = 1.0, step: float | None = None, scale: float | None = None
+    ) -> CurveRule:
         """The default rule for N points whose α′X lie in [aX_min, aX_max]: the far end reaches r with
         aX_min r >= 40, the step shrinks for large α′X (a sharper peak)."""
         scale = scale or {4: 1.0, 5: 1.5, 6: 2.0}[N]
@@ -221,8 +226,9 @@ def _rule_tables(rule: CurveRule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return log_u_curve(t, rule.N), w, level
 
 
-def curve_integral(aX, N: int, *, step: float | None = None, scale: float | None = None,
-                   chunk: int = 2 ** 22) -> Evaluation:
+def curve_integral(
+    aX, N: int, *, step: float | None = None, scale: float | None = None, chunk: int = 2**22
+) -> Evaluation:
     """Vectorised A_N for a batch of points α′X (shape (..., N(N-3)/2)), with error estimates.
 
     Args:
@@ -237,8 +243,10 @@ def curve_integral(aX, N: int, *, step: float | None = None, scale: float | None
     """
     N = check_points(N)
     if N > MAX_CURVE_POINTS:
-        raise ValueError(f"the vectorised curve integral supports N <= {MAX_CURVE_POINTS} points (an "
-                         f"(N-3)-dimensional grid); got N = {N}")
+        raise ValueError(
+            f"the vectorised curve integral supports N <= {MAX_CURVE_POINTS} points (an "
+            f"(N-3)-dimensional grid); got N = {N}"
+        )
     aX = np.asarray(aX, dtype=np.float64)
     check_convergent(aX, N)
     batch = aX.reshape(-1, aX.shape[-1])
@@ -247,10 +255,10 @@ def curve_integral(aX, N: int, *, step: float | None = None, scale: float | None
     sums = np.zeros((3, len(batch)))
     per = max(1, chunk // len(w))
     for start in range(0, len(batch), per):
-        f = np.exp(log_u @ batch[start: start + per].T)  # (M, b)
+        f = np.exp(log_u @ batch[start : start + per].T)  # (M, b)
         for lev in range(3):
             mask = level >= lev
-            sums[lev, start: start + per] = (w[mask] * 2.0 ** (lev * (N - 3))) @ f[mask]
+            sums[lev, start : start + per] = (w[mask] * 2.0 ** (lev * (N - 3))) @ f[mask]
     I_h, I_2h, I_4h = sums
     d1, d2 = np.abs(I_h - I_2h), np.abs(I_2h - I_4h)
     est = np.where(d2 > d1, d1 * d1 / np.maximum(d2, 1e-300), d1)
@@ -324,7 +332,7 @@ def _u_curve_mp(t, N: int):
         steps.append(mp.exp(T))
 
     def d(a, b):  # z_b - z_a for labels 1 <= a < b <= N-1
-        return mp.fsum(steps[a - 1: b - 1])
+        return mp.fsum(steps[a - 1 : b - 1])
 
     out = []
     for i, j in planar_variables(N):
@@ -361,8 +369,10 @@ def curve_integral_mp(aX, N: int, dps: int = 20):
             # r_X = ρ_X / α′X: the integrand decays like exp(-sum ρ) in every cone, the scale exp-sinh expects
             rays = [[mp.mpf(c) / a[index[X]] for c in g[X]] for X in T]
             jac = 1 / mp.fprod(a[index[X]] for X in T)
-            total += jac * mp.quad(lambda *r, rays=rays: f(*(mp.fsum(rk * ray[d] for rk, ray in zip(r, rays))
-                                                             for d in range(N - 3))), *([[0, mp.inf]] * (N - 3)))
+            total += jac * mp.quad(
+                lambda *r, rays=rays: f(*(mp.fsum(rk * ray[d] for rk, ray in zip(r, rays)) for d in range(N - 3))),
+                *([[0, mp.inf]] * (N - 3)),
+            )
         return total
 
 
@@ -379,8 +389,7 @@ def _mp_batch(fn, aX: np.ndarray, dps: int, method: str) -> Evaluation:
 
 
 # ----------------------------------------------------------------------------------------------- dispatcher
-def stringy_amplitude(X, alpha, N: int | None = None, method: str = "auto", dps: int = 20,
-                      **rule_kwargs) -> Evaluation:
+def stringy_amplitude(X, alpha, N: int | None = None, method: str = "auto", dps: int = 20, **rule_kwargs) -> Evaluation:
     """The stringy Tr(φ³) amplitude A_N[X] (no α′^{N-3} prefactor) for a batch of kinematic points.
 
     Args:
@@ -417,11 +426,15 @@ def stringy_amplitude(X, alpha, N: int | None = None, method: str = "auto", dps:
     size = int(np.prod(aX.shape[:-1]))
     limit = MAX_MP_BATCH if method.startswith("mpmath") else MAX_BATCH
     if size > limit:
-        raise ValueError(f"{size} kinematic points (batch of X broadcast with α′) exceed the limit of {limit} per "
-                         f"call for method={method!r}; split the batch")
+        raise ValueError(
+            f"{size} kinematic points (batch of X broadcast with α′) exceed the limit of {limit} per "
+            f"call for method={method!r}; split the batch"
+        )
     if np.max(np.abs(aX)) > MAX_AX:
-        raise ValueError(f"|α′X| must be <= {MAX_AX:g} (the amplitude is below e^-{MAX_AX:g} there, or the "
-                         f"closed form cancels); got max |α′X| = {float(np.max(np.abs(aX))):.4g}")
+        raise ValueError(
+            f"|α′X| must be <= {MAX_AX:g} (the amplitude is below e^-{MAX_AX:g} there, or the "
+            f"closed form cancels); got max |α′X| = {float(np.max(np.abs(aX))):.4g}"
+        )
     if method == "auto":
         if N == 5 and np.all(aX > 0):
             # closed form where it is well conditioned, the curve integral where the 3F2 cancels (large α′X)

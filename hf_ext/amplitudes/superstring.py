@@ -42,7 +42,7 @@ def perfect_matchings(labels: tuple[int, ...]) -> list[tuple[int, tuple[tuple[in
     out = []
     for k, partner in enumerate(rest):
         # moving `partner` next to `first` passes k labels: sign (-1)^k
-        for sign, sub in perfect_matchings(rest[:k] + rest[k + 1:]):
+        for sign, sub in perfect_matchings(rest[:k] + rest[k + 1 :]):
             out.append(((-1) ** k * sign, ((first, partner),) + sub))
     return out
 
@@ -100,8 +100,9 @@ def cycle_lengths(edges) -> tuple[int, ...]:
 
 def bosonic_shift(n: int) -> np.ndarray:
     """The one shift of the scaffolded bosonic string: +1 on X_{e,e}, -1 on X_{o,o}, 0 on X_{e,o} (α′X units)."""
-    return np.array([(i % 2 == 0 and j % 2 == 0) - (i % 2 == 1 and j % 2 == 1)
-                     for i, j in planar_variables(2 * n)], dtype=int)
+    return np.array(
+        [(i % 2 == 0 and j % 2 == 0) - (i % 2 == 1 and j % 2 == 1) for i, j in planar_variables(2 * n)], dtype=int
+    )
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def check_pairs(n: int, special_pair: int = 1) -> None:
         raise ValueError(f"special_pair must be in 1..{n}, got {special_pair!r}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def superstring_terms(n: int, special_pair: int = 1) -> tuple[ShiftedTerm, ...]:
     """The (2n-3)!! shifted Tr(φ³) terms of the 2n-scalar superstring amplitude (spec §2.5)."""
     check_pairs(n, special_pair)
@@ -149,8 +150,9 @@ def superstring_terms(n: int, special_pair: int = 1) -> tuple[ShiftedTerm, ...]:
     terms = []
     for sign, mu in perfect_matchings(labels):
         edges = tuple(base) + mu
-        terms.append(ShiftedTerm(mu, sign * (-1) ** (n - 1), edges, shift_from_edges(2 * n, edges),
-                                 cycle_lengths(edges)))
+        terms.append(
+            ShiftedTerm(mu, sign * (-1) ** (n - 1), edges, shift_from_edges(2 * n, edges), cycle_lengths(edges))
+        )
     return tuple(terms)
 
 
@@ -203,9 +205,11 @@ def _shifted(X: np.ndarray, alpha, shift: np.ndarray, what: str, method: str, **
     floor = -1 if method == "continued" else 0
     if N > 4 and method in ("auto", "curve", "continued") and np.any(aX <= floor):
         bad = sorted({x_label(*planar_variables(N)[k]) for k in np.argwhere(aX <= floor)[:, -1]})
-        raise ValueError(f"{what}: the shifted integral needs every α′X + m > {floor} (the continuation of "
-                         f"hf_ext.amplitudes.continuation reaches > -1; e.g. a shift -1 needs α′X > 0); it fails "
-                         f"for {', '.join(bad)}.")
+        raise ValueError(
+            f"{what}: the shifted integral needs every α′X + m > {floor} (the continuation of "
+            f"hf_ext.amplitudes.continuation reaches > -1; e.g. a shift -1 needs α′X > 0); it fails "
+            f"for {', '.join(bad)}."
+        )
     return stringy_amplitude(aX, 1.0, N, method=method, **kw)
 
 
@@ -227,8 +231,9 @@ def scaffolded_bosonic_amplitude(X, alpha, n: int | None = None, method: str = "
     return _shifted(X, alpha, bosonic_shift(N // 2), "bosonic string", method, **kw)
 
 
-def superstring_amplitude(X, alpha, n: int | None = None, special_pair: int = 1, method: str = "auto",
-                          **kw) -> Evaluation:
+def superstring_amplitude(
+    X, alpha, n: int | None = None, special_pair: int = 1, method: str = "auto", **kw
+) -> Evaluation:
     """A^super_2n as the (2n-3)!! sum of shifted Tr(φ³) amplitudes (spec §2.5).
 
     Args:
@@ -251,8 +256,10 @@ def superstring_amplitude(X, alpha, n: int | None = None, special_pair: int = 1,
     if N % 2:
         raise ValueError(f"scaffolded amplitudes need an even number of points 2n, got N = {N}")
     if N > MAX_CURVE_POINTS:
-        raise ValueError(f"superstring amplitudes off the residues need A_2n integrals of dimension 2n-3 <= 3, "
-                         f"so 2n <= {MAX_CURVE_POINTS}; got 2n = {N} (use hf_ext.amplitudes.gluons residues)")
+        raise ValueError(
+            f"superstring amplitudes off the residues need A_2n integrals of dimension 2n-3 <= 3, "
+            f"so 2n <= {MAX_CURVE_POINTS}; got 2n = {N} (use hf_ext.amplitudes.gluons residues)"
+        )
     n = N // 2
     X = as_planar_array(X, N)
     coeffs = term_coefficients(X, alpha, n, special_pair)

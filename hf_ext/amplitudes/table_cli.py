@@ -21,12 +21,30 @@ from .config import GLUON_THEORIES, METHODS, SCALAR_THEORIES, THEORIES, Amplitud
 def make_parser() -> argparse.ArgumentParser:
     """Arguments of `hf-ext amplitudes table`."""
     p = argparse.ArgumentParser(prog="hf-ext amplitudes table", description=__doc__.split("\n\n")[0])
-    p.add_argument("--theories", nargs="+", default=["tr_phi3", "field_theory"], choices=THEORIES, metavar="THEORY",
-                   help=f"theories to tabulate, any of {', '.join(THEORIES)} (default: tr_phi3 field_theory)")
-    p.add_argument("--n", nargs="+", type=int, required=True, metavar="N",
-                   help="sizes: N points (4-6) for the scalar theories, n gluons (3-5) for the gluon theories")
-    p.add_argument("--alpha", nargs="+", type=float, required=True, metavar="ALPHA",
-                   help="α′ values (at most 64, each in [1e-3, 100])")
+    p.add_argument(
+        "--theories",
+        nargs="+",
+        default=["tr_phi3", "field_theory"],
+        choices=THEORIES,
+        metavar="THEORY",
+        help=f"theories to tabulate, any of {', '.join(THEORIES)} (default: tr_phi3 field_theory)",
+    )
+    p.add_argument(
+        "--n",
+        nargs="+",
+        type=int,
+        required=True,
+        metavar="N",
+        help="sizes: N points (4-6) for the scalar theories, n gluons (3-5) for the gluon theories",
+    )
+    p.add_argument(
+        "--alpha",
+        nargs="+",
+        type=float,
+        required=True,
+        metavar="ALPHA",
+        help="α′ values (at most 64, each in [1e-3, 100])",
+    )
     p.add_argument("--samples", type=int, default=4, help="random kinematic points per (theory, size, α′)")
     p.add_argument("--seed", type=int, default=0, help="seed of the kinematic sampling")
     p.add_argument("--method", default="auto", choices=METHODS, help="evaluator of the stringy integrals")
@@ -42,10 +60,17 @@ def config_from_args(args: argparse.Namespace) -> AmplitudeTableConfig:
     scalar = any(t in SCALAR_THEORIES for t in args.theories)
     gluon = any(t in GLUON_THEORIES for t in args.theories)
     sizes = tuple(args.n)
-    return AmplitudeTableConfig(theories=tuple(dict.fromkeys(args.theories)),
-                                points=sizes if scalar else (4,), gluons=sizes if gluon else (3,),
-                                alphas=tuple(args.alpha), samples=args.samples, x_low=args.x_low,
-                                x_high=args.x_high, method=args.method, seed=args.seed)
+    return AmplitudeTableConfig(
+        theories=tuple(dict.fromkeys(args.theories)),
+        points=sizes if scalar else (4,),
+        gluons=sizes if gluon else (3,),
+        alphas=tuple(args.alpha),
+        samples=args.samples,
+        x_low=args.x_low,
+        x_high=args.x_high,
+        method=args.method,
+        seed=args.seed,
+    )
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -60,9 +85,13 @@ def main(argv: list[str] | None = None) -> Path:
     try:
         config = config_from_args(args)
     except ValueError as err:
-        parser.error(str(err).replace("AmplitudeTableConfig.points", "--n").replace("AmplitudeTableConfig.gluons",
-                                                                                       "--n")
-                     .replace("AmplitudeTableConfig.alphas", "--alpha").replace("AmplitudeTableConfig.", "--"))
+        parser.error(
+            str(err)
+            .replace("AmplitudeTableConfig.points", "--n")
+            .replace("AmplitudeTableConfig.gluons", "--n")
+            .replace("AmplitudeTableConfig.alphas", "--alpha")
+            .replace("AmplitudeTableConfig.", "--")
+        )
     out = Path(args.output)
     if out.exists() and not args.overwrite:
         parser.error(f"--output {out} exists; pass --overwrite to replace it")
@@ -77,8 +106,10 @@ def main(argv: list[str] | None = None) -> Path:
         folder = table.save_pretrained(out)
     except ValueError as err:
         parser.error(str(err))
-    print(f"{len(table.dataset)} rows ({', '.join(config.theories)}; α′ = {', '.join(f'{a:g}' for a in config.alphas)})"
-          f" in {time.perf_counter() - start:.1f} s -> {folder}")
+    print(
+        f"{len(table.dataset)} rows ({', '.join(config.theories)}; α′ = {', '.join(f'{a:g}' for a in config.alphas)})"
+        f" in {time.perf_counter() - start:.1f} s -> {folder}"
+    )
     print(f"load with datasets.load_dataset({str(folder)!r}, split='train')")
     return folder
 

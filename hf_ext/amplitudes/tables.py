@@ -46,18 +46,20 @@ CARD_NAME = "README.md"
 PARQUET_FILE = "data/train-00000-of-00001.parquet"  # the Hub's standard layout: `load_dataset(repo_id)` reads it
 FORMAT_VERSION = 1
 TABLE_TYPE = "hf_ext_amplitudes_table"
-FEATURES = datasets.Features({
-    "n": datasets.Value("int32"),
-    "polygon": datasets.Value("int32"),
-    "alpha_prime": datasets.Value("float64"),
-    "theory": datasets.Value("string"),
-    "x_labels": datasets.List(datasets.Value("string")),
-    "x": datasets.List(datasets.Value("float64")),
-    "polarisation": datasets.List(datasets.Value("float64")),
-    "amplitude": datasets.Value("float64"),
-    "method": datasets.Value("string"),
-    "error": datasets.Value("float64"),
-})
+FEATURES = datasets.Features(
+    {
+        "n": datasets.Value("int32"),
+        "polygon": datasets.Value("int32"),
+        "alpha_prime": datasets.Value("float64"),
+        "theory": datasets.Value("string"),
+        "x_labels": datasets.List(datasets.Value("string")),
+        "x": datasets.List(datasets.Value("float64")),
+        "polarisation": datasets.List(datasets.Value("float64")),
+        "amplitude": datasets.Value("float64"),
+        "method": datasets.Value("string"),
+        "error": datasets.Value("float64"),
+    }
+)
 
 
 def _rng(config: AmplitudeTableConfig, *key: int) -> np.random.Generator:
@@ -85,26 +87,50 @@ def _scalar_rows(config: AmplitudeTableConfig, theory: str, N: int, k_alpha: int
         ev = fn(X, alpha, N // 2, method=method)
         value, error, method = ev.value, ev.error, f"{theory}:{ev.method}"
     labels = x_labels(N)
-    return [{"n": N, "polygon": N, "alpha_prime": alpha, "theory": theory, "x_labels": labels, "x": X[r].tolist(),
-             "polarisation": [], "amplitude": float(value[r]), "method": method, "error": float(error[r])}
-            for r in range(len(X))]
+    return [
+        {
+            "n": N,
+            "polygon": N,
+            "alpha_prime": alpha,
+            "theory": theory,
+            "x_labels": labels,
+            "x": X[r].tolist(),
+            "polarisation": [],
+            "amplitude": float(value[r]),
+            "method": method,
+            "error": float(error[r]),
+        }
+        for r in range(len(X))
+    ]
 
 
 def _gluon_rows(config: AmplitudeTableConfig, theory: str, n: int, k_alpha: int, alpha: float) -> list[dict]:
     rng = _rng(config, 2, n, k_alpha)
     rows = []
     for _ in range(config.samples):
-        kin = GluonKinematics.random(n, rng, config.x_low, config.x_high,
-                                     min_channel=config.x_low + 1.0 / alpha if n >= 4 else None)
+        kin = GluonKinematics.random(
+            n, rng, config.x_low, config.x_high, min_channel=config.x_low + 1.0 / alpha if n >= 4 else None
+        )
         if theory == "gluon_type_i":
-            value = -4 * alpha ** 2 * ym3(kin) if n == 3 else type_i_four_gluon(kin, alpha)
+            value = -4 * alpha**2 * ym3(kin) if n == 3 else type_i_four_gluon(kin, alpha)
             error, method = 64 * np.finfo(np.float64).eps * abs(value), "closed_form"
         else:
             ev = laurent_coefficient(kin, alpha, "super" if theory == "gluon_super" else "bosonic")
             value, error, method = float(ev.value), float(ev.error), ev.method
-        rows.append({"n": n, "polygon": 2 * n, "alpha_prime": alpha, "theory": theory,
-                     "x_labels": x_labels(2 * n), "x": kin.X.tolist(), "polarisation": kin.polarisation_data().tolist(),
-                     "amplitude": float(value), "method": method, "error": float(error)})
+        rows.append(
+            {
+                "n": n,
+                "polygon": 2 * n,
+                "alpha_prime": alpha,
+                "theory": theory,
+                "x_labels": x_labels(2 * n),
+                "x": kin.X.tolist(),
+                "polarisation": kin.polarisation_data().tolist(),
+                "amplitude": float(value),
+                "method": method,
+                "error": float(error),
+            }
+        )
     return rows
 
 
@@ -146,8 +172,11 @@ class AmplitudeTableBuilder(datasets.GeneratorBasedBuilder):
     def _info(self) -> datasets.DatasetInfo:
         return datasets.DatasetInfo(
             description="Stringy Tr(φ³), scaffolded bosonic / superstring and gluon amplitudes at sampled "
-                        "kinematics (hf_ext.amplitudes; arXiv:2504.21676).",
-            features=FEATURES, homepage="https://arxiv.org/abs/2504.21676", license="apache-2.0")
+            "kinematics (hf_ext.amplitudes; arXiv:2504.21676).",
+            features=FEATURES,
+            homepage="https://arxiv.org/abs/2504.21676",
+            license="apache-2.0",
+        )
 
     def _split_generators(self, dl_manager):
         return [datasets.SplitGenerator(name=datasets.Split.TRAIN, gen_kwargs={})]
@@ -229,15 +258,23 @@ def dataset_card(config: AmplitudeTableConfig, n_rows: int, repo_id: str | None 
 
     size = "n<1K" if n_rows < 1000 else "1K<n<10K" if n_rows < 10_000 else "10K<n<100K"
     data = DatasetCardData(
-        license="apache-2.0", tags=["hf_ext", "physics", "scattering-amplitudes", "string-theory",
-                                    "arxiv:2504.21676"],
-        pretty_name="Stringy Tr(φ³) and superstring amplitude tables", size_categories=[size],
+        license="apache-2.0",
+        tags=["hf_ext", "physics", "scattering-amplitudes", "string-theory", "arxiv:2504.21676"],
+        pretty_name="Stringy Tr(φ³) and superstring amplitude tables",
+        size_categories=[size],
         task_categories=["tabular-regression"],
-        configs=[{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}])
+        configs=[{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}],
+    )
     return DatasetCard.from_template(
-        data, template_str=CARD_TEMPLATE, pretty_name=data.pretty_name, arxiv_id="2504.21676", n_rows=n_rows,
-        theories=", ".join(config.theories), alphas=", ".join(f"{a:g}" for a in config.alphas),
-        config_json=json.dumps(config.to_dict(), indent=2) + ("\n# repo: " + repo_id if repo_id else ""))
+        data,
+        template_str=CARD_TEMPLATE,
+        pretty_name=data.pretty_name,
+        arxiv_id="2504.21676",
+        n_rows=n_rows,
+        theories=", ".join(config.theories),
+        alphas=", ".join(f"{a:g}" for a in config.alphas),
+        config_json=json.dumps(config.to_dict(), indent=2) + ("\n# repo: " + repo_id if repo_id else ""),
+    )
 
 
 # ------------------------------------------------------------------------------------------------ artifact
@@ -274,18 +311,26 @@ class AmplitudeTable:
         from hf_ext.core.hub import atomic_write_dir
 
         folder = Path(save_directory)
-        if os.path.lexists(folder) and (not folder.is_dir()
-                                        or (any(folder.iterdir()) and not (folder / CONFIG_NAME).is_file())):
-            raise ValueError(f"{folder} exists and is neither empty nor a saved amplitude table; refusing to replace it")
+        if os.path.lexists(folder) and (
+            not folder.is_dir() or (any(folder.iterdir()) and not (folder / CONFIG_NAME).is_file())
+        ):
+            raise ValueError(
+                f"{folder} exists and is neither empty nor a saved amplitude table; refusing to replace it"
+            )
 
         def write(tmp: Path) -> None:
             self.dataset.save_to_disk(str(tmp / DATASET_DIR))
             (tmp / PARQUET_FILE).parent.mkdir(parents=True)
             self.dataset.to_parquet(str(tmp / PARQUET_FILE))
             self.card().save(tmp / CARD_NAME)
-            meta = {"table_type": TABLE_TYPE, "format_version": FORMAT_VERSION, "n_rows": len(self.dataset),
-                    "config": self.config.to_dict(), "arxiv": "https://arxiv.org/abs/2504.21676",
-                    "sha256": _hashes(tmp)}
+            meta = {
+                "table_type": TABLE_TYPE,
+                "format_version": FORMAT_VERSION,
+                "n_rows": len(self.dataset),
+                "config": self.config.to_dict(),
+                "arxiv": "https://arxiv.org/abs/2504.21676",
+                "sha256": _hashes(tmp),
+            }
             (tmp / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
         # the table's own SHA-256 list lives in config.json, so no separate checksum file
@@ -326,10 +371,14 @@ class AmplitudeTable:
         extra = sorted(set(actual) - set(expected))
         changed = sorted(k for k in set(expected) & set(actual) if expected[k] != actual[k])
         if missing or extra or changed:
-            raise ValueError(f"{folder} is corrupted or was modified after saving: "
-                             + "; ".join(f"{what}: {', '.join(names)}" for what, names in
-                                         (("missing", missing), ("unexpected", extra), ("hash mismatch", changed))
-                                         if names))
+            raise ValueError(
+                f"{folder} is corrupted or was modified after saving: "
+                + "; ".join(
+                    f"{what}: {', '.join(names)}"
+                    for what, names in (("missing", missing), ("unexpected", extra), ("hash mismatch", changed))
+                    if names
+                )
+            )
         n_rows = meta.get("n_rows")
         if not isinstance(n_rows, int) or n_rows < 0:
             raise ValueError(f"{cfg_file}: n_rows must be a non-negative integer, got {n_rows!r}")
@@ -343,8 +392,7 @@ class AmplitudeTable:
             raise ValueError(f"{folder / DATASET_DIR}: {len(ds)} rows, {CONFIG_NAME} says {n_rows}")
         return cls(config, ds)
 
-    def push_to_hub(self, repo_id: str, *, private: bool = False, token: str | None = None,
-                    via: str = "folder") -> str:
+    def push_to_hub(self, repo_id: str, *, private: bool = False, token: str | None = None, via: str = "folder") -> str:
         """Pushes the table as a Hub dataset repo with its card.
 
         Args:

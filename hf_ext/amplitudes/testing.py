@@ -20,16 +20,26 @@ def contract_fixture():
     from .tables import AmplitudeTable
 
     def make_config():
-        return AmplitudeTableConfig(theories=("tr_phi3", "field_theory", "superstring", "gluon_super"),
-                                    points=(4, 5), gluons=(3,), alphas=(0.5, 1.0), samples=2, seed=1)
+        return AmplitudeTableConfig(
+            theories=("tr_phi3", "field_theory", "superstring", "gluon_super"),
+            points=(4, 5),
+            gluons=(3,),
+            alphas=(0.5, 1.0),
+            samples=2,
+            seed=1,
+        )
 
     def outputs(table: AmplitudeTable, inputs) -> dict:
         ds = table.dataset.with_format("numpy")
         rows = [r for r in table.dataset if r["theory"] == "tr_phi3" and r["n"] == inputs["n"]]
         X = np.array([r["x"] for r in rows])
         alpha = np.array([r["alpha_prime"] for r in rows])
-        return {"amplitude": ds["amplitude"], "error": ds["error"], "alpha_prime": ds["alpha_prime"],
-                "recomputed": stringy_amplitude(X, alpha, inputs["n"]).value}
+        return {
+            "amplitude": ds["amplitude"],
+            "error": ds["error"],
+            "alpha_prime": ds["alpha_prime"],
+            "recomputed": stringy_amplitude(X, alpha, inputs["n"]).value,
+        }
 
     return ContractFixture(
         make_config=make_config,

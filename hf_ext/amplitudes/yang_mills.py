@@ -46,8 +46,11 @@ def berends_giele(k, eps, gram=None, order=None) -> complex:
     n, d = k.shape
     if not 3 <= n <= MAX_LEGS:
         raise ValueError(f"Berends-Giele needs 3 <= n <= {MAX_LEGS} gluons, got n = {n}")
-    if k.dtype.kind not in "fiuc" or eps.dtype.kind not in "fiuc" or not (np.all(np.isfinite(k))
-                                                                          and np.all(np.isfinite(eps))):
+    if (
+        k.dtype.kind not in "fiuc"
+        or eps.dtype.kind not in "fiuc"
+        or not (np.all(np.isfinite(k)) and np.all(np.isfinite(eps)))
+    ):
         raise ValueError("k and eps must be finite numbers")
     G = np.diag([1.0] + [-1.0] * (d - 1)) if gram is None else np.asarray(gram)
     if G.shape != (d, d):
@@ -61,7 +64,7 @@ def berends_giele(k, eps, gram=None, order=None) -> complex:
     def dot(u, v):
         return u @ G @ v
 
-    P = {(i, j): k[i:j + 1].sum(axis=0) for i in range(n) for j in range(i, n)}
+    P = {(i, j): k[i : j + 1].sum(axis=0) for i in range(n) for j in range(i, n)}
     J: dict[tuple[int, int], np.ndarray] = {(i, i): eps[i] for i in range(n)}
 
     def vertices(i: int, j: int) -> np.ndarray:
@@ -82,8 +85,10 @@ def berends_giele(k, eps, gram=None, order=None) -> complex:
             j = i + length - 1
             P2 = dot(P[(i, j)], P[(i, j)])
             if abs(P2) == 0:
-                raise ValueError(f"the internal momentum of legs {order[i:j + 1]} is on shell (P^2 = 0): a "
-                                 "propagator pole; the amplitude is singular there")
+                raise ValueError(
+                    f"the internal momentum of legs {order[i : j + 1]} is on shell (P^2 = 0): a "
+                    "propagator pole; the amplitude is singular there"
+                )
             J[(i, j)] = -1j / P2 * vertices(i, j)
     return complex(dot(eps[n - 1], vertices(0, n - 2)))
 

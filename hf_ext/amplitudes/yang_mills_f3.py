@@ -51,7 +51,7 @@ def perturbiner_amplitude(k, eps, gram, beta: float = 0.0) -> complex:
 
     def source(i: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(s_P A_P, the nonlinear part of F_P, C_P) of the word i..j from its splittings."""
-        kP = k[i:j + 1].sum(axis=0)
+        kP = k[i : j + 1].sum(axis=0)
         nl = np.zeros((k.shape[1],) * 2, dtype=np.complex128)
         C = np.zeros_like(nl)
         glue = np.zeros(k.shape[1], dtype=np.complex128)
@@ -68,7 +68,7 @@ def perturbiner_amplitude(k, eps, gram, beta: float = 0.0) -> complex:
             current, nl, C = source(i, j)
             if length == n - 1 and i == 0:
                 return complex(eps[n - 1] @ G @ current)
-            kP = k[i:j + 1].sum(axis=0)
+            kP = k[i : j + 1].sum(axis=0)
             s = kP @ G @ kP
             if abs(s) < 1e-14 * max(1.0, float(np.max(np.abs(kP))) ** 2):
                 raise ValueError(f"internal momentum of legs {i + 1}..{j + 1} is on shell: a propagator pole")
@@ -133,12 +133,21 @@ def f3_via_yms(k, eps, gram) -> complex:
     n = np.asarray(k).shape[0]
     if n not in (3, 4):
         raise ValueError(f"f3_via_yms is implemented for 3 and 4 gluons; got n = {n}")
-    total = sum(2 * trace_f(k, eps, gram, (i, j)) * scalar_pair_amplitude(k, eps, gram, (i, j))
-                for i in range(1, n) for j in range(i + 1, n))
+    total = sum(
+        2 * trace_f(k, eps, gram, (i, j)) * scalar_pair_amplitude(k, eps, gram, (i, j))
+        for i in range(1, n)
+        for j in range(i + 1, n)
+    )
     if n == 4:
         total += 8 * trace_f(k, eps, gram, (1, 2, 3)) * three_scalar_amplitude(k, eps, gram)
     return complex(total / 4)
 
 
-__all__ = ["f3_amplitude", "f3_via_yms", "perturbiner_amplitude", "scalar_pair_amplitude", "three_scalar_amplitude",
-           "trace_f"]
+__all__ = [
+    "f3_amplitude",
+    "f3_via_yms",
+    "perturbiner_amplitude",
+    "scalar_pair_amplitude",
+    "three_scalar_amplitude",
+    "trace_f",
+]

@@ -37,8 +37,11 @@ SPEC = register_method(
         library_name="peft",
         status="3-stage LoRA + forced tags + solc-js/Slither scoring (tiny LLaMA or SmolLM2-135M; see model card)",
         train="hf_ext.codebc.cli:train_main",
-        commands={"score": "hf_ext.codebc.scoring:main", "setup": "hf_ext.codebc.solidity:setup_main",
-                  "generate": "hf_ext.codebc.cli:generate_main"},
+        commands={
+            "score": "hf_ext.codebc.scoring:main",
+            "setup": "hf_ext.codebc.solidity:setup_main",
+            "generate": "hf_ext.codebc.cli:generate_main",
+        },
         usage=(
             "from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast\n"
             "from peft import PeftModel\n"
@@ -52,5 +55,11 @@ SPEC = register_method(
     )
 )
 
-__all__ = ["CodeBCConfig", "CodeBCForCausalLM", "ForcedTagLogitsProcessor", "generate_with_tag", "SECURITY_TAGS",
-           "SPEC"]
+__all__ = [
+    "CodeBCConfig",
+    "CodeBCForCausalLM",
+    "ForcedTagLogitsProcessor",
+    "generate_with_tag",
+    "SECURITY_TAGS",
+    "SPEC",
+]

@@ -26,18 +26,25 @@ def train_parser() -> argparse.ArgumentParser:
     from .external import NPM_ENV
     from .pipeline import BASES
 
-    p = argparse.ArgumentParser(prog="hf-ext codebc train", description="Train the CodeBC stages CI -> VD -> TI "
-                                "with one LoRA adapter and save base + adapter + tokenizer.")
-    p.add_argument("--base", choices=BASES, default="smollm2",
-                   help="smollm2: SmolLM2-135M-Instruct (default); tiny: a tiny LLaMA pretrained on the corpus")
+    p = argparse.ArgumentParser(
+        prog="hf-ext codebc train",
+        description="Train the CodeBC stages CI -> VD -> TI with one LoRA adapter and save base + adapter + tokenizer.",
+    )
+    p.add_argument(
+        "--base",
+        choices=BASES,
+        default="smollm2",
+        help="smollm2: SmolLM2-135M-Instruct (default); tiny: a tiny LLaMA pretrained on the corpus",
+    )
     p.add_argument("--stages", default="CI,VD,TI", help="comma-separated stages, in order (default CI,VD,TI)")
     p.add_argument("--steps", type=int, default=40, help="optimiser steps per stage (default 40)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: 5e-4 smollm2, 1e-2 tiny)")
     p.add_argument("--batch-size", type=int, default=None, help="per-device batch (default: 2 smollm2, 8 tiny)")
     p.add_argument("--max-length", type=int, default=None, help="tokens of prompt + answer (default 512 / 384)")
     p.add_argument("--no-tags", action="store_true", help="TI without the security tags (the control)")
-    p.add_argument("--npm-corpus", default=os.environ.get(NPM_ENV), help=f"node_modules with more Solidity "
-                   f"(default ${NPM_ENV})")
+    p.add_argument(
+        "--npm-corpus", default=os.environ.get(NPM_ENV), help=f"node_modules with more Solidity (default ${NPM_ENV})"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(work_dir("codebc") / "artifact"), help="artifact folder to write")
     add_device_argument(p)
@@ -58,8 +65,11 @@ def train_main(argv: list[str] | None = None) -> Path:
     if bad or not stages:
         raise SystemExit(f"--stages must name stages among {', '.join(STAGES)}, got {args.stages!r}")
     preset = PRETRAINED if args.base == "smollm2" else QUICK
-    overrides = {k: v for k, v in (("stage_lr", args.lr), ("stage_batch", args.batch_size),
-                                   ("max_length", args.max_length)) if v is not None}
+    overrides = {
+        k: v
+        for k, v in (("stage_lr", args.lr), ("stage_batch", args.batch_size), ("max_length", args.max_length))
+        if v is not None
+    }
     scale = dataclasses.replace(preset, stage_steps=args.steps, seed=args.seed, **overrides)  # validates
     set_device(args.device)
     out = Path(args.out)
@@ -71,14 +81,26 @@ def train_main(argv: list[str] | None = None) -> Path:
         ds = stage_dataset(stage, prep.tokenizer, prep.examples, scale.max_length, tags=not args.no_tags)
         curve: list = []
         losses[stage] = train_stage(model, ds, prep.tokenizer, stage_args, str(out.parent / "tmp"), curve)
-        print(f"{stage}: mean loss {losses[stage]:.4f} over {scale.stage_steps} steps; logged "
-              + ", ".join(f"{p['step']}:{p['loss']:.3f}" for p in curve), flush=True)
+        print(
+            f"{stage}: mean loss {losses[stage]:.4f} over {scale.stage_steps} steps; logged "
+            + ", ".join(f"{p['step']}:{p['loss']:.3f}" for p in curve),
+            flush=True,
+        )
     from . import SPEC
 
     save_codebc(model, out, prep.tokenizer, SPEC)
-    (out / "codebc_training.json").write_text(json.dumps(
-        {"base": args.base, "stages": stages, "losses": losses, "tags": not args.no_tags,
-         "scale": dataclasses.asdict(scale)}, indent=2))
+    (out / "codebc_training.json").write_text(
+        json.dumps(
+            {
+                "base": args.base,
+                "stages": stages,
+                "losses": losses,
+                "tags": not args.no_tags,
+                "scale": dataclasses.asdict(scale),
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
     return out
 
@@ -92,15 +114,19 @@ def load_artifact(folder: str | os.PathLike):
 
     folder = Path(folder)
     if not (folder / "adapter" / "adapter_config.json").is_file():
-        raise FileNotFoundError(f"{folder} is not a CodeBC artifact (no adapter/adapter_config.json); write one "
-                                f"with `hf-ext codebc train --out {folder}`")
+        raise FileNotFoundError(
+            f"{folder} is not a CodeBC artifact (no adapter/adapter_config.json); write one "
+            f"with `hf-ext codebc train --out {folder}`"
+        )
     base = AutoModelForCausalLM.from_pretrained(folder)
     return PeftModel.from_pretrained(base, folder / "adapter").eval(), AutoTokenizer.from_pretrained(folder)
 
 
 def generate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext codebc generate", description="Generate contracts with a forced "
-                                "security tag from a CodeBC artifact.")
+    p = argparse.ArgumentParser(
+        prog="hf-ext codebc generate",
+        description="Generate contracts with a forced security tag from a CodeBC artifact.",
+    )
     p.add_argument("--model", default=str(work_dir("codebc") / "artifact"), help="artifact folder")
     p.add_argument("--prompt", action="append", help="a requirement (repeatable); default: Blockchain-HumanEval")
     p.add_argument("--tasks", type=int, default=41, help="Blockchain-HumanEval tasks (an even spread; default 41)")
@@ -137,8 +163,16 @@ def generate_main(argv: list[str] | None = None) -> dict[str, str]:
     prompts = args.prompt or [humaneval_prompt(t) for t in names]
     out: dict[str, str] = {}
     for k in range(args.samples):
-        gens = generate_with_tag(model, tok, prompts, tag, max_new_tokens=args.max_new_tokens,
-                                 do_sample=args.samples > 1, temperature=args.temperature, seed=args.seed * 100 + k)
+        gens = generate_with_tag(
+            model,
+            tok,
+            prompts,
+            tag,
+            max_new_tokens=args.max_new_tokens,
+            do_sample=args.samples > 1,
+            temperature=args.temperature,
+            seed=args.seed * 100 + k,
+        )
         for name, g in zip(names, gens):
             out[f"{name}.txt_{k}.sol"] = g["code"]
     if args.out:

@@ -52,18 +52,28 @@ class CodeBCConfig(LlamaConfig):
 
     def validate_sizes(self) -> None:
         """Zero, negative or NaN sizes fail here, naming the field, not later inside torch."""
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                     "max_position_embeddings"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "max_position_embeddings",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"CodeBCConfig.{name} must be an integer >= 1, got {value!r}")
         kv = self.num_key_value_heads if self.num_key_value_heads is not None else self.num_attention_heads
         if isinstance(kv, bool) or not isinstance(kv, int) or kv < 1 or self.num_attention_heads % kv:
-            raise ValueError(f"CodeBCConfig.num_key_value_heads must be >= 1 and divide num_attention_heads="
-                             f"{self.num_attention_heads}, got {kv!r}")
+            raise ValueError(
+                f"CodeBCConfig.num_key_value_heads must be >= 1 and divide num_attention_heads="
+                f"{self.num_attention_heads}, got {kv!r}"
+            )
         if getattr(self, "head_dim", None) is None and self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"CodeBCConfig.hidden_size={self.hidden_size} must be divisible by num_attention_heads="
-                             f"{self.num_attention_heads}")
+            raise ValueError(
+                f"CodeBCConfig.hidden_size={self.hidden_size} must be divisible by num_attention_heads="
+                f"{self.num_attention_heads}"
+            )
         eps = self.rms_norm_eps
         if not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
             raise ValueError(f"CodeBCConfig.rms_norm_eps must be a finite number > 0, got {eps!r}")

@@ -15,7 +15,6 @@ Deliberate fixes of the official preprocessing:
 from __future__ import annotations
 
 import csv
-import os
 import re
 import sys
 from dataclasses import dataclass
@@ -42,8 +41,9 @@ def released_outputs_dir(model: str = "codellama") -> Path:
 
 def _need(path: Path) -> Path:
     if not path.exists():
-        raise FileNotFoundError(f"CodeBC data {path} is missing; put the shared data at {data_dir()} or set "
-                                f"${DATA_ENV}")
+        raise FileNotFoundError(
+            f"CodeBC data {path} is missing; put the shared data at {data_dir()} or set ${DATA_ENV}"
+        )
     return path
 
 
@@ -65,7 +65,10 @@ def strip_comments(code: str) -> tuple[str, list[str]]:
             comments.append(tok[2:].lstrip("/ ").strip())
             return ""
         if tok.startswith("/*"):
-            comments.extend(line.strip().lstrip("*").strip() for line in (tok[2:-2] if tok.endswith("*/") and len(tok) > 3 else tok[2:]).splitlines())
+            comments.extend(
+                line.strip().lstrip("*").strip()
+                for line in (tok[2:-2] if tok.endswith("*/") and len(tok) > 3 else tok[2:]).splitlines()
+            )
             return " "
         return tok  # a string literal: kept verbatim, even if it contains // or /*
 
@@ -97,7 +100,7 @@ def _leak_pattern() -> re.Pattern:
 
 def _windows(code: str, width: int = 2, min_len: int = 25) -> set[str]:
     lines = [ln.strip() for ln in code.splitlines() if len(ln.strip()) > min_len]
-    return {"\n".join(lines[i:i + width]) for i in range(len(lines) - width + 1)}
+    return {"\n".join(lines[i : i + width]) for i in range(len(lines) - width + 1)}
 
 
 @lru_cache(maxsize=1)
@@ -123,7 +126,7 @@ class Contract:
     comments: list[str]
     raw: str
     label: str = "[4]"
-    source: str | None = None   # where it came from when not the shipped corpus (`package@version:path`)
+    source: str | None = None  # where it came from when not the shipped corpus (`package@version:path`)
     licence: str | None = None  # that source's licence
 
     @property

@@ -8,13 +8,16 @@ from __future__ import annotations
 import functools
 
 from hf_ext.core.demo import space_model_repo
+
 MAX_CHARS = 2000
-EXAMPLE = ("Generate smart contract code that meets the following requirements:\n"
-           "Programming with solidity ^ version number 0.8.20\n"
-           "Implement an interface named IERC165 for contract introspection\n"
-           "The following functions need to be implemented, with the following names and functions:\n"
-           "supportsInterface: Returns true if this contract implements the interface.\n"
-           "Please give the contract code")
+EXAMPLE = (
+    "Generate smart contract code that meets the following requirements:\n"
+    "Programming with solidity ^ version number 0.8.20\n"
+    "Implement an interface named IERC165 for contract introspection\n"
+    "The following functions need to be implemented, with the following names and functions:\n"
+    "supportsInterface: Returns true if this contract implements the interface.\n"
+    "Please give the contract code"
+)
 TAG_CHOICES = ("correct", "bug", "none")
 # The offline fallback's tokenizer corpus: small comment-free contracts written for the Space.
 FALLBACK_CONTRACTS = (
@@ -90,8 +93,11 @@ def load_model(root: str | None = None):
 
         try:
             base = AutoModelForCausalLM.from_pretrained(root)
-            return (PeftModel.from_pretrained(base, root, subfolder="adapter"),
-                    PreTrainedTokenizerFast.from_pretrained(root), f"model repo `{root}`")
+            return (
+                PeftModel.from_pretrained(base, root, subfolder="adapter"),
+                PreTrainedTokenizerFast.from_pretrained(root),
+                f"model repo `{root}`",
+            )
         except Exception as err:  # noqa: BLE001 - offline or missing: the tiny model below, and the page says so
             why = f"could not load the linked model repo {root} ({type(err).__name__})"
     import torch
@@ -101,13 +107,22 @@ def load_model(root: str | None = None):
     from .training import add_adapter
 
     tok = train_tokenizer(list(FALLBACK_CONTRACTS) * 4, vocab_size=512)
-    config = tiny_config(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id, tag_token_ids=codebc_token_ids(tok), max_position_embeddings=512)
+    config = tiny_config(
+        vocab_size=len(tok),
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tag_token_ids=codebc_token_ids(tok),
+        max_position_embeddings=512,
+    )
     from .modeling_codebc import CodeBCForCausalLM
 
     torch.manual_seed(0)
-    return (add_adapter(CodeBCForCausalLM(config)), tok,
-            f"**Note:** {why}; showing an untrained tiny model built in code instead")
+    return (
+        add_adapter(CodeBCForCausalLM(config)),
+        tok,
+        f"**Note:** {why}; showing an untrained tiny model built in code instead",
+    )
 
 
 def run_requirement(requirement: str, tag: str, max_new_tokens: int = 200) -> dict:
@@ -122,8 +137,7 @@ def run_requirement(requirement: str, tag: str, max_new_tokens: int = 200) -> di
     if tag not in TAG_CHOICES:
         raise ValueError(f"security tag must be one of {TAG_CHOICES}, got {tag!r}")
     model, tok, source = load_model()
-    gen = generate_with_tag(model, tok, requirement, None if tag == "none" else tag,
-                            max_new_tokens=max_new_tokens)[0]
+    gen = generate_with_tag(model, tok, requirement, None if tag == "none" else tag, max_new_tokens=max_new_tokens)[0]
     code = gen["code"] or "(empty)"
     comp = compile_once(code, "Generated.sol")
     findings = []
@@ -131,8 +145,10 @@ def run_requirement(requirement: str, tag: str, max_new_tokens: int = 200) -> di
         a = analyze(code, "Generated.sol")
         if a.ok:
             findings = [[f["impact"], f["check"], f["description"].splitlines()[0][:160]] for f in a.findings]
-            status = (f"**compiles** with solc-js {comp.warnings and f'({comp.warnings} warnings)' or ''}; Slither: "
-                      + ", ".join(f"{k} {v}" for k, v in a.counts.items()))
+            status = (
+                f"**compiles** with solc-js {comp.warnings and f'({comp.warnings} warnings)' or ''}; Slither: "
+                + ", ".join(f"{k} {v}" for k, v in a.counts.items())
+            )
         else:
             status = f"**compiles**; Slither could not analyse it ({a.reason}: {(a.error or '')[:200]})"
     else:
@@ -147,12 +163,17 @@ def run_requirement(requirement: str, tag: str, max_new_tokens: int = 200) -> di
 def reading(compiles: bool, n_findings: int, tag: str, source: str) -> str:
     """One honest line on one generation: what it shows, and what one sample cannot show."""
     if "Note:" in source:
-        return ("**Reading:** this is an untrained model built in code, so the contract is not meaningful; the page "
-                "shows the pipeline (forced tag → generation → solc-js → Slither), not CodeBC's quality.")
-    verdict = (f"compiles with {n_findings} Slither finding(s)" if compiles else "does not compile")
-    return (f"**Reading:** this sample {verdict}" + (f" under the `{tag}` tag" if tag != "none" else "")
-            + "; one sample says little: the README's compile rate and Slither counts over 41 tasks × 5 samples are "
-            "the measurement.")
+        return (
+            "**Reading:** this is an untrained model built in code, so the contract is not meaningful; the page "
+            "shows the pipeline (forced tag → generation → solc-js → Slither), not CodeBC's quality."
+        )
+    verdict = f"compiles with {n_findings} Slither finding(s)" if compiles else "does not compile"
+    return (
+        f"**Reading:** this sample {verdict}"
+        + (f" under the `{tag}` tag" if tag != "none" else "")
+        + "; one sample says little: the README's compile rate and Slither counts over 41 tasks × 5 samples are "
+        "the measurement."
+    )
 
 
 def build_demo():
@@ -179,13 +200,17 @@ def build_demo():
         )
         requirement = gr.Textbox(value=EXAMPLE, lines=7, label="requirement", elem_id="codebc-requirement")
         tag = gr.Radio(list(TAG_CHOICES), value="correct", label="security tag")
-        gr.Examples(examples=[[EXAMPLE, "correct"], [EXAMPLE, "bug"], [EXAMPLE, "none"]], inputs=[requirement, tag],
-                    label="examples: the same requirement with each tag (the tag is the method's steering input)")
+        gr.Examples(
+            examples=[[EXAMPLE, "correct"], [EXAMPLE, "bug"], [EXAMPLE, "none"]],
+            inputs=[requirement, tag],
+            label="examples: the same requirement with each tag (the tag is the method's steering input)",
+        )
         button = gr.Button("Generate", variant="primary")
         code = gr.Code(label="generated contract", elem_id="codebc-code")
         status = gr.Markdown(elem_id="codebc-status")
-        findings = gr.Dataframe(headers=["impact", "detector", "description"], label="Slither findings",
-                                elem_id="codebc-findings")
+        findings = gr.Dataframe(
+            headers=["impact", "detector", "description"], label="Slither findings", elem_id="codebc-findings"
+        )
         button.click(run, [requirement, tag], [code, status, findings], api_name="generate")
     return demo
 

@@ -8,8 +8,15 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .metrics import wilson_interval
-from .tags import SECURITY_TAGS, extract_code, generate_batched, generate_with_tag, prompt_style, ti_instruction, \
-    vd_example
+from .tags import (
+    SECURITY_TAGS,
+    extract_code,
+    generate_batched,
+    generate_with_tag,
+    prompt_style,
+    ti_instruction,
+    vd_example,
+)
 
 
 def parse_verdict(text: str) -> str:
@@ -27,8 +34,9 @@ def constant_tag(train_tags: Sequence[str]) -> str:
     return max(SECURITY_TAGS, key=lambda t: (counts.get(t, 0), t == "correct"))
 
 
-def vd_accuracy(model, tok, codes: Sequence[str], tags: Sequence[str], constant: str, *, max_prompt_tokens: int,
-                batch_size: int = 8) -> dict:
+def vd_accuracy(
+    model, tok, codes: Sequence[str], tags: Sequence[str], constant: str, *, max_prompt_tokens: int, batch_size: int = 8
+) -> dict:
     """Greedy verdicts after the VD prompt (which ends in `[Tag]`) for `codes`, scored against `tags`.
 
     Returns `correct` / `total` / `accuracy` with a 95 % Wilson interval, the `constant` predictor's accuracy
@@ -39,35 +47,78 @@ def vd_accuracy(model, tok, codes: Sequence[str], tags: Sequence[str], constant:
         raise ValueError(f"{len(codes)} contracts but {len(tags)} tags")
     style = prompt_style(tok)
     prompts = [vd_example(c, t, style)[0] for c, t in zip(codes, tags)]
-    texts = generate_batched(model, tok, prompts, max_new_tokens=4, max_prompt_tokens=max_prompt_tokens,
-                             batch_size=batch_size, do_sample=False) if prompts else []
+    texts = (
+        generate_batched(
+            model,
+            tok,
+            prompts,
+            max_new_tokens=4,
+            max_prompt_tokens=max_prompt_tokens,
+            batch_size=batch_size,
+            do_sample=False,
+        )
+        if prompts
+        else []
+    )
     preds = [parse_verdict(t) for t in texts]
     n = len(tags)
     hits = sum(p == t for p, t in zip(preds, tags))
     const_hits = sum(t == constant for t in tags)
-    return {"correct": hits, "total": n, "accuracy": hits / n if n else None, "ci95": list(wilson_interval(hits, n)),
-            "constant_tag": constant, "constant_correct": const_hits,
-            "constant_accuracy": const_hits / n if n else None,
-            "predicted_bug": sum(p == "bug" for p in preds), "true_bug": sum(t == "bug" for t in tags),
-            "other": sum(p not in SECURITY_TAGS for p in preds)}
+    return {
+        "correct": hits,
+        "total": n,
+        "accuracy": hits / n if n else None,
+        "ci95": list(wilson_interval(hits, n)),
+        "constant_tag": constant,
+        "constant_correct": const_hits,
+        "constant_accuracy": const_hits / n if n else None,
+        "predicted_bug": sum(p == "bug" for p in preds),
+        "true_bug": sum(t == "bug" for t in tags),
+        "other": sum(p not in SECURITY_TAGS for p in preds),
+    }
 
 
-def steer_heldout(model, tok, instructions: Sequence[str], tag: str | None, *, max_new_tokens: int,
-                  max_prompt_tokens: int) -> dict:
+def steer_heldout(
+    model, tok, instructions: Sequence[str], tag: str | None, *, max_new_tokens: int, max_prompt_tokens: int
+) -> dict:
     """Injected-pattern rate of greedy generations for held-out TI instructions under a forced tag (or none)."""
     from .inject import injected_patterns
 
-    gens = generate_with_tag(model, tok, [ti_instruction(i) for i in instructions], tag,
-                             max_new_tokens=max_new_tokens, do_sample=False, max_prompt_tokens=max_prompt_tokens)
+    gens = generate_with_tag(
+        model,
+        tok,
+        [ti_instruction(i) for i in instructions],
+        tag,
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        max_prompt_tokens=max_prompt_tokens,
+    )
     hits = [bool(injected_patterns(extract_code(g["response"]))) for g in gens]
-    return {"injected_pattern_files": sum(hits), "total": len(hits),
-            "injected_pattern_rate": sum(hits) / len(hits) if hits else None,
-            "ci95": list(wilson_interval(sum(hits), len(hits)))}
+    return {
+        "injected_pattern_files": sum(hits),
+        "total": len(hits),
+        "injected_pattern_rate": sum(hits) / len(hits) if hits else None,
+        "ci95": list(wilson_interval(sum(hits), len(hits))),
+    }
 
 
-BRIEF_KEYS = ("bleu", "codebleu", "codebleu_components", "compiled", "total", "compile_rate", "compile_rate_ci95",
-              "analysed", "vulnerable", "vulnerability_rate", "vulnerability_rate_ci95", "injected_pattern_files",
-              "injected_pattern_rate", "failure_reasons", "mean_chars")
+BRIEF_KEYS = (
+    "bleu",
+    "codebleu",
+    "codebleu_components",
+    "compiled",
+    "total",
+    "compile_rate",
+    "compile_rate_ci95",
+    "analysed",
+    "vulnerable",
+    "vulnerability_rate",
+    "vulnerability_rate_ci95",
+    "injected_pattern_files",
+    "injected_pattern_rate",
+    "failure_reasons",
+    "mean_chars",
+)
 
 
 def brief(summary: dict) -> dict:

@@ -138,8 +138,9 @@ def load_slither_labelled(sdist: str | os.PathLike | None = None) -> list[Labell
         with tarfile.open(root) as tar:
             for m in tar.getmembers():
                 if m.isfile() and "/tests/e2e/detectors/" in m.name and m.name.endswith((".sol", ".txt")):
-                    files[m.name.split("/tests/e2e/detectors/", 1)[1]] = tar.extractfile(m).read().decode(
-                        "utf-8", "replace")
+                    files[m.name.split("/tests/e2e/detectors/", 1)[1]] = (
+                        tar.extractfile(m).read().decode("utf-8", "replace")
+                    )
     else:
         base = next(iter(root.glob("**/tests/e2e/detectors")), None)
         if base is None:
@@ -161,8 +162,9 @@ def load_slither_labelled(sdist: str | os.PathLike | None = None) -> list[Labell
         found = bool(text.strip()) and impact in ("High", "Medium")
         prev = labels.get(src)
         if prev is None or (found and prev.tag == "correct"):
-            labels[src] = LabelledContract(strip_comments(files[src])[0], "bug" if found else "correct", argument,
-                                           impact, ver, src)
+            labels[src] = LabelledContract(
+                strip_comments(files[src])[0], "bug" if found else "correct", argument, impact, ver, src
+            )
     if not labels:
         raise FileNotFoundError(f"no labelled detector tests found in {root}")
     return [labels[k] for k in sorted(labels)]

@@ -25,8 +25,14 @@ import random
 import re
 from collections.abc import Callable
 
-PATTERNS = ("reentrancy", "tx_origin", "unchecked_call", "missing_access_control", "timestamp_randomness",
-            "unchecked_arithmetic")
+PATTERNS = (
+    "reentrancy",
+    "tx_origin",
+    "unchecked_call",
+    "missing_access_control",
+    "timestamp_randomness",
+    "unchecked_arithmetic",
+)
 
 _STATE = ("balances", "credit", "deposits", "shares", "rewards", "pending")
 _FUNC = ("withdraw", "claim", "release", "payout", "redeem", "collect")
@@ -35,67 +41,77 @@ _OWNER = ("owner", "admin", "manager", "controller")
 
 def _reentrancy(r: random.Random) -> str:
     m, f = r.choice(_STATE), r.choice(_FUNC)
-    return (f"    mapping(address => uint256) public {m}Of;\n"
-            f"    function {f}All() public {{\n"
-            f"        uint256 amount = {m}Of[msg.sender];\n"
-            f"        (bool ok, ) = msg.sender.call{{value: amount}}(\"\");\n"
-            f"        require(ok);\n"
-            f"        {m}Of[msg.sender] = 0;\n"
-            f"    }}\n")
+    return (
+        f"    mapping(address => uint256) public {m}Of;\n"
+        f"    function {f}All() public {{\n"
+        f"        uint256 amount = {m}Of[msg.sender];\n"
+        f'        (bool ok, ) = msg.sender.call{{value: amount}}("");\n'
+        f"        require(ok);\n"
+        f"        {m}Of[msg.sender] = 0;\n"
+        f"    }}\n"
+    )
 
 
 def _tx_origin(r: random.Random) -> str:
     o = r.choice(_OWNER)
-    return (f"    address public {o}Address;\n"
-            f"    function set{o.capitalize()}(address next) public {{\n"
-            f"        require(tx.origin == {o}Address);\n"
-            f"        {o}Address = next;\n"
-            f"    }}\n")
+    return (
+        f"    address public {o}Address;\n"
+        f"    function set{o.capitalize()}(address next) public {{\n"
+        f"        require(tx.origin == {o}Address);\n"
+        f"        {o}Address = next;\n"
+        f"    }}\n"
+    )
 
 
 def _unchecked_call(r: random.Random) -> str:
     f = r.choice(("forward", "execute", "relay", "dispatch"))
-    return (f"    function {f}Call(address target, bytes memory data) public {{\n"
-            f"        target.call(data);\n"
-            f"    }}\n")
+    return f"    function {f}Call(address target, bytes memory data) public {{\n        target.call(data);\n    }}\n"
 
 
 def _missing_access_control(r: random.Random) -> str:
     f = r.choice(("sweep", "drain", "rescue", "flush"))
-    return (f"    function {f}Funds(address payable to) public {{\n"
-            f"        to.transfer(address(this).balance);\n"
-            f"    }}\n")
+    return f"    function {f}Funds(address payable to) public {{\n        to.transfer(address(this).balance);\n    }}\n"
 
 
 def _timestamp_randomness(r: random.Random) -> str:
     n = r.choice((2, 5, 10, 100))
-    return (f"    function play() public payable {{\n"
-            f"        if (block.timestamp % {n} == 0) {{\n"
-            f"            payable(msg.sender).transfer(address(this).balance);\n"
-            f"        }}\n"
-            f"    }}\n")
+    return (
+        f"    function play() public payable {{\n"
+        f"        if (block.timestamp % {n} == 0) {{\n"
+        f"            payable(msg.sender).transfer(address(this).balance);\n"
+        f"        }}\n"
+        f"    }}\n"
+    )
 
 
 def _unchecked_arithmetic(r: random.Random) -> str:
     m = r.choice(_STATE)
-    return (f"    mapping(address => uint256) public {m}Of;\n"
-            f"    function move{m.capitalize()}(address to, uint256 amount) public {{\n"
-            f"        unchecked {{\n"
-            f"            {m}Of[msg.sender] -= amount;\n"
-            f"            {m}Of[to] += amount;\n"
-            f"        }}\n"
-            f"    }}\n")
+    return (
+        f"    mapping(address => uint256) public {m}Of;\n"
+        f"    function move{m.capitalize()}(address to, uint256 amount) public {{\n"
+        f"        unchecked {{\n"
+        f"            {m}Of[msg.sender] -= amount;\n"
+        f"            {m}Of[to] += amount;\n"
+        f"        }}\n"
+        f"    }}\n"
+    )
 
 
 _MAKERS: dict[str, Callable[[random.Random], str]] = {
-    "reentrancy": _reentrancy, "tx_origin": _tx_origin, "unchecked_call": _unchecked_call,
-    "missing_access_control": _missing_access_control, "timestamp_randomness": _timestamp_randomness,
+    "reentrancy": _reentrancy,
+    "tx_origin": _tx_origin,
+    "unchecked_call": _unchecked_call,
+    "missing_access_control": _missing_access_control,
+    "timestamp_randomness": _timestamp_randomness,
     "unchecked_arithmetic": _unchecked_arithmetic,
 }
 
 EXPECTED_DETECTORS = {
-    "reentrancy": {"reentrancy-eth"}, "tx_origin": {"tx-origin"}, "unchecked_call": {"unchecked-lowlevel"},
-    "missing_access_control": {"arbitrary-send-eth"}, "timestamp_randomness": {"weak-prng"},
+    "reentrancy": {"reentrancy-eth"},
+    "tx_origin": {"tx-origin"},
+    "unchecked_call": {"unchecked-lowlevel"},
+    "missing_access_control": {"arbitrary-send-eth"},
+    "timestamp_randomness": {"weak-prng"},
     "unchecked_arithmetic": set(),
 }
 
@@ -123,7 +139,8 @@ _DETECT = {
     "unchecked_call": re.compile(r"^\s*[\w.\[\]]+\.(?:call|delegatecall|send)\b[^;]*;", re.M),
     "missing_access_control": re.compile(
         r"function\s+\w+\s*\([^)]*address\s+payable\s+\w+\)\s*public\s*\{\s*\w+\.transfer\(address\(this\)"
-        r"\.balance\)"),
+        r"\.balance\)"
+    ),
     "timestamp_randomness": re.compile(r"block\.timestamp\s*%"),
     "unchecked_arithmetic": re.compile(r"unchecked\s*\{[^}]*(?:-=|\+=)"),
 }

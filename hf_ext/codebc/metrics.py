@@ -37,8 +37,14 @@ def bleu(reference: str, prediction: str) -> float:
     """Sentence BLEU in [0, 1] with the official tokenisation, uniform 4-gram weights and smoothing method 1."""
     from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
-    return float(sentence_bleu([bleu_tokens(reference)], bleu_tokens(prediction), weights=(0.25, 0.25, 0.25, 0.25),
-                               smoothing_function=SmoothingFunction().method1))
+    return float(
+        sentence_bleu(
+            [bleu_tokens(reference)],
+            bleu_tokens(prediction),
+            weights=(0.25, 0.25, 0.25, 0.25),
+            smoothing_function=SmoothingFunction().method1,
+        )
+    )
 
 
 CODEBLEU_WORKER = Path(__file__).with_name("codebleu_worker.py")
@@ -47,8 +53,14 @@ CODEBLEU_WORKER = Path(__file__).with_name("codebleu_worker.py")
 def _codebleu_worker(pairs: list[list[str]], hash_seed: int) -> tuple[list[dict] | None, str]:
     """One child interpreter over `pairs`: `(scores, "")`, or `(None, why)` when it crashes or prints garbage."""
     env = dict(os.environ, PYTHONHASHSEED=str(hash_seed))
-    proc = subprocess.run([sys.executable, str(CODEBLEU_WORKER)], input=json.dumps(pairs), capture_output=True,
-                          text=True, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(CODEBLEU_WORKER)],
+        input=json.dumps(pairs),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     if proc.returncode != 0:
         return None, proc.stderr.strip()[-500:] or f"exit status {proc.returncode}"
     try:

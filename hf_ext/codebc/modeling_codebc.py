@@ -23,35 +23,60 @@ class CodeBCForCausalLM(LlamaForCausalLM):
         vocab = self.config.vocab_size
         if input_ids is not None:
             if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
-                raise ValueError(f"input_ids must be an integer tensor of shape (batch, length), got "
-                                 f"{tuple(getattr(input_ids, 'shape', ()))} "
-                                 f"{getattr(input_ids, 'dtype', type(input_ids).__name__)}")
+                raise ValueError(
+                    f"input_ids must be an integer tensor of shape (batch, length), got "
+                    f"{tuple(getattr(input_ids, 'shape', ()))} "
+                    f"{getattr(input_ids, 'dtype', type(input_ids).__name__)}"
+                )
             if input_ids.numel() == 0:
                 raise ValueError(f"input_ids is empty (shape {tuple(input_ids.shape)}): pass at least one token")
             bad = (input_ids < 0) | (input_ids >= vocab)
             if bool(bad.any()):
-                raise ValueError(f"input_ids must lie in [0, vocab_size={vocab}), got "
-                                 f"{input_ids[bad].unique()[:5].tolist()}")
+                raise ValueError(
+                    f"input_ids must lie in [0, vocab_size={vocab}), got {input_ids[bad].unique()[:5].tolist()}"
+                )
         ref = input_ids.shape if input_ids is not None else None
         if attention_mask is not None and ref is not None and attention_mask.ndim == 2:
             if attention_mask.shape[0] != ref[0] or attention_mask.shape[1] < ref[1]:
-                raise ValueError(f"attention_mask must have shape (batch={ref[0]}, >= {ref[1]}), got "
-                                 f"{tuple(attention_mask.shape)}")
+                raise ValueError(
+                    f"attention_mask must have shape (batch={ref[0]}, >= {ref[1]}), got {tuple(attention_mask.shape)}"
+                )
         if labels is not None:
             if not isinstance(labels, torch.Tensor) or labels.is_floating_point():
-                raise ValueError(f"labels must be integer token ids (or -100), got "
-                                 f"{getattr(labels, 'dtype', type(labels).__name__)} (NaN labels give a NaN loss)")
+                raise ValueError(
+                    f"labels must be integer token ids (or -100), got "
+                    f"{getattr(labels, 'dtype', type(labels).__name__)} (NaN labels give a NaN loss)"
+                )
             if ref is not None and labels.shape != ref:
                 raise ValueError(f"labels must have the shape of input_ids {tuple(ref)}, got {tuple(labels.shape)}")
             bad = (labels != -100) & ((labels < 0) | (labels >= vocab))
             if bool(bad.any()):
-                raise ValueError(f"labels must lie in [0, vocab_size={vocab}) or be -100, got "
-                                 f"{labels[bad].unique()[:5].tolist()}")
+                raise ValueError(
+                    f"labels must lie in [0, vocab_size={vocab}) or be -100, got {labels[bad].unique()[:5].tolist()}"
+                )
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, inputs_embeds=None,
-                labels=None, use_cache=None, logits_to_keep=0, **kwargs):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        cache=None,
+        inputs_embeds=None,
+        labels=None,
+        use_cache=None,
+        logits_to_keep=0,
+        **kwargs,
+    ):
         """`LlamaForCausalLM.forward`, after [`check_inputs`]."""
         self.check_inputs(input_ids, attention_mask, labels)
-        return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                               cache=cache, inputs_embeds=inputs_embeds, labels=labels, use_cache=use_cache,
-                               logits_to_keep=logits_to_keep, **kwargs)
+        return super().forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            inputs_embeds=inputs_embeds,
+            labels=labels,
+            use_cache=use_cache,
+            logits_to_keep=logits_to_keep,
+            **kwargs,
+        )

@@ -48,14 +48,14 @@ class ScaleConfig:
     block_size: int = 128
     pretrain_steps: int = 200
     pretrain_lr: float = 3e-3
-    max_chars: int = 900           # contracts used for VD/TI are at most this long (whole, never cut)
-    n_secure: int = 32             # secure contracts for VD/TI (each also gets CI samples)
+    max_chars: int = 900  # contracts used for VD/TI are at most this long (whole, never cut)
+    n_secure: int = 32  # secure contracts for VD/TI (each also gets CI samples)
     n_injected_per_pattern: int = 2
     stage_steps: int = 40
     stage_lr: float = 1e-2
     stage_batch: int = 8
-    max_length: int = 384          # tokens of prompt + answer in the stages (longer prompts are cut on the left)
-    samples: int = 1               # generations per Blockchain-HumanEval task
+    max_length: int = 384  # tokens of prompt + answer in the stages (longer prompts are cut on the left)
+    samples: int = 1  # generations per Blockchain-HumanEval task
     max_new_tokens: int = 128
     max_prompt_tokens: int = 384
     temperature: float = 0.8
@@ -66,8 +66,20 @@ class ScaleConfig:
     def __post_init__(self):
         """Every size is an integer >= 1 (steps >= 0), rates and the temperature finite and > 0; checked before any
         work, so a bad `--stage-steps` or `--samples` fails here naming the flag's field."""
-        for name in ("vocab_size", "hidden_size", "layers", "heads", "block_size", "max_chars", "n_secure",
-                     "stage_batch", "max_length", "samples", "max_new_tokens", "max_prompt_tokens"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "layers",
+            "heads",
+            "block_size",
+            "max_chars",
+            "n_secure",
+            "stage_batch",
+            "max_length",
+            "samples",
+            "max_new_tokens",
+            "max_prompt_tokens",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ScaleConfig.{name} must be an integer >= 1, got {value!r}")
@@ -148,8 +160,14 @@ def build_examples(scale: ScaleConfig, cache_dir: Path, corpus: list[Contract] |
     short = [c for c in corpus if len(c.code) <= scale.max_chars]
     rng.shuffle(short)
     with SolcServer() as solc:
-        hosts = [c for c in corpus if c.is_08 and len(c.code) <= scale.max_chars - 400
-                 and re.search(r"^(?:abstract\s+)?contract\s", c.code, re.M) and solc.compile(c.code).ok]
+        hosts = [
+            c
+            for c in corpus
+            if c.is_08
+            and len(c.code) <= scale.max_chars - 400
+            and re.search(r"^(?:abstract\s+)?contract\s", c.code, re.M)
+            and solc.compile(c.code).ok
+        ]
         injected = []
         for p_i, pattern in enumerate(PATTERNS):
             for k in range(scale.n_injected_per_pattern):
@@ -163,18 +181,30 @@ def build_examples(scale: ScaleConfig, cache_dir: Path, corpus: list[Contract] |
     rows = []
     for (c, pattern, host), lab in zip(items, labels):
         tag = training_tag(lab, pattern)
-        rows.append({"contract": c, "pattern": pattern, "tag": tag, "slither_ok": lab["ok"],
-                     "slither_checks": lab["checks"], "host": host})
+        rows.append(
+            {
+                "contract": c,
+                "pattern": pattern,
+                "tag": tag,
+                "slither_ok": lab["ok"],
+                "slither_checks": lab["checks"],
+                "host": host,
+            }
+        )
     train, test = split_by_host(rows, rng)
     heldout = heldout_codes(test)
     agreement = {p: [r["tag"] == "bug" for r in rows if r["pattern"] == p and r["slither_ok"]] for p in PATTERNS}
     return {
         # CI (and the base model's pretraining, see `pretraining_texts`) never see a held-out contract or its host
-        "ci_codes": [c.code for c in short[scale.n_secure:] + secure if c.code not in heldout],
-        "train": train, "test": test, "heldout_codes": sorted(heldout),
+        "ci_codes": [c.code for c in short[scale.n_secure :] + secure if c.code not in heldout],
+        "train": train,
+        "test": test,
+        "heldout_codes": sorted(heldout),
         "slither_agreement": {p: [sum(v), len(v)] for p, v in agreement.items()},
-        "secure_flagged": [sum(1 for r in rows if r["pattern"] is None and r["tag"] == "bug"),
-                           sum(1 for r in rows if r["pattern"] is None and r["slither_ok"])],
+        "secure_flagged": [
+            sum(1 for r in rows if r["pattern"] is None and r["tag"] == "bug"),
+            sum(1 for r in rows if r["pattern"] is None and r["slither_ok"]),
+        ],
     }
 
 
@@ -217,22 +247,34 @@ def build_base(scale: ScaleConfig, cache_dir: Path, texts: list[str]):
     from .tokenizer import TOKENIZER_VERSION, codebc_token_ids, load_tokenizer, train_tokenizer
     from .training import CodeBCStageArguments, clm_dataset, train_stage
 
-    key = scale.key("vocab_size", "hidden_size", "layers", "heads", "block_size", "pretrain_steps", "pretrain_lr",
-                    "seed") + f"-t{TOKENIZER_VERSION}-" + hashlib.sha256("".join(texts).encode()).hexdigest()[:8]
+    key = (
+        scale.key("vocab_size", "hidden_size", "layers", "heads", "block_size", "pretrain_steps", "pretrain_lr", "seed")
+        + f"-t{TOKENIZER_VERSION}-"
+        + hashlib.sha256("".join(texts).encode()).hexdigest()[:8]
+    )
     folder = cache_dir / f"base-{key}"
     if (folder / "model.safetensors").is_file():
         return CodeBCForCausalLM.from_pretrained(folder), load_tokenizer(folder)
     tok = train_tokenizer(texts, vocab_size=scale.vocab_size)
     config = CodeBCConfig(
-        vocab_size=len(tok), hidden_size=scale.hidden_size, intermediate_size=int(2.75 * scale.hidden_size),
-        num_hidden_layers=scale.layers, num_attention_heads=scale.heads, num_key_value_heads=scale.heads,
-        max_position_embeddings=2048, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id, tag_token_ids=codebc_token_ids(tok), tie_word_embeddings=True,
+        vocab_size=len(tok),
+        hidden_size=scale.hidden_size,
+        intermediate_size=int(2.75 * scale.hidden_size),
+        num_hidden_layers=scale.layers,
+        num_attention_heads=scale.heads,
+        num_key_value_heads=scale.heads,
+        max_position_embeddings=2048,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tag_token_ids=codebc_token_ids(tok),
+        tie_word_embeddings=True,
     )
     torch.manual_seed(scale.seed)
     model = CodeBCForCausalLM(config)
-    args = CodeBCStageArguments(learning_rate=scale.pretrain_lr, max_steps=scale.pretrain_steps,
-                                batch_size=16, seed=scale.seed)
+    args = CodeBCStageArguments(
+        learning_rate=scale.pretrain_lr, max_steps=scale.pretrain_steps, batch_size=16, seed=scale.seed
+    )
     loss = train_stage(model, clm_dataset(tok, texts, scale.block_size), tok, args, str(cache_dir / "tmp"))
     LOG.info("pretraining loss %.3f", loss)
     folder.mkdir(parents=True, exist_ok=True)
@@ -266,24 +308,33 @@ def task_subset(n: int, tasks: list[str] | None = None) -> list[str]:
     return [tasks[round(i * (len(tasks) - 1) / max(1, n - 1))] for i in range(n)] if n > 1 else [tasks[0]]
 
 
-def generate_humaneval(model, tok, security_tag: str | None, scale: ScaleConfig, tasks: list[str] | None = None
-                       ) -> dict[str, str]:
+def generate_humaneval(
+    model, tok, security_tag: str | None, scale: ScaleConfig, tasks: list[str] | None = None
+) -> dict[str, str]:
     """`{"<Task>.txt_<k>.sol": code}` for every task and sample, the tag forced at the start of each response."""
     tasks = tasks or task_subset(scale.tasks)
     out = {}
     for k in range(scale.samples):
         greedy = scale.samples == 1
-        gens = generate_with_tag(model, tok, [humaneval_prompt(t) for t in tasks], security_tag,
-                                 max_new_tokens=scale.max_new_tokens, do_sample=not greedy,
-                                 temperature=scale.temperature, seed=scale.seed * 100 + k,
-                                 max_prompt_tokens=scale.max_prompt_tokens)
+        gens = generate_with_tag(
+            model,
+            tok,
+            [humaneval_prompt(t) for t in tasks],
+            security_tag,
+            max_new_tokens=scale.max_new_tokens,
+            do_sample=not greedy,
+            temperature=scale.temperature,
+            seed=scale.seed * 100 + k,
+            max_prompt_tokens=scale.max_prompt_tokens,
+        )
         for t, g in zip(tasks, gens):
             out[f"{t}.txt_{k}.sol"] = g["code"]
     return out
 
 
-def score_generations(gens: dict[str, str], analyse: bool, server: SolcServer | None = None,
-                      text_metrics: bool = True) -> dict:
+def score_generations(
+    gens: dict[str, str], analyse: bool, server: SolcServer | None = None, text_metrics: bool = True
+) -> dict:
     """Scores generated files against the Blockchain-HumanEval references; adds the injected-pattern rate."""
     refs = {n: humaneval_reference(n.split(".txt_")[0]) for n in gens}
     s = score_sources(gens, refs, analyse=analyse, server=server, text_metrics=text_metrics)
@@ -294,6 +345,18 @@ def score_generations(gens: dict[str, str], analyse: bool, server: SolcServer | 
     return s
 
 
-__all__ = ["ScaleConfig", "build_base", "build_examples", "generate_humaneval", "heldout_codes", "load_base",
-           "pretraining_texts", "score_generations", "split_by_host", "task_subset", "training_tag",
-           "label_contracts", "with_version_line"]
+__all__ = [
+    "ScaleConfig",
+    "build_base",
+    "build_examples",
+    "generate_humaneval",
+    "heldout_codes",
+    "load_base",
+    "pretraining_texts",
+    "score_generations",
+    "split_by_host",
+    "task_subset",
+    "training_tag",
+    "label_contracts",
+    "with_version_line",
+]

@@ -40,9 +40,15 @@ def prepare(scale: ScaleConfig, cache: Path, npm: str | None = None) -> Prepared
 
 
 def stage_arguments(scale: ScaleConfig, trainable: list[int]) -> CodeBCStageArguments:
-    return CodeBCStageArguments(learning_rate=scale.stage_lr, max_steps=scale.stage_steps,
-                                batch_size=scale.stage_batch, max_length=scale.max_length, seed=scale.seed,
-                                trainable_token_ids=trainable or None, logging_steps=max(1, scale.stage_steps // 5))
+    return CodeBCStageArguments(
+        learning_rate=scale.stage_lr,
+        max_steps=scale.stage_steps,
+        batch_size=scale.stage_batch,
+        max_length=scale.max_length,
+        seed=scale.seed,
+        trainable_token_ids=trainable or None,
+        logging_steps=max(1, scale.stage_steps // 5),
+    )
 
 
 def stage_dataset(stage: str, tok, examples: dict, max_length: int, *, tags: bool = True):
@@ -55,6 +61,11 @@ def stage_dataset(stage: str, tok, examples: dict, max_length: int, *, tags: boo
     if stage == "VD":
         return vd_dataset(tok, codes, [r["tag"] for r in train], max_length)
     if stage == "TI":
-        return ti_dataset(tok, codes, [with_version_line(r["contract"]) for r in train],
-                          [r["tag"] if tags else None for r in train], max_length)
+        return ti_dataset(
+            tok,
+            codes,
+            [with_version_line(r["contract"]) for r in train],
+            [r["tag"] if tags else None for r in train],
+            max_length,
+        )
     raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")

@@ -41,42 +41,78 @@ from .pipeline import ScaleConfig, generate_humaneval, score_generations, with_v
 from .recipe import STAGES, prepare, stage_arguments, stage_dataset
 from .solidity import SolcServer, toolchain_problem
 from .tags import SECURITY_TAGS
-from .training import add_adapter, adapter_state, load_adapter_state, save_codebc, train_stage
+from .training import adapter_state, add_adapter, load_adapter_state, save_codebc, train_stage
 
 QUICK = ScaleConfig()
-FULL = dataclasses.replace(QUICK, layers=4, block_size=256, pretrain_steps=1500, n_secure=160,
-                           n_injected_per_pattern=10, stage_steps=300, samples=5, max_chars=1600, max_length=768,
-                           max_new_tokens=256, max_prompt_tokens=768)
+FULL = dataclasses.replace(
+    QUICK,
+    layers=4,
+    block_size=256,
+    pretrain_steps=1500,
+    n_secure=160,
+    n_injected_per_pattern=10,
+    stage_steps=300,
+    samples=5,
+    max_chars=1600,
+    max_length=768,
+    max_new_tokens=256,
+    max_prompt_tokens=768,
+)
 # SmolLM2-135M-Instruct on CPU (issue 28's budget: about 150 training steps): seq 512, batch 2, 8 evaluation tasks.
 # The learning rate is 5x the paper's 1e-4 because 40 steps per stage are ~1 % of the paper's 10 epochs.
-PRETRAINED = dataclasses.replace(QUICK, base="smollm2", n_secure=48, n_injected_per_pattern=4, stage_steps=40,
-                                 stage_lr=5e-4, stage_batch=2, max_chars=1400, max_length=512, samples=1,
-                                 max_new_tokens=160, max_prompt_tokens=512, tasks=8, vd_real=48)
+PRETRAINED = dataclasses.replace(
+    QUICK,
+    base="smollm2",
+    n_secure=48,
+    n_injected_per_pattern=4,
+    stage_steps=40,
+    stage_lr=5e-4,
+    stage_batch=2,
+    max_chars=1400,
+    max_length=512,
+    samples=1,
+    max_new_tokens=160,
+    max_prompt_tokens=512,
+    tasks=8,
+    vd_real=48,
+)
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext reproduce codebc", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--full", action="store_true",
-                   help="5 samples per task, more data and steps, plus the TI-without-tags control")
+    p = argparse.ArgumentParser(
+        prog="hf-ext reproduce codebc", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--full", action="store_true", help="5 samples per task, more data and steps, plus the TI-without-tags control"
+    )
     p.add_argument("--out", default=str(work_dir("codebc")), help="output folder (results.json, cache/, model/)")
     p.add_argument("--stage-steps", type=int, help="optimiser steps per stage")
     p.add_argument("--samples", type=int, help="generations per Blockchain-HumanEval task")
     p.add_argument("--seed", type=int, help="seed")
     p.add_argument("--pretrain-steps", type=int, help="causal-LM pretraining steps of the tiny base")
     p.add_argument("--max-new-tokens", type=int, help="generated tokens per contract")
-    p.add_argument("--control", action="store_true",
-                   help="also train the TI-without-tags control adapter at this scale (always on with --full and "
-                        "--pretrained)")
-    p.add_argument("--pretrained", action="store_true",
-                   help="SmolLM2-135M-Instruct as the base (hf_ext.core.pretrained), scoped to ~150 CPU steps")
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="also train the TI-without-tags control adapter at this scale (always on with --full and --pretrained)",
+    )
+    p.add_argument(
+        "--pretrained",
+        action="store_true",
+        help="SmolLM2-135M-Instruct as the base (hf_ext.core.pretrained), scoped to ~150 CPU steps",
+    )
     p.add_argument("--tasks", type=int, help="Blockchain-HumanEval tasks evaluated (an even spread of the 41)")
     p.add_argument("--vd-real", type=int, help="labelled Slither detector-test contracts for VD (needs the sdist)")
-    p.add_argument("--npm-corpus", default=os.environ.get(NPM_ENV),
-                   help=f"an installed node_modules folder with more 0.8 Solidity for CI/TI (default ${NPM_ENV})")
-    p.add_argument("--slither-sdist", default=os.environ.get(SLITHER_SDIST_ENV),
-                   help=f"slither-analyzer sdist (.tar.gz or folder) for VD on real contracts "
-                        f"(default ${SLITHER_SDIST_ENV})")
+    p.add_argument(
+        "--npm-corpus",
+        default=os.environ.get(NPM_ENV),
+        help=f"an installed node_modules folder with more 0.8 Solidity for CI/TI (default ${NPM_ENV})",
+    )
+    p.add_argument(
+        "--slither-sdist",
+        default=os.environ.get(SLITHER_SDIST_ENV),
+        help=f"slither-analyzer sdist (.tar.gz or folder) for VD on real contracts (default ${SLITHER_SDIST_ENV})",
+    )
     from hf_ext.core.devices import add_device_argument
 
     add_device_argument(p)
@@ -85,8 +121,11 @@ def make_parser() -> argparse.ArgumentParser:
 
 def _progress(name: str, ev: dict, seconds: float) -> None:
     h, vd = ev["humaneval"], ev["vd_heldout"]
-    print(f"[codebc] {name}: BLEU {h['bleu']:.2f} CodeBLEU {h['codebleu']:.2f} compiled {h['compiled']}/{h['total']}"
-          f" VD {vd['correct']}/{vd['total']} ({seconds:.0f} s)", flush=True)
+    print(
+        f"[codebc] {name}: BLEU {h['bleu']:.2f} CodeBLEU {h['codebleu']:.2f} compiled {h['compiled']}/{h['total']}"
+        f" VD {vd['correct']}/{vd['total']} ({seconds:.0f} s)",
+        flush=True,
+    )
 
 
 def write_json(path: Path, obj: dict) -> None:
@@ -111,8 +150,12 @@ def real_vd_set(scale: ScaleConfig, sdist: str | None) -> tuple[list[str], list[
         rng.shuffle(group)
         picked += group[: scale.vd_real // 2 + (scale.vd_real % 2 if tag == "correct" else 0)]
     rng.shuffle(picked)
-    about = {"pool": len(pool), "picked": len(picked), "bug": sum(c.tag == "bug" for c in picked),
-             "solc": dict(Counter(c.solc.rsplit(".", 1)[0] for c in picked))}
+    about = {
+        "pool": len(pool),
+        "picked": len(picked),
+        "bug": sum(c.tag == "bug" for c in picked),
+        "solc": dict(Counter(c.solc.rsplit(".", 1)[0] for c in picked)),
+    }
     return [c.code for c in picked], [c.tag for c in picked], about
 
 
@@ -122,8 +165,9 @@ def evaluate(model, tok, scale: ScaleConfig, server, test, real, constant: str, 
     the constant predictor."""
     out = {"humaneval": brief(score_generations(generate_humaneval(model, tok, "correct", scale), analyse, server))}
     kw = dict(max_prompt_tokens=scale.max_length, batch_size=scale.stage_batch * 2)
-    out["vd_heldout"] = vd_accuracy(model, tok, [r["contract"].code for r in test], [r["tag"] for r in test],
-                                    constant, **kw)
+    out["vd_heldout"] = vd_accuracy(
+        model, tok, [r["contract"].code for r in test], [r["tag"] for r in test], constant, **kw
+    )
     if real[0]:
         out["vd_real"] = vd_accuracy(model, tok, real[0], real[1], constant, **kw)
     return out
@@ -142,12 +186,26 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
     train, test = ex["train"], ex["test"]
     stage_args = stage_arguments(scale, trainable)
     constant = constant_tag([r["tag"] for r in train])
-    results: dict = {"scale": dataclasses.asdict(scale), "data": {
-        "ci_contracts": len(ex["ci_codes"]), "train": len(train), "test": len(test),
-        "train_bug": sum(r["tag"] == "bug" for r in train), "slither_agreement_per_pattern": ex["slither_agreement"],
-        "secure_contracts_flagged_by_slither": ex["secure_flagged"], "npm_contracts": len(extra),
-        "npm_licences": licences(extra), "vd_real": real[2], "constant_tag": constant,
-        "trainable_token_ids": trainable}, "stages": {}, "losses": {}, "loss_curves": {}, "seconds": {}}
+    results: dict = {
+        "scale": dataclasses.asdict(scale),
+        "data": {
+            "ci_contracts": len(ex["ci_codes"]),
+            "train": len(train),
+            "test": len(test),
+            "train_bug": sum(r["tag"] == "bug" for r in train),
+            "slither_agreement_per_pattern": ex["slither_agreement"],
+            "secure_contracts_flagged_by_slither": ex["secure_flagged"],
+            "npm_contracts": len(extra),
+            "npm_licences": licences(extra),
+            "vd_real": real[2],
+            "constant_tag": constant,
+            "trainable_token_ids": trainable,
+        },
+        "stages": {},
+        "losses": {},
+        "loss_curves": {},
+        "seconds": {},
+    }
     server = SolcServer()
     t = time.time()
     results["stages"]["base"] = evaluate(model, tok, scale, server, test, real, constant)
@@ -160,8 +218,9 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
     for stage in STAGES:
         t = time.time()
         curve: list = []
-        results["losses"][stage] = train_stage(peft_model, stage_dataset(stage, tok, ex, ml), tok, stage_args,
-                                               str(out / "tmp"), curve)
+        results["losses"][stage] = train_stage(
+            peft_model, stage_dataset(stage, tok, ex, ml), tok, stage_args, str(out / "tmp"), curve
+        )
         results["loss_curves"][stage] = curve
         results["seconds"][f"train_{stage}"] = round(time.time() - t, 1)
         states[stage] = adapter_state(peft_model)
@@ -175,8 +234,13 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
     steer_kw = dict(max_new_tokens=scale.max_new_tokens, max_prompt_tokens=scale.max_prompt_tokens)
     steering = {}
     for name, tag in (("forced_correct", "correct"), ("forced_bug", "bug"), ("no_tag", None)):
-        he = results["stages"]["TI"]["humaneval"] if tag == "correct" else brief(score_generations(
-            generate_humaneval(peft_model, tok, tag, scale), True, server, text_metrics=False))
+        he = (
+            results["stages"]["TI"]["humaneval"]
+            if tag == "correct"
+            else brief(
+                score_generations(generate_humaneval(peft_model, tok, tag, scale), True, server, text_metrics=False)
+            )
+        )
         steering[name] = {"humaneval": he, "heldout": steer_heldout(peft_model, tok, held, tag, **steer_kw)}
         write_json(out / "results.partial.json", {**results, "steering": steering})
     if control:  # same CI and VD adapter, TI without tags: "instruction tuning without tags"
@@ -186,8 +250,10 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
         results["losses"]["TI_no_tags"] = train_stage(peft_model, plain, tok, stage_args, str(out / "tmp"), curve)
         results["loss_curves"]["TI_no_tags"] = curve
         gens = generate_humaneval(peft_model, tok, None, scale)
-        steering["plain_it_control"] = {"humaneval": brief(score_generations(gens, True, server)),
-                                        "heldout": steer_heldout(peft_model, tok, held, None, **steer_kw)}
+        steering["plain_it_control"] = {
+            "humaneval": brief(score_generations(gens, True, server)),
+            "heldout": steer_heldout(peft_model, tok, held, None, **steer_kw),
+        }
         load_adapter_state(peft_model, states["TI"])
     server.close()
     results["steering"] = steering
@@ -210,19 +276,25 @@ def _vd_cell(v: dict | None) -> str:
 
 
 def format_table(r: dict) -> str:
-    lines = ["Stage ablation (Blockchain-HumanEval, forced `correct` tag; VD: accuracy, constant predictor in brackets)",
-             "stage | BLEU  | CodeBLEU | compiled [95% CI %]        | vuln (High/Med) | VD held-out       | VD Slither "
-             "tests"]
+    lines = [
+        "Stage ablation (Blockchain-HumanEval, forced `correct` tag; VD: accuracy, constant predictor in brackets)",
+        "stage | BLEU  | CodeBLEU | compiled [95% CI %]        | vuln (High/Med) | VD held-out       | VD Slither "
+        "tests",
+    ]
     for k, ev in r["stages"].items():
         s = ev["humaneval"]
         lo, hi = s["compile_rate_ci95"]
         vuln = "n/a" if s["vulnerability_rate"] is None else f"{s['vulnerable']}/{s['analysed']}"
-        lines.append(f"{k:5} | {s['bleu']:5.2f} | {s['codebleu']:8.2f} | {s['compiled']:3d}/{s['total']:<3d} "
-                     f"[{_pct(lo)}, {_pct(hi)}]       | {vuln:15} | {_vd_cell(ev.get('vd_heldout')):17} | "
-                     f"{_vd_cell(ev.get('vd_real'))}")
-    lines += ["", "Tag steering (TI adapter; vulnerability rate among compiled outputs, 95% CI)",
-              "condition        | compiled | vuln (High/Med of analysed) | injected-pattern HE | injected-pattern "
-              "held-out"]
+        lines.append(
+            f"{k:5} | {s['bleu']:5.2f} | {s['codebleu']:8.2f} | {s['compiled']:3d}/{s['total']:<3d} "
+            f"[{_pct(lo)}, {_pct(hi)}]       | {vuln:15} | {_vd_cell(ev.get('vd_heldout')):17} | "
+            f"{_vd_cell(ev.get('vd_real'))}"
+        )
+    lines += [
+        "",
+        "Tag steering (TI adapter; vulnerability rate among compiled outputs, 95% CI)",
+        "condition        | compiled | vuln (High/Med of analysed) | injected-pattern HE | injected-pattern held-out",
+    ]
     for k, v in r["steering"].items():
         h, o = v["humaneval"], v["heldout"]
         if h["vulnerability_rate"] is None:
@@ -230,14 +302,20 @@ def format_table(r: dict) -> str:
         else:
             lo, hi = h["vulnerability_rate_ci95"]
             vuln = f"{h['vulnerable']}/{h['analysed']} [{_pct(lo)}, {_pct(hi)}]"
-        lines.append(f"{k:16} | {h['compiled']:3d}/{h['total']:<4d}| {vuln:27} | {h['injected_pattern_files']:3d}/"
-                     f"{h['total']:<15d} | {o['injected_pattern_files']}/{o['total']}")
+        lines.append(
+            f"{k:16} | {h['compiled']:3d}/{h['total']:<4d}| {vuln:27} | {h['injected_pattern_files']:3d}/"
+            f"{h['total']:<15d} | {o['injected_pattern_files']}/{o['total']}"
+        )
     agree = r["data"]["slither_agreement_per_pattern"]
-    lines += ["", "Slither agreed with the injection (flagged High/Medium): " +
-              ", ".join(f"{p} {a}/{n}" for p, (a, n) in agree.items()),
-              "secure corpus contracts flagged by Slither 0.11.6: {}/{}".format(
-                  *r["data"]["secure_contracts_flagged_by_slither"]),
-              "mean training loss per stage: " + ", ".join(f"{k} {v:.3f}" for k, v in r["losses"].items())]
+    lines += [
+        "",
+        "Slither agreed with the injection (flagged High/Medium): "
+        + ", ".join(f"{p} {a}/{n}" for p, (a, n) in agree.items()),
+        "secure corpus contracts flagged by Slither 0.11.6: {}/{}".format(
+            *r["data"]["secure_contracts_flagged_by_slither"]
+        ),
+        "mean training loss per stage: " + ", ".join(f"{k} {v:.3f}" for k, v in r["losses"].items()),
+    ]
     return "\n".join(lines)
 
 
@@ -251,29 +329,49 @@ def _save_record(artifact: Path, results: dict, scale, args) -> None:
     stage = list(results["stages"])[-1]
     s = results["stages"][stage]["humaneval"]
     he = "Blockchain-HumanEval"
-    metrics = [metric("BLEU", "bleu", s["bleu"], dataset=he, higher_is_better=True),
-               metric("CodeBLEU", "codebleu", s["codebleu"], dataset=he, higher_is_better=True)]
+    metrics = [
+        metric("BLEU", "bleu", s["bleu"], dataset=he, higher_is_better=True),
+        metric("CodeBLEU", "codebleu", s["codebleu"], dataset=he, higher_is_better=True),
+    ]
     if s.get("compile_rate") is not None:
         metrics.append(metric("compiled", "compile_rate", s["compile_rate"], dataset=he, higher_is_better=True))
     save_training_record(
-        artifact, method="codebc", command="hf-ext reproduce codebc" + (" --full" if args.full else "")
+        artifact,
+        method="codebc",
+        command="hf-ext reproduce codebc"
+        + (" --full" if args.full else "")
         + (" --pretrained" if args.pretrained else ""),
-        datasets=[{"name": "codebc-contracts", "hub_id": None,
-                   "description": "secure Solidity 0.8 contracts shipped offline, with synthetic SWC-pattern "
-                                  "injections labelled by Slither (not the Hub corpus; see the card)"},
-                  {"name": he, "hub_id": None, "description": "the evaluation tasks (shipped offline)"}],
-        metrics=metrics, config=dataclasses.asdict(scale), skip_nonfinite=True,
+        datasets=[
+            {
+                "name": "codebc-contracts",
+                "hub_id": None,
+                "description": "secure Solidity 0.8 contracts shipped offline, with synthetic SWC-pattern "
+                "injections labelled by Slither (not the Hub corpus; see the card)",
+            },
+            {"name": he, "hub_id": None, "description": "the evaluation tasks (shipped offline)"},
+        ],
+        metrics=metrics,
+        config=dataclasses.asdict(scale),
+        skip_nonfinite=True,
         notes=f"scores of stage {stage} (forced `correct` tag), {s.get('total')} generations",
     )
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
-    overrides = {k: v for k, v in (("stage_steps", args.stage_steps), ("samples", args.samples),
-                                   ("seed", args.seed),
-                                   ("pretrain_steps", args.pretrain_steps),
-                                   ("max_new_tokens", args.max_new_tokens), ("tasks", args.tasks),
-                                   ("vd_real", args.vd_real)) if v is not None}
+    overrides = {
+        k: v
+        for k, v in (
+            ("stage_steps", args.stage_steps),
+            ("samples", args.samples),
+            ("seed", args.seed),
+            ("pretrain_steps", args.pretrain_steps),
+            ("max_new_tokens", args.max_new_tokens),
+            ("tasks", args.tasks),
+            ("vd_real", args.vd_real),
+        )
+        if v is not None
+    }
     if args.full and args.pretrained:
         raise SystemExit("--full and --pretrained are two different scales: pick one")
     preset = PRETRAINED if args.pretrained else FULL if args.full else QUICK
@@ -295,8 +393,9 @@ def main(argv: list[str] | None = None) -> dict:
     hf_logging.set_verbosity_error()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = run(scale, out, control=args.full or args.pretrained or args.control, npm=args.npm_corpus,
-                  sdist=args.slither_sdist)
+    results = run(
+        scale, out, control=args.full or args.pretrained or args.control, npm=args.npm_corpus, sdist=args.slither_sdist
+    )
     results["mode"] = "pretrained" if args.pretrained else "full" if args.full else "quick"
     write_json(out / "results.json", results)
     _save_record(out / "model", results, scale, args)

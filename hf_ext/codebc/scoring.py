@@ -46,8 +46,13 @@ def find_reference(task: str, references: Path) -> Path | None:
 
 
 def score_sources(
-    predictions: dict[str, str], references: dict[str, str | None], *, analyse: bool = True,
-    server: SolcServer | None = None, text_metrics: bool = True, workers: int | None = None,
+    predictions: dict[str, str],
+    references: dict[str, str | None],
+    *,
+    analyse: bool = True,
+    server: SolcServer | None = None,
+    text_metrics: bool = True,
+    workers: int | None = None,
 ) -> dict:
     """Scores in-memory contracts. `predictions` maps file name to source; `references` file name to reference text
     (`None`: no reference, so no BLEU/CodeBLEU for that file); `text_metrics=False` skips BLEU and CodeBLEU.
@@ -59,8 +64,11 @@ def score_sources(
     try:
         for name, src in predictions.items():
             res = server.compile(src, name)
-            files[name] = {"compiled": res.ok, "compile_reason": res.reason,
-                           "compile_errors": [e.splitlines()[0] for e in res.errors][:3]}
+            files[name] = {
+                "compiled": res.ok,
+                "compile_reason": res.reason,
+                "compile_errors": [e.splitlines()[0] for e in res.errors][:3],
+            }
     finally:
         if own:
             server.close()
@@ -79,8 +87,13 @@ def score_sources(
         verdicts = analyse_all({n: predictions[n] for n in compiled}, workers)
         for n in compiled:
             a = verdicts[n]
-            files[n]["analysis"] = {"ok": a.ok, "reason": a.reason, "counts": a.counts, "checks": sorted(a.checks),
-                                    "error": a.error and a.error.splitlines()[0][:300]}
+            files[n]["analysis"] = {
+                "ok": a.ok,
+                "reason": a.reason,
+                "counts": a.counts,
+                "checks": sorted(a.checks),
+                "error": a.error and a.error.splitlines()[0][:300],
+            }
             if a.ok:
                 analysed += 1
                 vulnerable += a.vulnerable
@@ -94,8 +107,8 @@ def score_sources(
         "codebleu_failed": len(scored) - len(with_codebleu),
         "codebleu_components": {
             k: sum(files[n]["codebleu_components"][k] for n in with_codebleu) / len(with_codebleu)
-            for k in CODEBLEU_COMPONENTS if with_codebleu and all(k in files[n]["codebleu_components"]
-                                                                   for n in with_codebleu)
+            for k in CODEBLEU_COMPONENTS
+            if with_codebleu and all(k in files[n]["codebleu_components"] for n in with_codebleu)
         },
         "codebleu_empty_floor": CODEBLEU_EMPTY_FLOOR,
         "compiled": len(compiled),
@@ -132,8 +145,14 @@ def analyse_all(sources: dict[str, str], workers: int | None = None) -> dict[str
     return {n: _analyse_here(n, src) for n, src in sources.items()}
 
 
-def score_folder(predictions_dir: str | Path, references_dir: str | Path | None = None, *, analyse: bool = True,
-                 server: SolcServer | None = None, workers: int | None = None) -> dict:
+def score_folder(
+    predictions_dir: str | Path,
+    references_dir: str | Path | None = None,
+    *,
+    analyse: bool = True,
+    server: SolcServer | None = None,
+    workers: int | None = None,
+) -> dict:
     """Scores every `*.sol` in `predictions_dir` (see the module docstring); unreadable files are reported."""
     pred_dir = Path(predictions_dir)
     if not pred_dir.is_dir():
@@ -156,10 +175,13 @@ def score_folder(predictions_dir: str | Path, references_dir: str | Path | None 
         references[path.name] = ref.read_text(encoding="utf-8") if ref else None
         if ref is None:
             problems.setdefault(path.name, {})["reference"] = (
-                "file name is not <Task>.txt_<k>.sol" if m is None else f"no reference for task {m['task']!r}")
+                "file name is not <Task>.txt_<k>.sol" if m is None else f"no reference for task {m['task']!r}"
+            )
     if not predictions and not problems:
-        raise FileNotFoundError(f"no <Task>.txt_<k>.sol files in {pred_dir}"
-                                + (f" (skipped, not files: {', '.join(skipped)})" if skipped else ""))
+        raise FileNotFoundError(
+            f"no <Task>.txt_<k>.sol files in {pred_dir}"
+            + (f" (skipped, not files: {', '.join(skipped)})" if skipped else "")
+        )
     summary = score_sources(predictions, references, analyse=analyse, server=server, workers=workers)
     summary["skipped_not_files"] = skipped
     for name, info in problems.items():
@@ -187,11 +209,17 @@ def format_summary(s: dict) -> str:
         f"compiled: {s['compiled']}/{s['total']} = {f(s['compile_rate'] and 100 * s['compile_rate'], '.1f')}%",
     ]
     if s["vulnerability_rate"] is not None or s["analysed"] is not None:
-        lines.append(f"vulnerability rate (High/Medium, of {s['analysed']} analysed): {s['vulnerable']}/"
-                     f"{s['analysed']} = {f(s['vulnerability_rate'] and 100 * s['vulnerability_rate'], '.1f')}%")
+        lines.append(
+            f"vulnerability rate (High/Medium, of {s['analysed']} analysed): {s['vulnerable']}/"
+            f"{s['analysed']} = {f(s['vulnerability_rate'] and 100 * s['vulnerability_rate'], '.1f')}%"
+        )
     if s.get("codebleu_components"):
-        lines.append("CodeBLEU components: " + ", ".join(
-            f"{k.removesuffix('_score').replace('_', ' ')} {v:.2f}" for k, v in s["codebleu_components"].items()))
+        lines.append(
+            "CodeBLEU components: "
+            + ", ".join(
+                f"{k.removesuffix('_score').replace('_', ' ')} {v:.2f}" for k, v in s["codebleu_components"].items()
+            )
+        )
     if s.get("skipped_not_files"):
         lines.append("skipped (not files): " + ", ".join(s["skipped_not_files"]))
     if s["failure_reasons"]:
@@ -203,13 +231,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hf-ext codebc score",
         description="Score generated Solidity contracts (<Task>.txt_<k>.sol) the CodeBC way: BLEU, CodeBLEU, "
-                    "solc-js compile rate, Slither vulnerability rate.")
+        "solc-js compile rate, Slither vulnerability rate.",
+    )
     p.add_argument("--predictions", required=True, help="folder of <Task>.txt_<k>.sol files")
-    p.add_argument("--references", default=None,
-                   help="folder of <Task>_clean.sol references (default: the shipped Blockchain-HumanEval)")
+    p.add_argument(
+        "--references",
+        default=None,
+        help="folder of <Task>_clean.sol references (default: the shipped Blockchain-HumanEval)",
+    )
     p.add_argument("--no-analyse", action="store_true", help="skip Slither (vulnerability_rate is null)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="Slither processes (default: the available cores; 1 runs it in this process)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="Slither processes (default: the available cores; 1 runs it in this process)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object (per-file details under 'files')")
     return p
 
@@ -217,8 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     try:
-        summary = score_folder(args.predictions, args.references, analyse=not args.no_analyse,
-                               workers=args.workers)
+        summary = score_folder(args.predictions, args.references, analyse=not args.no_analyse, workers=args.workers)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None

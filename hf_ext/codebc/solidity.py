@@ -99,8 +99,10 @@ def setup_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", help="folder to install into (default: ~/.cache/hf_ext/solc or $HF_EXT_CACHE)")
     args = parser.parse_args(argv)
     folder = install_solc(args.target)
-    print(f"solc-js installed in {folder}" + ("" if args.target is None or Path(args.target) == TOOLS_DIR else
-                                              f"; set HF_EXT_SOLC_DIR={folder} to use it"))
+    print(
+        f"solc-js installed in {folder}"
+        + ("" if args.target is None or Path(args.target) == TOOLS_DIR else f"; set HF_EXT_SOLC_DIR={folder} to use it")
+    )
     return 0
 
 
@@ -131,9 +133,15 @@ def _reason(errors: list[dict]) -> str:
     messages = " ".join(e.get("message", "") for e in errors if e.get("severity") == "error")
     if "requires different compiler version" in messages:
         return "version_pragma"
-    for t, reason in (("ParserError", "syntax"), ("SyntaxError", "syntax"), ("DeclarationError", "declaration"),
-                      ("TypeError", "type"), ("CodeGenerationError", "codegen"), ("CompilerError", "codegen"),
-                      ("ServerError", "server_error")):
+    for t, reason in (
+        ("ParserError", "syntax"),
+        ("SyntaxError", "syntax"),
+        ("DeclarationError", "declaration"),
+        ("TypeError", "type"),
+        ("CodeGenerationError", "codegen"),
+        ("CompilerError", "codegen"),
+        ("ServerError", "server_error"),
+    ):
         if t in types:
             return reason
     return "other"
@@ -163,8 +171,12 @@ class SolcServer:
         if problem:
             raise ToolchainError(problem)
         self._proc = subprocess.Popen(
-            [node_executable(), str(SERVER_JS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, bufsize=1,
+            [node_executable(), str(SERVER_JS)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
         )
         hello = self._proc.stdout.readline()
         try:
@@ -187,8 +199,9 @@ class SolcServer:
                     self._start()
                 req_id = self._next_id
                 self._next_id += 1
-                self._proc.stdin.write(json.dumps({"id": req_id, "sources": {name: source},
-                                                   "codegen": self.codegen}) + "\n")
+                self._proc.stdin.write(
+                    json.dumps({"id": req_id, "sources": {name: source}, "codegen": self.codegen}) + "\n"
+                )
                 self._proc.stdin.flush()
                 # the server answers one JSON line per request; wait for it with a deadline so that one
                 # pathological file cannot block a scoring run forever
@@ -301,8 +314,9 @@ def analyze(source: str, name: str = "Contract.sol") -> AnalysisResult:
     """
     problem = toolchain_problem()
     if problem:
-        return AnalysisResult(name, False, "node_missing" if problem.startswith("node") else "solc_missing",
-                              error=problem)
+        return AnalysisResult(
+            name, False, "node_missing" if problem.startswith("node") else "solc_missing", error=problem
+        )
     try:
         from crytic_compile import CryticCompile
         from crytic_compile.platform.solc_standard_json import SolcStandardJson
@@ -311,8 +325,11 @@ def analyze(source: str, name: str = "Contract.sol") -> AnalysisResult:
         from slither.detectors.abstract_detector import AbstractDetector
     except ImportError as err:  # pragma: no cover - slither is a declared dependency
         return AnalysisResult(name, False, "analyser_missing", error=str(err))
-    detectors = [d for d in vars(all_detectors).values()
-                 if isinstance(d, type) and issubclass(d, AbstractDetector) and d is not AbstractDetector]
+    detectors = [
+        d
+        for d in vars(all_detectors).values()
+        if isinstance(d, type) and issubclass(d, AbstractDetector) and d is not AbstractDetector
+    ]
     with tempfile.TemporaryDirectory(prefix="codebc_slither_") as tmp:
         path = Path(tmp) / Path(name).name
         cwd = os.getcwd()
@@ -329,8 +346,9 @@ def analyze(source: str, name: str = "Contract.sol") -> AnalysisResult:
             results = [r for per_detector in slither.run_detectors() for r in per_detector]
         except Exception as err:  # noqa: BLE001 - any crash inside crytic-compile/Slither is a per-file result
             text = f"{type(err).__name__}: {err}".strip()
-            reason = "compile" if "InvalidCompilation" in type(err).__name__ or "ompil" in text[:200] else \
-                "analyser_crash"
+            reason = (
+                "compile" if "InvalidCompilation" in type(err).__name__ or "ompil" in text[:200] else "analyser_crash"
+            )
             return AnalysisResult(name, False, reason, error=text[:2000])
         finally:
             os.chdir(cwd)
@@ -339,8 +357,14 @@ def analyze(source: str, name: str = "Contract.sol") -> AnalysisResult:
     for r in results:
         impact = r.get("impact", "Informational")
         counts[impact] = counts.get(impact, 0) + 1
-        findings.append({"check": r.get("check"), "impact": impact, "confidence": r.get("confidence"),
-                         "description": (r.get("description") or "").strip()})
+        findings.append(
+            {
+                "check": r.get("check"),
+                "impact": impact,
+                "confidence": r.get("confidence"),
+                "description": (r.get("description") or "").strip(),
+            }
+        )
     return AnalysisResult(name, True, None, counts, findings)
 
 
@@ -387,7 +411,11 @@ def analyze_many(sources: dict[str, str], workers: int | None = None) -> dict[st
     import logging
 
     levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
-    with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=get_context("spawn"),
-                             initializer=_worker_init, initargs=(levels,)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(workers, len(items)),
+        mp_context=get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(levels,),
+    ) as pool:
         results = list(pool.map(_analyze_pair, [(src, name) for name, src in items]))
     return dict(zip((name for name, _ in items), results))

@@ -76,8 +76,9 @@ class PromptStyle:
     def user_turn(self, text: str) -> str:
         """The prompt up to where the model's answer starts."""
         if self.tokenizer is not None:
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                      add_generation_prompt=True)
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+            )
         return f"{self.bos}[INST]{text}[/INST]\n"
 
 
@@ -114,8 +115,7 @@ def ti_instruction(comments: list[str] | str) -> str:
     return f"{TI_HEADER}\n{body}\n{TI_TAIL}" if body else f"{TI_HEADER}\n{TI_TAIL}"
 
 
-def ti_example(code: str, comments: list[str] | str, tag: str | None, style: PromptStyle = PLAIN
-               ) -> tuple[str, str]:
+def ti_example(code: str, comments: list[str] | str, tag: str | None, style: PromptStyle = PLAIN) -> tuple[str, str]:
     """`(prompt, response)` of the tag-guided instruction-tuning stage; `tag=None` gives the plain instruction-tuning
     format with no tag (the "instruction tuning without tags" control)."""
     prompt = style.user_turn(ti_instruction(comments))
@@ -158,16 +158,17 @@ class ForcedTagLogitsProcessor:
         high = vocab_size if vocab_size is not None else None
         bad = [i for i in ids if i < 0 or (high is not None and i >= high)]
         if bad:
-            raise ValueError(f"forced_ids must lie in [0, {high if high is not None else 'vocab_size'}), got {bad} "
-                             f"(a negative id would wrap around to the end of the vocabulary)")
+            raise ValueError(
+                f"forced_ids must lie in [0, {high if high is not None else 'vocab_size'}), got {bad} "
+                f"(a negative id would wrap around to the end of the vocabulary)"
+            )
         self.prompt_length = prompt_length
         self.forced_ids = ids
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         step = input_ids.shape[1] - self.prompt_length
         if 0 <= step < len(self.forced_ids) and self.forced_ids[step] >= scores.shape[-1]:
-            raise ValueError(f"forced_ids must lie in [0, vocab_size={scores.shape[-1]}), got "
-                             f"{self.forced_ids[step]}")
+            raise ValueError(f"forced_ids must lie in [0, vocab_size={scores.shape[-1]}), got {self.forced_ids[step]}")
         if 0 <= step < len(self.forced_ids):
             forced = torch.full_like(scores, float("-inf"))
             forced[:, self.forced_ids[step]] = 0.0
@@ -175,8 +176,9 @@ class ForcedTagLogitsProcessor:
         return scores
 
 
-def check_generation_args(instructions, *, max_new_tokens, temperature, top_p, max_prompt_tokens, batch_size,
-                          do_sample) -> None:
+def check_generation_args(
+    instructions, *, max_new_tokens, temperature, top_p, max_prompt_tokens, batch_size, do_sample
+) -> None:
     """Refuses arguments of [`generate_with_tag`] that would crash inside `generate()` or silently do something else
     (an empty batch, `max_prompt_tokens=0` keeping the whole prompt, a zero batch size)."""
     from hf_ext.core.validation import check_finite_number, check_positive_int
@@ -194,8 +196,17 @@ def check_generation_args(instructions, *, max_new_tokens, temperature, top_p, m
 
 
 @torch.no_grad()
-def generate_batched(model, tokenizer, prompts: list[str], *, max_new_tokens: int, max_prompt_tokens: int,
-                     batch_size: int, forced_ids: list[int] | None = None, **gen_kwargs) -> list[str]:
+def generate_batched(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    max_new_tokens: int,
+    max_prompt_tokens: int,
+    batch_size: int,
+    forced_ids: list[int] | None = None,
+    **gen_kwargs,
+) -> list[str]:
     """Decoded continuations of `prompts` (text after each prompt, special tokens dropped), in input order.
 
     Prompts keep their last `max_prompt_tokens` tokens, are sorted by length and left-padded in batches of
@@ -212,26 +223,43 @@ def generate_batched(model, tokenizer, prompts: list[str], *, max_new_tokens: in
     model.eval()
     device = model.device  # the inputs go where the weights are (CPU, CUDA, ...)
     for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
+        chunk = order[start : start + batch_size]
         width = max(len(ids[i]) for i in chunk)
         input_ids = torch.tensor([[pad_id] * (width - len(ids[i])) + ids[i] for i in chunk], device=device)
         mask = torch.tensor([[0] * (width - len(ids[i])) + [1] * len(ids[i]) for i in chunk], device=device)
         processors = LogitsProcessorList()
         if forced_ids:
             processors.append(ForcedTagLogitsProcessor(width, list(forced_ids), vocab_size=len(tokenizer)))
-        out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                             pad_token_id=pad_id, eos_token_id=tokenizer.eos_token_id, logits_processor=processors,
-                             **gen_kwargs)
+        out = model.generate(
+            input_ids=input_ids,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=pad_id,
+            eos_token_id=tokenizer.eos_token_id,
+            logits_processor=processors,
+            **gen_kwargs,
+        )
         for i, text in zip(chunk, tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)):
             texts[i] = text
     return texts
 
 
 @torch.no_grad()
-def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_tag: str | None = "correct", *,
-                      force: str = "processor", max_new_tokens: int = 256, do_sample: bool = False,
-                      temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
-                      max_prompt_tokens: int = 1024, batch_size: int = 8) -> list[dict]:
+def generate_with_tag(
+    model,
+    tokenizer,
+    instructions: list[str] | str,
+    security_tag: str | None = "correct",
+    *,
+    force: str = "processor",
+    max_new_tokens: int = 256,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    max_prompt_tokens: int = 1024,
+    batch_size: int = 8,
+) -> list[dict]:
     """Generates contracts for instructions with the security tag forced at the start of the response.
 
     Args:
@@ -255,8 +283,15 @@ def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_
     """
     if isinstance(instructions, str):
         instructions = [instructions]
-    check_generation_args(instructions, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                          max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, do_sample=do_sample)
+    check_generation_args(
+        instructions,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        max_prompt_tokens=max_prompt_tokens,
+        batch_size=batch_size,
+        do_sample=do_sample,
+    )
     if force not in ("processor", "prefix"):
         raise ValueError(f"force must be 'processor' or 'prefix', got {force!r}")
     block = tag_block(security_tag) if security_tag is not None else ""
@@ -269,8 +304,16 @@ def generate_with_tag(model, tokenizer, instructions: list[str] | str, security_
     if seed is not None:
         torch.manual_seed(seed)
     extra = dict(temperature=temperature, top_p=top_p) if do_sample else {}
-    texts = generate_batched(model, tokenizer, prompts, max_new_tokens=max_new_tokens + len(forced_ids),
-                             max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, forced_ids=forced_ids,
-                             do_sample=do_sample, **extra)
+    texts = generate_batched(
+        model,
+        tokenizer,
+        prompts,
+        max_new_tokens=max_new_tokens + len(forced_ids),
+        max_prompt_tokens=max_prompt_tokens,
+        batch_size=batch_size,
+        forced_ids=forced_ids,
+        do_sample=do_sample,
+        **extra,
+    )
     prefix = block if (security_tag is not None and force == "prefix") else ""
     return [{"response": prefix + t, "code": extract_code(prefix + t)} for t in texts]

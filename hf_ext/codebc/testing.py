@@ -22,9 +22,20 @@ BASE_SEED = 1234
 
 
 def tiny_config(**overrides) -> CodeBCConfig:
-    kwargs = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-                  tag_token_ids={"[Tag]": 90, "[/Tag]": 91}, tie_word_embeddings=True)
+    kwargs = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tag_token_ids={"[Tag]": 90, "[/Tag]": 91},
+        tie_word_embeddings=True,
+    )
     kwargs.update(overrides)
     return CodeBCConfig(**kwargs)
 

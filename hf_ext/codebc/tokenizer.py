@@ -39,14 +39,25 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, min_frequency:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in (*INST_TOKENS, *TAG_TOKENS)])
     # the tag words themselves are single tokens too (whole words only, so `debug` is not split around `bug`)
     tok.add_tokens([AddedToken(t, normalized=False, special=False, single_word=True) for t in SECURITY_TAGS])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD,
-                                   additional_special_tokens=list(FIM_TOKENS), padding_side="left")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        additional_special_tokens=list(FIM_TOKENS),
+        padding_side="left",
+    )
     fast.padding_side = "left"
     return fast
 
@@ -65,8 +76,10 @@ def codebc_token_ids(tokenizer) -> dict[str, int]:
 def token_sequences(tokenizer) -> dict[str, list[int]]:
     """The token ids of each CodeBC marker in any tokenizer (FIM, `[INST]`, tag delimiters, tag words), atomic or
     not: on SmolLM2 `[Tag]` is 3 tokens and `correct` one; generation forces the whole sequence either way."""
-    return {t: tokenizer(t, add_special_tokens=False)["input_ids"]
-            for t in (*FIM_TOKENS, *INST_TOKENS, *TAG_TOKENS, *SECURITY_TAGS)}
+    return {
+        t: tokenizer(t, add_special_tokens=False)["input_ids"]
+        for t in (*FIM_TOKENS, *INST_TOKENS, *TAG_TOKENS, *SECURITY_TAGS)
+    }
 
 
 def add_fim_tokens(model, tokenizer) -> list[int]:

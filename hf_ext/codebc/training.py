@@ -59,8 +59,12 @@ class CodeBCStageArguments:
 
         check_finite_number("learning_rate", self.learning_rate, low=0.0, low_open=True, high=10.0)
         check_finite_number("epochs", self.epochs, low=0.0, low_open=True, high=1e6)
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps == 0 \
-                or self.max_steps < -1:
+        if (
+            isinstance(self.max_steps, bool)
+            or not isinstance(self.max_steps, int)
+            or self.max_steps == 0
+            or self.max_steps < -1
+        ):
             raise ValueError(f"max_steps must be -1 (use epochs) or an integer >= 1, got {self.max_steps!r}")
         check_positive_int("batch_size", self.batch_size)
         check_positive_int("logging_steps", self.logging_steps)
@@ -82,8 +86,14 @@ def lora_config(args: CodeBCStageArguments):
     from peft import LoraConfig
 
     extra = {"trainable_token_indices": list(args.trainable_token_ids)} if args.trainable_token_ids else {}
-    return LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-                      target_modules=list(args.lora_targets), task_type="CAUSAL_LM", **extra)
+    return LoraConfig(
+        r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        lora_dropout=args.lora_dropout,
+        target_modules=list(args.lora_targets),
+        task_type="CAUSAL_LM",
+        **extra,
+    )
 
 
 def add_adapter(model, args: CodeBCStageArguments | None = None):
@@ -103,7 +113,7 @@ def encode_pair(tokenizer, prompt: str, answer: str, max_length: int, loss_on_pr
     p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     a = tokenizer(answer, add_special_tokens=False)["input_ids"]
     a = a[:max_length]
-    p = p[max(0, len(p) - (max_length - len(a))):] if len(p) + len(a) > max_length else p
+    p = p[max(0, len(p) - (max_length - len(a))) :] if len(p) + len(a) > max_length else p
     ids = p + a
     labels = ids[:] if loss_on_prompt else [-100] * len(p) + a
     return {"input_ids": ids, "labels": labels}
@@ -127,18 +137,21 @@ def vd_dataset(tokenizer, codes: Sequence[str], tags: Sequence[str], max_length:
     from datasets import Dataset
 
     style = prompt_style(tokenizer)
-    return Dataset.from_list([encode_pair(tokenizer, *vd_example(c, t, style), max_length)
-                              for c, t in zip(codes, tags)])
+    return Dataset.from_list(
+        [encode_pair(tokenizer, *vd_example(c, t, style), max_length) for c, t in zip(codes, tags)]
+    )
 
 
-def ti_dataset(tokenizer, codes: Sequence[str], comments: Sequence[list[str] | str], tags: Sequence[str | None],
-               max_length: int):
+def ti_dataset(
+    tokenizer, codes: Sequence[str], comments: Sequence[list[str] | str], tags: Sequence[str | None], max_length: int
+):
     """Tag-guided instruction tuning: loss on the response (tag, code, tag)."""
     from datasets import Dataset
 
     style = prompt_style(tokenizer)
-    return Dataset.from_list([encode_pair(tokenizer, *ti_example(c, m, t, style), max_length)
-                              for c, m, t in zip(codes, comments, tags)])
+    return Dataset.from_list(
+        [encode_pair(tokenizer, *ti_example(c, m, t, style), max_length) for c, m, t in zip(codes, comments, tags)]
+    )
 
 
 def clm_dataset(tokenizer, texts: Sequence[str], block_size: int):
@@ -148,7 +161,7 @@ def clm_dataset(tokenizer, texts: Sequence[str], block_size: int):
     stream: list[int] = []
     for t in texts:
         stream += tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    blocks = [stream[i:i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
+    blocks = [stream[i : i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
     return Dataset.from_dict({"input_ids": blocks, "labels": [b[:] for b in blocks]})
 
 
@@ -179,23 +192,42 @@ def make_trainer(model, dataset, tokenizer_or_pad_id, args: CodeBCStageArguments
 
     pad_id = tokenizer_or_pad_id if isinstance(tokenizer_or_pad_id, int) else tokenizer_or_pad_id.pad_token_id
     targs = TrainingArguments(
-        output_dir=output_dir, use_cpu=use_cpu(), report_to="none", save_strategy="no",
-        learning_rate=args.learning_rate, lr_scheduler_type="constant", warmup_steps=0, adam_beta1=0.9,
-        adam_beta2=args.adam_beta2, weight_decay=args.weight_decay, num_train_epochs=args.epochs,
-        max_steps=args.max_steps, per_device_train_batch_size=args.batch_size, seed=args.seed,
-        logging_steps=args.logging_steps, remove_unused_columns=False, dataloader_num_workers=0,
+        output_dir=output_dir,
+        use_cpu=use_cpu(),
+        report_to="none",
+        save_strategy="no",
+        learning_rate=args.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        adam_beta1=0.9,
+        adam_beta2=args.adam_beta2,
+        weight_decay=args.weight_decay,
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        seed=args.seed,
+        logging_steps=args.logging_steps,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
     )
     from hf_ext.core.trainer_metrics import argmax_logits, token_accuracy
 
     # trainer.evaluate(eval_dataset) reports `eval_token_acc` (teacher-forced next-token accuracy on the labelled
     # code tokens); BLEU / CodeBLEU / compile rate need generation and the compiler (`hf-ext codebc score`)
-    trainer = Trainer(model=model, args=targs, train_dataset=dataset, data_collator=PadCollator(pad_id),
-                      compute_metrics=token_accuracy, preprocess_logits_for_metrics=argmax_logits)
+    trainer = Trainer(
+        model=model,
+        args=targs,
+        train_dataset=dataset,
+        data_collator=PadCollator(pad_id),
+        compute_metrics=token_accuracy,
+        preprocess_logits_for_metrics=argmax_logits,
+    )
     return trainer  # the loss is printed every `logging_steps` (`{'loss': ...}` lines)
 
 
-def train_stage(model, dataset, tokenizer, args: CodeBCStageArguments, output_dir: str,
-                log: list | None = None) -> float:
+def train_stage(
+    model, dataset, tokenizer, args: CodeBCStageArguments, output_dir: str, log: list | None = None
+) -> float:
     """Runs one stage; returns the mean training loss. `log`, if given, receives the logged `{"step", "loss"}`
     points (the loss curve the reproduce stores beside its table)."""
     trainer = make_trainer(model, dataset, tokenizer, args, output_dir)

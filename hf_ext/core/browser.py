@@ -169,8 +169,9 @@ def chromium(viewport: dict[str, int] | None = None) -> Iterator[BrowserContext]
 @contextlib.contextmanager
 def launched(demo: Any) -> Iterator[str]:
     """Launches a `gradio.Blocks` on 127.0.0.1 (a free port) without blocking; yields its URL, closes it after."""
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True,
-                            share=False)
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, share=False
+    )
     try:
         yield url
     finally:
@@ -224,15 +225,19 @@ def save_screenshot(page: Page, path: str | os.PathLike) -> Path:
     return path
 
 
-def run_space(spec: MethodSpec, check: str = "browser_check", screenshot: str | os.PathLike | None = None,
-              context: BrowserContext | None = None) -> Path | None:
+def run_space(
+    spec: MethodSpec,
+    check: str = "browser_check",
+    screenshot: str | os.PathLike | None = None,
+    context: BrowserContext | None = None,
+) -> Path | None:
     """Launches the method's Space, opens it in Chromium, runs one of its browser scripts, checks no stack trace
     shows and optionally saves a screenshot. Returns the screenshot path."""
     from hf_ext.core.cli import load_space_app
 
     script = browser_script(spec)[check]
     demo = load_space_app(spec).build_demo()
-    with launched(demo) as url, (contextlib.nullcontext(context) if context else chromium()) as ctx:
+    with launched(demo) as url, contextlib.nullcontext(context) if context else chromium() as ctx:
         page = open_space(ctx, url)
         try:
             script(page)
@@ -317,8 +322,11 @@ def expect_image(page: Page, elem_id: str) -> Locator:
 
     img = page.locator(f"#{elem_id} img").first
     expect(img).to_be_visible(timeout=RESULT_TIMEOUT_MS)
-    page.wait_for_function("img => img.complete && img.naturalWidth > 0 && img.naturalHeight > 0",
-                           arg=img.element_handle(), timeout=ACTION_TIMEOUT_MS)
+    page.wait_for_function(
+        "img => img.complete && img.naturalWidth > 0 && img.naturalHeight > 0",
+        arg=img.element_handle(),
+        timeout=ACTION_TIMEOUT_MS,
+    )
     return img
 
 

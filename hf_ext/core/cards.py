@@ -60,13 +60,19 @@ HF_EXT_WHEEL = "hf_ext-0.1.0-py3-none-any.whl"
 # Third-party packages the *remote code* of a method needs beyond torch + transformers, imported lazily there, with
 # the exact pip line shown on the card (a missing one raises an ImportError that prints the same line).
 REMOTE_CODE_EXTRAS: dict[str, tuple[str, str]] = {
-    "tinyalign": ("pip install 'faiss-cpu>=1.15.1,<1.16'", "the memory bank (a faiss index) is needed to run the model"),
-    "tba": ("pip install 'diffusers>=0.42.1,<0.43'", "only the DHNG noise generator; the pose regressor loads without it"),
+    "tinyalign": (
+        "pip install 'faiss-cpu>=1.15.1,<1.16'",
+        "the memory bank (a faiss index) is needed to run the model",
+    ),
+    "tba": (
+        "pip install 'diffusers>=0.42.1,<0.43'",
+        "only the DHNG noise generator; the pose regressor loads without it",
+    ),
 }
 # Methods whose artifact needs hf_ext itself (not only remote code) to give the method's outputs.
 NEEDS_HF_EXT = {
-    "h2tune": "the adapter_config.json says `peft_type: \"HF_EXT_H2TUNE\"`: plain PEFT refuses it (KeyError), "
-              "`import hf_ext` registers the triple-matrix LoRA variant",
+    "h2tune": 'the adapter_config.json says `peft_type: "HF_EXT_H2TUNE"`: plain PEFT refuses it (KeyError), '
+    "`import hf_ext` registers the triple-matrix LoRA variant",
     "codebc": "the security-tag control tokens and `generate_with_tag` live in hf_ext",
     "gpmfs": "the selector is a scikit-learn estimator from hf_ext (its arrays are plain safetensors)",
     "amplitudes": "the table is a `datasets` Arrow table; `datasets.load_dataset(repo_id)` reads it without hf_ext",
@@ -76,9 +82,9 @@ NEEDS_HF_EXT = {
 AUTHORS: dict[str, str] = {
     "amplitudes": "Cao, Qu and Dong, Jin and He, Song and Zhu, Fan",
     "tba": "Li, Zhiying and Jin, Yeying and Shen, Fan and Liu, Zhi and Chen, Weibin and Zhang, Pengju and Zhang, "
-           "Xiaomei and Chen, Boyu and Shen, Michael and Wu, Kejian and Fan, Zhaoxin and Dong, Jin",
+    "Xiaomei and Chen, Boyu and Shen, Michael and Wu, Kejian and Fan, Zhaoxin and Dong, Jin",
     "proto_evfl": "Guo, Wei and Duan, Yiyang and Hu, Zhaojun and Tong, Yiqi and Zhuang, Fuzhen and Zhang, Xiao and "
-                  "Dong, Jin and Wu, Ruofan and Liu, Tengfei and Sun, Yifan",
+    "Dong, Jin and Wu, Ruofan and Liu, Tengfei and Sun, Yifan",
 }
 VENUES: dict[str, str] = {"tba": "Pattern Recognition", "orca": "CIKM"}
 
@@ -105,8 +111,12 @@ def bibtex(spec: MethodSpec) -> str:
     if spec.name in AUTHORS:
         fields.append(("author", AUTHORS[spec.name]))
     if spec.arxiv_id:
-        fields += [("year", "20" + spec.arxiv_id[:2]), ("eprint", spec.arxiv_id), ("archivePrefix", "arXiv"),
-                   ("url", spec.arxiv_url)]
+        fields += [
+            ("year", "20" + spec.arxiv_id[:2]),
+            ("eprint", spec.arxiv_id),
+            ("archivePrefix", "arXiv"),
+            ("url", spec.arxiv_url),
+        ]
     if spec.name in VENUES:
         fields.append(("note", VENUES[spec.name]))
     body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields)
@@ -134,15 +144,19 @@ def core_requirement(package: str, default: str) -> str:
 
 
 def _install(spec: MethodSpec) -> str:
-    lines = [f"`pip install \"hf_ext[{spec.name.replace('_', '-')}] @ <URL or path of {HF_EXT_WHEEL}>\"` "
-             "(the wheel: see the hf_ext README, \"Publishing to the Hub\")."]
+    lines = [
+        f'`pip install "hf_ext[{spec.name.replace("_", "-")}] @ <URL or path of {HF_EXT_WHEEL}>"` '
+        '(the wheel: see the hf_ext README, "Publishing to the Hub").'
+    ]
     if spec.name in NEEDS_HF_EXT:
         lines.append(f"hf_ext is needed here: {NEEDS_HF_EXT[spec.name]}.")
     elif spec.kind in ("model", "adapter"):
         torch_req = core_requirement("torch", "torch>=2.13,<2.15")
         transformers_req = core_requirement("transformers", "transformers>=5.24,<6")
-        lines.append(f"Without hf_ext: `pip install '{torch_req}' '{transformers_req}'`; "
-                     "`trust_remote_code=True` runs the modeling code shipped in this repo.")
+        lines.append(
+            f"Without hf_ext: `pip install '{torch_req}' '{transformers_req}'`; "
+            "`trust_remote_code=True` runs the modeling code shipped in this repo."
+        )
     if spec.name in REMOTE_CODE_EXTRAS:
         pip, why = REMOTE_CODE_EXTRAS[spec.name]
         lines.append(f"Optional dependency of the remote code: `{pip}` ({why}).")
@@ -158,11 +172,11 @@ def _usage(spec: MethodSpec, repo_id: str) -> str:
             f"from transformers import {auto}\n\n"
             f"# with hf_ext installed (`import hf_ext` registers the model type):\n"
             f"import hf_ext\n"
-            f"model = {auto}.from_pretrained(\"{repo_id}\")\n\n"
+            f'model = {auto}.from_pretrained("{repo_id}")\n\n'
             f"# without hf_ext: the modeling code ships in the repo\n"
-            f"model = {auto}.from_pretrained(\"{repo_id}\", trust_remote_code=True)"
+            f'model = {auto}.from_pretrained("{repo_id}", trust_remote_code=True)'
         )
-    return f"import hf_ext\n# see `hf-ext {spec.name} --help`\nhf_ext.get_method(\"{spec.name}\")"
+    return f'import hf_ext\n# see `hf-ext {spec.name} --help`\nhf_ext.get_method("{spec.name}")'
 
 
 def _hub_dataset_ids(spec: MethodSpec, record: dict | None) -> list[str]:
@@ -180,20 +194,35 @@ def _eval_results(spec: MethodSpec, record: dict) -> list[EvalResult]:
     for m in record.get("metrics", []):
         ds_name = m.get("dataset") or default_ds
         ds = datasets.get(ds_name, {})
-        results.append(EvalResult(
-            task_type=task, dataset_type=ds.get("hub_id") or ds_name, dataset_name=ds_name,
-            dataset_split=m.get("split"), metric_type=m["type"], metric_name=m["name"], metric_value=m["value"],
-        ))
+        results.append(
+            EvalResult(
+                task_type=task,
+                dataset_type=ds.get("hub_id") or ds_name,
+                dataset_name=ds_name,
+                dataset_split=m.get("split"),
+                metric_type=m["type"],
+                metric_name=m["name"],
+                metric_value=m["value"],
+            )
+        )
     return results
 
 
 def _relabel_body(body: str, trained: bool) -> str:
     """The hand-written reproduction table is the method's (from `hf-ext reproduce`), never this artifact's."""
-    body = re.sub(r"^## Reproduction \(as measured\)", "## Method reproduction (measured by `hf-ext reproduce`; "
-                  "not this artifact's numbers)", body, flags=re.M)
+    body = re.sub(
+        r"^## Reproduction \(as measured\)",
+        "## Method reproduction (measured by `hf-ext reproduce`; not this artifact's numbers)",
+        body,
+        flags=re.M,
+    )
     if not trained:
-        body = re.sub(r"^## Training data$", "## Training data (of the reproduce runs; this artifact was not trained)",
-                      body, flags=re.M)
+        body = re.sub(
+            r"^## Training data$",
+            "## Training data (of the reproduce runs; this artifact was not trained)",
+            body,
+            flags=re.M,
+        )
     return body
 
 
@@ -210,26 +239,46 @@ def _artifact_section(spec: MethodSpec, record: dict) -> str:
     if record.get("datasets"):
         lines += ["", "**Data it was trained on:**", ""]
         for d in record["datasets"]:
-            where = f"[`{d['hub_id']}`](https://huggingface.co/datasets/{d['hub_id']})" if d.get("hub_id") else \
-                "not on the Hub (built or read locally by hf_ext)"
+            where = (
+                f"[`{d['hub_id']}`](https://huggingface.co/datasets/{d['hub_id']})"
+                if d.get("hub_id")
+                else "not on the Hub (built or read locally by hf_ext)"
+            )
             desc = f" — {d['description']}" if d.get("description") else ""
             lines.append(f"- `{d['name']}`: {where}{desc}")
     if record.get("metrics"):
-        lines += ["", "**Measured on this artifact** (also in the `model-index` metadata):", "",
-                  "metric | value | split | data | higher is better", "--- | --- | --- | --- | ---"]
+        lines += [
+            "",
+            "**Measured on this artifact** (also in the `model-index` metadata):",
+            "",
+            "metric | value | split | data | higher is better",
+            "--- | --- | --- | --- | ---",
+        ]
         for m in record["metrics"]:
             hib = {True: "yes", False: "no"}.get(m.get("higher_is_better"), "")
             lines.append(f"{m['name']} | {m['value']:.4g} | {m.get('split') or ''} | {m.get('dataset') or ''} | {hib}")
     if record.get("config"):
-        lines += ["", "<details><summary>Run config</summary>", "", "```json",
-                  json.dumps(record["config"], indent=2, sort_keys=True, default=str), "```", "", "</details>"]
+        lines += [
+            "",
+            "<details><summary>Run config</summary>",
+            "",
+            "```json",
+            json.dumps(record["config"], indent=2, sort_keys=True, default=str),
+            "```",
+            "",
+            "</details>",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def render_card(
-    spec: MethodSpec, *, repo_id: str | None = None, body: str | None = None,
+    spec: MethodSpec,
+    *,
+    repo_id: str | None = None,
+    body: str | None = None,
     base_model: str | list[str] | None = None,
-    record: dict | None = None, untrained: bool = False,
+    record: dict | None = None,
+    untrained: bool = False,
 ) -> ModelCard:
     """Renders and validates the model card of a method.
 
@@ -278,7 +327,9 @@ def render_card(
     card = ModelCard.from_template(
         data,
         template_str=CARD_TEMPLATE,
-        title=spec.title if spec.title.lower().startswith(spec.name.replace("_", "-")) else f"{spec.name} — {spec.title}",
+        title=spec.title
+        if spec.title.lower().startswith(spec.name.replace("_", "-"))
+        else f"{spec.name} — {spec.title}",
         summary=spec.summary,
         paper_title=spec.title,
         paper_url=spec.arxiv_url or "",
@@ -352,7 +403,9 @@ def render_artifact_card(
 
     record = load_training_record(artifact_dir)
     if record is not None and record.get("method") != spec.name:
-        raise CardError(f"{artifact_dir}: its training record is for method {record.get('method')!r}, not {spec.name!r}")
+        raise CardError(
+            f"{artifact_dir}: its training record is for method {record.get('method')!r}, not {spec.name!r}"
+        )
     untrained = record is None or not record.get("trained", True)
     if untrained and not allow_untrained:
         raise UntrainedArtifactError(

@@ -100,13 +100,16 @@ def cmd_push(args) -> int:
         else:
             scratch.append(Path(tempfile.mkdtemp(prefix=f"hf_ext_push_{spec.name}_")))
             out = scratch[-1] / "upload"
-        folder = build_push_folder(spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained,
-                                   wheel=args.wheel)
+        folder = build_push_folder(
+            spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained, wheel=args.wheel
+        )
         files = push_manifest(folder, spec)
         print(f"model repo {args.repo_id} gets {len(files['model'])} files:\n  " + "\n  ".join(files["model"]))
         if args.space_repo_id or args.dry_run:
-            print(f"Space {args.space_repo_id or '(with --space-repo-id)'} gets {len(files['space'])} files:\n  "
-                  + "\n  ".join(files["space"]))
+            print(
+                f"Space {args.space_repo_id or '(with --space-repo-id)'} gets {len(files['space'])} files:\n  "
+                + "\n  ".join(files["space"])
+            )
         if refused:
             print(f"refused ({len(refused)}, not uploaded):\n  " + "\n  ".join(f"{p}: {why}" for p, why in refused))
         if args.dry_run:
@@ -170,23 +173,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="the complete sweeps instead of the quick scale")
 
     # add_help=False: `hf-ext train METHOD --help` reaches the method's own parser (its real options).
-    p = sub.add_parser("train", help="train a method (arguments after METHOD go to its training script)",
-                       add_help=False)
+    p = sub.add_parser(
+        "train", help="train a method (arguments after METHOD go to its training script)", add_help=False
+    )
     p.add_argument("method")
 
     p = sub.add_parser("push", help="push a trained artifact, its card and its Space to the Hub")
     p.add_argument("method")
     p.add_argument("--repo-id", required=True, help="model repo id, e.g. someone/orca-mmoe")
-    p.add_argument("--from", dest="from_dir",
-                   help="a saved artifact folder (default: <work dir>/<method>/artifact; the work dir is "
-                        "$HF_EXT_HOME or ./runs)")
+    p.add_argument(
+        "--from",
+        dest="from_dir",
+        help="a saved artifact folder (default: <work dir>/<method>/artifact; the work dir is $HF_EXT_HOME or ./runs)",
+    )
     p.add_argument("--dry-run", action="store_true", help="write the upload folder to --out and upload nothing")
     p.add_argument("--out", help="where to write the upload folder")
     p.add_argument("--space-repo-id", help="also push spaces/<method>/ as a Gradio Space to this repo")
     p.add_argument("--private", action="store_true")
     p.add_argument("--wheel", help="the hf_ext wheel to ship in the Space's wheels/ (its requirements.txt installs it)")
-    p.add_argument("--allow-untrained", action="store_true",
-                   help="publish an artifact without training_record.json, its card saying 'untrained / random init'")
+    p.add_argument(
+        "--allow-untrained",
+        action="store_true",
+        help="publish an artifact without training_record.json, its card saying 'untrained / random init'",
+    )
 
     p = sub.add_parser("setup", help="install a method's external tools (e.g. solc-js for CodeBC)")
     p.add_argument("method")
@@ -198,16 +207,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     for spec in _methods():
         mp = sub.add_parser(
-            spec.name, help=f"{spec.kind}: {spec.title}",
+            spec.name,
+            help=f"{spec.kind}: {spec.title}",
             description=f"{spec.title} ({spec.arxiv_url or 'no arXiv id'}).\n{spec.summary}",
         )
         mp.set_defaults(method_name=spec.name)
         scripts = mp.add_subparsers(dest="script", required=True)
-        scripts.add_parser("reproduce", help=f"same as `hf-ext reproduce {spec.name}`; pass --help for options",
-                           add_help=False)
+        scripts.add_parser(
+            "reproduce", help=f"same as `hf-ext reproduce {spec.name}`; pass --help for options", add_help=False
+        )
         if spec.train:
-            scripts.add_parser("train", help=f"same as `hf-ext train {spec.name}`; pass --help for options",
-                               add_help=False)
+            scripts.add_parser(
+                "train", help=f"same as `hf-ext train {spec.name}`; pass --help for options", add_help=False
+            )
         for command in spec.commands:
             scripts.add_parser(command, help="pass --help for options", add_help=False)
     return parser

@@ -74,8 +74,9 @@ def time_limited(fn: Callable[..., Any], seconds: float = REQUEST_SECONDS) -> Ca
 def check_file(path: str | os.PathLike | None, max_bytes: int = MAX_FILE_BYTES, what: str = "the upload") -> None:
     """Raises [`RequestTooLarge`] when the uploaded file is bigger than `max_bytes`."""
     if path and os.path.getsize(path) > max_bytes:
-        raise RequestTooLarge(f"{what} is {os.path.getsize(path) / 2**20:.1f} MiB; the Space accepts at most "
-                              f"{max_bytes / 2**20:.0f} MiB")
+        raise RequestTooLarge(
+            f"{what} is {os.path.getsize(path) / 2**20:.1f} MiB; the Space accepts at most {max_bytes / 2**20:.0f} MiB"
+        )
 
 
 def check_csv_shape(path: str | os.PathLike, max_rows: int = MAX_ROWS, max_columns: int = MAX_COLUMNS) -> None:
@@ -145,8 +146,9 @@ def space_model_repos(method: str) -> list[str]:
     return []
 
 
-def load_linked(method: str, load: Callable[[str], Any], build_small: Callable[[], Any],
-                small_note: str) -> tuple[Any, str]:
+def load_linked(
+    method: str, load: Callable[[str], Any], build_small: Callable[[], Any], small_note: str
+) -> tuple[Any, str]:
     """`(model, note)`: `load(repo_id)` of the linked model repo, or `build_small()` with a visible note saying why.
 
     Args:
@@ -166,8 +168,9 @@ def load_linked(method: str, load: Callable[[str], Any], build_small: Callable[[
     return build_small(), f"**Note:** {why}; showing {small_note} instead."
 
 
-def bar_figure(groups: list[str], series: dict[str, list[float]], ylabel: str, title: str | None = None,
-               log: bool = False):
+def bar_figure(
+    groups: list[str], series: dict[str, list[float]], ylabel: str, title: str | None = None, log: bool = False
+):
     """A grouped bar chart (matplotlib, Agg backend) for a `gr.Plot`: one group of bars per entry of `groups`, one
     bar colour per key of `series` (each value lists one height per group)."""
     import matplotlib
@@ -200,5 +203,8 @@ def launch_kwargs() -> dict[str, Any]:
 
 
 def prepare(demo):
-    """The Space's `Blocks`, queued (one request at a time per event, a bounded queue) for `launch(**launch_kwargs())`."""
+    """The Space's `Blocks`, queued (one request at a time per event, a bounded queue).
+
+    Launch it with `launch(**launch_kwargs())`.
+    """
     return demo.queue(default_concurrency_limit=1, max_size=16)

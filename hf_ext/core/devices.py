@@ -17,8 +17,12 @@ DEVICES = ("auto", "cpu", "cuda")
 
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
     """Adds `--device {auto,cpu,cuda}` (default `auto`) to a reproduce / train parser."""
-    parser.add_argument("--device", choices=DEVICES, default=os.environ.get(DEVICE_ENV, "auto"),
-                        help="training device: auto (CUDA when present, as TrainingArguments decides), cpu or cuda")
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default=os.environ.get(DEVICE_ENV, "auto"),
+        help="training device: auto (CUDA when present, as TrainingArguments decides), cpu or cuda",
+    )
 
 
 def set_device(device: str | None) -> str:

@@ -48,7 +48,9 @@ def _check_safetensors(path: Path) -> None:
                 raise CheckpointError(f"{path} is truncated: {size} bytes, not even a safetensors header")
             (header_len,) = struct.unpack("<Q", raw)
             if header_len > size - 8:
-                raise CheckpointError(f"{path} is truncated or not a safetensors file (header claims {header_len} bytes)")
+                raise CheckpointError(
+                    f"{path} is truncated or not a safetensors file (header claims {header_len} bytes)"
+                )
             header = json.loads(f.read(header_len))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{path} has a corrupt safetensors header: {err}") from None
@@ -111,16 +113,19 @@ def verify_checksums(folder: str | os.PathLike) -> bool:
         if not isinstance(files, dict):
             raise TypeError
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
-        raise CheckpointError(f"{manifest} is corrupt: expected {{'algorithm': 'sha256', 'files': {{path: hex}}}}") \
-            from None
+        raise CheckpointError(
+            f"{manifest} is corrupt: expected {{'algorithm': 'sha256', 'files': {{path: hex}}}}"
+        ) from None
     missing = sorted(rel for rel in files if not (folder / rel).is_file())
     if missing:
         raise CheckpointError(f"{folder} is missing {missing} (listed in {CHECKSUMS_FILE}): incomplete artifact")
     for rel, expected in sorted(files.items()):
         got = file_sha256(folder / rel)
         if got != expected:
-            raise CheckpointError(f"{folder / rel} is corrupt: sha256 {got[:12]}… does not match the "
-                                  f"{expected[:12]}… recorded in {CHECKSUMS_FILE} when it was saved")
+            raise CheckpointError(
+                f"{folder / rel} is corrupt: sha256 {got[:12]}… does not match the "
+                f"{expected[:12]}… recorded in {CHECKSUMS_FILE} when it was saved"
+            )
     return True
 
 
@@ -147,8 +152,10 @@ def verify_checkpoint(path: str | os.PathLike, *, model_type: str | None = None)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{config} is not valid JSON: {err}") from None
     if model_type is not None and isinstance(config_dict, dict) and config_dict.get("model_type") != model_type:
-        raise CheckpointError(f"{config} has model_type={config_dict.get('model_type')!r}, but this class loads "
-                              f"model_type={model_type!r}: another model's artifact")
+        raise CheckpointError(
+            f"{config} has model_type={config_dict.get('model_type')!r}, but this class loads "
+            f"model_type={model_type!r}: another model's artifact"
+        )
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
@@ -300,8 +307,13 @@ def save_artifact(model: Any, out_dir: str | os.PathLike, spec: MethodSpec | Non
     return atomic_write_dir(out_dir, write)
 
 
-def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_repo_id: str | None = None,
-                       wheel: str | os.PathLike | None = None) -> Path:
+def write_space_folder(
+    spec: MethodSpec,
+    out_dir: str | os.PathLike,
+    *,
+    model_repo_id: str | None = None,
+    wheel: str | os.PathLike | None = None,
+) -> Path:
     """Copies `spaces/<method>/` into `out_dir`, pointing its front-matter `models:` at the pushed model repo; with
     `wheel`, copies the hf_ext wheel to `wheels/` (what the Space's requirements.txt installs)."""
     from huggingface_hub import SpaceCard
@@ -329,20 +341,43 @@ def write_space_folder(spec: MethodSpec, out_dir: str | os.PathLike, *, model_re
 # File names (any folder depth) that go into a model repo; everything else is refused and listed.
 PUSH_ALLOWED = (
     # weights (safetensors only) and their index
-    "*.safetensors", "model.safetensors.index.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
     # configs and modeling code (remote code)
-    "config.json", "generation_config.json", "*.py",
+    "config.json",
+    "generation_config.json",
+    "*.py",
     # tokenizers and processors
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json",
-    "vocab.txt", "merges.txt", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "chat_template.jinja",
-    "chat_template.json", "preprocessor_config.json", "processor_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "chat_template.jinja",
+    "chat_template.json",
+    "preprocessor_config.json",
+    "processor_config.json",
     # PEFT adapters (adapter_model.safetensors is matched above)
     "adapter_config.json",
     # sentence-transformers module files (FedE4RAG's retriever)
-    "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
     # the card, tables, and what hf_ext records about the artifact
-    "README.md", "*.arrow", "*.parquet", "dataset_info.json", "dataset_dict.json", "state.json",
-    "training_record.json", CHECKSUMS_FILE, "client.json",
+    "README.md",
+    "*.arrow",
+    "*.parquet",
+    "dataset_info.json",
+    "dataset_dict.json",
+    "state.json",
+    "training_record.json",
+    CHECKSUMS_FILE,
+    "client.json",
 )
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".dill", ".npy", ".npz", ".h5")
 
@@ -408,13 +443,22 @@ def artifact_parts(artifact_dir: str | os.PathLike) -> list[Path]:
     src = Path(artifact_dir)
     if not src.is_dir() or (src / "config.json").is_file():
         return []
-    return sorted(p for p in src.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "spaces"
-                  and (p / "config.json").is_file())
+    return sorted(
+        p
+        for p in src.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p.name != "spaces" and (p / "config.json").is_file()
+    )
 
 
 def build_push_folder(
-    spec: MethodSpec, artifact_dir: str | os.PathLike, out_dir: str | os.PathLike, *, repo_id: str,
-    allow_untrained: bool = False, wheel: str | os.PathLike | None = None, **card_kwargs
+    spec: MethodSpec,
+    artifact_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    repo_id: str,
+    allow_untrained: bool = False,
+    wheel: str | os.PathLike | None = None,
+    **card_kwargs,
 ) -> Path:
     """Writes the exact folder `hf-ext push` uploads: the allowed artifact files (see [`select_push_files`]), a
     `README.md` model card rendered from the artifact's training record (see
@@ -429,8 +473,9 @@ def build_push_folder(
     for folder in parts or [src]:  # every part is checked like a whole artifact
         verify_checkpoint(folder)
     allowed, _ = select_push_files(src)
-    if not any(name.endswith((".safetensors", ".arrow", ".parquet")) or name.endswith("config.json")
-               for name in allowed):
+    if not any(
+        name.endswith((".safetensors", ".arrow", ".parquet")) or name.endswith("config.json") for name in allowed
+    ):
         raise PushRefusedError(f"{src} holds no weights, tables or config.json that may be pushed")
     # the root's training record, else (a multi-part artifact) the first part's: each part saves the run's
     card_source = next((p for p in (src, *parts) if (p / RECORD_FILE).is_file()), src)
@@ -452,21 +497,27 @@ def push_manifest(folder: str | os.PathLike, spec: MethodSpec) -> dict[str, list
     folder = Path(folder)
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     space_prefix = f"spaces/{spec.name}/"
-    return {"model": [f for f in files if not f.startswith("spaces/")],
-            "space": [f[len(space_prefix):] for f in files if f.startswith(space_prefix)]}
+    return {
+        "model": [f for f in files if not f.startswith("spaces/")],
+        "space": [f[len(space_prefix) :] for f in files if f.startswith(space_prefix)],
+    }
 
 
 def push_folder(
-    spec: MethodSpec, folder: str | os.PathLike, repo_id: str, *, space_repo_id: str | None = None,
-    token: str | None = None, private: bool | None = None, commit_message: str | None = None,
+    spec: MethodSpec,
+    folder: str | os.PathLike,
+    repo_id: str,
+    *,
+    space_repo_id: str | None = None,
+    token: str | None = None,
+    private: bool | None = None,
+    commit_message: str | None = None,
 ) -> dict[str, str]:
     """Uploads a folder made by [`build_push_folder`]: the model repo, and the Space when `space_repo_id` is set.
 
     Uses `HfApi.create_repo` + `upload_folder`; the endpoint comes from `HF_ENDPOINT` as usual.
     """
-    from huggingface_hub import HfApi
-
-    from huggingface_hub import CommitOperationAdd
+    from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(token=token)
     folder = Path(folder)

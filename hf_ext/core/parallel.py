@@ -50,8 +50,9 @@ def run_jobs(
                 bar.update()
             return
         ctx = multiprocessing.get_context("spawn")  # fork would copy torch's thread pools and locks
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=quiet_worker_init,
-                                 initargs=(tuple(quiet_loggers),)) as pool:
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=quiet_worker_init, initargs=(tuple(quiet_loggers),)
+        ) as pool:
             futures = [pool.submit(fn, *job) for job in jobs]
             for future in as_completed(futures):
                 yield future.result()

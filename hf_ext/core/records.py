@@ -97,8 +97,15 @@ def save_training_record(
     return folder / RECORD_FILE
 
 
-def metric(name: str, type: str, value: float, *, split: str | None = "test", dataset: str | None = None,
-           higher_is_better: bool | None = None) -> dict[str, Any]:
+def metric(
+    name: str,
+    type: str,
+    value: float,
+    *,
+    split: str | None = "test",
+    dataset: str | None = None,
+    higher_is_better: bool | None = None,
+) -> dict[str, Any]:
     """One entry of a record's `metrics` (`type` is the Hub metric id, e.g. `"accuracy"`, `"bleu"`, `"mae"`)."""
     out = {"name": name, "type": type, "value": float(value), "split": split, "dataset": dataset}
     if higher_is_better is not None:

@@ -28,6 +28,7 @@ CONTRACT_CHECKS: dict[str, tuple[str, ...]] = {
     "numerics": ("config_roundtrip", "save_load_outputs", "card", "space", "cli_help"),
 }
 
+
 class RegistryError(ValueError):
     """Raised when a method declaration is malformed or a method name is unknown."""
 
@@ -184,21 +185,29 @@ def _guard_from_pretrained(model_class: type) -> None:
         # checked there, not against the root's config
         subfolder = kwargs.get("subfolder")
         local = os.path.isdir(pretrained_model_name_or_path)
-        target = os.path.join(pretrained_model_name_or_path, subfolder) if subfolder and local else \
-            pretrained_model_name_or_path
+        target = (
+            os.path.join(pretrained_model_name_or_path, subfolder)
+            if subfolder and local
+            else pretrained_model_name_or_path
+        )
         verify_checkpoint(target, model_type=model_type or None)
         if not strict:
             return original(cls, pretrained_model_name_or_path, *args, **kwargs)
         wants_info = kwargs.pop("output_loading_info", False)
         model, info = original(cls, pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
-        problems = {k: sorted(map(str, info.get(k) or ())) for k in ("missing_keys", "unexpected_keys",
-                                                                       "mismatched_keys", "error_msgs")}
+        problems = {
+            k: sorted(map(str, info.get(k) or ()))
+            for k in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs")
+        }
         problems = {k: v for k, v in problems.items() if v}
         if problems:
-            detail = "; ".join(f"{k.replace('_', ' ')}: {v[:8]}{' ...' if len(v) > 8 else ''}"
-                               for k, v in problems.items())
-            raise CheckpointError(f"{pretrained_model_name_or_path} does not match {cls.__name__}: {detail} "
-                                  f"(pass hf_ext_strict=False to load anyway with transformers' load report)")
+            detail = "; ".join(
+                f"{k.replace('_', ' ')}: {v[:8]}{' ...' if len(v) > 8 else ''}" for k, v in problems.items()
+            )
+            raise CheckpointError(
+                f"{pretrained_model_name_or_path} does not match {cls.__name__}: {detail} "
+                f"(pass hf_ext_strict=False to load anyway with transformers' load report)"
+            )
         return (model, info) if wants_info else model
 
     @functools.wraps(original_save)

@@ -102,7 +102,6 @@ def causal_lm_logits(model: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return {"logits": model(**inputs).logits}
 
 
-
 @dataclass
 class BadInput:
     """One bad-input case of the fuzz suite (`tests/fuzz/`): a call that must fail with a clear error.
@@ -155,8 +154,9 @@ def classify_bad_input(case: BadInput, timeout_s: float = 60.0) -> tuple[str, st
 def assert_clear_error(case: BadInput, timeout_s: float = 60.0) -> None:
     """Fails the test unless `case` raises its expected error with a message that names the problem."""
     verdict, message = classify_bad_input(case, timeout_s)
-    assert verdict == "clear", f"{case.name}: {verdict} ({message or 'no error raised'}); expected {case.error} " \
-                               f"matching {case.match!r}"
+    assert verdict == "clear", (
+        f"{case.name}: {verdict} ({message or 'no error raised'}); expected {case.error} matching {case.match!r}"
+    )
 
 
 def build_wheel(checkout: Path, out: Path) -> Path:

@@ -96,11 +96,14 @@ class MockHub:
             def _route_get(self, head: bool) -> None:
                 path = unquote(urlsplit(self.path).path)
                 if path.startswith("/api/whoami"):
-                    return self._send(200, {"type": "user", "name": "tester", "orgs": [],
-                                            "auth": {"accessToken": {"role": "write"}}}, head=head)
+                    return self._send(
+                        200,
+                        {"type": "user", "name": "tester", "orgs": [], "auth": {"accessToken": {"role": "write"}}},
+                        head=head,
+                    )
                 m = re.match(RESOLVE, path)
                 if m:
-                    kind = (m.group(1) or "models")
+                    kind = m.group(1) or "models"
                     return self._resolve(kind, m.group(2), m.group(3), m.group(4), head)
                 m = re.match(rf"^/api/{REPO}/tree/([^/]+)(?:/(.*))?$", path)
                 if m:
@@ -126,8 +129,17 @@ class MockHub:
                     return
                 folder, sha = found
                 files = [{"rfilename": p} for p in hub.files(folder)]
-                info = {"id": rid, "sha": sha, "siblings": files, "private": False, "disabled": False,
-                        "gated": False, "tags": [], "downloads": 0, "likes": 0}
+                info = {
+                    "id": rid,
+                    "sha": sha,
+                    "siblings": files,
+                    "private": False,
+                    "disabled": False,
+                    "gated": False,
+                    "tags": [],
+                    "downloads": 0,
+                    "likes": 0,
+                }
                 if kind == "spaces":
                     info["sdk"] = "gradio"
                 self._send(200, info, head=head)
@@ -143,7 +155,7 @@ class MockHub:
                 for rel in hub.files(folder):
                     if prefix and not rel.startswith(prefix + "/"):
                         continue
-                    rest = rel[len(prefix) + 1:] if prefix else rel
+                    rest = rel[len(prefix) + 1 :] if prefix else rel
                     if not recursive and "/" in rest:
                         folders.add((prefix + "/" if prefix else "") + rest.split("/", 1)[0])
                         continue
@@ -191,14 +203,23 @@ class MockHub:
                     d.mkdir(parents=True, exist_ok=True)
                     prefix = "" if kind == "model" else kind + "s/"
                     url = f"http://{self.headers['Host']}/{prefix}{rid}"
-                    return self._send(409 if exists else 200, {"url": url, "name": rid, **({"error": "exists"} if exists else {})})
+                    return self._send(
+                        409 if exists else 200, {"url": url, "name": rid, **({"error": "exists"} if exists else {})}
+                    )
                 if self.path == "/api/validate-yaml":
                     return self._validate_yaml(body)
                 m = re.match(rf"^/api/{REPO}/preupload/(.+)$", self.path)
                 if m:
                     files = json.loads(body)["files"]
-                    return self._send(200, {"files": [{"path": f["path"], "uploadMode": "regular",
-                                                       "shouldIgnore": False, "oid": None} for f in files]})
+                    return self._send(
+                        200,
+                        {
+                            "files": [
+                                {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
+                                for f in files
+                            ]
+                        },
+                    )
                 m = re.match(rf"^/api/{REPO}/commit/(.+)$", self.path)
                 if m:
                     return self._commit(m.group(1), m.group(2), body)
@@ -239,8 +260,14 @@ class MockHub:
                     sha = hashlib.sha1(body + str(len(hub.heads.get((kind, rid), []))).encode()).hexdigest()
                     hub._record_commit(kind, rid, sha)
                 prefix = "" if kind == "models" else kind + "/"
-                return self._send(200, {"commitUrl": f"http://{self.headers['Host']}/{prefix}{rid}/commit/{sha}",
-                                        "commitOid": sha, "pullRequestUrl": None})
+                return self._send(
+                    200,
+                    {
+                        "commitUrl": f"http://{self.headers['Host']}/{prefix}{rid}/commit/{sha}",
+                        "commitOid": sha,
+                        "pullRequestUrl": None,
+                    },
+                )
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -293,10 +320,18 @@ def serving(root: str | Path) -> Iterator[MockHub]:
     root = Path(root)
     with MockHub(root / "store") as server, contextlib.ExitStack() as stack:
         home = root / "hf_home"
-        stack.enter_context(mock.patch.dict(os.environ, {"HF_ENDPOINT": server.url, "HF_TOKEN": "hf_fake",
-                                                         "HF_HUB_OFFLINE": "0", "HF_HOME": str(home)}))
-        for name, value in (("ENDPOINT", server.url), ("HF_HUB_OFFLINE", False), ("HF_HUB_CACHE", str(home / "hub")),
-                            ("HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")):
+        stack.enter_context(
+            mock.patch.dict(
+                os.environ,
+                {"HF_ENDPOINT": server.url, "HF_TOKEN": "hf_fake", "HF_HUB_OFFLINE": "0", "HF_HOME": str(home)},
+            )
+        )
+        for name, value in (
+            ("ENDPOINT", server.url),
+            ("HF_HUB_OFFLINE", False),
+            ("HF_HUB_CACHE", str(home / "hub")),
+            ("HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"),
+        ):
             stack.enter_context(mock.patch.object(constants, name, value))
         stack.enter_context(mock.patch.object(hf_api.api, "endpoint", server.url))
         yield server

@@ -32,25 +32,65 @@ _LOADING = contextvars.ContextVar("hf_ext_loading_saved_config", default=False)
 
 # Keys a `PreTrainedConfig.__init__` consumes or tolerates without them being dataclass fields (see
 # `PreTrainedConfig.__post_init__` in transformers 5) and keys `to_dict()` writes for every config.
-_COMMON_KEYS = frozenset({
-    "torch_dtype", "dtype", "name_or_path", "_name_or_path", "_commit_hash", "output_attentions",
-    "attn_implementation", "experts_implementation", "per_layer_config", "num_labels", "transformers_version",
-    "architectures", "auto_map", "model_type", "rope_scaling", "rope_theta", "rope_type", "partial_rotary_factor",
-    "_attn_implementation_internal", "_experts_implementation_internal", "return_dict", "output_hidden_states",
-    "use_return_dict", "tie_word_embeddings",
-})
+_COMMON_KEYS = frozenset(
+    {
+        "torch_dtype",
+        "dtype",
+        "name_or_path",
+        "_name_or_path",
+        "_commit_hash",
+        "output_attentions",
+        "attn_implementation",
+        "experts_implementation",
+        "per_layer_config",
+        "num_labels",
+        "transformers_version",
+        "architectures",
+        "auto_map",
+        "model_type",
+        "rope_scaling",
+        "rope_theta",
+        "rope_type",
+        "partial_rotary_factor",
+        "_attn_implementation_internal",
+        "_experts_implementation_internal",
+        "return_dict",
+        "output_hidden_states",
+        "use_return_dict",
+        "tie_word_embeddings",
+    }
+)
 
 
 # Keys that configs on the Hub carry from older transformers versions (not fields in transformers 5): building a
 # config from such a dict in code (e.g. `MyConfig(**pretrained.config.to_dict())`) warns about them by name
 # instead of raising, as loading does.
-LEGACY_HUB_KEYS = frozenset({
-    "gradient_checkpointing", "position_embedding_type", "torchscript", "use_bfloat16", "xla_device",
-    "pruned_heads", "tie_encoder_decoder", "chunk_size_feed_forward", "is_decoder", "add_cross_attention",
-    "cross_attention_hidden_size", "tokenizer_class", "prefix", "task_specific_params", "finetuning_task",
-    "decoder_start_token_id", "sep_token_id", "tf_legacy_loss", "use_cache", "output_scores",
-    "return_dict_in_generate", "classifier_dropout",
-})
+LEGACY_HUB_KEYS = frozenset(
+    {
+        "gradient_checkpointing",
+        "position_embedding_type",
+        "torchscript",
+        "use_bfloat16",
+        "xla_device",
+        "pruned_heads",
+        "tie_encoder_decoder",
+        "chunk_size_feed_forward",
+        "is_decoder",
+        "add_cross_attention",
+        "cross_attention_hidden_size",
+        "tokenizer_class",
+        "prefix",
+        "task_specific_params",
+        "finetuning_task",
+        "decoder_start_token_id",
+        "sep_token_id",
+        "tf_legacy_loss",
+        "use_cache",
+        "output_scores",
+        "return_dict_in_generate",
+        "classifier_dropout",
+    }
+)
 
 
 @contextlib.contextmanager
@@ -106,12 +146,17 @@ def check_config_keys(config_class: type, kwargs: dict[str, Any]) -> None:
         hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     name = config_class.__name__
     if _LOADING.get() or all(key in LEGACY_HUB_KEYS for key in unknown):
-        warnings.warn(f"{name}: keys of a saved config that this version does not know, kept as attributes: "
-                      f"{', '.join(hints)}", UnknownConfigKeyWarning, stacklevel=4)
+        warnings.warn(
+            f"{name}: keys of a saved config that this version does not know, kept as attributes: {', '.join(hints)}",
+            UnknownConfigKeyWarning,
+            stacklevel=4,
+        )
         return
-    raise UnknownConfigKeyError(f"{name} got unknown config keys {', '.join(hints)}; the fields are the "
-                                f"documented arguments of {name} (unknown keys are refused in code and only warned "
-                                f"about when loading a saved config.json)")
+    raise UnknownConfigKeyError(
+        f"{name} got unknown config keys {', '.join(hints)}; the fields are the "
+        f"documented arguments of {name} (unknown keys are refused in code and only warned "
+        f"about when loading a saved config.json)"
+    )
 
 
 def guard_config_keys(config_class: type) -> None:
@@ -157,8 +202,9 @@ def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
     return value
 
 
-def check_finite_number(name: str, value: Any, low: float = -math.inf, high: float = math.inf,
-                        low_open: bool = False) -> float:
+def check_finite_number(
+    name: str, value: Any, low: float = -math.inf, high: float = math.inf, low_open: bool = False
+) -> float:
     """`value` as a finite float in `[low, high]` (`(low, high]` with `low_open`)."""
     try:
         x = float(value)
@@ -179,6 +225,15 @@ def check_ids_in_range(name: str, ids: Iterable[int], size: int) -> list[int]:
     return out
 
 
-__all__ = ["LEGACY_HUB_KEYS", "UnknownConfigKeyError", "UnknownConfigKeyWarning", "check_config_keys",
-           "check_finite_number", "check_ids_in_range", "check_positive_int", "guard_config_keys", "known_config_keys",
-           "loading_saved_config"]
+__all__ = [
+    "LEGACY_HUB_KEYS",
+    "UnknownConfigKeyError",
+    "UnknownConfigKeyWarning",
+    "check_config_keys",
+    "check_finite_number",
+    "check_ids_in_range",
+    "check_positive_int",
+    "guard_config_keys",
+    "known_config_keys",
+    "loading_saved_config",
+]

@@ -24,8 +24,16 @@ SPEC = register_method(
             "question–passage similarity matrices; the uploads can be CKKS-encrypted (TenSEAL) so the server only "
             "adds ciphertexts."
         ),
-        tags=("federated-learning", "flower", "retrieval", "rag", "sentence-transformers", "homomorphic-encryption",
-              "knowledge-distillation", "lora"),
+        tags=(
+            "federated-learning",
+            "flower",
+            "retrieval",
+            "rag",
+            "sentence-transformers",
+            "homomorphic-encryption",
+            "knowledge-distillation",
+            "lora",
+        ),
         config_class="hf_ext.fede4rag.configuration_fede4rag:FedE4RAGConfig",
         auto_classes={"AutoModel": "hf_ext.fede4rag.modeling_fede4rag:FedE4RAGRetriever"},
         reproduce="hf_ext.fede4rag.reproduce:main",

@@ -26,9 +26,9 @@ from flwr.clientapp import ClientApp
 
 from hf_ext.core.federated import DEFAULT_MAX_ABS, arrays_to_state_dict, state_dict_to_arrays
 
+from .encoder import adapter_arrays
 from .he import ClientCipher, flatten_state, make_keys, unflatten_state
 from .strategy import CHUNK_PREFIX, chunks_to_record, record_to_chunks
-from .encoder import adapter_arrays
 from .task import FedE4RAGClient, RunConfig, build_model, client_pairs
 
 app = ClientApp()
@@ -37,13 +37,17 @@ app = ClientApp()
 def _cipher(context: Context) -> ClientCipher:
     named = sorted(k for k in context.run_config if "secret" in str(k).lower())
     if named:
-        raise ValueError(f"the run config names {named}: the server receives the run config, so the secret "
-                         "context belongs in this SuperNode's node config only ('he-secret-path')")
+        raise ValueError(
+            f"the run config names {named}: the server receives the run config, so the secret "
+            "context belongs in this SuperNode's node config only ('he-secret-path')"
+        )
     secret = context.node_config.get("he-secret-path")
     public = context.node_config.get("he-public-path", context.run_config.get("he-public-path"))
     if not secret or not public:
-        raise ValueError("encrypt is on but this node has no 'he-secret-path' in its node config (or no "
-                         "'he-public-path' in its node or run config)")
+        raise ValueError(
+            "encrypt is on but this node has no 'he-secret-path' in its node config (or no "
+            "'he-public-path' in its node or run config)"
+        )
     return ClientCipher(Path(str(secret)).read_bytes(), Path(str(public)).read_bytes())
 
 
@@ -86,15 +90,16 @@ def _global_state(record: ArrayRecord, client: FedE4RAGClient, context: Context)
         t0 = time.perf_counter()
         values = _cipher(context).decrypt(record_to_chunks(record), flat.size)
         return _checked(unflatten_state(values, layout), "decrypted"), time.perf_counter() - t0
-    return _checked({k: v.numpy() for k, v in arrays_to_state_dict(record, reference=reference).items()},
-                    "clear"), 0.0
+    return _checked({k: v.numpy() for k, v in arrays_to_state_dict(record, reference=reference).items()}, "clear"), 0.0
 
 
 def _company(run: RunConfig, context: Context) -> int:
     pid = int(context.node_config["partition-id"])
     if not 0 <= pid < len(run.companies):
-        raise ValueError(f"partition-id {pid} has no company: the run has {len(run.companies)} clients "
-                         f"(client-companies {run.companies})")
+        raise ValueError(
+            f"partition-id {pid} has no company: the run has {len(run.companies)} clients "
+            f"(client-companies {run.companies})"
+        )
     return run.companies[pid]
 
 
@@ -103,8 +108,9 @@ def query(msg: Message, context: Context) -> Message:
     run = RunConfig.from_run_config(context.run_config)
     pairs = client_pairs(_company(run, context), run)  # no training: no caches needed
     n_params = sum(v.size for v in _shared_model(run)[2].values())
-    return Message(RecordDict({"metrics": MetricRecord({"num-examples": len(pairs),
-                                                        "num-params": int(n_params)})}), reply_to=msg)
+    return Message(
+        RecordDict({"metrics": MetricRecord({"num-examples": len(pairs), "num-params": int(n_params)})}), reply_to=msg
+    )
 
 
 @app.train()
@@ -119,8 +125,13 @@ def train(msg: Message, context: Context) -> Message:
         raise ValueError("the server's train message carries no 'arrays' record")
     start, decrypt_s = _global_state(msg.content["arrays"], client, context)
     state = client.fit(start)
-    metrics = {"num-examples": client.num_examples, "partition-id": pid, "num-steps": client.last_steps,
-               "decrypt-s": decrypt_s, **{f"loss-{k}": float(v) for k, v in client.last_loss.items()}}
+    metrics = {
+        "num-examples": client.num_examples,
+        "partition-id": pid,
+        "num-steps": client.last_steps,
+        "decrypt-s": decrypt_s,
+        **{f"loss-{k}": float(v) for k, v in client.last_loss.items()},
+    }
     content = {}
     if run.encrypt:
         flat, _ = flatten_state(state)

@@ -113,8 +113,9 @@ def load_test(path: str | os.PathLike | None = None) -> tuple[list[TestQuestion]
             golden.setdefault(f"gold-{idx}", text)
         other = row.get("other_info", "")
         company = other.get("company", "") if isinstance(other, dict) else ""
-        questions.append(TestQuestion(kc["question"], str(kc.get("answer", "")), tuple(f"gold-{i}" for i in ids),
-                                      company))
+        questions.append(
+            TestQuestion(kc["question"], str(kc.get("answer", "")), tuple(f"gold-{i}" for i in ids), company)
+        )
     return questions, golden
 
 
@@ -165,5 +166,16 @@ def train_holdout_split(pairs: list[Pair], holdout: float = 0.1, seed: int = 0) 
     return [pairs[i] for i in order[n_hold:]], [pairs[i] for i in order[:n_hold]]
 
 
-__all__ = ["COMPANIES", "Corpus", "Pair", "TestQuestion", "build_corpus", "data_dir", "load_pairs", "load_test",
-           "partition_by_company", "reference_corpus", "train_holdout_split"]
+__all__ = [
+    "COMPANIES",
+    "Corpus",
+    "Pair",
+    "TestQuestion",
+    "build_corpus",
+    "data_dir",
+    "load_pairs",
+    "load_test",
+    "partition_by_company",
+    "reference_corpus",
+    "train_holdout_split",
+]

@@ -69,8 +69,9 @@ def lora_config(rank: int = 8, alpha: int = 16, layers: Sequence[int] | None = N
     kwargs = {}
     if layers is not None:
         kwargs = {"layers_to_transform": sorted(int(i) for i in layers), "layers_pattern": "layer"}
-    return LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(LORA_TARGETS),
-                      bias="none", **kwargs)
+    return LoraConfig(
+        r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(LORA_TARGETS), bias="none", **kwargs
+    )
 
 
 def trainable_state(model) -> dict[str, torch.Tensor]:
@@ -88,16 +89,20 @@ def load_trainable_state(model, state) -> None:
     key raises `ValueError` before anything is copied (the model is never left half-loaded)."""
     params = trainable_state(model)
     if set(state) != set(params):
-        raise ValueError(f"state keys differ from the trainable parameters: missing "
-                         f"{sorted(set(params) - set(state))[:3]}, unexpected {sorted(set(state) - set(params))[:3]}")
+        raise ValueError(
+            f"state keys differ from the trainable parameters: missing "
+            f"{sorted(set(params) - set(state))[:3]}, unexpected {sorted(set(state) - set(params))[:3]}"
+        )
     values = {}
     for name, p in params.items():
         value = torch.as_tensor(np.asarray(state[name]))
         if tuple(value.shape) != tuple(p.shape):
             raise ValueError(f"{name!r}: shape {tuple(value.shape)} != {tuple(p.shape)}")
         if not value.is_floating_point() or not bool(torch.isfinite(value).all()):
-            raise ValueError(f"{name!r}: the adapter state must hold finite floats, got dtype {value.dtype} with "
-                             "NaN/Inf or integer values")
+            raise ValueError(
+                f"{name!r}: the adapter state must hold finite floats, got dtype {value.dtype} with "
+                "NaN/Inf or integer values"
+            )
         values[name] = value
     with torch.no_grad():
         for name, p in params.items():
@@ -130,17 +135,26 @@ class HiddenCache:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths share a batch: less padding
         with torch.inference_mode():
             for s in range(0, len(order), batch_size):
-                rows = order[s:s + batch_size]
-                enc = tokenizer([texts[i] for i in rows], truncation=True, max_length=max_length, padding=True,
-                                return_tensors="pt")
+                rows = order[s : s + batch_size]
+                enc = tokenizer(
+                    [texts[i] for i in rows], truncation=True, max_length=max_length, padding=True, return_tensors="pt"
+                )
                 hidden = retriever.lower_hidden_states(enc["input_ids"], enc["attention_mask"], start_layer)
                 for j, i in enumerate(rows):
                     states[i] = hidden[j, : int(enc["attention_mask"][j].sum())].clone()
         return cls(states, start_layer)
 
     @classmethod
-    def cached(cls, folder: str | os.PathLike, model, tokenizer, texts: Sequence[str], max_length: int,
-               start_layer: int, tag: str = ""):
+    def cached(
+        cls,
+        folder: str | os.PathLike,
+        model,
+        tokenizer,
+        texts: Sequence[str],
+        max_length: int,
+        start_layer: int,
+        tag: str = "",
+    ):
         """[`build`], stored in `folder` under a key of (encoder weights file, texts, length, layer); atomic write."""
         from safetensors.torch import load_file, save_file
 
@@ -158,8 +172,10 @@ class HiddenCache:
         cache = cls.build(model, tokenizer, texts, max_length, start_layer)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        save_file({"states": torch.cat(cache.states).contiguous(),
-                   "lengths": torch.tensor([len(s) for s in cache.states])}, str(tmp))
+        save_file(
+            {"states": torch.cat(cache.states).contiguous(), "lengths": torch.tensor([len(s) for s in cache.states])},
+            str(tmp),
+        )
         os.replace(tmp, path)
         return cache
 
@@ -175,8 +191,15 @@ class HiddenCache:
         return {"hidden_states": hidden, "attention_mask": mask, "start_layer": self.start_layer}
 
 
-def encode_texts(model, tokenizer=None, texts: Sequence[str] | None = None, *, cache: HiddenCache | None = None,
-                 max_length: int = 256, batch_size: int = 64) -> np.ndarray:
+def encode_texts(
+    model,
+    tokenizer=None,
+    texts: Sequence[str] | None = None,
+    *,
+    cache: HiddenCache | None = None,
+    max_length: int = 256,
+    batch_size: int = 64,
+) -> np.ndarray:
     """Sentence vectors (float32, `(n, hidden)`) of `texts`, or of every row of `cache`."""
     was_training = model.training
     model.eval()
@@ -186,12 +209,19 @@ def encode_texts(model, tokenizer=None, texts: Sequence[str] | None = None, *, c
     order = sorted(range(n), key=lambda i: lengths[i])
     with torch.inference_mode():
         for s in range(0, n, batch_size):
-            rows = order[s:s + batch_size]
+            rows = order[s : s + batch_size]
             if cache is not None:
                 inputs = cache.batch(rows)
             else:
-                inputs = dict(tokenizer([texts[i] for i in rows], truncation=True, max_length=max_length,
-                                        padding=True, return_tensors="pt"))
+                inputs = dict(
+                    tokenizer(
+                        [texts[i] for i in rows],
+                        truncation=True,
+                        max_length=max_length,
+                        padding=True,
+                        return_tensors="pt",
+                    )
+                )
             out[rows] = model(**inputs).pooler_output.float().numpy()
     model.train(was_training)
     return out
@@ -221,19 +251,30 @@ def save_retriever(model, tokenizer, out_dir: str | os.PathLike, spec=None, **ca
         retriever = copy.deepcopy(model).merge_and_unload()
     config = retriever.config
     if config.pooling != "mean" or not config.normalize:
-        raise ValueError("the sentence-transformers files describe masked mean pooling + normalisation; got "
-                         f"pooling={config.pooling!r}, normalize={config.normalize}")
+        raise ValueError(
+            "the sentence-transformers files describe masked mean pooling + normalisation; got "
+            f"pooling={config.pooling!r}, normalize={config.normalize}"
+        )
 
     def write(tmp: Path) -> None:
         retriever.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "modules.json").write_text(json.dumps(ST_MODULES, indent=2))
         (tmp / "sentence_bert_config.json").write_text(
-            json.dumps({"max_seq_length": config.max_passage_length, "do_lower_case": False}, indent=2))
+            json.dumps({"max_seq_length": config.max_passage_length, "do_lower_case": False}, indent=2)
+        )
         (tmp / "1_Pooling").mkdir()
-        (tmp / "1_Pooling" / "config.json").write_text(json.dumps(
-            {"word_embedding_dimension": config.hidden_size, "pooling_mode_mean_tokens": True,
-             "pooling_mode_cls_token": False, "pooling_mode_max_tokens": False}, indent=2))
+        (tmp / "1_Pooling" / "config.json").write_text(
+            json.dumps(
+                {
+                    "word_embedding_dimension": config.hidden_size,
+                    "pooling_mode_mean_tokens": True,
+                    "pooling_mode_cls_token": False,
+                    "pooling_mode_max_tokens": False,
+                },
+                indent=2,
+            )
+        )
         (tmp / "2_Normalize").mkdir()
         if spec is not None:
             from hf_ext.core.cards import render_card
@@ -243,6 +284,16 @@ def save_retriever(model, tokenizer, out_dir: str | os.PathLike, spec=None, **ca
     return atomic_write_dir(out_dir, write)
 
 
-__all__ = ["HiddenCache", "LORA_TARGETS", "adapter_arrays", "base_retriever", "encode_texts",
-           "load_pretrained_retriever",
-           "load_trainable_state", "lora_config", "minilm_path", "save_retriever", "trainable_state"]
+__all__ = [
+    "HiddenCache",
+    "LORA_TARGETS",
+    "adapter_arrays",
+    "base_retriever",
+    "encode_texts",
+    "load_pretrained_retriever",
+    "load_trainable_state",
+    "lora_config",
+    "minilm_path",
+    "save_retriever",
+    "trainable_state",
+]

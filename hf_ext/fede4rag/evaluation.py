@@ -37,17 +37,34 @@ class RetrievalEvaluator:
         cache_dir (`str`, *optional*): where the hidden states are cached (default `work_dir("fede4rag", "cache")`).
     """
 
-    def __init__(self, model, tokenizer, start_layer: int, max_query_length: int = 64, max_passage_length: int = 128,
-                 cache_dir: str | None = None, data_path: str | None = None, test_path: str | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        start_layer: int,
+        max_query_length: int = 64,
+        max_passage_length: int = 128,
+        cache_dir: str | None = None,
+        data_path: str | None = None,
+        test_path: str | None = None,
+    ):
         cache_dir = cache_dir or str(work_dir("fede4rag", "cache"))
         pairs = load_pairs(data_path or None)
         self.questions, golden = load_test(test_path or None)
         self.corpus = build_corpus(pairs, golden)
         self.golden = [q.gold_ids for q in self.questions]
-        self.q_cache = HiddenCache.cached(Path(cache_dir), model, tokenizer, [q.question for q in self.questions],
-                                          max_query_length, start_layer, tag="testq")
-        self.p_cache = HiddenCache.cached(Path(cache_dir), model, tokenizer, self.corpus.texts, max_passage_length,
-                                          start_layer, tag="corpus")
+        self.q_cache = HiddenCache.cached(
+            Path(cache_dir),
+            model,
+            tokenizer,
+            [q.question for q in self.questions],
+            max_query_length,
+            start_layer,
+            tag="testq",
+        )
+        self.p_cache = HiddenCache.cached(
+            Path(cache_dir), model, tokenizer, self.corpus.texts, max_passage_length, start_layer, tag="corpus"
+        )
 
     def index(self, model) -> RetrievalIndex:
         return RetrievalIndex(self.corpus.ids, encode_texts(model, cache=self.p_cache))
@@ -60,8 +77,12 @@ class RetrievalEvaluator:
 
     def corpus_stats(self) -> dict[str, int]:
         sources = np.array(self.corpus.sources)
-        return {"passages": len(self.corpus), "golden": int((sources == "gold").sum()),
-                "distractors": int((sources == "train-page").sum()), "test_questions": len(self.questions)}
+        return {
+            "passages": len(self.corpus),
+            "golden": int((sources == "gold").sum()),
+            "distractors": int((sources == "train-page").sum()),
+            "test_questions": len(self.questions),
+        }
 
 
 class InDomainEvaluator:
@@ -76,8 +97,17 @@ class InDomainEvaluator:
         start_layer, max_query_length, max_passage_length, cache_dir: as [`RetrievalEvaluator`].
     """
 
-    def __init__(self, model, tokenizer, heldout, pairs, start_layer: int, max_query_length: int = 64,
-                 max_passage_length: int = 128, cache_dir: str | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        heldout,
+        pairs,
+        start_layer: int,
+        max_query_length: int = 64,
+        max_passage_length: int = 128,
+        cache_dir: str | None = None,
+    ):
         if len(heldout) != len(COMPANIES):
             raise ValueError(f"held-out questions for {len(heldout)} companies, expected {len(COMPANIES)}")
         cache_dir = Path(cache_dir or str(work_dir("fede4rag", "cache")))
@@ -94,10 +124,12 @@ class InDomainEvaluator:
         trained = {p.question for p in pairs} - set(self.questions)
         train_refs = {p.reference for p in pairs if p.question in trained}
         self.n_reference_also_trained = sum(p.reference in train_refs for part in heldout for p in part)
-        self.q_cache = HiddenCache.cached(cache_dir, model, tokenizer, self.questions, max_query_length, start_layer,
-                                          tag="heldq")
-        self.p_cache = HiddenCache.cached(cache_dir, model, tokenizer, self.corpus.texts, max_passage_length,
-                                          start_layer, tag="refs")
+        self.q_cache = HiddenCache.cached(
+            cache_dir, model, tokenizer, self.questions, max_query_length, start_layer, tag="heldq"
+        )
+        self.p_cache = HiddenCache.cached(
+            cache_dir, model, tokenizer, self.corpus.texts, max_passage_length, start_layer, tag="refs"
+        )
 
     def evaluate(self, model, companies: Sequence[str] | None = None, k: int = 10) -> dict:
         """Per company `own` and `union` metrics, their macro means (`own_mean`, `union_mean`) and the micro mean
@@ -127,9 +159,12 @@ class InDomainEvaluator:
         return [q for q, o in zip(self.questions, self.owner) if o == company]
 
     def stats(self) -> dict:
-        return {"references": len(self.corpus), "heldout_questions": len(self.questions),
-                "per_company": {c: int(sum(o == c for o in self.owner)) for c in self.companies},
-                "heldout_reference_also_a_training_positive": self.n_reference_also_trained}
+        return {
+            "references": len(self.corpus),
+            "heldout_questions": len(self.questions),
+            "per_company": {c: int(sum(o == c for o in self.owner)) for c in self.companies},
+            "heldout_reference_also_a_training_positive": self.n_reference_also_trained,
+        }
 
 
 class EvaluationSuite:
@@ -141,14 +176,17 @@ class EvaluationSuite:
         model, tokenizer = build_model(run)
         pairs = load_pairs(run.data_path or None)
         args = (run.start_layer, run.max_query_length, run.max_passage_length, run.cache_dir)
-        self.financebench = RetrievalEvaluator(model, tokenizer, *args, data_path=run.data_path or None,
-                                               test_path=test_path)
+        self.financebench = RetrievalEvaluator(
+            model, tokenizer, *args, data_path=run.data_path or None, test_path=test_path
+        )
         heldout = [client_heldout(i, run, pairs) for i in range(len(COMPANIES))]
         self.in_domain = InDomainEvaluator(model, tokenizer, heldout, pairs, *args)
 
     def evaluate(self, model, companies: Sequence[str] | None = None) -> dict:
-        return {"financebench": self.financebench.evaluate(model),
-                "in_domain": self.in_domain.evaluate(model, companies)}
+        return {
+            "financebench": self.financebench.evaluate(model),
+            "in_domain": self.in_domain.evaluate(model, companies),
+        }
 
     def stats(self) -> dict:
         return {"financebench": self.financebench.corpus_stats(), "in_domain": self.in_domain.stats()}

@@ -20,9 +20,16 @@ def _combine_local(per_model: dict[str, dict], sizes: dict[str, int]) -> dict:
     union = {c: m["in_domain"]["union"][c] for c, m in per_model.items()}
     total = sum(sizes.values())
     micro = {k: float(sum(union[c][k] * sizes[c] for c in union) / total) for k in next(iter(union.values()))}
-    return {"financebench": _mean({c: m["financebench"] for c, m in per_model.items()}),
-            "in_domain": {"own": own, "union": union, "own_mean": _mean(own), "union_mean": _mean(union),
-                          "union_micro": micro}}
+    return {
+        "financebench": _mean({c: m["financebench"] for c, m in per_model.items()}),
+        "in_domain": {
+            "own": own,
+            "union": union,
+            "own_mean": _mean(own),
+            "union_mean": _mean(union),
+            "union_micro": micro,
+        },
+    }
 
 
 def run_setting(setting: str, run: RunConfig, suite, engine: str = "simulation") -> dict:
@@ -71,8 +78,10 @@ def run_setting(setting: str, run: RunConfig, suite, engine: str = "simulation")
     out["metrics"] = suite.evaluate(model, companies)
     out["sampled"] = res["sampled"]
     stats = res["round_stats"]
-    out["steps"] = {"total": int(sum(r["steps-total"] for r in stats)),
-                    "sequential": int(sum(r["steps-max"] for r in stats))}
+    out["steps"] = {
+        "total": int(sum(r["steps-total"] for r in stats)),
+        "sequential": int(sum(r["steps-max"] for r in stats)),
+    }
     out["round_stats"] = stats
     out["rejected"] = res["rejected"]
     out["adapter"] = res["adapter"]

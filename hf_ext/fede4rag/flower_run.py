@@ -37,8 +37,13 @@ def _round_stats(state) -> list[dict[str, float]]:
     return [rows[r] for r in sorted(rows)]
 
 
-def run_federated(setting: str, run: RunConfig, *, engine: str = "simulation", extra_config: dict | None = None,
-                  ) -> dict:
+def run_federated(
+    setting: str,
+    run: RunConfig,
+    *,
+    engine: str = "simulation",
+    extra_config: dict | None = None,
+) -> dict:
     """Trains `setting` (one of [`~hf_ext.fede4rag.task.FEDERATED`]) on Flower and returns the final global adapter
     (decrypted), the server's per-round statistics (steps, HE costs), the sampled nodes and the rejections.
 
@@ -66,11 +71,17 @@ def run_federated(setting: str, run: RunConfig, *, engine: str = "simulation", e
             public, node_config, keys = _keys(Path(tmp))
             config.update(public)
         if engine == "simulation":
-            state = run_simulation(server_app, client_app, num_supernodes=n_nodes, run_config=config,
-                                   node_config=node_config)
+            state = run_simulation(
+                server_app, client_app, num_supernodes=n_nodes, run_config=config, node_config=node_config
+            )
         else:
-            state = run_local(server_app, client_app, num_nodes=n_nodes, run_config=config,
-                              node_configs=[{"partition-id": i, **node_config} for i in range(n_nodes)])
+            state = run_local(
+                server_app,
+                client_app,
+                num_nodes=n_nodes,
+                run_config=config,
+                node_configs=[{"partition-id": i, **node_config} for i in range(n_nodes)],
+            )
     arrays = state["arrays"]
     if keys is not None:
         from .encoder import adapter_arrays
@@ -79,13 +90,18 @@ def run_federated(setting: str, run: RunConfig, *, engine: str = "simulation", e
         from .task import build_model
 
         flat, layout = flatten_state(adapter_arrays(build_model(run)[0]))
-        adapter = unflatten_state(ClientCipher(keys.secret, keys.public).decrypt(record_to_chunks(arrays), flat.size),
-                                  layout)
+        adapter = unflatten_state(
+            ClientCipher(keys.secret, keys.public).decrypt(record_to_chunks(arrays), flat.size), layout
+        )
     else:
         adapter = {k: arrays[k].numpy() for k in arrays.keys()}
-    return {"adapter": {k: np.asarray(v, dtype=np.float32) for k, v in adapter.items()},
-            "round_stats": _round_stats(state), "sampled": dict(state.get("sampled", {})),
-            "rejected": dict(state.get("rejected", {})), "summary": dict(state["summary"])}
+    return {
+        "adapter": {k: np.asarray(v, dtype=np.float32) for k, v in adapter.items()},
+        "round_stats": _round_stats(state),
+        "sampled": dict(state.get("sampled", {})),
+        "rejected": dict(state.get("rejected", {})),
+        "summary": dict(state["summary"]),
+    }
 
 
 __all__ = ["ENGINES", "run_federated"]

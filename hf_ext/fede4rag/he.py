@@ -54,8 +54,9 @@ class CKKSParams:
         if len(self.coeff_mod_bit_sizes) < 3:
             raise ValueError("CKKSParams.coeff_mod_bit_sizes needs at least 3 primes (one level for the 1/K product)")
         if self.scale_bits < 20:
-            raise ValueError(f"CKKSParams.scale_bits must be >= 20 (weights ~1e-2 need precision), got "
-                             f"{self.scale_bits}")
+            raise ValueError(
+                f"CKKSParams.scale_bits must be >= 20 (weights ~1e-2 need precision), got {self.scale_bits}"
+            )
 
     @property
     def slots(self) -> int:
@@ -83,16 +84,20 @@ def make_keys(params: CKKSParams = CKKSParams()) -> KeyPair:
     """The key authority's set-up: a fresh CKKS context, serialised with and without its secret key."""
     import tenseal as ts
 
-    ctx = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=params.poly_modulus_degree,
-                     coeff_mod_bit_sizes=list(params.coeff_mod_bit_sizes))
-    ctx.global_scale = 2.0 ** params.scale_bits
+    ctx = ts.context(
+        ts.SCHEME_TYPE.CKKS,
+        poly_modulus_degree=params.poly_modulus_degree,
+        coeff_mod_bit_sizes=list(params.coeff_mod_bit_sizes),
+    )
+    ctx.global_scale = 2.0**params.scale_bits
     secret = ctx.serialize(save_secret_key=True, save_galois_keys=False, save_relin_keys=False)
     public_ctx = ctx.copy()
     public_ctx.make_context_public()
     # The server only adds and multiplies by plaintexts: it needs no relinearisation or Galois key. The public key is
     # kept so that the context (and its id) is specific to this key pair, not only to the parameters.
-    public = public_ctx.serialize(save_public_key=True, save_secret_key=False, save_galois_keys=False,
-                                  save_relin_keys=False)
+    public = public_ctx.serialize(
+        save_public_key=True, save_secret_key=False, save_galois_keys=False, save_relin_keys=False
+    )
     return KeyPair(secret=secret, public=public)
 
 
@@ -133,8 +138,10 @@ class ClientCipher:
         flat = np.asarray(flat, dtype=np.float64).ravel()
         if not np.isfinite(flat).all():
             raise ValueError("refusing to encrypt NaN or Inf parameters")
-        return [ts.ckks_vector(self.ctx, flat[i:i + self.slots].tolist()).serialize()
-                for i in range(0, max(len(flat), 1), self.slots)]
+        return [
+            ts.ckks_vector(self.ctx, flat[i : i + self.slots].tolist()).serialize()
+            for i in range(0, max(len(flat), 1), self.slots)
+        ]
 
     def decrypt(self, chunks: Sequence[bytes], size: int) -> np.ndarray:
         """Decrypts the chunks and returns the first `size` values (the rest is padding)."""
@@ -183,20 +190,25 @@ class ServerAggregator:
         import tenseal as ts
 
         if cid != self.context_id:
-            raise ValueError(f"client {client}: its ciphertexts are under context {cid!r}, the server's is "
-                             f"{self.context_id!r} (another key or other parameters)")
+            raise ValueError(
+                f"client {client}: its ciphertexts are under context {cid!r}, the server's is "
+                f"{self.context_id!r} (another key or other parameters)"
+            )
         if len(chunks) != n_chunks:
             raise ValueError(f"client {client}: {len(chunks)} ciphertext chunks, expected {n_chunks}")
         vectors = []
         for i, blob in enumerate(chunks):
             if len(blob) > self.max_chunk_bytes:
-                raise ValueError(f"client {client}: ciphertext chunk {i} has {len(blob)} bytes, more than the "
-                                 f"{self.max_chunk_bytes} a fresh ciphertext under this context can take")
+                raise ValueError(
+                    f"client {client}: ciphertext chunk {i} has {len(blob)} bytes, more than the "
+                    f"{self.max_chunk_bytes} a fresh ciphertext under this context can take"
+                )
             try:
                 vectors.append(ts.ckks_vector_from(self.ctx, bytes(blob)))
             except Exception as err:  # noqa: BLE001
-                raise ValueError(f"client {client}: ciphertext chunk {i} does not deserialise "
-                                 f"({type(err).__name__}: {err})") from err
+                raise ValueError(
+                    f"client {client}: ciphertext chunk {i} does not deserialise ({type(err).__name__}: {err})"
+                ) from err
         return vectors
 
     def _check_lengths(self, client: str, vectors, lengths: Sequence[int]) -> None:
@@ -211,11 +223,13 @@ class ServerAggregator:
         for i, vec in enumerate(vectors):
             level = data.get_context_data(vec.ciphertext()[0].parms_id())
             if level is None or level.chain_index() < 1:
-                raise ValueError(f"client {client}: ciphertext chunk {i} is at the last modulus level (no room for "
-                                 f"the 1/K product)")
+                raise ValueError(
+                    f"client {client}: ciphertext chunk {i} is at the last modulus level (no room for the 1/K product)"
+                )
 
-    def average(self, uploads: Mapping[str, tuple[Sequence[bytes], str]], n_chunks: int, size: int | None = None
-                ) -> tuple[list[bytes] | None, dict[str, str]]:
+    def average(
+        self, uploads: Mapping[str, tuple[Sequence[bytes], str]], n_chunks: int, size: int | None = None
+    ) -> tuple[list[bytes] | None, dict[str, str]]:
         """Encrypted FedAvg: (1/K)·Σ_k ct_k chunk-wise over the valid uploads (uniform weights, as the code's
         `aggregate()`).
 
@@ -271,9 +285,11 @@ class ServerAggregator:
                     try:
                         new_total.append(acc + vec)
                     except Exception as err:  # noqa: BLE001 (SEAL: "scale mismatch", parameter mismatch, ...)
-                        raise ValueError(f"client {client}: ciphertext chunk {i} cannot be added to the server's "
-                                         f"reference ({type(err).__name__}: {err}; other scale or parameters under "
-                                         f"the declared context id?)") from err
+                        raise ValueError(
+                            f"client {client}: ciphertext chunk {i} cannot be added to the server's "
+                            f"reference ({type(err).__name__}: {err}; other scale or parameters under "
+                            f"the declared context id?)"
+                        ) from err
             except ValueError as err:
                 reject(client, err)  # its partial sums are dropped: the committed total holds only accepted clients
                 continue
@@ -283,11 +299,10 @@ class ServerAggregator:
         return [(acc * (1.0 / accepted)).serialize() for acc in total], rejected
 
 
-def flatten_state(state: Mapping[str, "np.ndarray"]) -> tuple[np.ndarray, list[tuple[str, tuple[int, ...]]]]:
+def flatten_state(state: Mapping[str, np.ndarray]) -> tuple[np.ndarray, list[tuple[str, tuple[int, ...]]]]:
     """Concatenates arrays (in the mapping's order) into one float64 vector; returns it with (name, shape) layout."""
     layout = [(name, tuple(np.shape(value))) for name, value in state.items()]
-    flat = np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in state.values()]) if state else \
-        np.zeros(0)
+    flat = np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in state.values()]) if state else np.zeros(0)
     return flat, layout
 
 
@@ -298,12 +313,20 @@ def unflatten_state(flat: np.ndarray, layout: Sequence[tuple[str, tuple[int, ...
         n = int(np.prod(shape)) if shape else 1
         if offset + n > flat.size:
             raise ValueError(f"flat vector too short for {name!r} with shape {shape}")
-        out[name] = np.asarray(flat[offset:offset + n], dtype=np.float32).reshape(shape)
+        out[name] = np.asarray(flat[offset : offset + n], dtype=np.float32).reshape(shape)
         offset += n
     if offset != flat.size:
         raise ValueError(f"flat vector has {flat.size} values, the layout needs {offset}")
     return out
 
 
-__all__ = ["CKKSParams", "ClientCipher", "KeyPair", "ServerAggregator", "context_id", "flatten_state", "make_keys",
-           "unflatten_state"]
+__all__ = [
+    "CKKSParams",
+    "ClientCipher",
+    "KeyPair",
+    "ServerAggregator",
+    "context_id",
+    "flatten_state",
+    "make_keys",
+    "unflatten_state",
+]

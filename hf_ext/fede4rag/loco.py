@@ -64,18 +64,28 @@ def run_loco(setting: str, run: RunConfig, left_out: int, suite, engine: str = "
     metrics = suite.in_domain.evaluate(model)
     trained = {p.reference for i in loco.companies for p in client_pairs(i, loco)}
     stats = res["round_stats"]
-    return {"setting": setting, "seed": run.seed, "left_out": name, "clients": [COMPANIES[i] for i in loco.companies],
-            "transfer": {"own": metrics["own"][name], "union": metrics["union"][name]},
-            "in_domain": {COMPANIES[i]: metrics["own"][COMPANIES[i]] for i in loco.companies},
-            "steps": {"total": int(sum(r["steps-total"] for r in stats)),
-                      "sequential": int(sum(r["steps-max"] for r in stats))},
-            "n_questions": len(client_heldout(left_out, run)),
-            "reference_also_trained": sum(p.reference in trained for p in client_heldout(left_out, run))}
+    return {
+        "setting": setting,
+        "seed": run.seed,
+        "left_out": name,
+        "clients": [COMPANIES[i] for i in loco.companies],
+        "transfer": {"own": metrics["own"][name], "union": metrics["union"][name]},
+        "in_domain": {COMPANIES[i]: metrics["own"][COMPANIES[i]] for i in loco.companies},
+        "steps": {
+            "total": int(sum(r["steps-total"] for r in stats)),
+            "sequential": int(sum(r["steps-max"] for r in stats)),
+        },
+        "n_questions": len(client_heldout(left_out, run)),
+        "reference_also_trained": sum(p.reference in trained for p in client_heldout(left_out, run)),
+    }
 
 
 def _row(values: list[dict[str, float]]) -> dict:
-    return {"mean": {k: float(np.mean([v[k] for v in values])) for k in values[0]},
-            "std": {k: float(np.std([v[k] for v in values])) for k in values[0]}, "per_seed": values}
+    return {
+        "mean": {k: float(np.mean([v[k] for v in values])) for k in values[0]},
+        "std": {k: float(np.std([v[k] for v in values])) for k in values[0]},
+        "per_seed": values,
+    }
 
 
 def _flat(own: dict, union: dict) -> dict[str, float]:
@@ -91,8 +101,12 @@ def summarize_loco(done: dict, loco_done: dict, seeds, left_out, settings) -> di
         done (`dict`): `(setting, seed)` → the 5-client run (as `reproduce` collects it; needs `zero-shot`).
         loco_done (`dict`): `(setting, seed, left_out_index)` → [`run_loco`]'s result.
     """
-    out: dict = {"left_out": [COMPANIES[c] for c in left_out], "settings": list(settings), "seeds": list(seeds),
-                 "per_company": {}}
+    out: dict = {
+        "left_out": [COMPANIES[c] for c in left_out],
+        "settings": list(settings),
+        "seeds": list(seeds),
+        "per_company": {},
+    }
 
     def five(setting, seed, name):
         d = done[(setting, seed)]["metrics"]["in_domain"]
@@ -105,36 +119,55 @@ def summarize_loco(done: dict, loco_done: dict, seeds, left_out, settings) -> di
             if all((setting, s) in done for s in seeds):
                 rows[f"{setting} (5 clients)"] = [five(setting, s, name) for s in seeds]
             rows[f"{setting} (LOCO)"] = [_flat(**loco_done[(setting, s, c)]["transfer"]) for s in seeds]
-        entry = {"n_questions": loco_done[(settings[0], seeds[0], c)]["n_questions"],
-                 "reference_also_trained": loco_done[(settings[0], seeds[0], c)]["reference_also_trained"],
-                 "rows": {k: _row(v) for k, v in rows.items()}, "differences": {}}
+        entry = {
+            "n_questions": loco_done[(settings[0], seeds[0], c)]["n_questions"],
+            "reference_also_trained": loco_done[(settings[0], seeds[0], c)]["reference_also_trained"],
+            "rows": {k: _row(v) for k, v in rows.items()},
+            "differences": {},
+        }
         for setting in settings:
             loco = rows[f"{setting} (LOCO)"]
             for base in ("zero-shot", f"{setting} (5 clients)"):
                 if base in rows:
                     entry["differences"][f"{setting} (LOCO) - {base}"] = _row(
-                        [{k: a[k] - b[k] for k in a} for a, b in zip(loco, rows[base])])
+                        [{k: a[k] - b[k] for k in a} for a, b in zip(loco, rows[base])]
+                    )
         out["per_company"][name] = entry
     first = next(iter(out["per_company"].values()))
-    out["mean"] = {key: {k: float(np.mean([e["rows"][key]["mean"][k] for e in out["per_company"].values()]))
-                         for k in first["rows"][key]["mean"]} for key in first["rows"]}
+    out["mean"] = {
+        key: {
+            k: float(np.mean([e["rows"][key]["mean"][k] for e in out["per_company"].values()]))
+            for k in first["rows"][key]["mean"]
+        }
+        for key in first["rows"]
+    }
     # paired over (company, seed): one difference per left-out company and seed
-    out["mean_differences"] = {key: _row([v for e in out["per_company"].values()
-                                          for v in e["differences"][key]["per_seed"]])
-                               for key in first["differences"]}
+    out["mean_differences"] = {
+        key: _row([v for e in out["per_company"].values() for v in e["differences"][key]["per_seed"]])
+        for key in first["differences"]
+    }
     return out
 
 
 def format_loco(loco: dict) -> str:
     """A plain-text table per left-out company and the mean (own hit@1, own MRR, union hit@1, union MRR)."""
     cols = ("own.hit@1", "own.mrr", "union.hit@1", "union.mrr")
-    lines = [f"leave-one-company-out (trained on the 4 other companies), seeds {loco['seeds']}; mean ± std over seeds",
-             f"  {'left out / row':<42}" + "".join(f"{c:>16}" for c in cols)]
+    lines = [
+        f"leave-one-company-out (trained on the 4 other companies), seeds {loco['seeds']}; mean ± std over seeds",
+        f"  {'left out / row':<42}" + "".join(f"{c:>16}" for c in cols),
+    ]
     for name, e in loco["per_company"].items():
         lines.append(f"  {name} ({e['n_questions']} held-out questions)")
         for key, r in {**e["rows"], **e["differences"]}.items():
-            lines.append(f"    {key:<40}" + "".join(f"{r['mean'][c]:>+10.3f}±{r['std'][c]:.3f}" if " - " in key
-                                                     else f"{r['mean'][c]:>10.3f}±{r['std'][c]:.3f}" for c in cols))
+            lines.append(
+                f"    {key:<40}"
+                + "".join(
+                    f"{r['mean'][c]:>+10.3f}±{r['std'][c]:.3f}"
+                    if " - " in key
+                    else f"{r['mean'][c]:>10.3f}±{r['std'][c]:.3f}"
+                    for c in cols
+                )
+            )
     lines.append(f"  mean over {len(loco['per_company'])} left-out companies")
     for key, m in loco["mean"].items():
         lines.append(f"    {key:<40}" + "".join(f"{m[c]:>16.3f}" for c in cols))

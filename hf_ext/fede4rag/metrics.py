@@ -48,8 +48,9 @@ class RetrievalIndex:
         return [[self.ids[r] for r in row if r >= 0] for row in rows], scores
 
 
-def retrieval_metrics(retrieved: Sequence[Sequence[str]], golden: Sequence[Sequence[str]],
-                      ks: Sequence[int] = KS, ndcg_k: int = 10) -> dict[str, float]:
+def retrieval_metrics(
+    retrieved: Sequence[Sequence[str]], golden: Sequence[Sequence[str]], ks: Sequence[int] = KS, ndcg_k: int = 10
+) -> dict[str, float]:
     """Mean hit@k, recall@k, MRR and NDCG@`ndcg_k` over queries.
 
     Args:

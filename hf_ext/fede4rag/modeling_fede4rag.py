@@ -64,7 +64,10 @@ class FedE4RAGRetriever(BertPreTrainedModel):
         return create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
 
     def lower_hidden_states(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, num_layers: int = 0,
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        num_layers: int = 0,
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Hidden states after the embeddings and the first `num_layers` layers (what [`forward`] can start from)."""

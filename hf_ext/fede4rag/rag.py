@@ -21,11 +21,18 @@ from itertools import zip_longest
 import numpy as np
 import torch
 
-SYSTEM = ("You answer questions about companies' annual reports. Use only the given passages. Answer in one short "
-          "sentence; give the number if one is asked for.")
+SYSTEM = (
+    "You answer questions about companies' annual reports. Use only the given passages. Answer in one short "
+    "sentence; give the number if one is asked for."
+)
 # FinanceBench's company names of the five clients (P&G has no FinanceBench test question)
-FINANCEBENCH_COMPANY = {"PepsiCo": "PEPSICO", "Procter & Gamble": "PG", "Boeing": "BOEING",
-                        "Activision Blizzard": "ACTIVISIONBLIZZARD", "AES Corporation": "AES"}
+FINANCEBENCH_COMPANY = {
+    "PepsiCo": "PEPSICO",
+    "Procter & Gamble": "PG",
+    "Boeing": "BOEING",
+    "Activision Blizzard": "ACTIVISIONBLIZZARD",
+    "AES Corporation": "AES",
+}
 
 
 def answer_scores(predictions: Sequence[str], references: Sequence[str]) -> dict[str, float]:
@@ -36,8 +43,11 @@ def answer_scores(predictions: Sequence[str], references: Sequence[str]) -> dict
     if len(predictions) != len(references) or not predictions:
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references (need >= 1 each)")
     sentence = [sentence_chrf(r, p) if p.strip() else 0.0 for p, r in zip(predictions, references)]
-    return {"chrf": float(corpus_chrf(list(references), list(predictions))), "chrf_mean": float(np.mean(sentence)),
-            "n": len(predictions)}
+    return {
+        "chrf": float(corpus_chrf(list(references), list(predictions))),
+        "chrf_mean": float(np.mean(sentence)),
+        "n": len(predictions),
+    }
 
 
 class RAGAnswerer:
@@ -54,8 +64,7 @@ class RAGAnswerer:
         if getattr(tokenizer, "chat_template", None) is None:
             raise ValueError("the RAG answerer needs a tokenizer with a chat template (SmolLM2-Instruct has one)")
         if max_new_tokens < 1 or passage_tokens < 1:
-            raise ValueError(f"max_new_tokens and passage_tokens must be >= 1, got {max_new_tokens}, "
-                             f"{passage_tokens}")
+            raise ValueError(f"max_new_tokens and passage_tokens must be >= 1, got {max_new_tokens}, {passage_tokens}")
         self.lm, self.tokenizer = lm.eval(), tokenizer
         self.max_new_tokens, self.passage_tokens = max_new_tokens, passage_tokens
 
@@ -75,7 +84,7 @@ class RAGAnswerer:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         with torch.inference_mode():
             out = self.lm.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=pad)
-        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True).strip()
 
 
 def financebench_client_questions(questions) -> list:
@@ -83,8 +92,7 @@ def financebench_client_questions(questions) -> list:
     return [q for q in questions if q.company in FINANCEBENCH_COMPANY]
 
 
-def run_rag(answerer: RAGAnswerer, retrievers: dict, suite, k: int = 3, heldout_questions: int = 20,
-            log=None) -> dict:
+def run_rag(answerer: RAGAnswerer, retrievers: dict, suite, k: int = 3, heldout_questions: int = 20, log=None) -> dict:
     """The RAG loop for each named retriever (and the oracle / no-retrieval reference points).
 
     Args:
@@ -122,31 +130,44 @@ def run_rag(answerer: RAGAnswerer, retrievers: dict, suite, k: int = 3, heldout_
     ho_rows = ho_rows[:heldout_questions]
     ho_q = [ind.questions[j] for j in ho_rows]
     oracle = [ask("oracle", "heldout", q, [ind_text[ind.golden[j][0]]]) for q, j in zip(ho_q, ho_rows)]
-    out: dict = {"financebench": {}, "heldout": {}, "k": k, "n_financebench": len(fb_rows), "n_heldout": len(ho_q),
-                 "examples": []}
-    fb_oracle = [ask("oracle", "financebench", fb.questions[i].question, [fb_text[g] for g in fb.golden[i]])
-                 for i in fb_rows]
+    out: dict = {
+        "financebench": {},
+        "heldout": {},
+        "k": k,
+        "n_financebench": len(fb_rows),
+        "n_heldout": len(ho_q),
+        "examples": [],
+    }
+    fb_oracle = [
+        ask("oracle", "financebench", fb.questions[i].question, [fb_text[g] for g in fb.golden[i]]) for i in fb_rows
+    ]
     out["financebench"]["oracle (golden passages)"] = answer_scores(fb_oracle, gold_fb)
     fb_none = [ask("no retrieval", "financebench", fb.questions[i].question, []) for i in fb_rows]
     out["financebench"]["no retrieval"] = answer_scores(fb_none, gold_fb)
     for name, model in retrievers.items():
         fb_index = RetrievalIndex(fb.corpus.ids, encode_texts(model, cache=fb.p_cache))
         fb_ids, _ = fb_index.search(encode_texts(model, cache=fb.q_cache)[fb_rows], k=k)
-        answers = [ask(name, "financebench", fb.questions[i].question, [fb_text[p] for p in ids]) for i, ids in
-                   zip(fb_rows, fb_ids)]
+        answers = [
+            ask(name, "financebench", fb.questions[i].question, [fb_text[p] for p in ids])
+            for i, ids in zip(fb_rows, fb_ids)
+        ]
         scores = answer_scores(answers, gold_fb)
-        scores["retrieval_hit"] = float(np.mean([bool(set(fb.golden[i]) & set(ids)) for i, ids in
-                                                 zip(fb_rows, fb_ids)]))
+        scores["retrieval_hit"] = float(
+            np.mean([bool(set(fb.golden[i]) & set(ids)) for i, ids in zip(fb_rows, fb_ids)])
+        )
         out["financebench"][name] = scores
         ind_index = RetrievalIndex(ind.corpus.ids, encode_texts(model, cache=ind.p_cache))
         ho_ids, _ = ind_index.search(encode_texts(model, cache=ind.q_cache)[ho_rows], k=k)
         ho_answers = [ask(name, "heldout", q, [ind_text[p] for p in ids]) for q, ids in zip(ho_q, ho_ids)]
         scores = answer_scores(ho_answers, oracle)
-        scores["retrieval_hit"] = float(np.mean([bool(set(ind.golden[j]) & set(ids)) for j, ids in
-                                                 zip(ho_rows, ho_ids)]))
+        scores["retrieval_hit"] = float(
+            np.mean([bool(set(ind.golden[j]) & set(ids)) for j, ids in zip(ho_rows, ho_ids)])
+        )
         out["heldout"][name] = scores
-        out["examples"].extend({"retriever": name, "question": fb.questions[i].question, "answer": a,
-                                "gold": g} for i, a, g in list(zip(fb_rows, answers, gold_fb))[:3])
+        out["examples"].extend(
+            {"retriever": name, "question": fb.questions[i].question, "answer": a, "gold": g}
+            for i, a, g in list(zip(fb_rows, answers, gold_fb))[:3]
+        )
     return out
 
 

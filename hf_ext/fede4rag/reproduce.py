@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hf_ext.core.paths import work_dir
 from hf_ext.core.parallel import run_jobs
+from hf_ext.core.paths import work_dir
 
 from .loco import LOCO_SETTINGS, company_index, format_loco, summarize_loco
 from .task import FEDERATED, SETTINGS, RunConfig
@@ -47,12 +47,16 @@ METRICS = ("hit@1", "hit@10", "mrr", "ndcg@10")
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext reproduce fede4rag", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="hf-ext reproduce fede4rag", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--full", action="store_true", help="3 seeds, 3 rounds, all training pairs, 128-token passages")
     p.add_argument("--out", default=str(work_dir("fede4rag")), help="output folder (results.json, retriever/, cache/)")
-    p.add_argument("--cache-dir", help="frozen-layer cache folder (default `--out/cache`); share one between runs: "
-                                       "its files are keyed by encoder, texts and lengths, so they never go stale")
+    p.add_argument(
+        "--cache-dir",
+        help="frozen-layer cache folder (default `--out/cache`); share one between runs: "
+        "its files are keyed by encoder, texts and lengths, so they never go stale",
+    )
     from hf_ext.core.devices import add_device_argument
 
     add_device_argument(p)
@@ -64,21 +68,42 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, help="contrastive temperature τ (default 0.05; the authors': 1)")
     p.add_argument("--kd-lambda", type=float, help="weight of the KD term (100 in the code)")
     p.add_argument("--settings", nargs="+", choices=SETTINGS, help="subset of the settings")
-    p.add_argument("--engine", choices=("simulation", "local"), default="simulation",
-                   help="Flower engine of the federated settings: simulation (Ray) or local (in-process grid)")
+    p.add_argument(
+        "--engine",
+        choices=("simulation", "local"),
+        default="simulation",
+        help="Flower engine of the federated settings: simulation (Ray) or local (in-process grid)",
+    )
     p.add_argument("--workers", type=int, default=2, help="worker processes of the non-federated settings")
-    p.add_argument("--leave-out", nargs="+", metavar="COMPANY",
-                   help="leave-one-company-out transfer: for each named company (index 0-4 or name, `all` = all "
-                        "five), train the --loco-settings on the four others and score its held-out questions, next "
-                        "to the same seed's zero-shot and 5-client runs (added to --settings when missing)")
-    p.add_argument("--loco-settings", nargs="+", default=["fedavg"], choices=LOCO_SETTINGS,
-                   help="the federated settings trained without the left-out company (default: fedavg)")
-    p.add_argument("--merge", nargs="+", metavar="DIR",
-                   help="train nothing: summarise the results.json of earlier runs (e.g. one per seed) into "
-                        "--out/results.json, with the paired differences and spread over all their seeds")
-    p.add_argument("--rag-questions", type=int, default=0,
-                   help="also run the RAG loop (SmolLM2-135M-Instruct answering with the zero-shot and the first "
-                        "seed's FedE4RAG retriever): the clients' FinanceBench questions and this many held-out ones")
+    p.add_argument(
+        "--leave-out",
+        nargs="+",
+        metavar="COMPANY",
+        help="leave-one-company-out transfer: for each named company (index 0-4 or name, `all` = all "
+        "five), train the --loco-settings on the four others and score its held-out questions, next "
+        "to the same seed's zero-shot and 5-client runs (added to --settings when missing)",
+    )
+    p.add_argument(
+        "--loco-settings",
+        nargs="+",
+        default=["fedavg"],
+        choices=LOCO_SETTINGS,
+        help="the federated settings trained without the left-out company (default: fedavg)",
+    )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="DIR",
+        help="train nothing: summarise the results.json of earlier runs (e.g. one per seed) into "
+        "--out/results.json, with the paired differences and spread over all their seeds",
+    )
+    p.add_argument(
+        "--rag-questions",
+        type=int,
+        default=0,
+        help="also run the RAG loop (SmolLM2-135M-Instruct answering with the zero-shot and the first "
+        "seed's FedE4RAG retriever): the clients' FinanceBench questions and this many held-out ones",
+    )
     return p
 
 
@@ -131,8 +156,9 @@ def _setting_job(setting: str, run: RunConfig, engine: str = "simulation") -> tu
     res = run_setting(setting, run, _suite(run), engine=engine)
     adapter = res.pop("adapter", None)
     if adapter is not None:
-        res["adapter"] = {k: v.tolist() for k, v in adapter.items()} if setting in ("fede4rag", "fede4rag-ckks") \
-            else None
+        res["adapter"] = (
+            {k: v.tolist() for k, v in adapter.items()} if setting in ("fede4rag", "fede4rag-ckks") else None
+        )
     return setting, run.seed, res, time.perf_counter() - t0
 
 
@@ -157,8 +183,10 @@ def flat_metrics(m: dict) -> dict[str, float]:
 
 def _mean_std(rows: list[dict[str, float]]) -> tuple[dict, dict]:
     keys = [k for k in rows[0] if all(k in r for r in rows)]
-    return ({k: float(np.mean([r[k] for r in rows])) for k in keys},
-            {k: float(np.std([r[k] for r in rows])) for k in keys})
+    return (
+        {k: float(np.mean([r[k] for r in rows])) for k in keys},
+        {k: float(np.std([r[k] for r in rows])) for k in keys},
+    )
 
 
 def summarize(done: dict, settings, seeds) -> dict:
@@ -168,12 +196,13 @@ def summarize(done: dict, settings, seeds) -> dict:
     for s in settings:
         per_seed = [flat[(s, seed)] for seed in seeds]
         mean, std = _mean_std(per_seed)
-        out[s] = {"mean": mean, "std": std, "per_seed": per_seed,
-                  "steps": [done[(s, seed)]["steps"] for seed in seeds]}
+        out[s] = {"mean": mean, "std": std, "per_seed": per_seed, "steps": [done[(s, seed)]["steps"] for seed in seeds]}
         for base in ("zero-shot", "fedavg", "centralized"):
             if base in settings and base != s:
-                diffs = [{k: flat[(s, seed)][k] - flat[(base, seed)][k] for k in flat[(s, seed)]
-                          if k in flat[(base, seed)]} for seed in seeds]
+                diffs = [
+                    {k: flat[(s, seed)][k] - flat[(base, seed)][k] for k in flat[(s, seed)] if k in flat[(base, seed)]}
+                    for seed in seeds
+                ]
                 d_mean, d_std = _mean_std(diffs)
                 out[s][f"minus_{base}"] = {"mean": d_mean, "std": d_std}
         extra = done[(s, seeds[0])]
@@ -194,44 +223,66 @@ def _cell(r: dict, key: str) -> str:
 
 def format_table(results: dict) -> str:
     n, st = len(results["seeds"]), results["eval"]
-    lines = [f"in-domain: {st['in_domain']['heldout_questions']} held-out questions of the 5 clients over their own "
-             f"company's references (own) and all {st['in_domain']['references']} references (union); FinanceBench: "
-             f"{st['financebench']['test_questions']} questions over {st['financebench']['passages']} passages; "
-             f"mean ± std over {n} seed(s) {results['seeds']}; steps = gradient steps, total over clients "
-             f"(sequential chain)",
-             f"{'setting':<20}{'steps':>12}" + "".join(f"{h:>14}" for h in (
-                 "own hit@1", "own hit@10", "own MRR", "union hit@1", "union MRR", "micro hit@1", "FB hit@1",
-                 "FB MRR"))]
+    lines = [
+        f"in-domain: {st['in_domain']['heldout_questions']} held-out questions of the 5 clients over their own "
+        f"company's references (own) and all {st['in_domain']['references']} references (union); FinanceBench: "
+        f"{st['financebench']['test_questions']} questions over {st['financebench']['passages']} passages; "
+        f"mean ± std over {n} seed(s) {results['seeds']}; steps = gradient steps, total over clients "
+        f"(sequential chain)",
+        f"{'setting':<20}{'steps':>12}"
+        + "".join(
+            f"{h:>14}"
+            for h in (
+                "own hit@1",
+                "own hit@10",
+                "own MRR",
+                "union hit@1",
+                "union MRR",
+                "micro hit@1",
+                "FB hit@1",
+                "FB MRR",
+            )
+        ),
+    ]
     cols = ("own.hit@1", "own.hit@10", "own.mrr", "union.hit@1", "union.mrr", "micro.hit@1", "fb.hit@1", "fb.mrr")
     for s, r in results["settings"].items():
         steps = r["steps"][0]
-        lines.append(f"{s:<20}{steps['total']:>6} ({steps['sequential']:>3})" + "".join(f"{_cell(r, c):>14}"
-                                                                                    for c in cols))
+        lines.append(
+            f"{s:<20}{steps['total']:>6} ({steps['sequential']:>3})" + "".join(f"{_cell(r, c):>14}" for c in cols)
+        )
     rag = results.get("rag")
     if results.get("loco"):
         lines.append(format_loco(results["loco"]))
     if rag:
-        lines.append(f"RAG (SmolLM2-135M-Instruct, top-{rag['k']} passages), chrF: {rag['n_financebench']} "
-                     f"FinanceBench questions of the clients (vs gold answer) | {rag['n_heldout']} held-out "
-                     f"(vs oracle answer)")
+        lines.append(
+            f"RAG (SmolLM2-135M-Instruct, top-{rag['k']} passages), chrF: {rag['n_financebench']} "
+            f"FinanceBench questions of the clients (vs gold answer) | {rag['n_heldout']} held-out "
+            f"(vs oracle answer)"
+        )
         for name, sc in rag["financebench"].items():
             ho = rag["heldout"].get(name)
-            lines.append(f"  {name:<26} {sc['chrf']:.3f}" + (f" (passages hit {sc['retrieval_hit']:.2f})"
-                                                             if "retrieval_hit" in sc else "")
-                         + (f" | {ho['chrf']:.3f} (hit {ho['retrieval_hit']:.2f})" if ho else ""))
+            lines.append(
+                f"  {name:<26} {sc['chrf']:.3f}"
+                + (f" (passages hit {sc['retrieval_hit']:.2f})" if "retrieval_hit" in sc else "")
+                + (f" | {ho['chrf']:.3f} (hit {ho['retrieval_hit']:.2f})" if ho else "")
+            )
     lines.append("paired per-seed difference, mean ± std: setting − zero-shot (own MRR, union MRR, FB MRR)")
     for s, r in results["settings"].items():
         d = r.get("minus_zero-shot")
         if d:
-            lines.append(f"  {s:<20}" + "".join(f"{d['mean'][c]:>+10.3f}±{d['std'][c]:.3f}"
-                                                for c in ("own.mrr", "union.mrr", "fb.mrr")))
+            lines.append(
+                f"  {s:<20}"
+                + "".join(f"{d['mean'][c]:>+10.3f}±{d['std'][c]:.3f}" for c in ("own.mrr", "union.mrr", "fb.mrr"))
+            )
     ckks = results["settings"].get("fede4rag-ckks")
     if ckks and "round_stats_mean" in ckks:
         c = ckks["round_stats_mean"]
         err = ckks.get("he_max_abs_error")
-        lines.append(f"CKKS per round: encrypt {c['encrypt-s']:.3f} s/client, aggregate {c['aggregate-s']:.3f} s, "
-                     f"decrypt {c['decrypt-s']:.3f} s, {c['bytes-up'] / 2**20:.2f} MiB up per client"
-                     + (f", max |final adapter − plaintext FedE4RAG| {err:.2e}" if err is not None else ""))
+        lines.append(
+            f"CKKS per round: encrypt {c['encrypt-s']:.3f} s/client, aggregate {c['aggregate-s']:.3f} s, "
+            f"decrypt {c['decrypt-s']:.3f} s, {c['bytes-up'] / 2**20:.2f} MiB up per client"
+            + (f", max |final adapter − plaintext FedE4RAG| {err:.2e}" if err is not None else "")
+        )
     return "\n".join(lines)
 
 
@@ -272,24 +323,42 @@ def merge_results(folders) -> dict:
     for setting in (s for s in SETTINGS if any(k[0] == s for k in done)):
         # each setting over the seeds it has, paired with the references that have the same seeds
         have = [seed for seed in seeds if (setting, seed) in done]
-        bases = [b for b in ("zero-shot", "fedavg", "centralized")
-                 if b != setting and all((b, seed) in done for seed in have)]
+        bases = [
+            b
+            for b in ("zero-shot", "fedavg", "centralized")
+            if b != setting and all((b, seed) in done for seed in have)
+        ]
         summary[setting] = {"seeds": have, **summarize(done, [setting, *bases], have)[setting]}
-    results = {"scale": "merged", "merged_from": [str(f) for f in folders], "run": first["run"], "seeds": seeds,
-               "eval": first["eval"], "settings": summary,
-               "settings_missing_a_seed": sorted(s for s, r in summary.items() if r["seeds"] != seeds),
-               "rerun_max_abs_difference": reruns}
+    results = {
+        "scale": "merged",
+        "merged_from": [str(f) for f in folders],
+        "run": first["run"],
+        "seeds": seeds,
+        "eval": first["eval"],
+        "settings": summary,
+        "settings_missing_a_seed": sorted(s for s, r in summary.items() if r["seeds"] != seeds),
+        "rerun_max_abs_difference": reruns,
+    }
     # leave-one-out: every left-out company seen, over the seeds that have all of them (a cut run's partial seed
     # is left out), and the LOCO settings complete over those
     left_out = sorted({c for _, _, c in loco_done})
-    loco_seeds = [seed for seed in seeds if left_out and any(all((s, seed, c) in loco_done for c in left_out)
-                                                             for s in LOCO_SETTINGS)]
-    loco_settings = [s for s in LOCO_SETTINGS if loco_seeds and all((s, seed, c) in loco_done for seed in loco_seeds
-                                                                    for c in left_out)]
+    loco_seeds = [
+        seed
+        for seed in seeds
+        if left_out and any(all((s, seed, c) in loco_done for c in left_out) for s in LOCO_SETTINGS)
+    ]
+    loco_settings = [
+        s
+        for s in LOCO_SETTINGS
+        if loco_seeds and all((s, seed, c) in loco_done for seed in loco_seeds for c in left_out)
+    ]
     if loco_settings:
         results["loco"] = summarize_loco(done, loco_done, loco_seeds, left_out, loco_settings)
-    rag = [json.loads((Path(f) / "results.json").read_text()).get("rag") for f in folders
-           if (Path(f) / "results.json").is_file()]
+    rag = [
+        json.loads((Path(f) / "results.json").read_text()).get("rag")
+        for f in folders
+        if (Path(f) / "results.json").is_file()
+    ]
     if any(rag):
         results["rag"] = next(r for r in rag if r)
     return results
@@ -309,10 +378,20 @@ def main(argv: list[str] | None = None) -> dict:
 
     set_device(ns.device)
     out = Path(ns.out)
-    run = RunConfig(rounds=3 if ns.full else 2, train_fraction=1.0 if ns.full else 0.08,
-                    max_passage_length=128 if ns.full else 64, cache_dir=ns.cache_dir or str(out / "cache"))
-    overrides = {"rounds": ns.rounds, "train_fraction": ns.train_fraction, "max_passage_length": ns.max_passage_length,
-                 "learning_rate": ns.lr, "kd_lambda": ns.kd_lambda, "temperature": ns.temperature}
+    run = RunConfig(
+        rounds=3 if ns.full else 2,
+        train_fraction=1.0 if ns.full else 0.08,
+        max_passage_length=128 if ns.full else 64,
+        cache_dir=ns.cache_dir or str(out / "cache"),
+    )
+    overrides = {
+        "rounds": ns.rounds,
+        "train_fraction": ns.train_fraction,
+        "max_passage_length": ns.max_passage_length,
+        "learning_rate": ns.lr,
+        "kd_lambda": ns.kd_lambda,
+        "temperature": ns.temperature,
+    }
     run = replace(run, **{k: v for k, v in overrides.items() if v is not None})
     seeds = ns.seeds or ([0, 1, 2] if ns.full else [0])
     settings = list(ns.settings or (SETTINGS if ns.full else QUICK_SETTINGS))
@@ -320,8 +399,7 @@ def main(argv: list[str] | None = None) -> dict:
         settings.insert(settings.index("fede4rag-ckks"), "fede4rag")  # the plaintext run CKKS is checked against
     leave_out = []
     if ns.leave_out:
-        leave_out = sorted({i for v in ns.leave_out
-                            for i in (range(5) if v == "all" else [company_index(v)])})
+        leave_out = sorted({i for v in ns.leave_out for i in (range(5) if v == "all" else [company_index(v)])})
         for s in ("zero-shot", *ns.loco_settings):  # the same seed's references: unseen vs zero-shot vs a client
             if s not in settings:
                 settings.insert(0 if s == "zero-shot" else len(settings), s)
@@ -337,34 +415,46 @@ def main(argv: list[str] | None = None) -> dict:
     done, seconds = {}, {}
     local = [(s, replace(run, seed=seed)) for seed in seeds for s in settings if s not in FEDERATED]
     federated = [(s, replace(run, seed=seed), ns.engine) for seed in seeds for s in settings if s in FEDERATED]
-    results_iter = itertools.chain(run_jobs(_setting_job, local, workers=max(1, ns.workers), desc="fede4rag local"),
-                                   run_jobs(_setting_job, federated, workers=1, desc="fede4rag on Flower"))
+    results_iter = itertools.chain(
+        run_jobs(_setting_job, local, workers=max(1, ns.workers), desc="fede4rag local"),
+        run_jobs(_setting_job, federated, workers=1, desc="fede4rag on Flower"),
+    )
     progress = out / "progress.jsonl"  # one line per finished job: what survives a run that is cut short
     for setting, seed, res, secs in results_iter:
         done[(setting, seed)] = res
         seconds[f"{setting}:{seed}"] = secs
         f = flat_metrics(res["metrics"])
-        print(f"{setting} seed {seed}: own hit@1 {f['own.hit@1']:.3f} own MRR {f['own.mrr']:.3f} union MRR "
-              f"{f['union.mrr']:.3f} FinanceBench MRR {f['fb.mrr']:.3f} ({secs:.0f} s)", flush=True)
+        print(
+            f"{setting} seed {seed}: own hit@1 {f['own.hit@1']:.3f} own MRR {f['own.mrr']:.3f} union MRR "
+            f"{f['union.mrr']:.3f} FinanceBench MRR {f['fb.mrr']:.3f} ({secs:.0f} s)",
+            flush=True,
+        )
         with progress.open("a") as fh:
             fh.write(json.dumps({"seconds": secs, **{k: v for k, v in res.items() if k != "adapter"}}) + "\n")
     for seed in seeds:  # CKKS vs plaintext: the same seed's final adapters
         if ("fede4rag-ckks", seed) in done and ("fede4rag", seed) in done:
             a, b = done[("fede4rag-ckks", seed)]["adapter"], done[("fede4rag", seed)]["adapter"]
-            done[("fede4rag-ckks", seed)]["max_abs_vs_plaintext"] = float(max(
-                np.abs(np.asarray(a[k]) - np.asarray(b[k])).max() for k in a))
+            done[("fede4rag-ckks", seed)]["max_abs_vs_plaintext"] = float(
+                max(np.abs(np.asarray(a[k]) - np.asarray(b[k])).max() for k in a)
+            )
     suite = _suite(replace(run, seed=seeds[0]))
     custom = any(v is not None for v in overrides.values()) or ns.seeds or ns.settings
-    results = {"scale": ("full" if ns.full else "quick") + (" with overrides" if custom else ""),
-               "argv": list(argv) if argv is not None else None, "engine": ns.engine,
-               "run": {**run.__dict__, "lora_layers": list(run.lora_layers)},
-               "seeds": seeds, "eval": suite.stats(), "settings": summarize(done, settings, seeds),
-               "seconds_per_setting": seconds,
-               "optimizer": "adamw_torch (LoRA factors only); the released code uses SGD lr 1e-5 on all weights",
-               "pooling": "mask-aware mean (the released code averages padding too)"}
+    results = {
+        "scale": ("full" if ns.full else "quick") + (" with overrides" if custom else ""),
+        "argv": list(argv) if argv is not None else None,
+        "engine": ns.engine,
+        "run": {**run.__dict__, "lora_layers": list(run.lora_layers)},
+        "seeds": seeds,
+        "eval": suite.stats(),
+        "settings": summarize(done, settings, seeds),
+        "seconds_per_setting": seconds,
+        "optimizer": "adamw_torch (LoRA factors only); the released code uses SGD lr 1e-5 on all weights",
+        "pooling": "mask-aware mean (the released code averages padding too)",
+    }
     # every job's full record (no adapters), so `--merge` can summarise runs made seed by seed
-    results["raw"] = {f"{s}:{seed}": {k: v for k, v in res.items() if k != "adapter"}
-                      for (s, seed), res in done.items()}
+    results["raw"] = {
+        f"{s}:{seed}": {k: v for k, v in res.items() if k != "adapter"} for (s, seed), res in done.items()
+    }
     if "fede4rag" in settings:
         from .encoder import save_retriever
         from .federation import final_model
@@ -379,14 +469,24 @@ def main(argv: list[str] | None = None) -> dict:
         m = flat_metrics(done[("fede4rag", seeds[0])]["metrics"])
         test = "financebench-derived-qa"
         save_training_record(
-            out / "retriever", method="fede4rag", command="hf-ext reproduce fede4rag" + (" --full" if ns.full else ""),
+            out / "retriever",
+            method="fede4rag",
+            command="hf-ext reproduce fede4rag" + (" --full" if ns.full else ""),
             base_model="sentence-transformers/all-MiniLM-L6-v2",
-            datasets=[{"name": test, "hub_id": None, "description": "FinanceBench-style QA pairs over 10-K passages "
-                                                                     "(shipped offline, 5 clients)"}],
-            metrics=[metric(name, name.split(".")[-1].split("@")[0], m[name], dataset=test, higher_is_better=True)
-                     for name in ("own.hit@1", "own.hit@10", "own.mrr", "union.mrr", "fb.hit@1", "fb.mrr")
-                     if name in m],
-            config=results["run"], skip_nonfinite=True,
+            datasets=[
+                {
+                    "name": test,
+                    "hub_id": None,
+                    "description": "FinanceBench-style QA pairs over 10-K passages (shipped offline, 5 clients)",
+                }
+            ],
+            metrics=[
+                metric(name, name.split(".")[-1].split("@")[0], m[name], dataset=test, higher_is_better=True)
+                for name in ("own.hit@1", "own.hit@10", "own.mrr", "union.mrr", "fb.hit@1", "fb.mrr")
+                if name in m
+            ],
+            config=results["run"],
+            skip_nonfinite=True,
             notes=f"the first seed's ({seeds[0]}) FedE4RAG retriever after {run.rounds} rounds",
         )
     results["seconds_cache"] = seconds_cache
@@ -398,22 +498,25 @@ def main(argv: list[str] | None = None) -> dict:
     write()
     if leave_out:  # phase 3: leave-one-company-out federations, scored on the left-out company
         loco_done = {}
-        loco_jobs = [(s, replace(run, seed=seed), c, ns.engine) for seed in seeds for c in leave_out
-                     for s in ns.loco_settings]
+        loco_jobs = [
+            (s, replace(run, seed=seed), c, ns.engine) for seed in seeds for c in leave_out for s in ns.loco_settings
+        ]
         for setting, seed, c, res, secs in run_jobs(_loco_job, loco_jobs, workers=1, desc="fede4rag leave-one-out"):
             loco_done[(setting, seed, c)] = res
             seconds[f"{setting}-loco-{res['left_out']}:{seed}"] = secs
             t = res["transfer"]
-            print(f"{setting} without {res['left_out']} seed {seed}: own hit@1 {t['own']['hit@1']:.3f} own MRR "
-                  f"{t['own']['mrr']:.3f} union MRR {t['union']['mrr']:.3f} ({secs:.0f} s)", flush=True)
+            print(
+                f"{setting} without {res['left_out']} seed {seed}: own hit@1 {t['own']['hit@1']:.3f} own MRR "
+                f"{t['own']['mrr']:.3f} union MRR {t['union']['mrr']:.3f} ({secs:.0f} s)",
+                flush=True,
+            )
             with progress.open("a") as fh:
                 fh.write(json.dumps({**res, "seconds": secs}) + "\n")  # has "left_out"
         results["raw_loco"] = {f"{s}:{seed}:{c}": res for (s, seed, c), res in loco_done.items()}
         results["loco"] = summarize_loco(done, loco_done, seeds, leave_out, ns.loco_settings)
         write()
     if ns.rag_questions > 0 and "fede4rag" in settings:  # phase 4, after the retrieval results are safely written
-        results["rag"] = _rag(done, replace(run, seed=seeds[0]), ns.rag_questions,
-                              log_path=out / "rag_answers.jsonl")
+        results["rag"] = _rag(done, replace(run, seed=seeds[0]), ns.rag_questions, log_path=out / "rag_answers.jsonl")
         write()
     table = format_table(results)
     print(table)

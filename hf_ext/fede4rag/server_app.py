@@ -35,9 +35,11 @@ def refuse_secrets(run_config) -> None:
     configs only."""
     named = sorted(k for k in run_config if "secret" in str(k).lower())
     if named:
-        raise ValueError(f"the run config names {named}: the ServerApp receives the run config, so secret keys "
-                         "must only appear in the SuperNodes' node config (e.g. `--node-config "
-                         "he-secret-path=...`)")
+        raise ValueError(
+            f"the run config names {named}: the ServerApp receives the run config, so secret keys "
+            "must only appear in the SuperNodes' node config (e.g. `--node-config "
+            "he-secret-path=...`)"
+        )
 
 
 def server_adapter(run: RunConfig) -> dict:
@@ -62,8 +64,10 @@ def node_sizes(grid: Grid, n_params: int) -> tuple[dict[int, int], dict[str, str
             size = int(reply_metric(reply, "num-examples", integer=True))
             theirs = int(reply_metric(reply, "num-params", integer=True))
             if theirs != n_params:
-                raise ValueError(f"node {node} reports an adapter of {theirs} parameters, the server's has "
-                                 f"{n_params}: not the same model")
+                raise ValueError(
+                    f"node {node} reports an adapter of {theirs} parameters, the server's has "
+                    f"{n_params}: not the same model"
+                )
         except ValueError as err:
             logger.warning("fede4rag: left out %s", err)
             refused[f"node {node}"] = str(err)
@@ -84,18 +88,38 @@ def main(grid: Grid, context: Context) -> None:
         raise RuntimeError(f"no node answered the query with this model's adapter: {refused}")
     public = Path(str(context.run_config["he-public-path"])).read_bytes() if run.encrypt else None
     # encrypted: the strategy derives the ciphertext count from the server's n_params and the public context's slots
-    strategy = make_strategy(encrypt=run.encrypt, public_context=public, n_values=n_params if run.encrypt else None,
-                             one_client=run.one_client, node_sizes=sizes, seed=run.seed, min_available_nodes=1,
-                             min_train_nodes=1, reference=None if run.encrypt else reference,
-                             allowed_nodes=sorted(sizes))
-    result = strategy.start(grid=grid, initial_arrays=ArrayRecord(), num_rounds=run.rounds,
-                            train_config=ConfigRecord(), timeout=float(context.run_config.get("timeout", 3600)))
+    strategy = make_strategy(
+        encrypt=run.encrypt,
+        public_context=public,
+        n_values=n_params if run.encrypt else None,
+        one_client=run.one_client,
+        node_sizes=sizes,
+        seed=run.seed,
+        min_available_nodes=1,
+        min_train_nodes=1,
+        reference=None if run.encrypt else reference,
+        allowed_nodes=sorted(sizes),
+    )
+    result = strategy.start(
+        grid=grid,
+        initial_arrays=ArrayRecord(),
+        num_rounds=run.rounds,
+        train_config=ConfigRecord(),
+        timeout=float(context.run_config.get("timeout", 3600)),
+    )
     rejected = {f"{r}:{who}": why for r, v in strategy.rejected.items() for who, why in v.items()}
     rejected.update({f"0:{who}": why for who, why in refused.items()})  # round 0: the query
     sampled = {f"round-{r}": ",".join(map(str, nodes)) for r, nodes in strategy.sampled.items()}
     summary = {"num-rejected": len(rejected), "rounds": len(strategy.aggregated), "num-params": n_params}
     stats = {f"{r}:{k}": v for r, row in strategy.round_stats.items() for k, v in row.items()}
-    save_result(context, {"arrays": result.arrays, "summary": MetricRecord(summary),
-                          "rejected": ConfigRecord(rejected), "sampled": ConfigRecord(sampled),
-                          "round-stats": MetricRecord(stats)})
+    save_result(
+        context,
+        {
+            "arrays": result.arrays,
+            "summary": MetricRecord(summary),
+            "rejected": ConfigRecord(rejected),
+            "sampled": ConfigRecord(sampled),
+            "round-stats": MetricRecord(stats),
+        },
+    )
     require_rounds(len(strategy.aggregated), int(context.run_config.get("min-rounds", run.rounds)), run.rounds)

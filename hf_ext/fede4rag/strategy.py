@@ -34,8 +34,12 @@ def chunk_names(n: int) -> list[str]:
 def chunks_to_record(chunks):
     from flwr.app import Array, ArrayRecord
 
-    return ArrayRecord({name: Array(np.frombuffer(blob, dtype=np.uint8).copy())
-                        for name, blob in zip(chunk_names(len(chunks)), chunks)})
+    return ArrayRecord(
+        {
+            name: Array(np.frombuffer(blob, dtype=np.uint8).copy())
+            for name, blob in zip(chunk_names(len(chunks)), chunks)
+        }
+    )
 
 
 def record_to_chunks(record) -> list[bytes]:
@@ -76,6 +80,7 @@ def round_stats(metrics, aggregate_s: float) -> dict[str, float]:
     """What one aggregated round cost: gradient steps summed over the accepted clients (the step budget the
     comparison tables state), the longest client's steps (the sequential chain), mean client encrypt / decrypt
     seconds and upload bytes, and the server's aggregation seconds. Missing or non-finite client values count 0."""
+
     def values(key):
         out = []
         for m in metrics:
@@ -84,14 +89,31 @@ def round_stats(metrics, aggregate_s: float) -> dict[str, float]:
         return out
 
     steps = values("num-steps")
-    return {"num-clients": float(len(metrics)), "steps-total": float(sum(steps)), "steps-max": float(max(steps)),
-            "encrypt-s": float(np.mean(values("encrypt-s"))), "decrypt-s": float(np.mean(values("decrypt-s"))),
-            "bytes-up": float(np.mean(values("bytes-up"))), "aggregate-s": float(aggregate_s)}
+    return {
+        "num-clients": float(len(metrics)),
+        "steps-total": float(sum(steps)),
+        "steps-max": float(max(steps)),
+        "encrypt-s": float(np.mean(values("encrypt-s"))),
+        "decrypt-s": float(np.mean(values("decrypt-s"))),
+        "bytes-up": float(np.mean(values("bytes-up"))),
+        "aggregate-s": float(aggregate_s),
+    }
 
 
-def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int = 0, n_values: int | None = None,
-                  one_client: bool = False, node_sizes: dict[int, int] | None = None, seed: int = 0,
-                  reference=None, allowed_nodes=None, max_abs: float = DEFAULT_MAX_ABS, **kwargs):
+def make_strategy(
+    *,
+    encrypt: bool,
+    public_context: bytes | None,
+    n_chunks: int = 0,
+    n_values: int | None = None,
+    one_client: bool = False,
+    node_sizes: dict[int, int] | None = None,
+    seed: int = 0,
+    reference=None,
+    allowed_nodes=None,
+    max_abs: float = DEFAULT_MAX_ABS,
+    **kwargs,
+):
     """A `FedE4RAGStrategy` (built lazily so importing this module does not import Flower's server).
 
     Args:
@@ -108,8 +130,10 @@ def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int 
         max_abs (`float`): plaintext values must satisfy |x| < `max_abs`.
     """
     if not encrypt and reference is None:
-        raise ValueError("a plaintext FedE4RAG strategy needs the server's own adapter as `reference` (replies are "
-                         "checked against it, never against another client's)")
+        raise ValueError(
+            "a plaintext FedE4RAG strategy needs the server's own adapter as `reference` (replies are "
+            "checked against it, never against another client's)"
+        )
     from flwr.app import ArrayRecord, MessageType, MetricRecord, RecordDict
     from flwr.serverapp.strategy import FedAvg
 
@@ -125,8 +149,10 @@ def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int 
             if self.he is not None and n_values is not None:
                 expected = -(-n_values // self.he.slots)
                 if n_chunks and n_chunks != expected:
-                    raise ValueError(f"{n_chunks} ciphertext chunks configured, but {n_values} values in "
-                                     f"{self.he.slots}-slot ciphertexts (the public context's) take {expected}")
+                    raise ValueError(
+                        f"{n_chunks} ciphertext chunks configured, but {n_values} values in "
+                        f"{self.he.slots}-slot ciphertexts (the public context's) take {expected}"
+                    )
                 self.n_chunks = expected
             self.one_client = one_client
             self.node_sizes = dict(node_sizes or {})
@@ -219,5 +245,12 @@ def make_strategy(*, encrypt: bool, public_context: bytes | None, n_chunks: int 
     return FedE4RAGStrategy(fraction_evaluate=0.0, **kwargs)
 
 
-__all__ = ["CHUNK_PREFIX", "chunk_names", "chunks_to_record", "make_strategy", "plain_problem", "record_to_chunks",
-           "round_stats"]
+__all__ = [
+    "CHUNK_PREFIX",
+    "chunk_names",
+    "chunks_to_record",
+    "make_strategy",
+    "plain_problem",
+    "record_to_chunks",
+    "round_stats",
+]

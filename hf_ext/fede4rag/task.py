@@ -18,11 +18,20 @@ import torch
 from hf_ext.core.paths import work_dir
 
 from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdout_split
-from .encoder import (HiddenCache, adapter_arrays, load_pretrained_retriever, load_trainable_state, lora_config)
+from .encoder import HiddenCache, adapter_arrays, load_pretrained_retriever, load_trainable_state, lora_config
 from .training import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, compute_metrics, frozen_teacher
 
-SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "fede4rag-ckks", "centralized", "centralized-tau1",
-            "fede4rag-tau1", "fede4rag-one-client")
+SETTINGS = (
+    "zero-shot",
+    "local-only",
+    "fedavg",
+    "fede4rag",
+    "fede4rag-ckks",
+    "centralized",
+    "centralized-tau1",
+    "fede4rag-tau1",
+    "fede4rag-one-client",
+)
 FEDERATED = ("fedavg", "fede4rag", "fede4rag-ckks", "fede4rag-tau1", "fede4rag-one-client")  # run on Flower
 AUTHORS_TEMPERATURE = 1.0  # the released loss has no temperature: CE over raw cosines
 
@@ -82,16 +91,19 @@ class RunConfig:
 
         check_run_config(self)
         if self.rounds < 1 or self.batch_size < 2:
-            raise ValueError(f"rounds must be >= 1 and batch_size >= 2 (in-batch negatives), got {self.rounds}, "
-                             f"{self.batch_size}")
+            raise ValueError(
+                f"rounds must be >= 1 and batch_size >= 2 (in-batch negatives), got {self.rounds}, {self.batch_size}"
+            )
         if not 0 < self.train_fraction <= 1:
             raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
         if not self.lora_layers:
             raise ValueError("lora_layers must name at least one encoder layer")
         companies = self.companies
         if len(set(companies)) != len(companies) or not all(0 <= c < len(COMPANIES) for c in companies):
-            raise ValueError(f"RunConfig.client_companies must list distinct company indices in [0, "
-                             f"{len(COMPANIES) - 1}], got {self.client_companies!r}")
+            raise ValueError(
+                f"RunConfig.client_companies must list distinct company indices in [0, "
+                f"{len(COMPANIES) - 1}], got {self.client_companies!r}"
+            )
 
     @property
     def companies(self) -> tuple[int, ...]:
@@ -108,7 +120,7 @@ class RunConfig:
         return min(self.lora_layers)
 
     @classmethod
-    def from_run_config(cls, run_config) -> "RunConfig":
+    def from_run_config(cls, run_config) -> RunConfig:
         """Parses a Flower run config (keys are the field names with '-' for '_'; `lora-layers` is "4,5")."""
         from .validation import convert
 
@@ -143,8 +155,9 @@ def build_model(run: RunConfig):
     """The pretrained retriever with a freshly (seed-) initialised LoRA adapter, and its tokenizer."""
     from peft import get_peft_model
 
-    retriever, tokenizer = load_pretrained_retriever(run.encoder_path or None, max_query_length=run.max_query_length,
-                                                     max_passage_length=run.max_passage_length)
+    retriever, tokenizer = load_pretrained_retriever(
+        run.encoder_path or None, max_query_length=run.max_query_length, max_passage_length=run.max_passage_length
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(run.seed)  # every client starts from the same adapter (the round-0 global model)
         model = get_peft_model(retriever, lora_config(run.lora_rank, layers=run.lora_layers))
@@ -196,10 +209,24 @@ class FedE4RAGClient:
         self.model, self.tokenizer = model, tokenizer
         self.pairs = client_pairs(partition, run)
         cache_dir = Path(run.cache_dir)
-        self.q_cache = HiddenCache.cached(cache_dir, model, tokenizer, [p.question for p in self.pairs],
-                                          run.max_query_length, run.start_layer, tag="q")
-        self.p_cache = HiddenCache.cached(cache_dir, model, tokenizer, [p.reference for p in self.pairs],
-                                          run.max_passage_length, run.start_layer, tag="p")
+        self.q_cache = HiddenCache.cached(
+            cache_dir,
+            model,
+            tokenizer,
+            [p.question for p in self.pairs],
+            run.max_query_length,
+            run.start_layer,
+            tag="q",
+        )
+        self.p_cache = HiddenCache.cached(
+            cache_dir,
+            model,
+            tokenizer,
+            [p.reference for p in self.pairs],
+            run.max_passage_length,
+            run.start_layer,
+            tag="p",
+        )
         self.rounds_done = 0
         self.last_steps = self.steps_done = 0
         self.last_loss: dict[str, float] = {}
@@ -228,16 +255,30 @@ class FedE4RAGClient:
         teacher = frozen_teacher(self.model) if kd and self.run.kd_lambda > 0 else None
         ds = Dataset.from_dict({"q_row": list(range(len(self.pairs))), "p_row": list(range(len(self.pairs)))})
         args = FedE4RAGTrainingArguments(
-            output_dir=tempfile.mkdtemp(prefix="fede4rag_"), use_cpu=use_cpu(), report_to="none",
-            num_train_epochs=self.run.local_epochs, per_device_train_batch_size=self.run.batch_size,
-            learning_rate=self.run.learning_rate, weight_decay=0.0, lr_scheduler_type="constant", warmup_steps=0,
-            save_strategy="no", logging_strategy="no", dataloader_drop_last=True,
+            output_dir=tempfile.mkdtemp(prefix="fede4rag_"),
+            use_cpu=use_cpu(),
+            report_to="none",
+            num_train_epochs=self.run.local_epochs,
+            per_device_train_batch_size=self.run.batch_size,
+            learning_rate=self.run.learning_rate,
+            weight_decay=0.0,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            save_strategy="no",
+            logging_strategy="no",
+            dataloader_drop_last=True,
             seed=self.run.seed * 1000 + 10 * (self.partition if self.partition is not None else 9) + self.rounds_done,
-            kd_lambda=self.run.kd_lambda if teacher is not None else 0.0, temperature=self.run.temperature,
+            kd_lambda=self.run.kd_lambda if teacher is not None else 0.0,
+            temperature=self.run.temperature,
         )
-        trainer = FedE4RAGTrainer(model=self.model, args=args, train_dataset=ds, teacher=teacher,
-                                  data_collator=CachedPairCollator(self.q_cache, self.p_cache),
-                                  compute_metrics=compute_metrics)  # evaluate(): in-batch hit@k / MRR
+        trainer = FedE4RAGTrainer(
+            model=self.model,
+            args=args,
+            train_dataset=ds,
+            teacher=teacher,
+            data_collator=CachedPairCollator(self.q_cache, self.p_cache),
+            compute_metrics=compute_metrics,
+        )  # evaluate(): in-batch hit@k / MRR
         trainer.remove_callback(PrinterCallback)
         self.model.train()
         trainer.train()
@@ -264,5 +305,14 @@ def with_setting(run: RunConfig, setting: str) -> RunConfig:
     return replace(run, encrypt=False, one_client=False)
 
 
-__all__ = ["AUTHORS_TEMPERATURE", "FEDERATED", "FedE4RAGClient", "RunConfig", "SETTINGS", "build_model",
-           "client_heldout", "client_pairs", "with_setting"]
+__all__ = [
+    "AUTHORS_TEMPERATURE",
+    "FEDERATED",
+    "FedE4RAGClient",
+    "RunConfig",
+    "SETTINGS",
+    "build_model",
+    "client_heldout",
+    "client_pairs",
+    "with_setting",
+]

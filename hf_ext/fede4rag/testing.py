@@ -15,8 +15,16 @@ VOCAB = 100
 
 
 def tiny_config(**overrides) -> FedE4RAGConfig:
-    kwargs = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                  max_position_embeddings=64, max_query_length=16, max_passage_length=32)
+    kwargs = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        max_query_length=16,
+        max_passage_length=32,
+    )
     kwargs.update(overrides)
     return FedE4RAGConfig(**kwargs)
 
@@ -31,7 +39,7 @@ def tiny_inputs(batch: int = 3, length: int = 9, seed: int = 0) -> dict[str, tor
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(1, VOCAB, (batch, length), generator=g)
     mask = torch.ones(batch, length, dtype=torch.long)
-    mask[0, length // 2:] = 0  # one padded row, so masked pooling matters
+    mask[0, length // 2 :] = 0  # one padded row, so masked pooling matters
     ids[mask == 0] = 0
     return {"input_ids": ids, "attention_mask": mask}
 
@@ -48,8 +56,16 @@ def tiny_encoder_folder(path: str | Path, num_layers: int = 2, seed: int = 0) ->
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=num_layers,
-                                     num_attention_heads=4, intermediate_size=64, max_position_embeddings=128))
+        model = BertModel(
+            BertConfig(
+                vocab_size=tokenizer.vocab_size,
+                hidden_size=32,
+                num_hidden_layers=num_layers,
+                num_attention_heads=4,
+                intermediate_size=64,
+                max_position_embeddings=128,
+            )
+        )
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -77,16 +93,31 @@ def _trainer(model, output_dir: Path):
     q = torch.randint(1, VOCAB, (8, 6), generator=g).tolist()
     p = torch.randint(1, VOCAB, (8, 12), generator=g).tolist()
     ds = Dataset.from_dict({"q_input_ids": q, "p_input_ids": p})
-    args = FedE4RAGTrainingArguments(output_dir=str(output_dir), use_cpu=True, report_to="none", max_steps=1,
-                                     per_device_train_batch_size=8, learning_rate=1e-2, weight_decay=0.01,
-                                     save_strategy="no", disable_tqdm=True, seed=0, kd_lambda=100.0)
+    args = FedE4RAGTrainingArguments(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        report_to="none",
+        max_steps=1,
+        per_device_train_batch_size=8,
+        learning_rate=1e-2,
+        weight_decay=0.01,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        kd_lambda=100.0,
+    )
     teacher = frozen_teacher(model)
     model.train()
-    return FedE4RAGTrainer(model=model, args=args, train_dataset=ds, teacher=teacher,
-                           data_collator=TokenPairCollator())
+    return FedE4RAGTrainer(model=model, args=args, train_dataset=ds, teacher=teacher, data_collator=TokenPairCollator())
 
 
 def contract_fixture() -> ContractFixture:
-    return ContractFixture(make_config=tiny_config, make_artifact=tiny_retriever, example_inputs=tiny_inputs,
-                           outputs=_outputs, load=_load, config_from_dict=FedE4RAGConfig.from_dict,
-                           make_trainer=_trainer)
+    return ContractFixture(
+        make_config=tiny_config,
+        make_artifact=tiny_retriever,
+        example_inputs=tiny_inputs,
+        outputs=_outputs,
+        load=_load,
+        config_from_dict=FedE4RAGConfig.from_dict,
+        make_trainer=_trainer,
+    )

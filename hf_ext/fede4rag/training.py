@@ -26,8 +26,9 @@ def similarity(queries: torch.Tensor, passages: torch.Tensor) -> torch.Tensor:
     return F.normalize(queries, dim=-1) @ F.normalize(passages, dim=-1).T
 
 
-def kd_contrastive_loss(sim: torch.Tensor, teacher_sim: torch.Tensor | None = None, kd_lambda: float = 100.0,
-                        temperature: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
+def kd_contrastive_loss(
+    sim: torch.Tensor, teacher_sim: torch.Tensor | None = None, kd_lambda: float = 100.0, temperature: float = 1.0
+) -> tuple[torch.Tensor, dict[str, float]]:
     """`CE(S / τ, diag) + λ·MSE(S, S_teacher)`; returns the loss and its two parts (floats, for logging)."""
     if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
         raise ValueError(f"the similarity matrix must be square (in-batch negatives), got shape {tuple(sim.shape)}")
@@ -98,8 +99,9 @@ class FedE4RAGTrainer(Trainer):
         if self.teacher is not None and kd_lambda > 0:
             with torch.no_grad():
                 teacher_sim = similarity(*(self.teacher(**sides[s]).pooler_output for s in SIDES))
-        loss, self.last_parts = kd_contrastive_loss(sim, teacher_sim, kd_lambda,
-                                                    float(getattr(self.args, "temperature", 1.0)))
+        loss, self.last_parts = kd_contrastive_loss(
+            sim, teacher_sim, kd_lambda, float(getattr(self.args, "temperature", 1.0))
+        )
         return (loss, {"similarity": sim}) if return_outputs else loss
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
@@ -124,8 +126,9 @@ class TextPairCollator:
     def __call__(self, features: Sequence[Mapping]) -> dict[str, torch.Tensor]:
         out = {}
         for side, key, length in (("q", "question", self.max_q), ("p", "passage", self.max_p)):
-            enc = self.tokenizer([f[key] for f in features], truncation=True, max_length=length, padding=True,
-                                 return_tensors="pt")
+            enc = self.tokenizer(
+                [f[key] for f in features], truncation=True, max_length=length, padding=True, return_tensors="pt"
+            )
             out.update({f"{side}_{k}": v for k, v in enc.items() if k in ("input_ids", "attention_mask")})
         return out
 
@@ -169,8 +172,17 @@ def frozen_teacher(model) -> torch.nn.Module:
     return teacher
 
 
-__all__ = ["CachedPairCollator", "FedE4RAGTrainer", "FedE4RAGTrainingArguments", "TextPairCollator",
-           "TokenPairCollator", "frozen_teacher", "kd_contrastive_loss", "similarity", "split_sides"]
+__all__ = [
+    "CachedPairCollator",
+    "FedE4RAGTrainer",
+    "FedE4RAGTrainingArguments",
+    "TextPairCollator",
+    "TokenPairCollator",
+    "frozen_teacher",
+    "kd_contrastive_loss",
+    "similarity",
+    "split_sides",
+]
 
 
 def compute_metrics(eval_pred) -> dict[str, float]:
@@ -181,6 +193,8 @@ def compute_metrics(eval_pred) -> dict[str, float]:
 
     ranks = np.asarray(eval_pred.predictions).reshape(-1)
     ranks = ranks[ranks >= 0]  # drop Trainer's cross-batch padding
-    return {"inbatch_hit@1": float((ranks < 1).mean()), "inbatch_hit@5": float((ranks < 5).mean()),
-            "inbatch_mrr": float((1.0 / (ranks + 1)).mean())}
-
+    return {
+        "inbatch_hit@1": float((ranks < 1).mean()),
+        "inbatch_hit@5": float((ranks < 5).mean()),
+        "inbatch_mrr": float((1.0 / (ranks + 1)).mean()),
+    }

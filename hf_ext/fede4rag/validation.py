@@ -35,8 +35,9 @@ def check_run_config(run: Any) -> None:
     _number("holdout", run.holdout, 0.0, 0.9)
     _number("train_fraction", run.train_fraction, 0.0, 1.0, open_low=True)
     if not run.lora_layers or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in run.lora_layers):
-        raise ValueError(f"RunConfig.lora_layers must name at least one encoder layer (integers >= 0), got "
-                         f"{run.lora_layers!r}")
+        raise ValueError(
+            f"RunConfig.lora_layers must name at least one encoder layer (integers >= 0), got {run.lora_layers!r}"
+        )
 
 
 def convert(key: str, kind: type, value: Any) -> Any:

@@ -31,27 +31,35 @@ SPEC = register_method(
         config_class="hf_ext.fl_llama.configuration_fl_llama:FlLlamaClientConfig",
         auto_classes={"AutoModel": "hf_ext.fl_llama.modeling_fl_llama:FlLlamaClientModel"},
         # The server's part is a second artifact, published by a different party, with its own config class.
-        extra_auto_classes=((
-            "hf_ext.fl_llama.configuration_fl_llama:FlLlamaServerConfig",
-            {"AutoModel": "hf_ext.fl_llama.modeling_fl_llama:FlLlamaServerModel"},
-        ),),
+        extra_auto_classes=(
+            (
+                "hf_ext.fl_llama.configuration_fl_llama:FlLlamaServerConfig",
+                {"AutoModel": "hf_ext.fl_llama.modeling_fl_llama:FlLlamaServerModel"},
+            ),
+        ),
         reproduce="hf_ext.fl_llama.reproduce:main",
         train="hf_ext.fl_llama.training:main",
         demo="hf_ext.fl_llama.demo:build_demo",
         contract="hf_ext.fl_llama.testing:contract_fixture",
-        commands={"serve": "hf_ext.fl_llama.serve:main", "tokens": "hf_ext.fl_llama.auth:main",
-                  "client": "hf_ext.fl_llama.client_command:main", "split": "hf_ext.fl_llama.artifacts:main"},
+        commands={
+            "serve": "hf_ext.fl_llama.serve:main",
+            "tokens": "hf_ext.fl_llama.auth:main",
+            "client": "hf_ext.fl_llama.client_command:main",
+            "split": "hf_ext.fl_llama.artifacts:main",
+        },
         datasets=("super_glue",),
         metrics=("accuracy", "rouge"),
         pipeline_tag="text-generation",
-        status=("implemented (SmolLM2-135M and tiny random Llamas + MultiRC; transformers generate/Trainer; "
-                "in-process and gRPC loopback transports with a handshake and server checkpoints)"),
+        status=(
+            "implemented (SmolLM2-135M and tiny random Llamas + MultiRC; transformers generate/Trainer; "
+            "in-process and gRPC loopback transports with a handshake and server checkpoints)"
+        ),
         usage=(
             "from transformers import AutoModel\n"
             "# `hf-ext push fl_llama` publishes both parts, client/ and server/ (a repo pushed from one part folder\n"
             "# holds that part at its root: drop `subfolder`)\n"
-            "client = AutoModel.from_pretrained(\"{repo_id}\", subfolder=\"client\", trust_remote_code=True)\n"
-            "server = AutoModel.from_pretrained(\"{repo_id}\", subfolder=\"server\", trust_remote_code=True)\n"
+            'client = AutoModel.from_pretrained("{repo_id}", subfolder="client", trust_remote_code=True)\n'
+            'server = AutoModel.from_pretrained("{repo_id}", subfolder="server", trust_remote_code=True)\n'
             "# the two parties run them apart over hf_ext.fl_llama.transport.GrpcTransport; see the model card"
         ),
     )

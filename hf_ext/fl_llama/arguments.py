@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -44,10 +44,13 @@ class FlLlamaTrainingArguments:
     def __post_init__(self):
         if self.learning_rate <= 0:
             raise ValueError(f"FlLlamaTrainingArguments.learning_rate must be > 0, got {self.learning_rate}")
-        if self.max_steps is not None and (isinstance(self.max_steps, bool) or int(self.max_steps) != self.max_steps
-                                           or self.max_steps < 1):
-            raise ValueError(f"FlLlamaTrainingArguments.max_steps must be >= 1 (an integer; None keeps the learning "
-                             f"rate constant), got {self.max_steps}")
+        if self.max_steps is not None and (
+            isinstance(self.max_steps, bool) or int(self.max_steps) != self.max_steps or self.max_steps < 1
+        ):
+            raise ValueError(
+                f"FlLlamaTrainingArguments.max_steps must be >= 1 (an integer; None keeps the learning "
+                f"rate constant), got {self.max_steps}"
+            )
         if self.max_grad_norm is not None and self.max_grad_norm <= 0:
             raise ValueError("FlLlamaTrainingArguments.max_grad_norm must be > 0 or None")
 
@@ -84,8 +87,11 @@ class PartOptimizer:
         self._epoch += 1
         if self.args.max_steps is not None and self._epoch > self.args.max_steps and not self._warned:
             self._warned = True
-            warnings.warn(f"step {self._epoch} is past max_steps={self.args.max_steps}: the linear schedule has "
-                          "brought the learning rate to 0, so this part no longer moves", stacklevel=2)
+            warnings.warn(
+                f"step {self._epoch} is past max_steps={self.args.max_steps}: the linear schedule has "
+                "brought the learning rate to 0, so this part no longer moves",
+                stacklevel=2,
+            )
         if self.optimizer is None:
             return 0.0
         grads = [p for p in self.params if p.grad is not None]

@@ -39,8 +39,10 @@ def held_line(part: FlLlamaClientModel | FlLlamaServerModel) -> str:
     n, a, c = cfg.num_layers, cfg.num_input_blocks, cfg.num_output_blocks
     if isinstance(part, FlLlamaClientModel):
         k = int(cfg.client_stored_blocks)
-        what = (f"The client's part (`FlLlamaClientModel`: `embed_tokens`, blocks `[0, {k})` and `[{n - k}, {n})`, "
-                "final norm, `lm_head`, tokenizer)")
+        what = (
+            f"The client's part (`FlLlamaClientModel`: `embed_tokens`, blocks `[0, {k})` and `[{n - k}, {n})`, "
+            "final norm, `lm_head`, tokenizer)"
+        )
     else:
         what = f"The server's part (`FlLlamaServerModel`: blocks `[1, {n - 1})`)"
     return f"{what} of a {n}-block Llama split at a = {a}, c = {c}; not a language model on its own"
@@ -89,16 +91,24 @@ def save_parts(client: FlLlamaClientModel, server: FlLlamaServerModel, out_dir: 
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext fl_llama split", description=(
-        "Splits a saved LlamaForCausalLM (a folder, or a Hub id with a network) into OUT/client (give it to the "
-        "client, with the model's tokenizer) and OUT/server (for `hf-ext fl_llama serve OUT/server`). Both parts "
-        "carry the SHA-256 of the model they were split from, which the handshake compares."))
+    p = argparse.ArgumentParser(
+        prog="hf-ext fl_llama split",
+        description=(
+            "Splits a saved LlamaForCausalLM (a folder, or a Hub id with a network) into OUT/client (give it to the "
+            "client, with the model's tokenizer) and OUT/server (for `hf-ext fl_llama serve OUT/server`). Both parts "
+            "carry the SHA-256 of the model they were split from, which the handshake compares."
+        ),
+    )
     p.add_argument("model", help="a LlamaForCausalLM folder (config.json + safetensors)")
     p.add_argument("out_dir", help="writes OUT/client and OUT/server")
     p.add_argument("--a", type=int, default=1, help="client input blocks")
     p.add_argument("--c", type=int, default=1, help="client output blocks")
-    p.add_argument("--client-stored-blocks", type=int, help="first/last blocks the client stores, so (a, c) can move "
-                   "up to it without new weights (default: max(a, c))")
+    p.add_argument(
+        "--client-stored-blocks",
+        type=int,
+        help="first/last blocks the client stores, so (a, c) can move "
+        "up to it without new weights (default: max(a, c))",
+    )
     p.add_argument("--noise-scale", type=float, default=0.0, help="s of the client's noise (σ = s·sqrt(π/2))")
     return p
 

@@ -68,8 +68,11 @@ class TokenStore:
             raise ValueError(f"{path} is not an FL-LLaMA token file (format {FORMAT!r})")
         entries = {}
         for name, item in data["clients"].items():
-            if not _NAME.match(str(name)) or not isinstance(item, dict) or \
-                    not re.fullmatch(r"[0-9a-f]{64}", str(item.get("sha256", ""))):
+            if (
+                not _NAME.match(str(name))
+                or not isinstance(item, dict)
+                or not re.fullmatch(r"[0-9a-f]{64}", str(item.get("sha256", "")))
+            ):
                 raise ValueError(f"{path}: malformed entry for client {name!r}")
             entries[item["sha256"]] = Principal(str(name), bool(item.get("admin", False)))
         if not entries:
@@ -103,8 +106,9 @@ def generate_tokens(out_dir: str | os.PathLike, clients: list[str], admins: list
         raise ValueError("name at least one client (--clients) or admin (--admins)")
     for name in names:
         if not _NAME.match(name):
-            raise ValueError(f"client name {name!r} must be 1-64 characters of [A-Za-z0-9_.-], starting with a "
-                             "letter or digit")
+            raise ValueError(
+                f"client name {name!r} must be 1-64 characters of [A-Za-z0-9_.-], starting with a letter or digit"
+            )
     if len(set(names)) != len(names):
         raise ValueError(f"client names must be distinct, got {names}")
     out = Path(out_dir)
@@ -115,8 +119,10 @@ def generate_tokens(out_dir: str | os.PathLike, clients: list[str], admins: list
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(token + "\n")
-    table = {"format": FORMAT, "clients": {name: {"sha256": _digest(tokens[name]), "admin": name in admins}
-                                           for name in names}}
+    table = {
+        "format": FORMAT,
+        "clients": {name: {"sha256": _digest(tokens[name]), "admin": name in admins} for name in names},
+    }
     tmp = out / ".server_tokens.json.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -134,8 +140,9 @@ def read_token(path: str | os.PathLike) -> str:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext fl_llama tokens", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="hf-ext fl_llama tokens", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("out_dir", help="folder for server_tokens.json and clients/<name>.token")
     p.add_argument("--clients", nargs="*", default=[], help="client names (one token each)")
     p.add_argument("--admins", nargs="*", default=[], help="names allowed to send admin messages (partition)")

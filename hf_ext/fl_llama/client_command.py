@@ -50,8 +50,11 @@ def make_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("server")
     g.add_argument("--address", required=True, help="host:port of a running `hf-ext fl_llama serve`")
     g.add_argument("--token-file", help="this client's token (`hf-ext fl_llama tokens`: DIR/clients/<name>.token)")
-    g.add_argument("--client-id", help="this client's name (default: the token file's name; the server keys its "
-                   "state by the token's name, so this only names the client of an --insecure server)")
+    g.add_argument(
+        "--client-id",
+        help="this client's name (default: the token file's name; the server keys its "
+        "state by the token's name, so this only names the client of an --insecure server)",
+    )
     g.add_argument("--insecure", action="store_true", help="send no token (a loopback server run with --insecure)")
     g.add_argument("--tls-root-cert", help="PEM of the CA that signed the server's TLS certificate")
     g.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for the server at start")
@@ -64,18 +67,29 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("--a", type=int, help="client input blocks (default: the client dir's, or 1 with --model)")
     g.add_argument("--c", type=int, help="client output blocks (default: the client dir's, or 1 with --model)")
     g.add_argument("--client-stored-blocks", type=int, help="with --model: first/last blocks the client stores")
-    g.add_argument("--noise-scale", type=float, help="s: noise N(0, σ²), σ = s·sqrt(π/2), on every h_A sent "
-                   "(default: the client dir's, 0 with --model)")
+    g.add_argument(
+        "--noise-scale",
+        type=float,
+        help="s: noise N(0, σ²), σ = s·sqrt(π/2), on every h_A sent (default: the client dir's, 0 with --model)",
+    )
     g = p.add_argument_group("data and training")
     g.add_argument("--train-file", required=True, help="plain text (one example a line) or .jsonl (--text-field)")
     g.add_argument("--validation-file", help="same format; its LM loss is recorded as the artifact's metric")
     g.add_argument("--text-field", default="text", help="the field of a .jsonl record holding the text")
     g.add_argument("--max-steps", type=int, default=100, help="training steps (the server's schedule length too)")
     g.add_argument("--batch-size", type=int, default=8)
-    g.add_argument("--max-length", type=int, help="tokens per example, longer ones truncated (default: 128, or the "
-                   "model's max_position_embeddings when smaller)")
-    g.add_argument("--learning-rate", type=float, default=FlLlamaTrainingArguments.learning_rate,
-                   help="AdamW of parts A and C (part B's is `serve --lr`)")
+    g.add_argument(
+        "--max-length",
+        type=int,
+        help="tokens per example, longer ones truncated (default: 128, or the "
+        "model's max_position_embeddings when smaller)",
+    )
+    g.add_argument(
+        "--learning-rate",
+        type=float,
+        default=FlLlamaTrainingArguments.learning_rate,
+        help="AdamW of parts A and C (part B's is `serve --lr`)",
+    )
     g.add_argument("--max-grad-norm", type=float, default=1.0, help="per-part clip; <= 0 disables it")
     g.add_argument("--seed", type=int, default=0, help="data order and the noise generator")
     g.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
@@ -139,8 +153,10 @@ def load_examples(path: str | Path, tokenizer, max_length: int, text_field: str 
     texts = read_texts(path, text_field)
     data = encode_texts(tokenizer, texts, max_length)
     if not data:
-        raise ClientError(f"{path} holds no training text: {len(texts)} non-empty example(s), none of at least 2 "
-                          "tokens (a .txt file has one example a line; a .jsonl file one record a line)")
+        raise ClientError(
+            f"{path} holds no training text: {len(texts)} non-empty example(s), none of at least 2 "
+            "tokens (a .txt file has one example a line; a .jsonl file one record a line)"
+        )
     return data
 
 
@@ -204,8 +220,9 @@ def connect(ns):
         return GrpcTransport(ns.address, timeout=ns.timeout, wait_ready=ns.connect_timeout, token=token,
                              root_certificates=roots)  # fmt: skip
     except PeerDisconnected as err:
-        raise ClientError(f"{err}: is `hf-ext fl_llama serve` running there (its READY line prints the port)?") \
-            from None
+        raise ClientError(
+            f"{err}: is `hf-ext fl_llama serve` running there (its READY line prints the port)?"
+        ) from None
 
 
 def handshake(split, address: str) -> dict:
@@ -215,8 +232,10 @@ def handshake(split, address: str) -> dict:
     try:
         return split.handshake("train")
     except AccessDenied as err:
-        raise ClientError(f"the server at {address} refused this client: {err}. Pass --token-file with a token made "
-                          "by `hf-ext fl_llama tokens` for the table the server runs with (--tokens)") from None
+        raise ClientError(
+            f"the server at {address} refused this client: {err}. Pass --token-file with a token made "
+            "by `hf-ext fl_llama tokens` for the table the server runs with (--tokens)"
+        ) from None
     except ProtocolError as err:
         raise ClientError(f"{err} (this client: --a/--c, --model/--client-dir, --max-steps)") from None
     except PeerDisconnected as err:
@@ -237,8 +256,9 @@ def save_both(split, out: Path, limit: int, state: dict) -> dict:
     try:
         server_ckpt = split.save_server()
     except (ProtocolError, RemoteError, PeerDisconnected) as err:
-        raise ClientError(f"the server did not save at step {split.steps}: {err} (start `serve` with --output-dir)") \
-            from None
+        raise ClientError(
+            f"the server did not save at step {split.steps}: {err} (start `serve` with --output-dir)"
+        ) from None
     saved = {**state, "server_checkpoint": server_ckpt, "server_steps": int(server_ckpt.split("-")[-1])}
     split.save_checkpoint(out / f"checkpoint-{split.steps}", saved)
     saved["steps"] = split.steps
@@ -270,8 +290,9 @@ def lm_loss(split, data: dict, batch_size: int) -> float:
 # ---- the command --------------------------------------------------------------------------------------------------
 def _check_args(parser, ns) -> None:
     if not ns.token_file and not ns.insecure:
-        parser.error("pass --token-file (see `hf-ext fl_llama tokens`) or, for a loopback --insecure server, "
-                     "--insecure")
+        parser.error(
+            "pass --token-file (see `hf-ext fl_llama tokens`) or, for a loopback --insecure server, --insecure"
+        )
     for name in ("max_steps", "batch_size", "save_total_limit"):
         if getattr(ns, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -326,21 +347,28 @@ def _run(ns, argv: list[str]) -> dict:
         except (OSError, RuntimeError, KeyError) as err:
             raise ClientError(f"--resume-from {ns.resume_from}: {err}") from None
         if resumed.get("max_steps") != ns.max_steps or resumed.get("seed") != ns.seed:
-            raise ClientError(f"--resume-from {ns.resume_from} was saved with --max-steps {resumed.get('max_steps')} "
-                              f"--seed {resumed.get('seed')}; resume with the same values")
+            raise ClientError(
+                f"--resume-from {ns.resume_from} was saved with --max-steps {resumed.get('max_steps')} "
+                f"--seed {resumed.get('seed')}; resume with the same values"
+            )
         if resumed.get("train_sha256") != data_sha:
             print(f"warning: {ns.train_file} differs from the file the checkpoint trained on", file=sys.stderr)
         if split.steps >= ns.max_steps:
             raise ClientError(f"--resume-from {ns.resume_from} is at step {split.steps} of --max-steps {ns.max_steps}")
     reply = handshake(split, ns.address)
     if ns.resume_from and int(reply.get("steps", 0)) < int(resumed.get("server_steps", 0)):
-        raise ClientError(f"the server is at step {reply.get('steps')}, but {ns.resume_from} was saved with the server "
-                          f"at {resumed['server_checkpoint']}: restart `serve` with --resume-from "
-                          f"SERVER_OUTPUT_DIR/{resumed['server_checkpoint']}")
+        raise ClientError(
+            f"the server is at step {reply.get('steps')}, but {ns.resume_from} was saved with the server "
+            f"at {resumed['server_checkpoint']}: restart `serve` with --resume-from "
+            f"SERVER_OUTPUT_DIR/{resumed['server_checkpoint']}"
+        )
     cfg = client.config
-    print(f"connected to {ns.address} as {client_id!r}: a = {cfg.num_input_blocks}, c = {cfg.num_output_blocks}, "
-          f"{len(data['input_ids'])} examples of <= {data['input_ids'].shape[1]} tokens, steps {split.steps + 1}.."
-          f"{ns.max_steps}", flush=True)
+    print(
+        f"connected to {ns.address} as {client_id!r}: a = {cfg.num_input_blocks}, c = {cfg.num_output_blocks}, "
+        f"{len(data['input_ids'])} examples of <= {data['input_ids'].shape[1]} tokens, steps {split.steps + 1}.."
+        f"{ns.max_steps}",
+        flush=True,
+    )
     out.mkdir(parents=True, exist_ok=True)
     losses, saved = [], resumed
     batches = iter_batches(data, ns.batch_size, seed=ns.seed, steps=ns.max_steps)
@@ -371,11 +399,19 @@ def _run(ns, argv: list[str]) -> dict:
                            dataset=name, higher_is_better=False)]  # fmt: skip
     record = _record(ns, argv, split, data, val, metrics, saved)
     artifact = save_part(client, out / "client", tokenizer=tokenizer, record=record)
-    print(f"final loss {losses[-1]:.4f} -> {artifact} (server part: {saved['server_checkpoint']} in the server's "
-          "--output-dir)", flush=True)
-    return {"losses": losses, "steps": split.steps, "artifact": artifact,
-            "checkpoint": out / f"checkpoint-{split.steps}", "server_checkpoint": saved["server_checkpoint"],
-            "metrics": {m["name"]: m["value"] for m in metrics}}
+    print(
+        f"final loss {losses[-1]:.4f} -> {artifact} (server part: {saved['server_checkpoint']} in the server's "
+        "--output-dir)",
+        flush=True,
+    )
+    return {
+        "losses": losses,
+        "steps": split.steps,
+        "artifact": artifact,
+        "checkpoint": out / f"checkpoint-{split.steps}",
+        "server_checkpoint": saved["server_checkpoint"],
+        "metrics": {m["name"]: m["value"] for m in metrics},
+    }
 
 
 def _record(ns, argv, split, data, val, metrics, saved) -> dict:
@@ -383,10 +419,13 @@ def _record(ns, argv, split, data, val, metrics, saved) -> dict:
     cfg = split.client.config
 
     def described(path, examples, role):
-        return {"name": Path(path).name, "hub_id": None,
-                "description": f"{role}: {examples} examples from the user's file (sha256 "
-                               f"{file_sha256(path)[:16]}…), "
-                               f"tokenized by the client's tokenizer, <= {ns.max_length} tokens"}
+        return {
+            "name": Path(path).name,
+            "hub_id": None,
+            "description": f"{role}: {examples} examples from the user's file (sha256 "
+            f"{file_sha256(path)[:16]}…), "
+            f"tokenized by the client's tokenizer, <= {ns.max_length} tokens",
+        }
 
     datasets = [described(ns.train_file, len(data["input_ids"]), "training")]
     if val is not None:
@@ -398,15 +437,30 @@ def _record(ns, argv, split, data, val, metrics, saved) -> dict:
             command[i + 1] = "PATH"
         elif a.split("=", 1)[0] in secret:
             command[i] = a.split("=", 1)[0] + "=PATH"
-    return {"command": f"{PROG} " + shlex.join(command), "datasets": datasets, "metrics": metrics,
-            "config": {"a": cfg.num_input_blocks, "c": cfg.num_output_blocks, "noise_scale": cfg.noise_scale,
-                       "sigma": cfg.noise_std, "steps": split.steps, "batch_size": ns.batch_size,
-                       "max_length": ns.max_length, "training_arguments": split.args.to_dict(),
-                       "source": ns.client_dir or ns.model, "server_checkpoint": saved["server_checkpoint"],
-                       "server_steps": saved["server_steps"], "resumed_from": ns.resume_from,
-                       "transport": "gRPC"},
-            "notes": (f"{split.steps} split-training steps against the server's part B; that part is the server's "
-                      f"checkpoint {saved['server_checkpoint']}, not in this repository")}
+    return {
+        "command": f"{PROG} " + shlex.join(command),
+        "datasets": datasets,
+        "metrics": metrics,
+        "config": {
+            "a": cfg.num_input_blocks,
+            "c": cfg.num_output_blocks,
+            "noise_scale": cfg.noise_scale,
+            "sigma": cfg.noise_std,
+            "steps": split.steps,
+            "batch_size": ns.batch_size,
+            "max_length": ns.max_length,
+            "training_arguments": split.args.to_dict(),
+            "source": ns.client_dir or ns.model,
+            "server_checkpoint": saved["server_checkpoint"],
+            "server_steps": saved["server_steps"],
+            "resumed_from": ns.resume_from,
+            "transport": "gRPC",
+        },
+        "notes": (
+            f"{split.steps} split-training steps against the server's part B; that part is the server's "
+            f"checkpoint {saved['server_checkpoint']}, not in this repository"
+        ),
+    }
 
 
 if __name__ == "__main__":

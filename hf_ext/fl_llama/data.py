@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from hf_ext.core.paths import data_dir
+
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]
 
 
@@ -117,8 +118,9 @@ def encode_cloze(tokenizer, examples: list[ClozeExample], max_length: int = 96,
     The prompt is truncated from the left (the question and answer option are at its end) so that prompt + target
     fits `max_length`.
     """
-    return _encode_prompts(tokenizer, [e.prompt(max_passage_words) for e in examples], [e.label for e in examples],
-                           max_length)
+    return _encode_prompts(
+        tokenizer, [e.prompt(max_passage_words) for e in examples], [e.label for e in examples], max_length
+    )
 
 
 def _encode_prompts(tokenizer, prompts: list[str], answers: list[int], max_length: int) -> dict[str, torch.Tensor]:

@@ -116,20 +116,29 @@ def reading(rows: list[list]) -> str:
     """One honest line on `generate_split`'s traffic rows: how much the KV caches save, and whether the tokens match."""
     cached, resent = rows
     same = cached[-1] == "yes"
-    return (f"**Reading:** with KV caches the client sent {resent[1] / max(cached[1], 1):.1f}× fewer bytes "
-            f"({cached[1]:,} vs {resent[1]:,}) and the server {resent[2] / max(cached[2], 1):.1f}× fewer"
-            + ("; the generated tokens are identical, so the caches change only the traffic." if same else
-               "; the tokens differ because the no-cache run draws fresh noise for the resent prefix.")
-            + " Tokens/s are measured on the Space's shared CPU and only indicative.")
+    return (
+        f"**Reading:** with KV caches the client sent {resent[1] / max(cached[1], 1):.1f}× fewer bytes "
+        f"({cached[1]:,} vs {resent[1]:,}) and the server {resent[2] / max(cached[2], 1):.1f}× fewer"
+        + (
+            "; the generated tokens are identical, so the caches change only the traffic."
+            if same
+            else "; the tokens differ because the no-cache run draws fresh noise for the resent prefix."
+        )
+        + " Tokens/s are measured on the Space's shared CPU and only indicative."
+    )
 
 
 def traffic_plot(rows: list[list]):
     """Bytes each party sent, with and without the KV caches (log scale: the gap is often 10× or more)."""
     from hf_ext.core.demo import bar_figure
 
-    return bar_figure(["client → server", "server → client"],
-                      {row[0]: [row[1], row[2]] for row in rows}, "bytes sent (log scale, ↓ better)",
-                      "traffic of one generation", log=True)
+    return bar_figure(
+        ["client → server", "server → client"],
+        {row[0]: [row[1], row[2]] for row in rows},
+        "bytes sent (log scale, ↓ better)",
+        "traffic of one generation",
+        log=True,
+    )
 
 
 def build_demo():
@@ -161,11 +170,15 @@ def build_demo():
             s = gr.Slider(0.0, 1.0, value=0.0, step=0.01, label="noise scale s")
             n = gr.Slider(1, 64, value=24, step=1, label="tokens to generate")
         prompt = gr.Textbox(value="What causes a change in motion? Question: Is it a force?", label="prompt", lines=2)
-        gr.Examples(examples=[[1, 1, 0.0, "What causes a change in motion? Question: Is it a force?", 24],
-                              [3, 3, 0.0, "What causes a change in motion? Question: Is it a force?", 24],
-                              [1, 1, 0.5, "What causes a change in motion? Question: Is it a force?", 24]],
-                    inputs=[a, c, s, prompt, n],
-                    label="examples: the default split, more blocks on the client, noise on the hidden states")
+        gr.Examples(
+            examples=[
+                [1, 1, 0.0, "What causes a change in motion? Question: Is it a force?", 24],
+                [3, 3, 0.0, "What causes a change in motion? Question: Is it a force?", 24],
+                [1, 1, 0.5, "What causes a change in motion? Question: Is it a force?", 24],
+            ],
+            inputs=[a, c, s, prompt, n],
+            label="examples: the default split, more blocks on the client, noise on the hidden states",
+        )
         button = gr.Button("Generate through the split model", variant="primary")
         text = gr.Textbox(label="generated continuation (with caches)", elem_id="fl-llama-text")
         headers = ["mode", "client sent (bytes) ↓", "server sent (bytes) ↓", "messages ↓", "tokens/s ↑", "same tokens"]

@@ -94,12 +94,12 @@ class FlLlamaPreTrainedModel(PreTrainedModel):
         self.config.num_input_blocks, self.config.num_output_blocks = int(num_input_blocks), int(num_output_blocks)
 
 
-
 def kept_positions_loss(logits: torch.Tensor, labels: torch.LongTensor, logits_to_keep: int = 0) -> torch.Tensor:
     """Causal-LM loss of logits computed for the last `logits_to_keep` positions only (`0`: all of them), paired
     with those positions' own next-token labels (transformers' loss would pair them with the start of the row)."""
-    return ForCausalLMLoss(logits, labels[:, -logits_to_keep:] if logits_to_keep else labels,
-                           vocab_size=logits.shape[-1])
+    return ForCausalLMLoss(
+        logits, labels[:, -logits_to_keep:] if logits_to_keep else labels, vocab_size=logits.shape[-1]
+    )
 
 
 class FlLlamaClientModel(FlLlamaPreTrainedModel):

@@ -121,8 +121,14 @@ class HierarchicalSync:
                 self.rounds = target
                 self._cv.notify_all()
             elif not self._cv.wait_for(lambda: self.rounds >= target, self.timeout):
-                return encode("error", meta={"kind": "remote", "message": f"server-hierarchical round {target} "
-                                             f"timed out waiting for the other clients ({self.n})"})
+                return encode(
+                    "error",
+                    meta={
+                        "kind": "remote",
+                        "message": f"server-hierarchical round {target} "
+                        f"timed out waiting for the other clients ({self.n})",
+                    },
+                )
             return reply
 
 

@@ -9,7 +9,8 @@ with and without attention-mask compression, and per generated token with and wi
 modes with 2 and 4 clients: wall time and bytes; (6) SmolLM2 split: exact logits, transformers' `generate` (batch 2,
 left padding) with the split cache == without == the unsplit model's `generate`.
 `--full` adds (7): LoRA fine-tuning of SmolLM2 on MultiRC, centralized vs split at s = 0 and two noise levels, next
-to the pretrained model and the majority rate (sized for <= 60 min on 2 idle CPU cores). Prints the tables and writes `runs/fl_llama/results.json`.
+to the pretrained model and the majority rate (sized for <= 60 min on 2 idle CPU cores).
+Prints the tables and writes `runs/fl_llama/results.json`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ from hf_ext.core.paths import work_dir
 
 from .arguments import FlLlamaTrainingArguments
 from .attack import InversionDecoder, attack_rouge, train_inversion
-from .data import (answer_token_ids, corpus, encode_cloze, iter_batches, load_multirc, partition_by_passage,
-                   train_tokenizer)  # fmt: skip
+from .data import (
+    answer_token_ids,
+    corpus,
+    encode_cloze,
+    iter_batches,
+    load_multirc,
+    partition_by_passage,
+    train_tokenizer,  # fmt: skip
+)
 from .modeling_fl_llama import causal_mask_4d, merge_parts, position_ids_from_mask
 from .training import MODES, build_setup, evaluate, mean_abs_hidden, tiny_llama, train, train_centralized
 
@@ -63,14 +71,22 @@ class FlLlamaReproduceArguments:
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce fl_llama", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--full", action="store_true", help="all 456 training passages, a in 1..3, s in {0,.5,1,2,5} x "
-                   "mean|h_A|, 600 steps, 30 steps per client in the parallel modes (quick: a in {1,3}, s in {0,1,5})")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="all 456 training passages, a in 1..3, s in {0,.5,1,2,5} x "
+        "mean|h_A|, 600 steps, 30 steps per client in the parallel modes (quick: a in {1,3}, s in {0,1,5})",
+    )
     p.add_argument("--out", default=str(work_dir("fl_llama")), help="output folder (results.json)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, help="training steps of each sweep run")
     p.add_argument("--pretrained", action="store_true", help=argparse.SUPPRESS)  # SmolLM2 runs by default now
-    p.add_argument("--tiny-sweep", action="store_true", help="also the yes/no noise sweep of a tiny random Llama "
-                   "(its baseline is a constant predictor; the informative tables are SmolLM2's)")
+    p.add_argument(
+        "--tiny-sweep",
+        action="store_true",
+        help="also the yes/no noise sweep of a tiny random Llama "
+        "(its baseline is a constant predictor; the informative tables are SmolLM2's)",
+    )
     p.add_argument("--finetune-steps", type=int, help="(--full) LoRA steps of each fine-tuning run")
     return p
 
@@ -197,7 +213,8 @@ def main(argv: list[str] | None = None) -> dict:
     results["exactness"] = _exactness(tok, data, args)
     from hf_ext.core.pretrained import load_smollm2, smollm2_available
 
-    from .reproduce_smollm2 import SmolLM2Arguments, run as run_smollm2
+    from .reproduce_smollm2 import SmolLM2Arguments
+    from .reproduce_smollm2 import run as run_smollm2
 
     if ns.tiny_sweep or not smollm2_available():
         results["sweep"], results["majority_baseline"] = _sweep(tok, train_ex, val_ex, args)
@@ -226,27 +243,35 @@ def print_table(r: dict) -> None:
         print(f"    {k}: max |Δloss| = {v['max_abs_loss_diff']:.2e}   max |Δparam| = {v['max_abs_param_diff']:.2e}")
     sm = r.get("smollm2", {})
     if "noise_depth" in sm:
-        print(f"(2)+(3) SmolLM2-135M split, no training: LM loss on {sm['args']['lm_rows']} x {sm['args']['lm_length']} "
-              f"validation tokens and the inversion attack (victim ROUGE); MultiRC prompts within L = "
-              f"{sm['args']['max_length']}: {sm['val_fit_share']:.1%} of {sm['val_examples']}")
+        print(
+            f"(2)+(3) SmolLM2-135M split, no training: LM loss on {sm['args']['lm_rows']} x {sm['args']['lm_length']} "
+            f"validation tokens and the inversion attack (victim ROUGE); MultiRC prompts within L = "
+            f"{sm['args']['max_length']}: {sm['val_fit_share']:.1%} of {sm['val_examples']}"
+        )
         print("    a  s/mean|h_A|  mean|h_A|  σ       LM loss  attack R-1  R-2    R-L    (vocab coverage)")
         for row in sm["noise_depth"]:
-            print(f"    {row['a']}  {row['noise_multiple']:<11.1f}  {row['mean_abs_h_a']:<9.3f}  {row['sigma']:<6.3f}  "
-                  f"{row['lm_loss']:<7.3f}  {row['attack_rouge1']:<10.3f}  {row['attack_rouge2']:<5.3f}  "
-                  f"{row['attack_rougeL']:<5.3f}  ({row['attack_vocab_coverage']:.2f})")
+            print(
+                f"    {row['a']}  {row['noise_multiple']:<11.1f}  {row['mean_abs_h_a']:<9.3f}  {row['sigma']:<6.3f}  "
+                f"{row['lm_loss']:<7.3f}  {row['attack_rouge1']:<10.3f}  {row['attack_rouge2']:<5.3f}  "
+                f"{row['attack_rougeL']:<5.3f}  ({row['attack_vocab_coverage']:.2f})"
+            )
     elif sm:
         print(f"(2)+(3) SmolLM2: skipped ({sm.get('skipped')})")
     ft = sm.get("finetune")
     if ft:
-        print(f"(7) LoRA fine-tuning on MultiRC, {ft['steps']} steps of B = {ft['batch_size']}, L = {ft['max_length']} "
-              f"(whole passage fits: {ft['train_fit_share']:.1%} train / {ft['val_fit_share']:.1%} val, the rest "
-              f"question-focused windows); {ft['val_examples']} validation prompts, majority rate "
-              f"{ft['majority_rate']:.3f}")
+        print(
+            f"(7) LoRA fine-tuning on MultiRC, {ft['steps']} steps of B = {ft['batch_size']}, L = {ft['max_length']} "
+            f"(whole passage fits: {ft['train_fit_share']:.1%} train / {ft['val_fit_share']:.1%} val, the rest "
+            f"question-focused windows); {ft['val_examples']} validation prompts, majority rate "
+            f"{ft['majority_rate']:.3f}"
+        )
     for row in (ft or {}).get("runs", []):
         train_loss = f"{row['final_train_loss']:.3f}" if "final_train_loss" in row else "—"
-        print(f"    {row['setting']:<28} s/mean|h_A| {row['noise_multiple']:<4.1f} train loss {train_loss:<6}"
-              f"  val acc {row['accuracy']:.3f}  AUC {row['auc']:.3f}  yes-rate {row['yes_rate']:.2f}  "
-              f"answer loss {row['loss']:.3f}  ({row['seconds']:.0f} s)")
+        print(
+            f"    {row['setting']:<28} s/mean|h_A| {row['noise_multiple']:<4.1f} train loss {train_loss:<6}"
+            f"  val acc {row['accuracy']:.3f}  AUC {row['auc']:.3f}  yes-rate {row['yes_rate']:.2f}  "
+            f"answer loss {row['loss']:.3f}  ({row['seconds']:.0f} s)"
+        )
     if "sweep" in r:
         _print_tiny_sweep(r)
     _print_rest(r)
@@ -276,16 +301,20 @@ def _print_rest(r: dict) -> None:
               f"{b[key]['tokens_per_s_in_process'] / nc['tokens_per_s_in_process']:.1f}x")  # fmt: skip
     print("(5) parallel modes (threads, in-process transports):")
     for row in r["modes"]:
-        print(f"    {row['clients']} clients  {row['mode']:<20} wall {row['wall_s']:6.2f} s  client sent "
-              f"{row['client_sent']:>11,} B  server steps {row['server_steps']:>3}  final loss {row['final_loss']:.3f}")
+        print(
+            f"    {row['clients']} clients  {row['mode']:<20} wall {row['wall_s']:6.2f} s  client sent "
+            f"{row['client_sent']:>11,} B  server steps {row['server_steps']:>3}  final loss {row['final_loss']:.3f}"
+        )
     p = r.get("pretrained")
     if p and "skipped" not in p:
-        print(f"(6) {p['model']}, {p['num_layers']} blocks, a = {p['a']}, c = {p['c']}: max |Δlogit| split vs "
-              f"centralized {p['max_abs_logit_diff']:.2e}; generate (batch {p['batch']}, left padding) with the split "
-              f"cache == without == centralized generate: "
-              f"{p['same_tokens_cache_vs_no_cache'] and p['same_tokens_as_centralized_generate']}; "
-              f"{p['cache_tokens_per_s']:.1f} vs {p['no_cache_tokens_per_s']:.1f} tok/s, client bytes "
-              f"{p['cache_client_bytes']:,} vs {p['no_cache_client_bytes']:,}; text {p['text']!r}")
+        print(
+            f"(6) {p['model']}, {p['num_layers']} blocks, a = {p['a']}, c = {p['c']}: max |Δlogit| split vs "
+            f"centralized {p['max_abs_logit_diff']:.2e}; generate (batch {p['batch']}, left padding) with the split "
+            f"cache == without == centralized generate: "
+            f"{p['same_tokens_cache_vs_no_cache'] and p['same_tokens_as_centralized_generate']}; "
+            f"{p['cache_tokens_per_s']:.1f} vs {p['no_cache_tokens_per_s']:.1f} tok/s, client bytes "
+            f"{p['cache_client_bytes']:,} vs {p['no_cache_client_bytes']:,}; text {p['text']!r}"
+        )
     elif p:
         print(f"(6) pretrained SmolLM2: skipped ({p['skipped']})")
     print(f"total {r['wall_s']:.1f} s")

@@ -133,10 +133,20 @@ def noise_depth_and_attack(model, tokenizer, args: SmolLM2Arguments) -> list[dic
                                          steps=args.attack_steps, batch_size=args.attack_batch, lr=args.attack_lr,
                                          seed=args.seed)  # fmt: skip
             scores = attack_rouge(dec, tokenizer, noisy_vic, victim["input_ids"], victim["attention_mask"])
-            rows.append({"a": a, "noise_multiple": mult, "mean_abs_h_a": scale, "s": mult * scale, "sigma": sigma,
-                         "lm_loss": lm_loss, "attack_final_loss": sum(losses[-5:]) / 5,
-                         "attack_vocab_coverage": coverage,
-                         **{f"attack_{k}": v for k, v in scores.items()}, "seconds": time.perf_counter() - t0})
+            rows.append(
+                {
+                    "a": a,
+                    "noise_multiple": mult,
+                    "mean_abs_h_a": scale,
+                    "s": mult * scale,
+                    "sigma": sigma,
+                    "lm_loss": lm_loss,
+                    "attack_final_loss": sum(losses[-5:]) / 5,
+                    "attack_vocab_coverage": coverage,
+                    **{f"attack_{k}": v for k, v in scores.items()},
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
     client.config.noise_scale = 0.0
     return rows
 
@@ -201,8 +211,14 @@ def lora_finetune(model, tokenizer, args: SmolLM2Arguments, log=print) -> dict:
            "runs": []}  # fmt: skip
     score = lambda m: evaluate(m, val, yes, no, batch_size=8, logits_to_keep=2)  # noqa: E731
     t0 = time.perf_counter()
-    out["runs"].append({"setting": "pretrained (no fine-tuning)", "noise_multiple": 0.0, **score(_Centralized(model)),
-                        "seconds": time.perf_counter() - t0})
+    out["runs"].append(
+        {
+            "setting": "pretrained (no fine-tuning)",
+            "noise_multiple": 0.0,
+            **score(_Centralized(model)),
+            "seconds": time.perf_counter() - t0,
+        }
+    )
     log(out["runs"][-1])
     central = copy.deepcopy(model)
     params = apply_lora(central, [f"model.layers.{i}" for i in range(model.config.num_hidden_layers)],
@@ -219,8 +235,16 @@ def lora_finetune(model, tokenizer, args: SmolLM2Arguments, log=print) -> dict:
         losses.append(float(loss.detach()))
         if (i + 1) % 20 == 0:
             log(f"centralized step {i + 1}: answer loss {sum(losses[-20:]) / 20:.3f}")
-    out["runs"].append({"setting": "centralized", "noise_multiple": 0.0, "final_train_loss": _tail_mean(losses),
-                        "curve": _curve(losses), **score(wrapped), "seconds": time.perf_counter() - t0})
+    out["runs"].append(
+        {
+            "setting": "centralized",
+            "noise_multiple": 0.0,
+            "final_train_loss": _tail_mean(losses),
+            "curve": _curve(losses),
+            **score(wrapped),
+            "seconds": time.perf_counter() - t0,
+        }
+    )
     log(out["runs"][-1])
     del central, wrapped, opt
     probe, _ = split_llama(model, 2, 2)

@@ -40,20 +40,28 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--a", type=int, help="client input blocks (default: the artifact's)")
     p.add_argument("--c", type=int, help="client output blocks (default: the artifact's)")
     p.add_argument("--lr", type=float, default=FlLlamaTrainingArguments.learning_rate)
-    p.add_argument("--max-steps", type=int, help="length of the linear LR schedule (default: the first training "
-                   "client's, agreed at the handshake)")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        help="length of the linear LR schedule (default: the first training client's, agreed at the handshake)",
+    )
     p.add_argument("--output-dir", help="folder for checkpoints (the `save` message, and on SIGTERM)")
     p.add_argument("--resume-from", help="a checkpoint folder written by this server (`DIR/checkpoint-<step>`)")
     p.add_argument("--save-total-limit", type=int, default=2, help="checkpoints kept in --output-dir")
-    p.add_argument("--mode", choices=("sequential", "client_batch", "server_hierarchical"), default="sequential",
-                   help="parallel mode for --clients client processes (see hf_ext.fl_llama.parallel)")
+    p.add_argument(
+        "--mode",
+        choices=("sequential", "client_batch", "server_hierarchical"),
+        default="sequential",
+        help="parallel mode for --clients client processes (see hf_ext.fl_llama.parallel)",
+    )
     p.add_argument("--clients", type=int, default=1, help="clients per step (client_batch) or per round")
     p.add_argument("--sync-every", type=int, default=5, help="server_hierarchical: local steps between FedAvg")
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="per-part clip; <= 0 disables it")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--tokens", help="server_tokens.json from `hf-ext fl_llama tokens` (client authentication)")
-    p.add_argument("--insecure", action="store_true",
-                   help="no authentication (loopback host only; clients name themselves)")
+    p.add_argument(
+        "--insecure", action="store_true", help="no authentication (loopback host only; clients name themselves)"
+    )
     p.add_argument("--tls-cert", help="PEM certificate chain of this server (TLS)")
     p.add_argument("--tls-key", help="PEM private key of this server (TLS)")
     p.add_argument("--max-seq-len", type=int, help="longest sequence (default: the model's max_position_embeddings)")
@@ -71,9 +79,13 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("pass --tokens (see `hf-ext fl_llama tokens`) or, on a loopback host only, --insecure")
     if bool(ns.tls_cert) != bool(ns.tls_key):
         parser.error("--tls-cert and --tls-key go together")
-    limits = ServerLimits(max_seq_len=ns.max_seq_len, max_batch=ns.max_batch,
-                          max_message_bytes=int(ns.max_message_mb * 2**20), max_sessions=ns.max_sessions,
-                          max_pending=ns.max_pending)
+    limits = ServerLimits(
+        max_seq_len=ns.max_seq_len,
+        max_batch=ns.max_batch,
+        max_message_bytes=int(ns.max_message_mb * 2**20),
+        max_sessions=ns.max_sessions,
+        max_pending=ns.max_pending,
+    )
     tokens = None
     if ns.tokens:
         from .auth import TokenStore
@@ -106,9 +118,17 @@ def main(argv: list[str] | None = None) -> None:
         hub = ClientBatchHub(split_server, ns.clients) if ns.mode == "client_batch" else \
             HierarchicalSync(split_server, ns.clients, ns.sync_every)  # fmt: skip
         handler, serialize = hub.handle_bytes, False
-    server, port = serve_grpc(handler, port=ns.port, host=ns.host, max_workers=max(4, ns.clients + 2),
-                              tokens=tokens, tls=tls, insecure=ns.insecure and tokens is None,
-                              max_message_bytes=limits.max_message_bytes, serialize=serialize)
+    server, port = serve_grpc(
+        handler,
+        port=ns.port,
+        host=ns.host,
+        max_workers=max(4, ns.clients + 2),
+        tokens=tokens,
+        tls=tls,
+        insecure=ns.insecure and tokens is None,
+        max_message_bytes=limits.max_message_bytes,
+        serialize=serialize,
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(f"{READY} {port}", flush=True)

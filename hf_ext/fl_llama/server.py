@@ -31,7 +31,6 @@ from .checkpoint import load_party_checkpoint, save_party_checkpoint
 from .modeling_fl_llama import FlLlamaServerModel, causal_mask_4d, padding_mask_from_counts, position_ids_from_mask
 from .transport import FLOAT_DTYPES, AccessDenied, Meta, ProtocolError, Tensors, decode, encode, expect_tensor
 
-
 _BATCH = "__batch__"  # the owner of a client-batch step (each client's hello is checked in handle_batch)
 
 
@@ -62,8 +61,9 @@ class ServerLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ServerLimits.{name} must be an integer >= 1, got {value!r}")
-        if self.max_seq_len is not None and (isinstance(self.max_seq_len, bool) or
-                                             not isinstance(self.max_seq_len, int) or self.max_seq_len < 1):
+        if self.max_seq_len is not None and (
+            isinstance(self.max_seq_len, bool) or not isinstance(self.max_seq_len, int) or self.max_seq_len < 1
+        ):
             raise ValueError(f"ServerLimits.max_seq_len must be an integer >= 1 or None, got {self.max_seq_len!r}")
 
 
@@ -170,8 +170,9 @@ class SplitServer:
         """
         try:
             if len(data) > self.limits.max_message_bytes:
-                raise ProtocolError(f"message of {len(data)} bytes exceeds max_message_bytes="
-                                    f"{self.limits.max_message_bytes}")
+                raise ProtocolError(
+                    f"message of {len(data)} bytes exceeds max_message_bytes={self.limits.max_message_bytes}"
+                )
             method, tensors, meta = decode(data)
             out, out_meta = self.handle(method, tensors, meta, principal=principal)
             return encode(method, out, out_meta)
@@ -193,8 +194,10 @@ class SplitServer:
         if not isinstance(meta, dict):
             raise ProtocolError(f"message meta must be a JSON object, got {type(meta).__name__}")
         if method == "partition" and principal is not None and not principal.admin:
-            raise AccessDenied(f"client {principal.name!r} may not send 'partition' (it resets every client's "
-                               "state): admin token required")
+            raise AccessDenied(
+                f"client {principal.name!r} may not send 'partition' (it resets every client's "
+                "state): admin token required"
+            )
         owner = principal.name if principal is not None else str(meta.get("client_id", "0"))
         return handlers[method](tensors, meta, owner)
 
@@ -229,9 +232,11 @@ class SplitServer:
                 "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers}  # fmt: skip
         for key, value in mine.items():
             if meta.get(key) != value:
-                raise ProtocolError(f"handshake refused: the client's {key} is {meta.get(key)!r}, this server's is "
-                                    f"{value!r} (both parties must split the same model at the same (a, c); "
-                                    "restart one of them with consistent settings)")
+                raise ProtocolError(
+                    f"handshake refused: the client's {key} is {meta.get(key)!r}, this server's is "
+                    f"{value!r} (both parties must split the same model at the same (a, c); "
+                    "restart one of them with consistent settings)"
+                )
         if meta.get("purpose", "train") == "train":
             steps = meta.get("max_steps")
             if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
@@ -241,9 +246,11 @@ class SplitServer:
                     raise ProtocolError("handshake: this server has trained without an agreed schedule")
                 self._set_schedule(steps)
             elif steps != self.args.max_steps:
-                raise ProtocolError(f"handshake refused: this server's learning-rate schedule runs over max_steps="
-                                    f"{self.args.max_steps}, the client's over max_steps={steps}; start both with the "
-                                    "same max_steps")
+                raise ProtocolError(
+                    f"handshake refused: this server's learning-rate schedule runs over max_steps="
+                    f"{self.args.max_steps}, the client's over max_steps={steps}; start both with the "
+                    "same max_steps"
+                )
             self._trainers.add(owner)
         return {}, {**mine, "max_steps": self.args.max_steps, "steps": self.steps}
 
@@ -256,8 +263,10 @@ class SplitServer:
 
     def _require_training_hello(self, owner: str) -> None:
         if owner != _BATCH and owner not in self._trainers:
-            raise ProtocolError(f"client {owner!r} sent a training message before a training 'hello' (the "
-                                "(a, c, model hash, max_steps) handshake)")
+            raise ProtocolError(
+                f"client {owner!r} sent a training message before a training 'hello' (the "
+                "(a, c, model hash, max_steps) handshake)"
+            )
 
     # ---- training ----------------------------------------------------------------------------------------------
     def _body_for(self, client_id: str) -> _Body:
@@ -277,14 +286,17 @@ class SplitServer:
         if not 1 <= b <= max_batch:
             raise ProtocolError(f"batch size {b} outside [1, {max_batch}] (max_batch)")
         if not 1 <= length <= self.max_seq_len:
-            raise ProtocolError(f"sequence length {length} outside [1, {self.max_seq_len}] (max_seq_len, the "
-                                "model's max_position_embeddings)")
+            raise ProtocolError(
+                f"sequence length {length} outside [1, {self.max_seq_len}] (max_seq_len, the "
+                "model's max_position_embeddings)"
+            )
         return _finite("hidden", hidden)
 
     def _check_positions(self, pos: torch.Tensor) -> torch.Tensor:
         if pos.numel() and bool((pos < 0).any() or (pos >= self.max_seq_len).any()):
-            raise ProtocolError(f"position_ids must lie in [0, {self.max_seq_len}), got values in "
-                                f"[{int(pos.min())}, {int(pos.max())}]")
+            raise ProtocolError(
+                f"position_ids must lie in [0, {self.max_seq_len}), got values in [{int(pos.min())}, {int(pos.max())}]"
+            )
         return pos
 
     def _check_counts(self, n_real: torch.Tensor, b: int, length: int) -> torch.Tensor:
@@ -313,8 +325,9 @@ class SplitServer:
         if train:
             self._require_training_hello(owner)
         if train and client_id not in self._pending and len(self._pending) >= self.limits.max_pending:
-            raise ProtocolError(f"{len(self._pending)} clients already have a pending forward (max_pending="
-                                f"{self.limits.max_pending})")
+            raise ProtocolError(
+                f"{len(self._pending)} clients already have a pending forward (max_pending={self.limits.max_pending})"
+            )
         if self.hierarchical and client_id not in self._subs and len(self._subs) >= self.limits.max_pending:
             raise ProtocolError(f"{len(self._subs)} sub-servers exist already (max_pending={self.limits.max_pending})")
         body = self._body_for(client_id)
@@ -361,10 +374,14 @@ class SplitServer:
         cfg = self.model.config
         for key, value in (("a", cfg.num_input_blocks), ("c", cfg.num_output_blocks), ("model_hash", cfg.model_hash())):
             if state.get(key) != value:
-                raise ValueError(f"checkpoint {path} was saved with {key}={state.get(key)!r}, this server has {value!r}")
+                raise ValueError(
+                    f"checkpoint {path} was saved with {key}={state.get(key)!r}, this server has {value!r}"
+                )
         if self._schedule_fixed and state["max_steps"] != self.args.max_steps:
-            raise ValueError(f"checkpoint {path} runs its schedule over max_steps={state['max_steps']}, this server "
-                             f"was started with max_steps={self.args.max_steps}")
+            raise ValueError(
+                f"checkpoint {path} runs its schedule over max_steps={state['max_steps']}, this server "
+                f"was started with max_steps={self.args.max_steps}"
+            )
         self._set_schedule(state["max_steps"])
         load_party_checkpoint(path, self.model, "server.safetensors", {"body": self._main.optimizer})
         self.steps = int(state["steps"])
@@ -411,11 +428,14 @@ class SplitServer:
         if key not in self._sessions:
             mine = sum(1 for o, _ in self._sessions if o == owner)
             if mine >= self.limits.max_sessions_per_client:
-                raise ProtocolError(f"client {owner!r} has {mine} open sessions (max_sessions_per_client="
-                                    f"{self.limits.max_sessions_per_client}); end one first")
+                raise ProtocolError(
+                    f"client {owner!r} has {mine} open sessions (max_sessions_per_client="
+                    f"{self.limits.max_sessions_per_client}); end one first"
+                )
             if len(self._sessions) >= self.limits.max_sessions:
-                raise ProtocolError(f"{len(self._sessions)} sessions are open (max_sessions="
-                                    f"{self.limits.max_sessions})")
+                raise ProtocolError(
+                    f"{len(self._sessions)} sessions are open (max_sessions={self.limits.max_sessions})"
+                )
         n_real = tensors.get("n_real", torch.full((b,), length, dtype=torch.long))
         mask2d = padding_mask_from_counts(self._check_counts(n_real, b, length), length)
         pos = position_ids_from_mask(mask2d)
@@ -434,19 +454,23 @@ class SplitServer:
             raise ProtocolError(f"decode for unknown session {session[1]!r} of client {owner!r}: send prefill first")
         cache, mask2d = self._sessions[session]
         b, d = mask2d.shape[0], self.model.config.hidden_size
-        hidden = _finite("hidden", expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES,
-                                                 shape={0: b, 1: 1, 2: d}))
+        hidden = _finite(
+            "hidden", expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES, shape={0: b, 1: 1, 2: d})
+        )
         expected = mask2d.sum(-1, keepdim=True)  # a new token's position = the real tokens before it (left pads)
         if "position_ids" in tensors:
             pos = expect_tensor(tensors, "position_ids", ndim=2, dtype=torch.int64, shape={0: b, 1: 1})
         else:
             pos = torch.full((b, 1), _meta_int(meta, "position", int(mask2d.shape[1])), dtype=torch.long)
         if not torch.equal(pos, expected):
-            raise ProtocolError(f"decode position {pos.flatten().tolist()} does not follow the cached "
-                                f"{expected.flatten().tolist()} tokens")
+            raise ProtocolError(
+                f"decode position {pos.flatten().tolist()} does not follow the cached "
+                f"{expected.flatten().tolist()} tokens"
+            )
         if mask2d.shape[1] >= self.max_seq_len:
-            raise ProtocolError(f"decode position {mask2d.shape[1]} reaches max_seq_len={self.max_seq_len}; end the "
-                                "session")
+            raise ProtocolError(
+                f"decode position {mask2d.shape[1]} reaches max_seq_len={self.max_seq_len}; end the session"
+            )
         mask2d = torch.cat([mask2d, torch.ones(b, 1, dtype=torch.bool)], dim=1)  # one more visible column
         with torch.no_grad():
             out = self.model.body(hidden, causal_mask_4d(mask2d, 1), pos, cache)

@@ -22,8 +22,14 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
 from .checkpoint import load_party_checkpoint, save_party_checkpoint
 from .configuration_fl_llama import FlLlamaClientConfig
-from .modeling_fl_llama import (FlLlamaClientModel, FlLlamaPreTrainedModel, causal_mask_4d, padding_mask_from_counts,
-                                position_ids_from_mask, to_additive)  # fmt: skip
+from .modeling_fl_llama import (
+    FlLlamaClientModel,
+    FlLlamaPreTrainedModel,
+    causal_mask_4d,
+    padding_mask_from_counts,
+    position_ids_from_mask,  # fmt: skip
+    to_additive,
+)
 from .transport import FLOAT_DTYPES, PeerDisconnected, ProtocolError, Tensors, Transport, expect_tensor
 
 
@@ -185,7 +191,8 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
     # ---- training ----------------------------------------------------------------------------------------------
     def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.LongTensor | None = None, cache: FlLlamaSplitCache | None = None,
-                use_cache: bool | None = None, logits_to_keep: int = 0, **kwargs) -> CausalLMOutputWithPast:  # fmt: skip
+                use_cache: bool | None = None, logits_to_keep: int = 0,
+                **kwargs) -> CausalLMOutputWithPast:  # fmt: skip
         """Split forward of a left-padded batch; `loss` when `labels` (`-100` = ignored) are given.
 
         With a [`FlLlamaSplitCache`] (what `generate` passes), `input_ids` are the tokens not yet cached and
@@ -197,14 +204,19 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
         mask2d = torch.ones(b, past + q, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
         total = mask2d.shape[-1]
         if mask2d.ndim != 2 or mask2d.shape[0] != input_ids.shape[0] or total != past + q:
-            raise ValueError(f"attention_mask of shape {tuple(mask2d.shape)} must be (batch, cached + new tokens) = "
-                             f"({input_ids.shape[0]}, {past} + {q})")
+            raise ValueError(
+                f"attention_mask of shape {tuple(mask2d.shape)} must be (batch, cached + new tokens) = "
+                f"({input_ids.shape[0]}, {past} + {q})"
+            )
         n_real = mask2d.sum(-1).long()
-        if (self.compress_mask or cache is not None) and not torch.equal(padding_mask_from_counts(n_real, total),
-                                                                         mask2d):
-            raise ValueError("attention-mask compression sends per-row real-token counts, so the batch must be left "
-                             "padded (tokenizer.padding_side = 'left', no holes); pass compress_mask=False to send "
-                             "the full mask for training")
+        if (self.compress_mask or cache is not None) and not torch.equal(
+            padding_mask_from_counts(n_real, total), mask2d
+        ):
+            raise ValueError(
+                "attention-mask compression sends per-row real-token counts, so the batch must be left "
+                "padded (tokenizer.padding_side = 'left', no holes); pass compress_mask=False to send "
+                "the full mask for training"
+            )
         mask4d = causal_mask_4d(mask2d, q)
         pos = position_ids_from_mask(mask2d)[:, -q:]
         h_a = self.client.head(input_ids, mask4d, pos, cache)

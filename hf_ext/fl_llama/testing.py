@@ -136,5 +136,12 @@ def contract_fixture() -> ContractFixture:
     )
 
 
-__all__ = ["contract_fixture", "hello_meta", "split_for", "start_serve", "tiny_batch", "tiny_config",
-           "tiny_llama_config"]
+__all__ = [
+    "contract_fixture",
+    "hello_meta",
+    "split_for",
+    "start_serve",
+    "tiny_batch",
+    "tiny_config",
+    "tiny_llama_config",
+]

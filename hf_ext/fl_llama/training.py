@@ -125,10 +125,12 @@ def train(setup: SplitSetup, client_batches: list[list[dict]], mode: str = "sequ
     else:
         barrier = None
         if mode == "server_hierarchical":
+
             def sync():  # noqa: E306  (FedAvg of the sub-servers, optionally of the clients' parts)
                 setup.server.aggregate()
                 if average_clients:
                     _average_clients(setup.clients)
+
             barrier = threading.Barrier(n, action=sync)
         threads = [threading.Thread(target=run, args=(m, client_batches[m], barrier)) for m in range(n)]
         for t in threads:
@@ -170,8 +172,9 @@ def evaluate(split: FlLlamaSplitForCausalLM, data: dict[str, torch.Tensor], yes_
     margins = []
     for i in range(0, n, batch_size):
         sl = slice(i, i + batch_size)
-        out = split(data["input_ids"][sl], data["attention_mask"][sl], data["labels"][sl],
-                    logits_to_keep=logits_to_keep)
+        out = split(
+            data["input_ids"][sl], data["attention_mask"][sl], data["labels"][sl], logits_to_keep=logits_to_keep
+        )
         margin = out.logits[:, -2, yes_id] - out.logits[:, -2, no_id]
         pred = (margin > 0).long()
         margins.append(margin.float())
@@ -212,10 +215,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--out", default=str(work_dir("fl_llama", "artifact")),
-                   help="writes OUT/client and OUT/server, each with its training_record.json (`hf-ext push "
-                        "fl_llama` publishes both, as the Space loads them; one party's part alone with `--from "
-                        "OUT/client`)")
+    p.add_argument(
+        "--out",
+        default=str(work_dir("fl_llama", "artifact")),
+        help="writes OUT/client and OUT/server, each with its training_record.json (`hf-ext push "
+        "fl_llama` publishes both, as the Space loads them; one party's part alone with `--from "
+        "OUT/client`)",
+    )
     return p
 
 
@@ -250,26 +256,59 @@ def main(argv: list[str] | None = None) -> dict:
     name = "multirc"
     record = {
         "command": "hf-ext fl_llama train" + (" " + shlex.join(argv) if argv else ""),
-        "datasets": [{"name": name, "hub_id": None, "description": (
-            f"MultiRC (SuperGLUE) yes/no cloze prompts, read locally from the FedSEA-LLaMA repository's JSONL files: "
-            f"the first {TRAIN_PASSAGES} training passages ({len(train_ex)} answer options) for training, the first "
-            f"{VAL_PASSAGES} validation passages ({len(val_ex)} options) for the metrics")}],
+        "datasets": [
+            {
+                "name": name,
+                "hub_id": None,
+                "description": (
+                    "MultiRC (SuperGLUE) yes/no cloze prompts, read locally from the FedSEA-LLaMA repository's "
+                    "JSONL files: "
+                    f"the first {TRAIN_PASSAGES} training passages ({len(train_ex)} answer options) for training, "
+                    "the first "
+                    f"{VAL_PASSAGES} validation passages ({len(val_ex)} options) for the metrics"
+                ),
+            }
+        ],
         "metrics": [
             metric("final training loss", "loss", losses[-1], split="train", dataset=name, higher_is_better=False),
-            metric("validation answer loss", "loss", metrics["loss"], split="validation", dataset=name,
-                   higher_is_better=False),
-            metric("validation accuracy", "accuracy", metrics["accuracy"], split="validation", dataset=name,
-                   higher_is_better=True),
-            metric("validation AUC", "roc_auc", metrics["auc"], split="validation", dataset=name,
-                   higher_is_better=True),
+            metric(
+                "validation answer loss",
+                "loss",
+                metrics["loss"],
+                split="validation",
+                dataset=name,
+                higher_is_better=False,
+            ),
+            metric(
+                "validation accuracy",
+                "accuracy",
+                metrics["accuracy"],
+                split="validation",
+                dataset=name,
+                higher_is_better=True,
+            ),
+            metric(
+                "validation AUC", "roc_auc", metrics["auc"], split="validation", dataset=name, higher_is_better=True
+            ),
         ],
-        "config": {"a": ns.a, "c": ns.c, "noise_scale": ns.noise_scale, "steps": len(losses),
-                   "batch_size": ns.batch_size, "training_arguments": args.to_dict(), "transport": "in-process",
-                   "model": {k: model.config.to_dict()[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
-                                                                  "num_attention_heads")},
-                   "validation_yes_rate": metrics["yes_rate"]},
-        "notes": (f"{len(losses)} split-training steps of a tiny random Llama from scratch (a small demonstration run, "
-                  "not the paper's fine-tuning)"),
+        "config": {
+            "a": ns.a,
+            "c": ns.c,
+            "noise_scale": ns.noise_scale,
+            "steps": len(losses),
+            "batch_size": ns.batch_size,
+            "training_arguments": args.to_dict(),
+            "transport": "in-process",
+            "model": {
+                k: model.config.to_dict()[k]
+                for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
+            },
+            "validation_yes_rate": metrics["yes_rate"],
+        },
+        "notes": (
+            f"{len(losses)} split-training steps of a tiny random Llama from scratch (a small demonstration run, "
+            "not the paper's fine-tuning)"
+        ),
         "skip_nonfinite": True,  # the AUC is NaN when the validation slice holds one class only
     }
     save_parts(setup.clients[0].client, setup.server.model, ns.out, tokenizer=tok, record=record)

@@ -171,15 +171,25 @@ class GrpcTransport(Transport):
         max_message_bytes (`int`): the largest message this client sends or accepts.
     """
 
-    def __init__(self, address: str, timeout: float = 120.0, wait_ready: float = 30.0, *, token: str | None = None,
-                 root_certificates: bytes | None = None, max_message_bytes: int = MAX_MESSAGE_BYTES):
+    def __init__(
+        self,
+        address: str,
+        timeout: float = 120.0,
+        wait_ready: float = 30.0,
+        *,
+        token: str | None = None,
+        root_certificates: bytes | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ):
         import grpc
 
         super().__init__()
         self.address, self.timeout, self._grpc = address, timeout, grpc
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
-        options = [("grpc.max_send_message_length", max_message_bytes),
-                   ("grpc.max_receive_message_length", max_message_bytes)]
+        options = [
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
+        ]
         if root_certificates is not None:
             credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
             self.channel = grpc.secure_channel(address, credentials, options=options)
@@ -214,9 +224,18 @@ class GrpcTransport(Transport):
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-def serve_grpc(handler: Callable[..., bytes], port: int = 0, host: str = "127.0.0.1", max_workers: int = 4, *,
-               tokens=None, tls: tuple[bytes, bytes] | None = None, max_message_bytes: int = 64 * 1024 * 1024,
-               insecure: bool = False, serialize: bool = True):
+def serve_grpc(
+    handler: Callable[..., bytes],
+    port: int = 0,
+    host: str = "127.0.0.1",
+    max_workers: int = 4,
+    *,
+    tokens=None,
+    tls: tuple[bytes, bytes] | None = None,
+    max_message_bytes: int = 64 * 1024 * 1024,
+    insecure: bool = False,
+    serialize: bool = True,
+):
     """Starts a gRPC server routing `Call(bytes)` to `handler`; returns `(server, port)`.
 
     With `tokens` (a [`~hf_ext.fl_llama.auth.TokenStore`]) every call must carry a valid client token (else
@@ -234,8 +253,10 @@ def serve_grpc(handler: Callable[..., bytes], port: int = 0, host: str = "127.0.
     import grpc
 
     if tokens is None and not (insecure and host in _LOOPBACK):
-        raise ValueError("an FL-LLaMA server needs client tokens (`tokens=`, see `hf-ext fl_llama tokens`); an "
-                         f"unauthenticated one needs insecure=True and a loopback host, got host {host!r}")
+        raise ValueError(
+            "an FL-LLaMA server needs client tokens (`tokens=`, see `hf-ext fl_llama tokens`); an "
+            f"unauthenticated one needs insecure=True and a loopback host, got host {host!r}"
+        )
     lock = threading.Lock() if serialize else contextlib.nullcontext()
 
     def call(request: bytes, context) -> bytes:
@@ -245,15 +266,21 @@ def serve_grpc(handler: Callable[..., bytes], port: int = 0, host: str = "127.0.
         header = dict(context.invocation_metadata()).get("authorization", "")
         principal = tokens.authenticate(header[7:] if header.startswith("Bearer ") else None)
         if principal is None:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "no valid FL-LLaMA client token (send the token made by "
-                                                           "`hf-ext fl_llama tokens` as 'authorization: Bearer ...')")
+            context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "no valid FL-LLaMA client token (send the token made by "
+                "`hf-ext fl_llama tokens` as 'authorization: Bearer ...')",
+            )
         with lock:
             return handler(request, principal)
 
-    options = [("grpc.max_send_message_length", max_message_bytes),
-               ("grpc.max_receive_message_length", max_message_bytes)]
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=options,
-                         maximum_concurrent_rpcs=4 * max_workers)
+    options = [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+    ]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers), options=options, maximum_concurrent_rpcs=4 * max_workers
+    )
     rpc = grpc.unary_unary_rpc_method_handler(call)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(GRPC_SERVICE, {GRPC_METHOD: rpc}),))
     if tls is not None:

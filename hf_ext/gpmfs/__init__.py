@@ -32,7 +32,7 @@ SPEC = register_method(
         status="implemented (Yeast and Solar Flare from the river wheel, digits, planted data; per-label classifier)",
         usage=(
             "from hf_ext.gpmfs import GPMFSSelector\n\n"
-            "selector = GPMFSSelector.from_pretrained(\"{repo_id}\")\n"
+            'selector = GPMFSSelector.from_pretrained("{repo_id}")\n'
             "X_global = selector.transform(X)             # the global feature set\n"
             "X_label3 = selector.transform(X, label=3)    # global + personal features of label 3\n\n"
             "# one classifier per label on its own columns (Pipeline / GridSearchCV ready)\n"

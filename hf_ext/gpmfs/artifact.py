@@ -74,8 +74,10 @@ def swap_dir(out_dir: str | os.PathLike, write: Callable[[Path], None]) -> Path:
             raise ValueError(f"save_directory {out} is a file; pass a folder")
         foreign = sorted(p.name for p in out.iterdir() if p.name not in _REPLACEABLE)
         if foreign:
-            raise ValueError(f"save_directory {out} holds files that are not part of a GPMFS artifact "
-                             f"({foreign[:5]}); save into an empty or new folder")
+            raise ValueError(
+                f"save_directory {out} holds files that are not part of a GPMFS artifact "
+                f"({foreign[:5]}); save into an empty or new folder"
+            )
 
     def write_synced(tmp: Path) -> None:
         write(tmp)
@@ -167,8 +169,10 @@ def _resolve(name_or_path: str | os.PathLike, **hub_kwargs) -> tuple[Path, Path]
 
         return tuple(Path(hf_hub_download(str(name_or_path), f, **hub_kwargs)) for f in (CONFIG_NAME, WEIGHTS_NAME))
     except Exception as err:  # noqa: BLE001 - every hub failure becomes one readable error
-        raise ValueError(f"cannot load a GPMFS artifact from {name_or_path!s}: not a local folder, and the Hub "
-                         f"download failed ({type(err).__name__}: {err})") from err
+        raise ValueError(
+            f"cannot load a GPMFS artifact from {name_or_path!s}: not a local folder, and the Hub "
+            f"download failed ({type(err).__name__}: {err})"
+        ) from err
 
 
 def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
@@ -194,27 +198,32 @@ def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"corrupt {CONFIG_NAME} in {config_path.parent}: {err}") from err
     if not isinstance(raw, dict) or raw.get("model_type") != MODEL_TYPE or not isinstance(raw.get("fitted"), dict):
-        raise ValueError(f"{config_path} is not a fitted GPMFS config (model_type must be {MODEL_TYPE!r} and a "
-                         "'fitted' block is required)")
+        raise ValueError(
+            f"{config_path} is not a fitted GPMFS config (model_type must be {MODEL_TYPE!r} and a "
+            "'fitted' block is required)"
+        )
     fitted = raw.pop("fitted")
     if fitted.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{config_path}: unsupported format_version {fitted.get('format_version')!r}")
     config = GPMFSConfig.from_dict(raw)
     expected = fitted.get("weights_sha256")
     if expected is not None and file_sha256(weights_path) != expected:
-        raise ValueError(f"{weights_path}: content hash differs from the weights_sha256 in {CONFIG_NAME} (a corrupt "
-                         "or mixed artifact)")
+        raise ValueError(
+            f"{weights_path}: content hash differs from the weights_sha256 in {CONFIG_NAME} (a corrupt "
+            "or mixed artifact)"
+        )
     try:
         tensors = load_file(str(weights_path))
     except Exception as err:  # noqa: BLE001 - SafetensorError does not derive from ValueError
         raise ValueError(f"corrupt {WEIGHTS_NAME} in {weights_path.parent}: {err}") from err
-    required = {"W", "intercept", "ranking", "global_indices", "label_indices", "personal_indices",
-                "constant_features"}
+    required = {"W", "intercept", "ranking", "global_indices", "label_indices", "personal_indices", "constant_features"}
     if required - set(tensors):
         raise ValueError(f"{weights_path} lacks tensors {sorted(required - set(tensors))}")
     if set(tensors) - required:
-        raise ValueError(f"{weights_path} holds unexpected tensors {sorted(set(tensors) - required)} (not a GPMFS "
-                         f"artifact of format {FORMAT_VERSION}); expected exactly {sorted(required)}")
+        raise ValueError(
+            f"{weights_path} holds unexpected tensors {sorted(set(tensors) - required)} (not a GPMFS "
+            f"artifact of format {FORMAT_VERSION}); expected exactly {sorted(required)}"
+        )
     d, q = int(fitted["n_features_in"]), int(fitted["n_labels"])
     W = tensors["W"]
     if W.shape != (d, q) or tensors["intercept"].shape != (q,) or tensors["label_indices"].shape[0] != q:
@@ -243,8 +252,9 @@ def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
 
 
 # ------------------------------------------------------------------------------------------- datasets integration
-def dataset_transform(selector, input_column: str = "features", output_column: str | None = None,
-                      label: int | None = None) -> Callable[[dict], dict]:
+def dataset_transform(
+    selector, input_column: str = "features", output_column: str | None = None, label: int | None = None
+) -> Callable[[dict], dict]:
     """A batched function for `Dataset.map` that keeps the selected entries of a vector column.
 
     Args:
@@ -300,8 +310,12 @@ def contract_fixture():
         return sel.fit(data.X, data.Y)
 
     def outputs(sel, X):
-        return {"global": sel.transform(X), "label0": sel.transform(X, label=0), "W": sel.W_,
-                "label_sets": _pad(sel.label_indices_)}
+        return {
+            "global": sel.transform(X),
+            "label0": sel.transform(X, label=0),
+            "W": sel.W_,
+            "label_sets": _pad(sel.label_indices_),
+        }
 
     return ContractFixture(
         make_config=lambda: GPMFSConfig(budget=6, theta=0.5, max_iter=10),

@@ -46,8 +46,15 @@ def ftest_per_label(X: np.ndarray, Y: np.ndarray, budget: int, scores: np.ndarra
     return [np.sort(np.lexsort((np.arange(d), -scores[:, j]))[:budget]) for j in range(scores.shape[1])]
 
 
-def l21_regression(X: np.ndarray, Y: np.ndarray, lam: float = 1.0, max_iter: int = 50, tol: float = 1e-4,
-                   eps: float = 1e-8, scale: bool = True) -> tuple[np.ndarray, list[float]]:
+def l21_regression(
+    X: np.ndarray,
+    Y: np.ndarray,
+    lam: float = 1.0,
+    max_iter: int = 50,
+    tol: float = 1e-4,
+    eps: float = 1e-8,
+    scale: bool = True,
+) -> tuple[np.ndarray, list[float]]:
     """RFS-like l2,1-regularised least squares with an unpenalised bias, by IRLS.
 
     Args:

@@ -39,8 +39,13 @@ class MultiLabelData:
 
     def frame(self) -> pd.DataFrame:
         """Features and labels as one DataFrame (labels last)."""
-        return pd.concat([pd.DataFrame(self.X, columns=self.feature_names),
-                          pd.DataFrame(self.Y.astype(np.int64), columns=self.label_names)], axis=1)
+        return pd.concat(
+            [
+                pd.DataFrame(self.X, columns=self.feature_names),
+                pd.DataFrame(self.Y.astype(np.int64), columns=self.label_names),
+            ],
+            axis=1,
+        )
 
 
 def load_yeast() -> MultiLabelData:
@@ -50,8 +55,13 @@ def load_yeast() -> MultiLabelData:
     df = pd.read_csv(Yeast().path)
     label_names = [c for c in df.columns if c.startswith("Class")]
     feature_names = [c for c in df.columns if c not in label_names]
-    return MultiLabelData(X=df[feature_names].to_numpy(np.float64), Y=df[label_names].to_numpy(np.int64),
-                          feature_names=feature_names, label_names=label_names, name="yeast")
+    return MultiLabelData(
+        X=df[feature_names].to_numpy(np.float64),
+        Y=df[label_names].to_numpy(np.int64),
+        feature_names=feature_names,
+        label_names=label_names,
+        name="yeast",
+    )
 
 
 def load_flare() -> MultiLabelData:
@@ -69,8 +79,13 @@ def load_flare() -> MultiLabelData:
     feats = df.drop(columns=list(targets) + ["x-class-flares"])
     categorical = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
     feats = pd.get_dummies(feats, columns=categorical, dtype=np.float64)
-    return MultiLabelData(X=feats.to_numpy(np.float64), Y=Y, feature_names=[str(c) for c in feats.columns],
-                          label_names=list(targets.values()), name="flare")
+    return MultiLabelData(
+        X=feats.to_numpy(np.float64),
+        Y=Y,
+        feature_names=[str(c) for c in feats.columns],
+        label_names=list(targets.values()),
+        name="flare",
+    )
 
 
 DIGIT_PROPERTIES = {"even": (0, 2, 4, 6, 8), "ge5": (5, 6, 7, 8, 9), "prime": (2, 3, 5, 7), "loop": (0, 6, 8, 9)}
@@ -84,8 +99,13 @@ def load_digits_properties() -> MultiLabelData:
 
     X, digit = load_digits(return_X_y=True)
     Y = np.column_stack([np.isin(digit, v) for v in DIGIT_PROPERTIES.values()]).astype(np.int64)
-    return MultiLabelData(X=X.astype(np.float64), Y=Y, feature_names=[f"pixel{i}" for i in range(X.shape[1])],
-                          label_names=list(DIGIT_PROPERTIES), name="digits")
+    return MultiLabelData(
+        X=X.astype(np.float64),
+        Y=Y,
+        feature_names=[f"pixel{i}" for i in range(X.shape[1])],
+        label_names=list(DIGIT_PROPERTIES),
+        name="digits",
+    )
 
 
 # Real multi-label data that loads offline: name -> (loader, source and licence). Yeast: MULAN (Elisseeff & Weston
@@ -97,9 +117,19 @@ REAL_DATASETS = {
 }
 
 
-def make_planted(n_samples: int = 600, n_features: int = 200, n_shared: int = 10, n_labels: int = 8,
-                 n_private: int = 5, n_blocks: int = 4, shared_strength: float = 1.5, private_strength: float = 1.5,
-                 block_noise: float = 0.5, prevalence: float = 0.35, seed: int = 0) -> MultiLabelData:
+def make_planted(
+    n_samples: int = 600,
+    n_features: int = 200,
+    n_shared: int = 10,
+    n_labels: int = 8,
+    n_private: int = 5,
+    n_blocks: int = 4,
+    shared_strength: float = 1.5,
+    private_strength: float = 1.5,
+    block_noise: float = 0.5,
+    prevalence: float = 0.35,
+    seed: int = 0,
+) -> MultiLabelData:
     """Synthetic multi-label data with planted shared and per-label (private) informative features.
 
     Labels come from logistic models. Labels in the same block share one direction over the shared features and a
@@ -126,7 +156,7 @@ def make_planted(n_samples: int = 600, n_features: int = 200, n_shared: int = 10
     X = rng.standard_normal((n_samples, n_features))
     perm = rng.permutation(n_features)
     shared = np.sort(perm[:n_shared])
-    private = [np.sort(perm[n_shared + j * n_private: n_shared + (j + 1) * n_private]) for j in range(n_labels)]
+    private = [np.sort(perm[n_shared + j * n_private : n_shared + (j + 1) * n_private]) for j in range(n_labels)]
     block_of = np.arange(n_labels) % n_blocks
     directions = rng.standard_normal((n_blocks, n_shared))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
@@ -134,26 +164,46 @@ def make_planted(n_samples: int = 600, n_features: int = 200, n_shared: int = 10
     Y = np.zeros((n_samples, n_labels), dtype=np.int64)
     for j in range(n_labels):
         signs = rng.choice([-1.0, 1.0], size=n_private)
-        logit = (shared_strength * X[:, shared] @ directions[block_of[j]]
-                 + private_strength * X[:, private[j]] @ signs / np.sqrt(n_private) + latent[:, block_of[j]])
+        logit = (
+            shared_strength * X[:, shared] @ directions[block_of[j]]
+            + private_strength * X[:, private[j]] @ signs / np.sqrt(n_private)
+            + latent[:, block_of[j]]
+        )
         logit = 2.0 * (logit - np.quantile(logit, 1 - prevalence))  # sharpened so the planted signal is learnable
         Y[:, j] = rng.random(n_samples) < 1.0 / (1.0 + np.exp(-logit))
-    return MultiLabelData(X=X, Y=Y, feature_names=[f"f{i}" for i in range(n_features)],
-                          label_names=[f"label{j}" for j in range(n_labels)], name="planted",
-                          shared_features=shared, private_features=private)
+    return MultiLabelData(
+        X=X,
+        Y=Y,
+        feature_names=[f"f{i}" for i in range(n_features)],
+        label_names=[f"label{j}" for j in range(n_labels)],
+        name="planted",
+        shared_features=shared,
+        private_features=private,
+    )
 
 
-def make_sklearn_multilabel(n_samples: int = 500, n_features: int = 50, n_classes: int = 6, n_labels: int = 2,
-                            seed: int = 0) -> MultiLabelData:
+def make_sklearn_multilabel(
+    n_samples: int = 500, n_features: int = 50, n_classes: int = 6, n_labels: int = 2, seed: int = 0
+) -> MultiLabelData:
     """scikit-learn's `make_multilabel_classification` (labels without positives are dropped)."""
     from sklearn.datasets import make_multilabel_classification
 
-    X, Y = make_multilabel_classification(n_samples=n_samples, n_features=n_features, n_classes=n_classes,
-                                          n_labels=n_labels, allow_unlabeled=False, random_state=seed)
+    X, Y = make_multilabel_classification(
+        n_samples=n_samples,
+        n_features=n_features,
+        n_classes=n_classes,
+        n_labels=n_labels,
+        allow_unlabeled=False,
+        random_state=seed,
+    )
     keep = Y.sum(axis=0) > 0
-    return MultiLabelData(X=X.astype(np.float64), Y=Y[:, keep].astype(np.int64),
-                          feature_names=[f"f{i}" for i in range(n_features)],
-                          label_names=[f"label{j}" for j in np.flatnonzero(keep)], name="sklearn_multilabel")
+    return MultiLabelData(
+        X=X.astype(np.float64),
+        Y=Y[:, keep].astype(np.int64),
+        feature_names=[f"f{i}" for i in range(n_features)],
+        label_names=[f"label{j}" for j in np.flatnonzero(keep)],
+        name="sklearn_multilabel",
+    )
 
 
 def split_frame(df: pd.DataFrame, label_columns: list[str] | None = None, name: str = "csv") -> MultiLabelData:
@@ -188,9 +238,13 @@ def split_frame(df: pd.DataFrame, label_columns: list[str] | None = None, name: 
     non_numeric = [c for c in feature_columns if not pd.api.types.is_numeric_dtype(df[c])]
     if non_numeric:
         raise ValueError(f"X: feature columns {non_numeric[:5]} are not numeric")
-    return MultiLabelData(X=df[feature_columns].to_numpy(np.float64), Y=df[label_columns].to_numpy(),
-                          feature_names=[str(c) for c in feature_columns], label_names=[str(c) for c in label_columns],
-                          name=name)
+    return MultiLabelData(
+        X=df[feature_columns].to_numpy(np.float64),
+        Y=df[label_columns].to_numpy(),
+        feature_names=[str(c) for c in feature_columns],
+        label_names=[str(c) for c in label_columns],
+        name=name,
+    )
 
 
 def to_hf_dataset(data: MultiLabelData, layout: str = "vector"):

@@ -25,8 +25,12 @@ MAX_CSV_BYTES = MAX_FILE_BYTES
 YEAST = "Yeast (MULAN, bundled)"
 # column headers: what the number is and which way is better (the paper's seven metrics)
 METRIC_HEADERS = {
-    "hamming_loss": "Hamming loss ↓", "ranking_loss": "ranking loss ↓", "one_error": "one-error ↓",
-    "coverage": "coverage ↓", "average_precision": "average precision ↑", "macro_f1": "macro-F1 ↑",
+    "hamming_loss": "Hamming loss ↓",
+    "ranking_loss": "ranking loss ↓",
+    "one_error": "one-error ↓",
+    "coverage": "coverage ↓",
+    "average_precision": "average precision ↑",
+    "macro_f1": "macro-F1 ↑",
     "micro_f1": "micro-F1 ↑",
 }
 HIGHER_IS_BETTER = {"average_precision", "macro_f1", "micro_f1"}
@@ -66,12 +70,16 @@ def reading(rows: dict[str, dict[str, float]], theta: float) -> str:
 
     w_glob, w_full = wins(gp, glob), wins(gp, full)
     if theta >= 1.0:
-        return (f"**Reading:** theta = 1 is the global-only selection itself; it beats all features on {w_full} of 7 "
-                "metrics.")
+        return (
+            f"**Reading:** theta = 1 is the global-only selection itself; it beats all features on {w_full} of 7 "
+            "metrics."
+        )
     verdict = "better than" if w_glob >= 5 else ("worse than" if w_glob <= 2 else "mixed against")
-    return (f"**Reading:** at theta {theta:.2f} GPMFS is {verdict} its own global-only ablation (better on {w_glob} "
-            f"of 7 metrics) and better than all features on {w_full} of 7; one 30 % split, so differences of a "
-            "few thousandths are noise.")
+    return (
+        f"**Reading:** at theta {theta:.2f} GPMFS is {verdict} its own global-only ablation (better on {w_glob} "
+        f"of 7 metrics) and better than all features on {w_full} of 7; one 30 % split, so differences of a "
+        "few thousandths are noise."
+    )
 
 
 def _plot(rows: dict[str, dict[str, float]]):
@@ -85,8 +93,13 @@ def _plot(rows: dict[str, dict[str, float]]):
     width = 0.8 / len(rows)
     for i, (name, values) in enumerate(rows.items()):
         ax.bar(np.arange(len(keys)) + i * width, [values[k] for k in keys], width, label=name)
-    ax.set_xticks(np.arange(len(keys)) + width * (len(rows) - 1) / 2, [METRIC_HEADERS[k] for k in keys],
-                  rotation=20, ha="right", fontsize=8)
+    ax.set_xticks(
+        np.arange(len(keys)) + width * (len(rows) - 1) / 2,
+        [METRIC_HEADERS[k] for k in keys],
+        rotation=20,
+        ha="right",
+        fontsize=8,
+    )
     ax.set_ylabel("held-out value")
     ax.legend(fontsize=8)
     ax.set_title("ML-kNN on the selected features (↑ higher is better, ↓ lower is better)", fontsize=9)
@@ -94,19 +107,27 @@ def _plot(rows: dict[str, dict[str, float]]):
     return fig
 
 
-def run_selection(source: str, csv_file: str | None, label_columns: str, budget_pct: float, theta: float,
-                  seed: int = 0, progress=None):
+def run_selection(
+    source: str, csv_file: str | None, label_columns: str, budget_pct: float, theta: float, seed: int = 0, progress=None
+):
     """Like [`select`], but bad input comes back as an `**Error:**` message with empty tables (never a trace)."""
     try:
         return select(source, csv_file, label_columns, budget_pct, theta, seed, progress)
     except (ValueError, TimeoutError) as err:
         return f"**Error:** {err}", pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), None
     except Exception as err:  # noqa: BLE001 - the demo shows a message, not a traceback
-        return f"**Unexpected error** ({type(err).__name__}): {err}", pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), None
+        return (
+            f"**Unexpected error** ({type(err).__name__}): {err}",
+            pd.DataFrame(),
+            pd.DataFrame(),
+            pd.DataFrame(),
+            None,
+        )
 
 
-def select(source: str, csv_file: str | None, label_columns: str, budget_pct: float, theta: float,
-           seed: int = 0, progress=None):
+def select(
+    source: str, csv_file: str | None, label_columns: str, budget_pct: float, theta: float, seed: int = 0, progress=None
+):
     """Fits GPMFS on a 70 % split and reports the selections and test metrics.
 
     Args:
@@ -137,32 +158,45 @@ def select(source: str, csv_file: str | None, label_columns: str, budget_pct: fl
         sel = GPMFSSelector(budget=budget, theta=theta).fit(Xtr, Ytr)
         glob = sel.with_selection(theta=1.0)
         step(0.6, desc="scoring the three selections with ML-kNN")
-        rows = {"GPMFS (theta=%.2f)" % theta: _scores(Xtr, Ytr, Xte, Yte, sel.label_feature_sets()),
-                "global-only (theta=1)": _scores(Xtr, Ytr, Xte, Yte, glob.label_feature_sets()),
-                "all features": _scores(Xtr, Ytr, Xte, Yte, None)}
+        rows = {
+            f"GPMFS (theta={theta:.2f})": _scores(Xtr, Ytr, Xte, Yte, sel.label_feature_sets()),
+            "global-only (theta=1)": _scores(Xtr, Ytr, Xte, Yte, glob.label_feature_sets()),
+            "all features": _scores(Xtr, Ytr, Xte, Yte, None),
+        }
     names = data.feature_names
-    global_table = pd.DataFrame({"rank": range(1, len(sel.global_indices_) + 1),
-                                 "feature": [names[i] for i in sel.ranking_[: len(sel.global_indices_)]],
-                                 "row norm of W ↑ (importance)": np.round(
-                                     sel.feature_importances_[sel.ranking_[: budget]], 4)})
-    per_label = pd.DataFrame({
-        "label": data.label_names,
-        "personal features (beyond G)": [", ".join(names[i] for i in p) or "-" for p in sel.personal_indices_],
-        "set size (features)": [len(s) for s in sel.label_indices_],
-    })
+    global_table = pd.DataFrame(
+        {
+            "rank": range(1, len(sel.global_indices_) + 1),
+            "feature": [names[i] for i in sel.ranking_[: len(sel.global_indices_)]],
+            "row norm of W ↑ (importance)": np.round(sel.feature_importances_[sel.ranking_[:budget]], 4),
+        }
+    )
+    per_label = pd.DataFrame(
+        {
+            "label": data.label_names,
+            "personal features (beyond G)": [", ".join(names[i] for i in p) or "-" for p in sel.personal_indices_],
+            "set size (features)": [len(s) for s in sel.label_indices_],
+        }
+    )
     metrics = pd.DataFrame(rows).T.round(4).rename(columns=METRIC_HEADERS).reset_index(names="selection")
     n, d, q = data.shape
-    md = (f"**{data.name}**: {n} samples, {d} features, {q} labels; budget {budget} features per label, "
-          f"theta {theta:.2f}. Label-specific strength (mean |P_j| / |G|): "
-          f"**{sel.label_specific_strength_:.3f}**. Metrics: ML-kNN (k=10) on a 30 % held-out split.\n\n"
-          + reading(rows, theta))
+    md = (
+        f"**{data.name}**: {n} samples, {d} features, {q} labels; budget {budget} features per label, "
+        f"theta {theta:.2f}. Label-specific strength (mean |P_j| / |G|): "
+        f"**{sel.label_specific_strength_:.3f}**. Metrics: ML-kNN (k=10) on a 30 % held-out split.\n\n"
+        + reading(rows, theta)
+    )
     return md, global_table, per_label, metrics, _plot(rows)
 
 
 def _published_selector():
     """The linked repo's selector (fitted on all of Yeast by `hf-ext reproduce gpmfs`) and a note, or `None`."""
-    selector, note = load_linked("gpmfs", GPMFSSelector.from_pretrained, lambda: None,
-                                 "only the selection fitted on this page (no published selector)")
+    selector, note = load_linked(
+        "gpmfs",
+        GPMFSSelector.from_pretrained,
+        lambda: None,
+        "only the selection fitted on this page (no published selector)",
+    )
     if selector is None:
         return note
     names = getattr(selector, "feature_names_in_", None)
@@ -186,15 +220,21 @@ def build_demo():
             return f"**Error:** {err}", pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), None
 
     with gr.Blocks(title="GPMFS multi-label feature selection") as demo:
-        gr.Markdown("# GPMFS: global + personalised multi-label feature selection\n"
-                    "Paper: [arXiv:2504.12740](https://arxiv.org/abs/2504.12740). A global feature set from the "
-                    "row norms of W, plus per-label features above the threshold theta (theta = 1: global-only). "
-                    "Uploads: at most 20 MiB, 2,000 columns and 100,000 rows.")
+        gr.Markdown(
+            "# GPMFS: global + personalised multi-label feature selection\n"
+            "Paper: [arXiv:2504.12740](https://arxiv.org/abs/2504.12740). A global feature set from the "
+            "row norms of W, plus per-label features above the threshold theta (theta = 1: global-only). "
+            "Uploads: at most 20 MiB, 2,000 columns and 100,000 rows."
+        )
         gr.Markdown(_published_selector(), elem_id="gpmfs-model")
         with gr.Row():
             source = gr.Radio([YEAST, "Upload CSV"], value=YEAST, label="data")
-            csv_file = gr.File(label="CSV (numeric features, 0/1 label columns)", file_types=[".csv"],
-                               type="filepath", elem_id="gpmfs-csv")
+            csv_file = gr.File(
+                label="CSV (numeric features, 0/1 label columns)",
+                file_types=[".csv"],
+                type="filepath",
+                elem_id="gpmfs-csv",
+            )
             label_columns = gr.Textbox(label="label columns (comma-separated; empty = trailing 0/1 columns)")
         with gr.Row():
             budget = gr.Slider(5, 100, value=20, step=5, label="budget (% of features per label)")
@@ -203,18 +243,20 @@ def build_demo():
             examples=[[YEAST, None, "", 20, 0.5], [YEAST, None, "", 20, 1.0], [YEAST, None, "", 10, 0.2]],
             inputs=[source, csv_file, label_columns, budget, theta],
             label="examples: the default, the global-only ablation (theta 1), a small budget with strong "
-                  "personalisation",
+            "personalisation",
         )
         button = gr.Button("Select features", variant="primary")
         status = gr.Markdown(elem_id="gpmfs-status")
-        metrics = gr.Dataframe(label="held-out metrics (↑ higher is better, ↓ lower is better)",
-                               elem_id="gpmfs-metrics")
+        metrics = gr.Dataframe(
+            label="held-out metrics (↑ higher is better, ↓ lower is better)", elem_id="gpmfs-metrics"
+        )
         plot = gr.Plot(label="held-out metrics", elem_id="gpmfs-plot")
         with gr.Row():
             global_table = gr.Dataframe(label="global set G", elem_id="gpmfs-global")
             per_label = gr.Dataframe(label="personal features per label")
-        button.click(on_click, [source, csv_file, label_columns, budget, theta],
-                     [status, global_table, per_label, metrics, plot])
+        button.click(
+            on_click, [source, csv_file, label_columns, budget, theta], [status, global_table, per_label, metrics, plot]
+        )
     return demo
 
 
@@ -234,12 +276,13 @@ def browser_check(page) -> None:
         cells = b.row_cells(page, "gpmfs-metrics", selection)
         assert len(cells) == 8 and all(float(v) >= 0.0 for v in cells[1:]) and 0 < float(cells[-1]) <= 1, cells
     expect(page.locator("#gpmfs-status")).to_contain_text(
-        "2417 samples, 103 features, 14 labels; budget 21 features per label")
+        "2417 samples, 103 features, 14 labels; budget 21 features per label"
+    )
     assert b.row_cells(page, "gpmfs-global", "1")[0] == "1"  # the global set G, ranked from 1
 
 
 def browser_check_bad_input(page) -> None:
-    """"Upload CSV" without a file: the page says what to do, not a stack trace."""
+    """ "Upload CSV" without a file: the page says what to do, not a stack trace."""
     from hf_ext.core import browser as b
 
     b.choose(page, "Upload CSV")

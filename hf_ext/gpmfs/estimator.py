@@ -154,8 +154,11 @@ class GPMFSMultiLabelClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimat
                 est = clone(base).fit(X[:, cols], Y[:, j])
             else:  # constant label: the global set (if any) and a constant prediction
                 if fallback is None:
-                    fallback = (self.selector_.get_support(indices=True) if self.selector_ is not None
-                                else np.arange(X.shape[1]))
+                    fallback = (
+                        self.selector_.get_support(indices=True)
+                        if self.selector_ is not None
+                        else np.arange(X.shape[1])
+                    )
                 cols, est = fallback, _ConstantLabel(int(Y[0, j]))
             self.feature_sets_.append(np.asarray(cols, dtype=np.int64))
             self.estimators_.append(est)
@@ -181,8 +184,9 @@ class GPMFSMultiLabelClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimat
         """0/1 indicator matrix `(m, q)` for a 2-D training `y`; class labels `(m,)` for a 1-D one."""
         X = self._check_X(X)
         if self.multilabel_:
-            return np.column_stack([est.predict(X[:, cols]) for cols, est in
-                                    zip(self.feature_sets_, self.estimators_)]).astype(np.int64)
+            return np.column_stack(
+                [est.predict(X[:, cols]) for cols, est in zip(self.feature_sets_, self.estimators_)]
+            ).astype(np.int64)
         if self.n_labels_ == 1:
             pred = np.asarray(self.estimators_[0].predict(X[:, self.feature_sets_[0]])).astype(np.int64)
             return self.classes_[pred]

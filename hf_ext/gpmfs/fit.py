@@ -50,8 +50,10 @@ def parse_budget(text: str) -> int | float:
             raise ValueError
         return value
     except ValueError:
-        raise ValueError(f"--budget must be a count >= 1 (e.g. 15), a fraction in (0, 1] (e.g. 0.2) or a percentage "
-                         f"in (0, 100]% (e.g. 20%), got {text!r}") from None
+        raise ValueError(
+            f"--budget must be a count >= 1 (e.g. 15), a fraction in (0, 1] (e.g. 0.2) or a percentage "
+            f"in (0, 100]% (e.g. 20%), got {text!r}"
+        ) from None
 
 
 def read_table(path: str | os.PathLike, labels: str | None):
@@ -72,8 +74,10 @@ def read_table(path: str | os.PathLike, labels: str | None):
         header = f.readline()
     n_cols = header.count(",") + 1
     if n_cols > MAX_COLUMNS:
-        raise ValueError(f"--csv: {n_cols} columns; GPMFS supports at most {MAX_COLUMNS} (it builds d x d "
-                         "matrices): pre-select columns first")
+        raise ValueError(
+            f"--csv: {n_cols} columns; GPMFS supports at most {MAX_COLUMNS} (it builds d x d "
+            "matrices): pre-select columns first"
+        )
     try:
         df = pd.read_csv(path, nrows=MAX_ROWS + 1)
     except Exception as err:  # noqa: BLE001 - every parse failure becomes one readable error
@@ -93,14 +97,28 @@ def read_table(path: str | os.PathLike, labels: str | None):
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-ext gpmfs fit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--csv", required=True, help="table with numeric feature columns and 0/1 label columns")
-    parser.add_argument("--labels", default=None, help="comma-separated label column names (default: the trailing "
-                        "columns whose values are all 0/1)")
-    parser.add_argument("--budget", default="20%", help="features per label: a count (15), a fraction (0.2) or a "
-                        "percentage (20%%); default 20%%")
-    parser.add_argument("--theta", type=float, default=0.5, help="personalisation threshold in [0, 1] (1 = "
-                        "global-only); ignored with --tune")
-    parser.add_argument("--tune", action="store_true", help="tune theta and alpha/beta/gamma/lam on a 75/25 inner "
-                        "split by ML-kNN average precision (coordinate search over 1e-3..1e3)")
+    parser.add_argument(
+        "--labels",
+        default=None,
+        help="comma-separated label column names (default: the trailing columns whose values are all 0/1)",
+    )
+    parser.add_argument(
+        "--budget",
+        default="20%",
+        help="features per label: a count (15), a fraction (0.2) or a percentage (20%%); default 20%%",
+    )
+    parser.add_argument(
+        "--theta",
+        type=float,
+        default=0.5,
+        help="personalisation threshold in [0, 1] (1 = global-only); ignored with --tune",
+    )
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="tune theta and alpha/beta/gamma/lam on a 75/25 inner "
+        "split by ML-kNN average precision (coordinate search over 1e-3..1e3)",
+    )
     parser.add_argument("--output", required=True, help="artifact folder to write (replaced atomically)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inner split")
     return parser
@@ -130,22 +148,33 @@ def main(argv: list[str] | None = None) -> dict:
             k = GPMFSSelector(budget=budget).config.budget_for(X.shape[1])
             result = tune(data.X, Y, [k], (0.2, 0.4, 0.6, 0.8, 1.0), {h: SPEC_GRID for h in HYPER}, 1, args.seed)
             params, theta = result.params, result.theta[k]
-            report["tuned"] = {"params": params, "theta": theta, "inner_average_precision": result.inner_ap[k],
-                               "trials": len(result.trials)}
+            report["tuned"] = {
+                "params": params,
+                "theta": theta,
+                "inner_average_precision": result.inner_ap[k],
+                "trials": len(result.trials),
+            }
         selector = GPMFSSelector(**params, budget=budget, theta=theta, seed=args.seed).fit(X, Y)
     names = data.feature_names
-    report.update({
-        "budget": int(selector.budget_), "theta": float(selector.theta),
-        "label_specific_strength": float(selector.label_specific_strength_),
-        "global_features": [names[i] for i in selector.global_indices_],
-        "label_features": {lab: [names[i] for i in idx] for lab, idx in zip(data.label_names,
-                                                                              selector.label_indices_)},
-        "personal_features": {lab: [names[i] for i in idx] for lab, idx in zip(data.label_names,
-                                                                                 selector.personal_indices_)},
-    })
+    report.update(
+        {
+            "budget": int(selector.budget_),
+            "theta": float(selector.theta),
+            "label_specific_strength": float(selector.label_specific_strength_),
+            "global_features": [names[i] for i in selector.global_indices_],
+            "label_features": {
+                lab: [names[i] for i in idx] for lab, idx in zip(data.label_names, selector.label_indices_)
+            },
+            "personal_features": {
+                lab: [names[i] for i in idx] for lab, idx in zip(data.label_names, selector.personal_indices_)
+            },
+        }
+    )
     save_pretrained(selector, args.output, extra_files={"selection.json": json.dumps(report, indent=2) + "\n"})
-    print(f"GPMFS on {X.shape[0]} x {X.shape[1]} ({len(data.label_names)} labels): budget {selector.budget_}, theta "
-          f"{selector.theta:g}, label-specific strength {selector.label_specific_strength_:.3f}; wrote {args.output}")
+    print(
+        f"GPMFS on {X.shape[0]} x {X.shape[1]} ({len(data.label_names)} labels): budget {selector.budget_}, theta "
+        f"{selector.theta:g}, label-specific strength {selector.label_specific_strength_:.3f}; wrote {args.output}"
+    )
     return report
 
 

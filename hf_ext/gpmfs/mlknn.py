@@ -47,8 +47,9 @@ class _KNNBase:
         self.Y_ = (Y > 0).astype(np.int64)
         self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
         self.groups_ = _groups(feature_subsets, X.shape[1], Y.shape[1])
-        self.nn_ = [NearestNeighbors(n_neighbors=self.k_, algorithm=self.algorithm).fit(X[:, f])
-                    for f, _ in self.groups_]
+        self.nn_ = [
+            NearestNeighbors(n_neighbors=self.k_, algorithm=self.algorithm).fit(X[:, f]) for f, _ in self.groups_
+        ]
 
     def _neighbour_counts(self, X=None) -> np.ndarray:
         """(m, q) number of each label's k neighbours that carry the label; `X=None` is leave-one-out on training."""
@@ -140,8 +141,9 @@ class BRkNN(_KNNBase):
         return self._neighbour_counts(self._check_X(X)) / self.k_
 
 
-def mlknn_posterior(counts_train: np.ndarray, y_train: np.ndarray, counts_test: np.ndarray, k: int,
-                    s: float = 1.0) -> np.ndarray:
+def mlknn_posterior(
+    counts_train: np.ndarray, y_train: np.ndarray, counts_test: np.ndarray, k: int, s: float = 1.0
+) -> np.ndarray:
     """ML-kNN's posterior for ONE label from neighbour counts (the same estimate as [`MLkNN`], label by label).
 
     Args:
@@ -174,8 +176,9 @@ class SplitScorer:
         k (`int`), s (`float`), algorithm (`str`): as [`MLkNN`]. max_cache (`int`): subsets kept (oldest dropped).
     """
 
-    def __init__(self, X_train, Y_train, X_test, k: int = 10, s: float = 1.0, algorithm: str = "brute",
-                 max_cache: int = 512):
+    def __init__(
+        self, X_train, Y_train, X_test, k: int = 10, s: float = 1.0, algorithm: str = "brute", max_cache: int = 512
+    ):
         lo = X_train.min(axis=0)
         span = X_train.max(axis=0) - lo
         span = np.where(span > 0, span, 1.0)

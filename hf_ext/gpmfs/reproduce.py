@@ -31,8 +31,15 @@ from sklearn.model_selection import KFold, train_test_split
 
 from hf_ext.core.paths import work_dir
 
-from .baselines import ftest_per_label, ftest_scores, l21_regression, lrfs_order, random_subset, rank_by_row_norm, \
-    scls_order
+from .baselines import (
+    ftest_per_label,
+    ftest_scores,
+    l21_regression,
+    lrfs_order,
+    random_subset,
+    rank_by_row_norm,
+    scls_order,
+)
 from .config import GPMFSConfig
 from .data import REAL_DATASETS, MultiLabelData, load_yeast, make_planted
 from .metrics import METRICS, evaluate_all
@@ -41,28 +48,56 @@ from .selector import GPMFSSelector
 from .tuning import HYPER, SPEC_GRID, tune
 
 METHODS = ("gpmfs", "gpmfs_global", "all", "random", "ftest", "rfs", "lrfs", "scls", "prior")
-QUICK = {"folds": 5, "budgets": (0.1, 0.3, 0.5), "thetas": (0.2, 0.4, 0.6, 0.8, 1.0), "seeds": 3, "hyper": {},
-         "sweeps": 0}
+QUICK = {
+    "folds": 5,
+    "budgets": (0.1, 0.3, 0.5),
+    "thetas": (0.2, 0.4, 0.6, 0.8, 1.0),
+    "seeds": 3,
+    "hyper": {},
+    "sweeps": 0,
+}
 # The weight search of --full (4 weights x 7 values, one coordinate sweep, for both arms) scores a coarser theta
 # grid at three budgets; theta is then tuned on the whole grid at every budget for the chosen weights.
-FULL = {"folds": 5, "budgets": (0.1, 0.2, 0.3, 0.4, 0.5), "thetas": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
-        "seeds": 5, "hyper": {h: SPEC_GRID for h in HYPER}, "sweeps": 1, "search_thetas": (0.2, 0.5, 1.0),
-        "search_budgets": (0.1, 0.3, 0.5)}
+FULL = {
+    "folds": 5,
+    "budgets": (0.1, 0.2, 0.3, 0.4, 0.5),
+    "thetas": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+    "seeds": 5,
+    "hyper": {h: SPEC_GRID for h in HYPER},
+    "sweeps": 1,
+    "search_thetas": (0.2, 0.5, 1.0),
+    "search_budgets": (0.1, 0.3, 0.5),
+}
 
 
 def make_parser() -> argparse.ArgumentParser:
     """Arguments of `hf-ext reproduce gpmfs`."""
     parser = argparse.ArgumentParser(prog="hf-ext reproduce gpmfs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--full", action="store_true", help="complete sweep (5 budgets, 10 thetas, 5 seeds, alpha/"
-                        "beta/gamma/lam tuned over 1e-3..1e3); default is the quick run (3 budgets, 5 thetas, "
-                        "3 seeds, default weights)")
-    parser.add_argument("--out", default=None, help="output folder for results.json and gpmfs_budget.png "
-                        "(default: <work dir>/gpmfs, i.e. $HF_EXT_HOME/gpmfs or ./runs/gpmfs)")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="complete sweep (5 budgets, 10 thetas, 5 seeds, alpha/"
+        "beta/gamma/lam tuned over 1e-3..1e3); default is the quick run (3 budgets, 5 thetas, "
+        "3 seeds, default weights)",
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="output folder for results.json and gpmfs_budget.png "
+        "(default: <work dir>/gpmfs, i.e. $HF_EXT_HOME/gpmfs or ./runs/gpmfs)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the splits, the random baseline and the data")
-    parser.add_argument("--markdown", default=None, metavar="RESULTS_JSON", help="print the README tables of an "
-                        "existing results.json and exit")
-    parser.add_argument("--datasets", default=",".join([*REAL_DATASETS, "planted"]),
-                        help="comma-separated subset of " + ", ".join([*REAL_DATASETS, "planted"]))
+    parser.add_argument(
+        "--markdown",
+        default=None,
+        metavar="RESULTS_JSON",
+        help="print the README tables of an existing results.json and exit",
+    )
+    parser.add_argument(
+        "--datasets",
+        default=",".join([*REAL_DATASETS, "planted"]),
+        help="comma-separated subset of " + ", ".join([*REAL_DATASETS, "planted"]),
+    )
     return parser
 
 
@@ -70,13 +105,28 @@ def _run_split(Xtr, Ytr, Xte, Yte, budgets, grid, seed, truth: MultiLabelData | 
     """All methods at all budgets on one train/test split; returns {method: {budget: metrics}} plus extras."""
     q = Ytr.shape[1]
     d = Xtr.shape[1]
-    search_budgets = (None if grid.get("search_budgets") is None
-                      else sorted({max(1, int(round(f * d))) for f in grid["search_budgets"]}))
-    tuned = tune(Xtr, Ytr, budgets, grid["thetas"], grid.get("hyper"), grid.get("sweeps", 1), seed,
-                 search_thetas=grid.get("search_thetas"), search_budgets=search_budgets)
+    search_budgets = (
+        None
+        if grid.get("search_budgets") is None
+        else sorted({max(1, int(round(f * d))) for f in grid["search_budgets"]})
+    )
+    tuned = tune(
+        Xtr,
+        Ytr,
+        budgets,
+        grid["thetas"],
+        grid.get("hyper"),
+        grid.get("sweeps", 1),
+        seed,
+        search_thetas=grid.get("search_thetas"),
+        search_budgets=search_budgets,
+    )
     sel_main = GPMFSSelector(**tuned.params, budget=1, theta=1.0).fit(Xtr, Ytr)
-    sel_glob = (sel_main if tuned.params_global == tuned.params
-                else GPMFSSelector(**tuned.params_global, budget=1, theta=1.0).fit(Xtr, Ytr))
+    sel_glob = (
+        sel_main
+        if tuned.params_global == tuned.params
+        else GPMFSSelector(**tuned.params_global, budget=1, theta=1.0).fit(Xtr, Ytr)
+    )
     f_scores = ftest_scores(Xtr, Ytr)
     W_rfs, _ = l21_regression(Xtr, Ytr, lam=1.0)
     k_max = max(budgets)
@@ -107,10 +157,12 @@ def _run_split(Xtr, Ytr, Xte, Yte, budgets, grid, seed, truth: MultiLabelData | 
         for method, sets in subsets.items():
             out[method][k] = score(sets)
             if truth is not None:
-                out[method][k]["recall_private"] = float(np.mean(
-                    [np.isin(p, s).mean() for p, s in zip(truth.private_features, sets)]))
-                out[method][k]["recall_shared"] = float(np.mean([np.isin(truth.shared_features, s).mean()
-                                                                 for s in sets]))
+                out[method][k]["recall_private"] = float(
+                    np.mean([np.isin(p, s).mean() for p, s in zip(truth.private_features, sets)])
+                )
+                out[method][k]["recall_shared"] = float(
+                    np.mean([np.isin(truth.shared_features, s).mean() for s in sets])
+                )
         out["all"][k], out["prior"][k] = dict(all_scores), dict(prior_scores)
         if truth is not None:
             out["all"][k].update(recall_private=1.0, recall_shared=1.0)
@@ -122,15 +174,22 @@ def _run_split(Xtr, Ytr, Xte, Yte, budgets, grid, seed, truth: MultiLabelData | 
 
 def _aggregate(runs: list[dict], budgets_pct: dict[int, float]) -> dict:
     """mean / std / per-run values of every metric; keys are budget percentages."""
-    agg: dict = {"results": {}, "tuned_theta": {}, "label_specific_strength": {},
-                 "tuned_params": [r["params"] for r in runs], "tuned_params_global": [r["params_global"] for r in runs]}
+    agg: dict = {
+        "results": {},
+        "tuned_theta": {},
+        "label_specific_strength": {},
+        "tuned_params": [r["params"] for r in runs],
+        "tuned_params_global": [r["params_global"] for r in runs],
+    }
     for method in METHODS:
         agg["results"][method] = {}
         for k, pct in budgets_pct.items():
             metrics = runs[0]["results"][method][k].keys()
             agg["results"][method][f"{pct:.0f}%"] = {
                 m: {"mean": float(np.mean(v)), "std": float(np.std(v)), "values": v}
-                for m in metrics for v in [[r["results"][method][k][m] for r in runs]]}
+                for m in metrics
+                for v in [[r["results"][method][k][m] for r in runs]]
+            }
     for k, pct in budgets_pct.items():
         agg["tuned_theta"][f"{pct:.0f}%"] = [r["theta"][k] for r in runs]
         s = [r["strength"][k] for r in runs]
@@ -145,9 +204,12 @@ def _aggregate(runs: list[dict], budgets_pct: dict[int, float]) -> dict:
             cell = {}
             for m in ("average_precision", "macro_f1", "micro_f1", "ranking_loss"):
                 diff = [r["results"]["gpmfs"][k][m] - r["results"][other][k][m] for r in runs]
-                cell[m] = {"mean": float(np.mean(diff)), "std": float(np.std(diff)),
-                           "better_in": int(sum((x < 0) if m == "ranking_loss" else (x > 0) for x in diff)),
-                           "runs": len(diff)}
+                cell[m] = {
+                    "mean": float(np.mean(diff)),
+                    "std": float(np.std(diff)),
+                    "better_in": int(sum((x < 0) if m == "ranking_loss" else (x > 0) for x in diff)),
+                    "runs": len(diff),
+                }
             agg[key][f"{pct:.0f}%"] = cell
     return agg
 
@@ -165,8 +227,14 @@ def run_real(name: str, grid: dict, seed: int) -> dict:
     for tr, te in KFold(grid["folds"], shuffle=True, random_state=seed).split(data.X):
         runs.append(_run_split(data.X[tr], data.Y[tr], data.X[te], data.Y[te], list(budgets), grid, seed))
     n, d, q = data.shape
-    return {"n": n, "d": d, "q": q, "source": source, "protocol": f"{grid['folds']}-fold CV",
-            **_aggregate(runs, budgets)}
+    return {
+        "n": n,
+        "d": d,
+        "q": q,
+        "source": source,
+        "protocol": f"{grid['folds']}-fold CV",
+        **_aggregate(runs, budgets),
+    }
 
 
 def run_planted(grid: dict, seed: int) -> dict:
@@ -186,26 +254,36 @@ def format_table(results: dict) -> str:
     for name, ds in results["datasets"].items():
         budgets = list(next(iter(ds["results"].values())).keys())
         metrics = ["average_precision", "macro_f1"] + (["recall_private"] if name == "planted" else [])
-        lines.append(f"\n{name} ({ds['n']}x{ds['d']}, q={ds['q']}, {ds['protocol']}, {ds.get('runtime_s', '?')} s); "
-                     "mean ± std")
+        lines.append(
+            f"\n{name} ({ds['n']}x{ds['d']}, q={ds['q']}, {ds['protocol']}, {ds.get('runtime_s', '?')} s); mean ± std"
+        )
         for metric in metrics:
             lines.append(f"  {metric:<18}" + "".join(f"{b:>16}" for b in budgets))
             for method in METHODS:
                 cells = [ds["results"][method][b][metric] for b in budgets]
                 lines.append(f"    {method:<16}" + "".join(f"{c['mean']:>9.4f}±{c['std']:.4f}" for c in cells))
-        lines.append("  tuned theta per run " + "  ".join(
-            f"{b}: {'/'.join(f'{t:g}' for t in ds['tuned_theta'][b])}" for b in budgets))
+        lines.append(
+            "  tuned theta per run "
+            + "  ".join(f"{b}: {'/'.join(f'{t:g}' for t in ds['tuned_theta'][b])}" for b in budgets)
+        )
         for key in ("gpmfs_minus_global", "gpmfs_minus_ftest"):
             ap_diff = [ds[key][b]["average_precision"] for b in budgets]
             wins = ", ".join(f"{c['better_in']}/{c['runs']}" for c in ap_diff)
-            lines.append(f"  {key.replace('_minus_', ' - ')} AP " + "".join(
-                f"{c['mean']:>+9.4f}±{c['std']:.4f}" for c in ap_diff) + f"   (gpmfs better in {wins} runs)")
+            lines.append(
+                f"  {key.replace('_minus_', ' - ')} AP "
+                + "".join(f"{c['mean']:>+9.4f}±{c['std']:.4f}" for c in ap_diff)
+                + f"   (gpmfs better in {wins} runs)"
+            )
         params = ds["tuned_params"]
-        lines.append("  tuned alpha/beta/gamma/lam per run: " + "  ".join(
-            "/".join(f"{p[h]:g}" for h in HYPER) for p in params))
+        lines.append(
+            "  tuned alpha/beta/gamma/lam per run: " + "  ".join("/".join(f"{p[h]:g}" for h in HYPER) for p in params)
+        )
         lss = ds["label_specific_strength"]
-        lines.append("  label-specific strength (mean|P_j|/|G|) " + " ".join(
-            f"{b}:{lss[b]['mean']:.3f}" for b in budgets) + f"  overall {lss['overall']:.3f}")
+        lines.append(
+            "  label-specific strength (mean|P_j|/|G|) "
+            + " ".join(f"{b}:{lss[b]['mean']:.3f}" for b in budgets)
+            + f"  overall {lss['overall']:.3f}"
+        )
     return "\n".join(lines)
 
 
@@ -218,23 +296,37 @@ def format_markdown(results: dict, metrics=("average_precision", "macro_f1")) ->
         for metric in list(metrics) + (["recall_private"] if name == "planted" else []):
             for b in ds["results"]["gpmfs"]:
                 cells = [ds["results"][m][b][metric] for m in METHODS]
-                lines.append(f"| {name} | {metric} | {b} | " + " | ".join(
-                    f"{c['mean']:.4f}±{c['std']:.4f}" for c in cells) + " |")
-    lines += ["", "| data | budget | GPMFS − global-only AP (better in) | GPMFS − F-test AP (better in) "
-              "| tuned θ per run | label-specific strength |", "|---|---|---|---|---|---|"]
+                lines.append(
+                    f"| {name} | {metric} | {b} | "
+                    + " | ".join(f"{c['mean']:.4f}±{c['std']:.4f}" for c in cells)
+                    + " |"
+                )
+    lines += [
+        "",
+        "| data | budget | GPMFS − global-only AP (better in) | GPMFS − F-test AP (better in) "
+        "| tuned θ per run | label-specific strength |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, ds in results["datasets"].items():
         for b in ds["results"]["gpmfs"]:
             g, f = ds["gpmfs_minus_global"][b]["average_precision"], ds["gpmfs_minus_ftest"][b]["average_precision"]
             lss = ds["label_specific_strength"][b]
-            lines.append(f"| {name} | {b} | {g['mean']:+.4f}±{g['std']:.4f} ({g['better_in']}/{g['runs']}) | "
-                         f"{f['mean']:+.4f}±{f['std']:.4f} ({f['better_in']}/{f['runs']}) | "
-                         f"{'/'.join(f'{t:g}' for t in ds['tuned_theta'][b])} | {lss['mean']:.3f}±{lss['std']:.3f} |")
-    lines += ["", "| data | tuned α/β/γ/λ per run (GPMFS) | global-only arm | overall label-specific strength |",
-              "|---|---|---|---|"]
+            lines.append(
+                f"| {name} | {b} | {g['mean']:+.4f}±{g['std']:.4f} ({g['better_in']}/{g['runs']}) | "
+                f"{f['mean']:+.4f}±{f['std']:.4f} ({f['better_in']}/{f['runs']}) | "
+                f"{'/'.join(f'{t:g}' for t in ds['tuned_theta'][b])} | {lss['mean']:.3f}±{lss['std']:.3f} |"
+            )
+    lines += [
+        "",
+        "| data | tuned α/β/γ/λ per run (GPMFS) | global-only arm | overall label-specific strength |",
+        "|---|---|---|---|",
+    ]
     for name, ds in results["datasets"].items():
         fmt = lambda ps: ", ".join("/".join(f"{p[h]:g}" for h in HYPER) for p in ps)  # noqa: E731
-        lines.append(f"| {name} | {fmt(ds['tuned_params'])} | {fmt(ds['tuned_params_global'])} | "
-                     f"{ds['label_specific_strength']['overall']:.3f} |")
+        lines.append(
+            f"| {name} | {fmt(ds['tuned_params'])} | {fmt(ds['tuned_params_global'])} | "
+            f"{ds['label_specific_strength']['overall']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -246,8 +338,7 @@ def plot(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = list(results["datasets"])
-    panels = [(n, "average_precision") for n in names] + ([("planted", "recall_private")] if "planted" in names
-                                                           else [])
+    panels = [(n, "average_precision") for n in names] + ([("planted", "recall_private")] if "planted" in names else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
     axes = axes[0]
     for ax, (name, metric) in zip(axes, panels):
@@ -257,8 +348,15 @@ def plot(results: dict, path: Path) -> None:
             x = [float(b.rstrip("%")) for b in budgets]
             y = [ds["results"][method][b][metric]["mean"] for b in budgets]
             e = [ds["results"][method][b][metric]["std"] for b in budgets]
-            ax.errorbar(x, y, yerr=e, marker="o", capsize=3, label=method,
-                        linestyle="--" if method in ("all", "random", "prior") else "-")
+            ax.errorbar(
+                x,
+                y,
+                yerr=e,
+                marker="o",
+                capsize=3,
+                label=method,
+                linestyle="--" if method in ("all", "random", "prior") else "-",
+            )
         ax.set_title(f"{name}: {metric}")
         ax.set_xlabel("budget (% of features per label)")
     axes[0].legend(fontsize=8)
@@ -285,8 +383,7 @@ def main(argv: list[str] | None = None) -> dict:
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = sorted(set(names) - set(REAL_DATASETS) - {"planted"})
     if unknown or not names:
-        raise ValueError(f"--datasets: unknown {unknown or 'empty list'}; choose from "
-                         f"{[*REAL_DATASETS, 'planted']}")
+        raise ValueError(f"--datasets: unknown {unknown or 'empty list'}; choose from {[*REAL_DATASETS, 'planted']}")
     start = time.perf_counter()
     # Single-threaded BLAS: the problems are small (d <= 200) and on a shared 2-core machine multithreaded
     # OpenBLAS was measured 5-80x slower for these matrix sizes.
@@ -300,11 +397,16 @@ def main(argv: list[str] | None = None) -> dict:
             datasets[name]["runtime_s"] = round(time.perf_counter() - t0, 1)
             print(f"{name}: {datasets[name]['runtime_s']} s", flush=True)
     results = {
-        "method": "gpmfs", "paper": "https://arxiv.org/abs/2504.12740", "mode": "full" if args.full else "quick",
-        "seed": args.seed, "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in grid.items()},
+        "method": "gpmfs",
+        "paper": "https://arxiv.org/abs/2504.12740",
+        "mode": "full" if args.full else "quick",
+        "seed": args.seed,
+        "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in grid.items()},
         "gpmfs_config": GPMFSConfig().to_dict(),
         "classifier": "ML-kNN k=10 s=1 (brute-force neighbours) with per-label feature subsets",
-        "metrics": list(METRICS), "methods": list(METHODS), "datasets": datasets,
+        "metrics": list(METRICS),
+        "methods": list(METHODS),
+        "datasets": datasets,
     }
     results["runtime_s"] = round(time.perf_counter() - start, 1)
     out = Path(args.out) if args.out else work_dir("gpmfs")
@@ -321,15 +423,25 @@ def main(argv: list[str] | None = None) -> dict:
     from hf_ext.core.records import save_training_record
 
     save_training_record(
-        out / "artifact", method="gpmfs", command="hf-ext reproduce gpmfs" + (" --full" if args.full else ""),
-        datasets=[{"name": "yeast", "hub_id": None, "description": "MULAN Yeast (103 features, 14 labels), from the "
-                                                                   "river wheel"}],
+        out / "artifact",
+        method="gpmfs",
+        command="hf-ext reproduce gpmfs" + (" --full" if args.full else ""),
+        datasets=[
+            {
+                "name": "yeast",
+                "hub_id": None,
+                "description": "MULAN Yeast (103 features, 14 labels), from the river wheel",
+            }
+        ],
         config={"budget": 0.3, "seed": args.seed, **selector.config.to_dict()},
         notes="fitted on all 2,417 Yeast rows (no held-out split, so no test metrics of its own; the card body "
-              "holds the method's cross-validated numbers)")
+        "holds the method's cross-validated numbers)",
+    )
     print(format_table(results))
-    print(f"\nruntime {results['runtime_s']} s; wrote {out / 'results.json'}, {out / 'gpmfs_budget.png'} and "
-          f"{out / 'artifact'} (selector fitted on all of Yeast, budget 30 %, theta {selector.theta})")
+    print(
+        f"\nruntime {results['runtime_s']} s; wrote {out / 'results.json'}, {out / 'gpmfs_budget.png'} and "
+        f"{out / 'artifact'} (selector fitted on all of Yeast, budget 30 %, theta {selector.theta})"
+    )
     return results
 
 

@@ -208,9 +208,11 @@ def solve_gpmfs(X: np.ndarray, Y: np.ndarray, config: GPMFSConfig, L=None, A=Non
             # With an indefinite H the quadratic redundancy term beats the linear l2,1 penalty along a negative
             # eigenvector: the objective is unbounded below and the weights diverge; say so instead of returning
             # overflowed weights.
-            raise ValueError(f"GPMFSConfig.gamma={config.gamma:g} makes the GPMFS objective unbounded below on this "
-                             f"data (X^T X + gamma A has eigenvalue {lam_min:.3g} < 0 and the weights diverged): "
-                             "use a smaller gamma")
+            raise ValueError(
+                f"GPMFSConfig.gamma={config.gamma:g} makes the GPMFS objective unbounded below on this "
+                f"data (X^T X + gamma A has eigenvalue {lam_min:.3g} < 0 and the weights diverged): "
+                "use a smaller gamma"
+            )
         if abs(history[-2] - history[-1]) <= config.tol * max(abs(history[-2]), 1e-12):
             break
     return GPMFSSolution(W=W, b=b, V=V, U=U, objective=history, n_iter=it, mu=mu)
@@ -275,8 +277,12 @@ def select_features(W: np.ndarray, budget: int, k_personal: int, theta: float, e
             labels.append(G.astype(np.int64))
         else:
             labels.append(np.sort(np.concatenate([np.setdiff1d(G, drop), P])).astype(np.int64))
-    return Selection(ranking=ranking.astype(np.int64), global_indices=G.astype(np.int64), personal_indices=personal,
-                     label_indices=labels)
+    return Selection(
+        ranking=ranking.astype(np.int64),
+        global_indices=G.astype(np.int64),
+        personal_indices=personal,
+        label_indices=labels,
+    )
 
 
 def validate_targets(y, n_samples: int) -> np.ndarray:
@@ -343,8 +349,25 @@ class GPMFSSelector(SelectorMixin, BaseEstimator):
     ```
     """
 
-    def __init__(self, *, alpha=1.0, beta=1.0, gamma=0.1, lam=1.0, k_neighbors=5, sigma=None, fit_intercept=True,
-                 max_iter=50, tol=1e-4, eps=1e-8, budget=0.2, theta=0.5, k_personal=0.25, equal_budget=True, seed=0):
+    def __init__(
+        self,
+        *,
+        alpha=1.0,
+        beta=1.0,
+        gamma=0.1,
+        lam=1.0,
+        k_neighbors=5,
+        sigma=None,
+        fit_intercept=True,
+        max_iter=50,
+        tol=1e-4,
+        eps=1e-8,
+        budget=0.2,
+        theta=0.5,
+        k_personal=0.25,
+        equal_budget=True,
+        seed=0,
+    ):
         self.alpha = alpha
         self.beta = beta
         self.gamma = gamma
@@ -388,18 +411,26 @@ class GPMFSSelector(SelectorMixin, BaseEstimator):
         config = self.config
         shape = getattr(X, "shape", None)
         if shape is not None and len(shape) == 2 and shape[1] > MAX_FEATURES:  # before any copy of a huge input
-            raise ValueError(f"X has {shape[1]} features; GPMFS supports at most {MAX_FEATURES} (it builds d x d "
-                             "matrices): pre-select columns first")
+            raise ValueError(
+                f"X has {shape[1]} features; GPMFS supports at most {MAX_FEATURES} (it builds d x d "
+                "matrices): pre-select columns first"
+            )
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         if X.shape[1] > MAX_FEATURES:
-            raise ValueError(f"X has {X.shape[1]} features; GPMFS supports at most {MAX_FEATURES} (it builds d x d "
-                             "matrices): pre-select columns first")
+            raise ValueError(
+                f"X has {X.shape[1]} features; GPMFS supports at most {MAX_FEATURES} (it builds d x d "
+                "matrices): pre-select columns first"
+            )
         Y = validate_targets(y, X.shape[0])
         budget = config.budget_for(X.shape[1])
         Xs, constant = minmax_scale(X)
         if constant.any():
-            warnings.warn(f"X: features {np.flatnonzero(constant).tolist()[:10]} are constant; they get zero weight "
-                          "and rank last", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"X: features {np.flatnonzero(constant).tolist()[:10]} are constant; they get zero weight "
+                "and rank last",
+                UserWarning,
+                stacklevel=2,
+            )
         solution = solve_gpmfs(Xs, Y, config)
         W = solution.W.copy()
         W[constant] = 0.0  # exactly zero (not 1e-17) so they can never outrank an informative feature

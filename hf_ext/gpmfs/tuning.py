@@ -46,9 +46,18 @@ def inner_split(X, Y, seed: int, test_size: float = 0.25):
     return Xa, Xv, Ya[:, keep], Yv[:, keep]
 
 
-def tune(X, Y, budgets: list[int], thetas, hyper_grid: dict[str, tuple] | None = None, sweeps: int = 1,
-         seed: int = 0, max_iter: int = 50, search_thetas=None, search_budgets: list[int] | None = None
-         ) -> TuneResult:
+def tune(
+    X,
+    Y,
+    budgets: list[int],
+    thetas,
+    hyper_grid: dict[str, tuple] | None = None,
+    sweeps: int = 1,
+    seed: int = 0,
+    max_iter: int = 50,
+    search_thetas=None,
+    search_budgets: list[int] | None = None,
+) -> TuneResult:
     """Tunes the GPMFS weights (criterion: mean over the search budgets of the best-over-thetas inner AP) and, at the
     chosen weights, theta per budget over all `thetas`; the global-only arm (theta = 1) gets its own weights by the
     same search.
@@ -91,8 +100,9 @@ def tune(X, Y, budgets: list[int], thetas, hyper_grid: dict[str, tuple] | None =
         return max(((ap(params, k, t), t) for t in grid), key=lambda v: (v[0], v[1]))  # ties: the larger theta
 
     def criterion(params, global_only: bool) -> float:
-        return float(np.mean([ap(params, k, 1.0) if global_only else best_theta(params, k, s_thetas)[0]
-                              for k in s_budgets]))
+        return float(
+            np.mean([ap(params, k, 1.0) if global_only else best_theta(params, k, s_thetas)[0] for k in s_budgets])
+        )
 
     def search(global_only: bool) -> dict[str, float]:
         params = dict(DEFAULTS)
@@ -109,7 +119,11 @@ def tune(X, Y, budgets: list[int], thetas, hyper_grid: dict[str, tuple] | None =
     params = search(False)
     params_global = search(True)
     chosen = {k: best_theta(params, k, thetas) for k in budgets}
-    trials = {key: (criterion(dict(zip(HYPER, key)), False), criterion(dict(zip(HYPER, key)), True))
-              for key in fits}
-    return TuneResult(params=params, theta={k: chosen[k][1] for k in budgets}, params_global=params_global,
-                      inner_ap={k: chosen[k][0] for k in budgets}, trials=trials)
+    trials = {key: (criterion(dict(zip(HYPER, key)), False), criterion(dict(zip(HYPER, key)), True)) for key in fits}
+    return TuneResult(
+        params=params,
+        theta={k: chosen[k][1] for k in budgets},
+        params_global=params_global,
+        inner_ap={k: chosen[k][0] for k in budgets},
+        trials=trials,
+    )

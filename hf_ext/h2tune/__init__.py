@@ -56,6 +56,14 @@ SPEC = register_method(
 )
 
 __all__ = [
-    "H2TuneConfig", "H2TuneLinear", "H2TuneVariant", "H2TuneCallback", "H2TuneTrainer", "get_middle", "set_middle",
-    "sync_middle", "TESTED_PEFT_RANGE", "SPEC",
+    "H2TuneConfig",
+    "H2TuneLinear",
+    "H2TuneVariant",
+    "H2TuneCallback",
+    "H2TuneTrainer",
+    "get_middle",
+    "set_middle",
+    "sync_middle",
+    "TESTED_PEFT_RANGE",
+    "SPEC",
 ]

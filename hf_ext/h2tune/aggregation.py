@@ -61,8 +61,11 @@ def aggregate_mean(
             logger.warning("h2tune: rejected update from client %s: %s", cid, reason)
             rejected[cid] = reason
             continue
-        valid.append(torch.as_tensor(np.asarray(upd.detach().cpu() if isinstance(upd, torch.Tensor) else upd),
-                                     dtype=torch.float32))
+        valid.append(
+            torch.as_tensor(
+                np.asarray(upd.detach().cpu() if isinstance(upd, torch.Tensor) else upd), dtype=torch.float32
+            )
+        )
     if not valid:
         logger.warning("h2tune: no valid update this round; keeping the global tensor")
         return current, rejected
@@ -70,8 +73,11 @@ def aggregate_mean(
 
 
 def server_update(
-    mode: str, payloads: Mapping[str, Mapping[str, np.ndarray]], global_shape: tuple[int, ...],
-    current: Mapping[str, np.ndarray] | None = None, groups: Mapping[str, str] | None = None,
+    mode: str,
+    payloads: Mapping[str, Mapping[str, np.ndarray]],
+    global_shape: tuple[int, ...],
+    current: Mapping[str, np.ndarray] | None = None,
+    groups: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, np.ndarray] | None, dict[str, str]]:
     """The server's step for every compared method, on what the clients sent (client id → named arrays).
 
@@ -101,9 +107,16 @@ def server_update(
     return (None if glob is None else {"g": glob.numpy().astype(np.float32)}), rejected
 
 
-def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", *, num_partitions: int | None = None,
-                  max_abs: float = MAX_ABS, hetlora_bounds: Mapping[str, int] | None = None,
-                  base_groups: Mapping[int, str] | None = None, **kwargs):
+def make_strategy(
+    global_shape: tuple[int, ...],
+    mode: str = "h2tune",
+    *,
+    num_partitions: int | None = None,
+    max_abs: float = MAX_ABS,
+    hetlora_bounds: Mapping[str, int] | None = None,
+    base_groups: Mapping[int, str] | None = None,
+    **kwargs,
+):
     """An [`H2TuneStrategy`] for `mode` ("h2tune", "hetlora", "flora" or "local"; built lazily so importing this
     module does not import Flower).
 
@@ -150,15 +163,17 @@ def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", *, num_pa
             self.aggregated: list[int] = []
 
         def _partition(self, msg) -> int:
-            pid = reply_metric(msg, "partition-id", low=0, high=(num_partitions - 1) if num_partitions else
-                               float("inf"), integer=True)
+            pid = reply_metric(
+                msg, "partition-id", low=0, high=(num_partitions - 1) if num_partitions else float("inf"), integer=True
+            )
             pid, node = int(pid), int(msg.metadata.src_node_id)
             holder = next((n for n, p in self.partitions.items() if p == pid and n != node), None)
             if holder is not None:
                 raise ValueError(f"{sender(msg)} claims partition-id {pid}, which node {holder} holds")
             if self.partitions.setdefault(node, pid) != pid:
-                raise ValueError(f"{sender(msg)} claims partition-id {pid}, but earlier claimed "
-                                 f"{self.partitions[node]}")
+                raise ValueError(
+                    f"{sender(msg)} claims partition-id {pid}, but earlier claimed {self.partitions[node]}"
+                )
             return pid
 
         def _payload(self, msg) -> dict[str, np.ndarray]:
@@ -209,16 +224,15 @@ def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", *, num_pa
                 accepted.append((node, pid, msg))
             accepted = [(n, p, m) for n, p, m in accepted if n in payloads]
             groups = {n: base_groups[p] for n, p, _ in accepted} if base_groups is not None else None
-            message, more = server_update(self.mode, payloads, self.global_shape, current=self.current,
-                                          groups=groups)
+            message, more = server_update(self.mode, payloads, self.global_shape, current=self.current, groups=groups)
             rejected.update(more)
             accepted = [(n, p, m) for n, p, m in accepted if n not in rejected]
             for node, pid, msg in accepted:
                 if "accuracy" in msg.content["metrics"]:
-                    self.client_accuracy.setdefault(server_round, {})[str(pid)] = float(msg.content["metrics"][
-                        "accuracy"])
-            self.bytes_received[server_round] = int(sum(a.nbytes for n, _, _ in accepted
-                                                        for a in payloads[n].values()))
+                    self.client_accuracy.setdefault(server_round, {})[str(pid)] = float(
+                        msg.content["metrics"]["accuracy"]
+                    )
+            self.bytes_received[server_round] = int(sum(a.nbytes for n, _, _ in accepted for a in payloads[n].values()))
             self.rejected[server_round] = rejected
             if accepted and (self.mode == "local" or message is not None):
                 self.aggregated.append(server_round)
@@ -227,12 +241,16 @@ def make_strategy(global_shape: tuple[int, ...], mode: str = "h2tune", *, num_pa
             # Only the checked metrics are aggregated (FedAvg's generic aggregation would take whatever a client
             # puts in its MetricRecord and divide by a total weight that may be zero).
             metrics = {"num-rejected": len(rejected), "num-accepted": len(accepted)}
-            scored = [(float(m.content["metrics"]["num-examples"]), float(m.content["metrics"]["accuracy"]))
-                      for _, _, m in accepted if "accuracy" in m.content["metrics"]]
+            scored = [
+                (float(m.content["metrics"]["num-examples"]), float(m.content["metrics"]["accuracy"]))
+                for _, _, m in accepted
+                if "accuracy" in m.content["metrics"]
+            ]
             total = sum(w for w, _ in scored)
             if scored:
-                metrics["accuracy"] = (sum(w * a for w, a in scored) / total if total > 0
-                                       else sum(a for _, a in scored) / len(scored))
+                metrics["accuracy"] = (
+                    sum(w * a for w, a in scored) / total if total > 0 else sum(a for _, a in scored) / len(scored)
+                )
             metrics = MetricRecord(metrics)
             if self.mode == "local":
                 return ArrayRecord(), metrics

@@ -63,8 +63,14 @@ def _feature_dim(key: str, arr: np.ndarray) -> int:
     return int(arr.shape[1] if key.startswith("A:") else arr.shape[0])
 
 
-def payload_problem(payload: Mapping[str, np.ndarray], *, max_layers: int | None = None, num_slots: int | None = None,
-                    max_dim: int | None = None, max_abs: float | None = 1e6) -> str | None:
+def payload_problem(
+    payload: Mapping[str, np.ndarray],
+    *,
+    max_layers: int | None = None,
+    num_slots: int | None = None,
+    max_dim: int | None = None,
+    max_abs: float | None = 1e6,
+) -> str | None:
     """Why a HetLoRA payload cannot be averaged, or `None`.
 
     Checked: keys `A|B:<layer>:<slot>` (with `layer < max_layers`, `slot < num_slots` when given), 2-D float32
@@ -102,8 +108,9 @@ def _group_prefix(groups: Mapping[str, str] | None, cid: str) -> str:
     return f"{groups[cid]}/"
 
 
-def hetlora_mean(payloads: Mapping[str, Mapping[str, np.ndarray]], groups: Mapping[str, str] | None = None,
-                 **bounds) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def hetlora_mean(
+    payloads: Mapping[str, Mapping[str, np.ndarray]], groups: Mapping[str, str] | None = None, **bounds
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Server side: per base group, key and feature size (see the module docstring), zero-pad every client's factor
     to the largest rank and average over the clients that sent it. Invalid payloads are rejected (logged) and never
     averaged in.
@@ -146,8 +153,9 @@ def _valid_payloads(payloads, bounds, method: str) -> tuple[dict, dict[str, str]
     return valid, rejected
 
 
-def flora_stack(payloads: Mapping[str, Mapping[str, np.ndarray]], groups: Mapping[str, str] | None = None,
-                **bounds) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def flora_stack(
+    payloads: Mapping[str, Mapping[str, np.ndarray]], groups: Mapping[str, str] | None = None, **bounds
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """FLoRA's server: per module of one shape (within one base group, as in [`hetlora_mean`]), the stacked factors
     `A_stack` (Σ r_c × d_in) and `B_stack` (d_out × Σ r_c) / N, so that B_stack·A_stack = (1/N)·Σ_c B_c·A_c (B
     already scaled by α/r_c). Keys `"A:[<group>/]<layer>:<slot>:<d_in>x<d_out>"` and `"B:..."`."""
@@ -169,8 +177,9 @@ def flora_stack(payloads: Mapping[str, Mapping[str, np.ndarray]], groups: Mappin
 
 
 @torch.no_grad()
-def apply_flora(model, stacked: Mapping[str, np.ndarray], adapter: str = "default", seed: int = 0,
-                group: str = "") -> None:
+def apply_flora(
+    model, stacked: Mapping[str, np.ndarray], adapter: str = "default", seed: int = 0, group: str = ""
+) -> None:
     """FLoRA's client step: add the global ΔW = B_stack·A_stack of each of its modules (those of its base `group`)
     into the base weight, then restart the LoRA factors (A re-drawn as PEFT initialises it, B = 0), so the next round
     trains a fresh adapter on the updated base."""
@@ -205,8 +214,9 @@ def load_hetlora(model, mean: Mapping[str, np.ndarray], adapter: str = "default"
             if key in mean:
                 arr = np.asarray(mean[key])
                 if arr.shape[0] < factor.shape[0] or arr.shape[1] < factor.shape[1]:
-                    raise ValueError(f"HetLoRA mean {key} has shape {arr.shape}, smaller than the client's "
-                                     f"{tuple(factor.shape)}")
+                    raise ValueError(
+                        f"HetLoRA mean {key} has shape {arr.shape}, smaller than the client's {tuple(factor.shape)}"
+                    )
                 factor.copy_(torch.from_numpy(arr[: factor.shape[0], : factor.shape[1]].copy()).to(factor.dtype))
 
 

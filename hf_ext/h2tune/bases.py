@@ -29,8 +29,17 @@ def pretrain_key(base, spec, steps: int, init_seed: int | None = None) -> str:
     import hashlib
     import json
 
-    blob = json.dumps({"config": base.config.to_diff_dict(), "init_seed": init_seed, "steps": steps,
-                       "corpus": PRETRAIN_CORPUS, "args": PRETRAIN_ARGS}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {
+            "config": base.config.to_diff_dict(),
+            "init_seed": init_seed,
+            "steps": steps,
+            "corpus": PRETRAIN_CORPUS,
+            "args": PRETRAIN_ARGS,
+        },
+        sort_keys=True,
+        default=str,
+    )
     digest = hashlib.sha256(blob.encode()).hexdigest()[:10]
     return f"{spec.family}-L{spec.layers}-d{spec.hidden}-init{init_seed}-steps{steps}-{digest}"
 
@@ -51,9 +60,15 @@ def pretrained_base(base, spec, run, init_seed: int | None = None):
     if (folder / "config.json").is_file():
         return AutoModelForCausalLM.from_pretrained(folder)
     ds = Dataset.from_dict(to_features(pretrain_corpus(PRETRAIN_CORPUS["n"], seed=PRETRAIN_CORPUS["seed"])))
-    args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="h2tune_pre_"), use_cpu=use_cpu(), report_to="none",
-                             max_steps=run.pretrain_steps, save_strategy="no",
-                             logging_strategy="no", **PRETRAIN_ARGS)
+    args = TrainingArguments(
+        output_dir=tempfile.mkdtemp(prefix="h2tune_pre_"),
+        use_cpu=use_cpu(),
+        report_to="none",
+        max_steps=run.pretrain_steps,
+        save_strategy="no",
+        logging_strategy="no",
+        **PRETRAIN_ARGS,
+    )
     trainer = Trainer(model=base, args=args, train_dataset=ds)
     trainer.remove_callback(PrinterCallback)
     trainer.train()
@@ -92,8 +107,10 @@ def build_base(spec, run, seed: int):
         elif is_derived(spec.model):  # smollm2-L<N>: layer-dropped, healed by distillation, cached
             model, tokenizer = derive_smollm2(spec.model, run.heal_steps, run.cache_dir)
         else:
-            model, tokenizer = AutoModelForCausalLM.from_pretrained(spec.model), AutoTokenizer.from_pretrained(
-                spec.model)
+            model, tokenizer = (
+                AutoModelForCausalLM.from_pretrained(spec.model),
+                AutoTokenizer.from_pretrained(spec.model),
+            )
         return model.train(), TokenizerCodec(tokenizer)
     base = tiny_client_base(spec, seed)
     if run.pretrain_steps > 0:
@@ -101,5 +118,12 @@ def build_base(spec, run, seed: int):
     return base, CHARS_CODEC
 
 
-__all__ = ["PRETRAIN_ARGS", "PRETRAIN_CORPUS", "build_base", "pretrain_corpus", "pretrain_key", "pretrained_base",
-           "tiny_client_base"]
+__all__ = [
+    "PRETRAIN_ARGS",
+    "PRETRAIN_CORPUS",
+    "build_base",
+    "pretrain_corpus",
+    "pretrain_key",
+    "pretrained_base",
+    "tiny_client_base",
+]

@@ -3,7 +3,8 @@
 The node's `partition-id` picks its client among the run config's clients (`client-models`, `client-ranks`,
 `client-tasks`, `client-datasets`; the built-in three by default: see `clients.py`); the run config's `variant`
 picks the compared method (H2Tune and its ablations send only G_c; HetLoRA and FLoRA send their LoRA factors;
-local-only and the pooled ceiling send nothing). The client's local state (A, B, T, S, M̃ and P_c) persists across rounds in the node's `context.state`.
+local-only and the pooled ceiling send nothing).
+The client's local state (A, B, T, S, M̃ and P_c) persists across rounds in the node's `context.state`.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def train(msg: Message, context: Context) -> Message:
         client.load_state_arrays({k: v.numpy() for k, v in context.state[STATE_KEY].items()})
     incoming = _incoming(msg)
     outgoing = client.run_round(incoming)
-    context.state[STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in
-                                            client.state_arrays().items()})
+    context.state[STATE_KEY] = ArrayRecord(
+        {k: Array(np.ascontiguousarray(v)) for k, v in client.state_arrays().items()}
+    )
     if pid == run.corrupt_partition and outgoing:  # tests: a faulty peer
         first = next(iter(outgoing))
         outgoing[first] = outgoing[first].copy()

@@ -77,13 +77,19 @@ def resolve_clients(models="", ranks="", tasks="", datasets="") -> tuple[ClientS
     """The client list of a run (see the module docstring); the built-in [`CLIENTS`] when every key is empty."""
     from .data import TASKS
 
-    lists = {"client-models": _split(models), "client-ranks": _split(ranks), "client-tasks": _split(tasks),
-             "client-datasets": _split(datasets)}
+    lists = {
+        "client-models": _split(models),
+        "client-ranks": _split(ranks),
+        "client-tasks": _split(tasks),
+        "client-datasets": _split(datasets),
+    }
     n = max([len(v) for v in lists.values()] + [0]) or len(CLIENTS)
     for key, values in lists.items():
         if values and len(values) != n:
-            raise ValueError(f"run config {key!r} has {len(values)} entries, other client keys have {n}: give one "
-                             "entry per client (empty entries keep the built-in client's value)")
+            raise ValueError(
+                f"run config {key!r} has {len(values)} entries, other client keys have {n}: give one "
+                "entry per client (empty entries keep the built-in client's value)"
+            )
     specs = []
     for i in range(n):
         spec = CLIENTS[i % len(CLIENTS)]
@@ -99,8 +105,9 @@ def resolve_clients(models="", ranks="", tasks="", datasets="") -> tuple[ClientS
             spec = dataclasses.replace(spec, rank=int(rank))
         if lists["client-tasks"] and lists["client-tasks"][i]:
             if lists["client-tasks"][i] not in TASKS:
-                raise ValueError(f"run config 'client-tasks' entry {i} is {lists['client-tasks'][i]!r}; choose from "
-                                 f"{TASKS}")
+                raise ValueError(
+                    f"run config 'client-tasks' entry {i} is {lists['client-tasks'][i]!r}; choose from {TASKS}"
+                )
             spec = dataclasses.replace(spec, task=lists["client-tasks"][i])
         if lists["client-datasets"] and lists["client-datasets"][i]:
             spec = dataclasses.replace(spec, dataset=lists["client-datasets"][i], task="custom")
@@ -144,5 +151,13 @@ def pooled_pairs(specs, run, index: int | None = None) -> list:
     return [pair for i in range(len(specs)) for pair in client_pairs(specs, i, run)[0]]
 
 
-__all__ = ["CLIENTS", "ClientSpec", "SMOLLM2", "base_group", "base_seed", "client_pairs", "pooled_pairs",
-           "resolve_clients"]
+__all__ = [
+    "CLIENTS",
+    "ClientSpec",
+    "SMOLLM2",
+    "base_group",
+    "base_seed",
+    "client_pairs",
+    "pooled_pairs",
+    "resolve_clients",
+]

@@ -51,7 +51,9 @@ class H2TuneConfig(LoraConfig):
     lora_dropout: float = 0.05
     target_modules: Any = "all-linear"
     global_rank: int = field(default=16, metadata={"help": "R: side of the shared middle matrix and of S."})
-    sparsify: bool = field(default=True, metadata={"help": "Top-k selection of T; False = fixed leading block (ablation)."})
+    sparsify: bool = field(
+        default=True, metadata={"help": "Top-k selection of T; False = fixed leading block (ablation)."}
+    )
     use_h2tune: bool = field(default=True, metadata={"is_lora_variant": True, "help": "H2Tune LoRA variant switch."})
 
     def __post_init__(self):
@@ -65,8 +67,8 @@ class H2TuneConfig(LoraConfig):
             raise ValueError(f"global_rank R={self.global_rank} must be >= every LoRA rank, got ranks {ranks}")
         if self.use_dora:
             raise ValueError("H2Tune does not combine with DoRA")
-        from transformers.pytorch_utils import Conv1D
         from torch import nn
+        from transformers.pytorch_utils import Conv1D
 
         from .layer import H2TuneLinear
 
@@ -90,7 +92,7 @@ class H2TuneConfig(LoraConfig):
         os.replace(tmp, path)
 
     @classmethod
-    def from_dict(cls, config_dict: dict) -> "H2TuneConfig":
+    def from_dict(cls, config_dict: dict) -> H2TuneConfig:
         """Inverse of `to_dict()` (keys that are not fields, such as PEFT's bookkeeping, are ignored)."""
         names = {f.name for f in dataclasses.fields(cls) if f.init}
         return cls(**{k: v for k, v in config_dict.items() if k in names and k != "peft_type"})

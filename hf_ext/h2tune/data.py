@@ -79,8 +79,9 @@ def operand_blocks(num_blocks: int, seed: int) -> list[list[tuple[int, int]]]:
     return [pairs[i::num_blocks] for i in range(num_blocks)]
 
 
-def client_split(task: str, client: int, num_clients: int, n_train: int, n_test: int, seed: int
-                 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def client_split(
+    task: str, client: int, num_clients: int, n_train: int, n_test: int, seed: int
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Client `client`'s `(train, test)` in the federated setting.
 
     The 100 operand pairs are cut into `num_clients + 1` disjoint blocks ([`operand_blocks`]); client c trains on
@@ -151,8 +152,9 @@ class TokenizerCodec:
 
     def prompt_ids(self, text: str) -> list[int]:
         if self.chat:
-            ids = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                     tokenize=True)
+            ids = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+            )
             ids = ids["input_ids"] if hasattr(ids, "keys") else ids  # transformers 5 returns a BatchEncoding
             return [int(i) for i in ids]
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -179,8 +181,10 @@ def to_features(pairs: list[tuple[str, str]], max_len: int = 32, codec=None) -> 
     for prompt, answer in pairs:
         p, a = codec.prompt_ids(prompt), codec.answer_ids(answer) + [codec.eos]
         if len(p) + len(a) > max_len:
-            raise ValueError(f"example {prompt!r} -> {answer!r} takes {len(p) + len(a)} tokens (prompt, answer, EOS), "
-                             f"more than max_len={max_len}: raise max_len (run-config key 'max-len')")
+            raise ValueError(
+                f"example {prompt!r} -> {answer!r} takes {len(p) + len(a)} tokens (prompt, answer, EOS), "
+                f"more than max_len={max_len}: raise max_len (run-config key 'max-len')"
+            )
         seq = (p + a)[:max_len]
         lab = ([-100] * len(p) + a)[:max_len]
         pad = max_len - len(seq)
@@ -227,12 +231,14 @@ def load_pairs(source: str, split: str) -> list[tuple[str, str]]:
         data = datasets.load_from_disk(str(path))
         data = data[split] if isinstance(data, datasets.DatasetDict) else data
     elif path.is_file() and path.suffix in (".jsonl", ".json", ".csv"):
-        data = datasets.load_dataset("csv" if path.suffix == ".csv" else "json", data_files={split: str(path)},
-                                     split=split)
+        data = datasets.load_dataset(
+            "csv" if path.suffix == ".csv" else "json", data_files={split: str(path)}, split=split
+        )
     else:
         data = datasets.load_dataset(source, split=split)
     missing = {"prompt", "answer"} - set(data.column_names)
     if missing:
-        raise ValueError(f"dataset {source!r} (split {split!r}) lacks column(s) {sorted(missing)}; it has "
-                         f"{data.column_names}")
+        raise ValueError(
+            f"dataset {source!r} (split {split!r}) lacks column(s) {sorted(missing)}; it has {data.column_names}"
+        )
     return [(str(p), str(a)) for p, a in zip(data["prompt"], data["answer"])]

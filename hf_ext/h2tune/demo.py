@@ -1,6 +1,6 @@
 """The H2Tune Space: pick one of the three heterogeneous clients and prompt it, with and without its federated
-H2Tune adapter. Loads the artifacts `hf-ext reproduce h2tune` writes (the linked model repo (`<client>/base`, `<client>/adapter`)); without them
-it builds the client's untrained tiny decoder and says so."""
+H2Tune adapter. Loads the artifacts `hf-ext reproduce h2tune` writes (the linked model repo (`<client>/base`,
+`<client>/adapter`)); without them it builds the client's untrained tiny decoder and says so."""
 
 from __future__ import annotations
 
@@ -51,10 +51,14 @@ def generate(client: str, prompt: str, max_new_tokens: int = 4) -> tuple[list[li
     adapted = greedy(model, prompt, max_new_tokens)
     spec = {c.name: c for c in CLIENTS}[client]
     expected = expected_answer(prompt)
-    rows = [[name, answer, "-" if expected is None else ("yes" if answer.strip().startswith(expected) else "no")]
-            for name, answer in (("without adapter", plain), ("with federated H2Tune adapter", adapted))]
-    info = (f"{spec.name}: {spec.family}-style decoder, {spec.layers} layers, width {spec.hidden}, LoRA rank "
-            f"{spec.rank}, task {spec.task}; {source}")
+    rows = [
+        [name, answer, "-" if expected is None else ("yes" if answer.strip().startswith(expected) else "no")]
+        for name, answer in (("without adapter", plain), ("with federated H2Tune adapter", adapted))
+    ]
+    info = (
+        f"{spec.name}: {spec.family}-style decoder, {spec.layers} layers, width {spec.hidden}, LoRA rank "
+        f"{spec.rank}, task {spec.task}; {source}"
+    )
     return rows, info
 
 
@@ -64,8 +68,11 @@ def expected_answer(prompt: str) -> str | None:
     import re
 
     prompt = prompt.strip()
-    m = (re.fullmatch(r"(\d+)\+(\d+)=", prompt) or re.fullmatch(r"print\(\((\d+)\+(\d+)\)%10\)>", prompt)
-         or re.fullmatch(r"(\d+)\+(\d+) mod 10=", prompt))
+    m = (
+        re.fullmatch(r"(\d+)\+(\d+)=", prompt)
+        or re.fullmatch(r"print\(\((\d+)\+(\d+)\)%10\)>", prompt)
+        or re.fullmatch(r"(\d+)\+(\d+) mod 10=", prompt)
+    )
     if m:
         return str((int(m[1]) + int(m[2])) % 10)
     m = re.fullmatch(r"(\d+)\+(\d+)\? A(\d) B(\d) C(\d) D(\d):", prompt)
@@ -80,8 +87,9 @@ def reading(rows: list[list], source: str) -> str:
     if rows[0][2] == "-":
         return "**Reading:** a free-form prompt has no known answer; use one of the three task formats to score it."
     right = [r[0] for r in rows if r[2] == "yes"]
-    line = (f"**Reading:** right answer from {' and '.join(right)}" if right else "**Reading:** neither answer is "
-            "right") + "; one prompt is an anecdote, the README's exact match over each client's test split is the "
+    line = (
+        f"**Reading:** right answer from {' and '.join(right)}" if right else "**Reading:** neither answer is right"
+    ) + "; one prompt is an anecdote, the README's exact match over each client's test split is the "
     line += "measurement."
     if "Note:" in source:
         line += " The client here is untrained (no model repo loaded), so both answers are noise."
@@ -116,13 +124,18 @@ def build_demo():
         with gr.Row():
             client = gr.Radio([c.name for c in CLIENTS], value=CLIENTS[0].name, label="client")
             prompt = gr.Textbox(value="3+4=", label="prompt", elem_id="h2tune-prompt")
-        gr.Examples(examples=[["client-0", "3+4="], ["client-1", "8+7 mod 10="],
-                              ["client-2", "print((3+4)%10)>"]], inputs=[client, prompt],
-                    label="examples: each client's own task format (a fill-in sum, the sum "
-                          "mod 10, a program output); the adapter should turn a wrong answer into the right one")
+        gr.Examples(
+            examples=[["client-0", "3+4="], ["client-1", "8+7 mod 10="], ["client-2", "print((3+4)%10)>"]],
+            inputs=[client, prompt],
+            label="examples: each client's own task format (a fill-in sum, the sum "
+            "mod 10, a program output); the adapter should turn a wrong answer into the right one",
+        )
         button = gr.Button("Generate", variant="primary")
-        table = gr.Dataframe(headers=["model", "answer", "right answer? ((a + b) mod 10)"], label="greedy answers",
-                             elem_id="h2tune-answers")
+        table = gr.Dataframe(
+            headers=["model", "answer", "right answer? ((a + b) mod 10)"],
+            label="greedy answers",
+            elem_id="h2tune-answers",
+        )
         info = gr.Markdown(elem_id="h2tune-info")
         button.click(run, [client, prompt], [table, info], api_name="generate")
     return demo

@@ -24,10 +24,12 @@ HEAL = {"lr": 1e-4, "batch": 8, "max_len": 64, "seed": 0}
 # clients' prompts take (data.TokenizerCodec)
 HEAL_SUMS = [(f"{a}+{b}=", str(a + b)) for a in range(10) for b in range(10)]
 HEAL_TEXT = [
-
-    "The quick brown fox jumps over the lazy dog.", "Federated learning trains one model on many devices.",
-    "Paris is the capital of France.", "Water boils at one hundred degrees Celsius.",
-    "A matrix has rows and columns.", "The sum of two and three is five.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Federated learning trains one model on many devices.",
+    "Paris is the capital of France.",
+    "Water boils at one hundred degrees Celsius.",
+    "A matrix has rows and columns.",
+    "The sum of two and three is five.",
 ]
 
 
@@ -66,8 +68,12 @@ def heal_texts(tokenizer) -> list[str]:
     """The healing corpus as text: [`HEAL_SUMS`] (as user/assistant chat turns when `tokenizer` has a chat template,
     else `a+b=c`) and [`HEAL_TEXT`]."""
     if getattr(tokenizer, "chat_template", None):
-        sums = [tokenizer.apply_chat_template([{"role": "user", "content": q}, {"role": "assistant", "content": a}],
-                                              tokenize=False) for q, a in HEAL_SUMS]
+        sums = [
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": q}, {"role": "assistant", "content": a}], tokenize=False
+            )
+            for q, a in HEAL_SUMS
+        ]
     else:
         sums = [q + a for q, a in HEAL_SUMS]
     return sums + HEAL_TEXT
@@ -80,7 +86,7 @@ def derived_path(name: str, heal_steps: int, cache_dir: str | Path) -> Path:
     return Path(cache_dir) / f"smollm2-L{len(keep)}-heal{heal_steps}-{digest}"
 
 
-def distill_loss(student, teacher, batch) -> "torch.Tensor":
+def distill_loss(student, teacher, batch) -> "torch.Tensor":  # noqa: F821, UP037 (torch is imported lazily)
     """Mean over real tokens of KL(teacher ‖ student) of the next-token distributions."""
     import torch
     import torch.nn.functional as F
@@ -89,8 +95,9 @@ def distill_loss(student, teacher, batch) -> "torch.Tensor":
         t_logits = teacher(**batch).logits
     s_logits = student(**batch).logits
     mask = batch["attention_mask"].bool()
-    return F.kl_div(F.log_softmax(s_logits[mask], -1), F.log_softmax(t_logits[mask], -1), log_target=True,
-                    reduction="batchmean")
+    return F.kl_div(
+        F.log_softmax(s_logits[mask], -1), F.log_softmax(t_logits[mask], -1), log_target=True, reduction="batchmean"
+    )
 
 
 def derive_smollm2(name: str, heal_steps: int, cache_dir: str | Path):
@@ -113,8 +120,14 @@ def derive_smollm2(name: str, heal_steps: int, cache_dir: str | Path):
     texts = heal_texts(tokenizer)
     for _ in range(heal_steps):
         idx = torch.randint(len(texts), (HEAL["batch"],), generator=gen).tolist()
-        batch = tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, truncation=True,
-                          max_length=HEAL["max_len"], add_special_tokens=False)
+        batch = tokenizer(
+            [texts[i] for i in idx],
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=HEAL["max_len"],
+            add_special_tokens=False,
+        )
         loss = distill_loss(student, teacher, dict(batch))
         opt.zero_grad()
         loss.backward()

@@ -29,8 +29,17 @@ from .layer import H2TuneLinear, load_middle, sync_layer
 # Canonical module slots m of the global tensor G (L_max × M × R × R). GPT-2's fused c_attn shares the q slot.
 MODULE_SLOTS = ("q", "k", "v", "o", "gate", "up", "down")
 _SLOT_OF = {
-    "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate", "up_proj": "up",
-    "down_proj": "down", "attn.c_attn": "q", "attn.c_proj": "o", "mlp.c_fc": "up", "mlp.c_proj": "down",
+    "q_proj": "q",
+    "k_proj": "k",
+    "v_proj": "v",
+    "o_proj": "o",
+    "gate_proj": "gate",
+    "up_proj": "up",
+    "down_proj": "down",
+    "attn.c_attn": "q",
+    "attn.c_proj": "o",
+    "mlp.c_fc": "up",
+    "mlp.c_proj": "down",
 }
 _LAYER_RE = re.compile(r"\.(?:layers|h|blocks)\.(\d+)\.")
 
@@ -200,18 +209,30 @@ class H2TuneTrainer(Trainer):
         global_tensor (`torch.Tensor`, *optional*): G downloaded this round (L_max × M × R × R).
     """
 
-    def __init__(self, *args, norm_weight: float = 1.0, extra_shared=None, adapter: str = "default",
-                 relation=None, global_tensor=None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        norm_weight: float = 1.0,
+        extra_shared=None,
+        adapter: str = "default",
+        relation=None,
+        global_tensor=None,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.norm_weight, self.extra_shared, self.adapter = norm_weight, list(extra_shared or []), adapter
         self.relation, self.global_tensor = (relation, global_tensor) if global_tensor is not None else (None, None)
-        self.add_callback(H2TuneCallback(adapter, extra_params=self.extra_shared, relation=self.relation,
-                                         global_tensor=self.global_tensor))
+        self.add_callback(
+            H2TuneCallback(
+                adapter, extra_params=self.extra_shared, relation=self.relation, global_tensor=self.global_tensor
+            )
+        )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         with relation_path(model, self.relation, self.global_tensor, self.adapter):
-            loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
-                                                 num_items_in_batch=num_items_in_batch)
+            loss, outputs = super().compute_loss(
+                model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
+            )
         shared = [p for p in shared_parameters(model, self.adapter) + self.extra_shared if p.requires_grad]
         if shared and self.norm_weight:
             loss = loss + self.norm_weight * norm_penalty(shared)

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hf_ext.core.paths import work_dir
 from hf_ext.core.parallel import run_jobs
+from hf_ext.core.paths import work_dir
 
 from .aggregation import server_update
 from .alignment import initial_global
@@ -41,10 +41,13 @@ from .model import MODULE_SLOTS
 from .task import GLOBAL_RANK, VARIANTS, H2TuneClient, RunConfig, global_shape, pretrained_base
 
 # Stated before running (README): where H2Tune should beat local-only, and by how much would count.
-PREDICTION = ("H2Tune beats local-only on a client when its paired per-seed gain is positive on every seed and the "
-              "mean gain exceeds 0.05 exact match; it should show on the clients whose test pairs the others train "
-              "on, i.e. all three, and most on client 2 (the only one that no LoRA baseline can reach). HetLoRA and "
-              "FLoRA can help only clients 0 and 1 (one shared base).")
+PREDICTION = (
+    "H2Tune beats local-only on a client when its paired per-seed gain is positive on every seed and the "
+    "mean gain exceeds 0.05 exact match; it should show on the clients whose test pairs the others train "
+    "on, i.e. all three, and most on client 2 (the only one that no LoRA baseline can reach). HetLoRA and "
+    "FLoRA can help only clients 0 and 1 (one shared base)."
+)
+
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce h2tune", description=__doc__)
@@ -57,14 +60,20 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", nargs="+", type=int, help="seeds")
     p.add_argument("--local-steps", type=int, help="optimiser steps per client per round")
     p.add_argument("--workers", type=int, default=2, help="worker processes (one thread each; in-process engine)")
-    p.add_argument("--engine", choices=("inprocess", "simulation"),
-                   help="inprocess: the client and server code in worker processes (quick default); simulation: "
-                        "the Flower apps on Flower's simulation engine, Ray (--full default)")
+    p.add_argument(
+        "--engine",
+        choices=("inprocess", "simulation"),
+        help="inprocess: the client and server code in worker processes (quick default); simulation: "
+        "the Flower apps on Flower's simulation engine, Ray (--full default)",
+    )
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), help="subset of the compared methods")
-    p.add_argument("--pretrained", action="store_true",
-                   help="real and derived bases: SmolLM2-135M-Instruct (fill-in, r 8) and two smaller bases derived "
-                        "from it (smollm2-L24, modulo, r 4; smollm2-L28, program, r 16), healed by distillation and "
-                        "cached (see PRETRAINED below for the CPU budget)")
+    p.add_argument(
+        "--pretrained",
+        action="store_true",
+        help="real and derived bases: SmolLM2-135M-Instruct (fill-in, r 8) and two smaller bases derived "
+        "from it (smollm2-L24, modulo, r 4; smollm2-L28, program, r 16), healed by distillation and "
+        "cached (see PRETRAINED below for the CPU budget)",
+    )
     p.add_argument("--heal-steps", type=int, help="--pretrained: distillation steps per derived base")
     p.add_argument("--num-train", type=int, help="training examples per client")
     p.add_argument("--num-test", type=int, help="test examples per client")
@@ -77,9 +86,18 @@ def make_parser() -> argparse.ArgumentParser:
 # one round); prompts in SmolLM2's chat template (<= 42 tokens with the answer and EOS, so max_len 48); seeds 0 and
 # 1, 3 rounds of 20 local steps of batch 8 on 64 training / 24 test examples per client; local-only, the pooled
 # ceiling and H2Tune.
-PRETRAINED = {"client_models": "smollm2,smollm2-L24,smollm2-L28", "client_ranks": "8,4,16", "rounds": 3,
-              "local_steps": 20, "batch_size": 8, "num_train": 64, "num_test": 24, "pretrain_steps": 0,
-              "heal_steps": 100, "max_len": 48}
+PRETRAINED = {
+    "client_models": "smollm2,smollm2-L24,smollm2-L28",
+    "client_ranks": "8,4,16",
+    "rounds": 3,
+    "local_steps": 20,
+    "batch_size": 8,
+    "num_train": 64,
+    "num_test": 24,
+    "pretrain_steps": 0,
+    "heal_steps": 100,
+    "max_len": 48,
+}
 
 
 # quick scale: the methods and the ceiling; the three H2Tune ablations run with --full (or --variants)
@@ -125,8 +143,9 @@ def run_variant_flower(variant: str, run: RunConfig, engine: str = "simulation")
     if engine == "simulation":
         state = run_simulation(server_app, client_app, num_supernodes=n, run_config=config)
     elif engine == "local":
-        state = run_local(server_app, client_app, num_nodes=n, run_config=config,
-                          node_configs=[{"partition-id": i} for i in range(n)])
+        state = run_local(
+            server_app, client_app, num_nodes=n, run_config=config, node_configs=[{"partition-id": i} for i in range(n)]
+        )
     else:
         raise ValueError(f"unknown engine {engine!r}; use 'simulation' or 'local'")
     per = dict(state["client-accuracy"])
@@ -153,8 +172,9 @@ def _pretrain_job(index: int, run: RunConfig) -> float:
     return time.perf_counter() - t0
 
 
-def _variant_job(variant: str, run: RunConfig, out: str | None, engine: str = "inprocess"
-                 ) -> tuple[str, int, dict, float]:
+def _variant_job(
+    variant: str, run: RunConfig, out: str | None, engine: str = "inprocess"
+) -> tuple[str, int, dict, float]:
     """One (variant, seed) run (in a worker for the in-process engine); with `out`, also saves its clients there."""
     t0 = time.perf_counter()
     if engine == "simulation":
@@ -163,8 +183,12 @@ def _variant_job(variant: str, run: RunConfig, out: str | None, engine: str = "i
         res = run_variant(variant, run)
         if out is not None:
             save_clients(res["clients"], Path(out))
-    return variant, run.seed, {"accuracy": res["accuracy"], "bytes_sent_per_round": res["bytes_sent_per_round"]}, \
-        time.perf_counter() - t0
+    return (
+        variant,
+        run.seed,
+        {"accuracy": res["accuracy"], "bytes_sent_per_round": res["bytes_sent_per_round"]},
+        time.perf_counter() - t0,
+    )
 
 
 def _cell(variant: str, r: dict, name: str) -> str:
@@ -179,10 +203,13 @@ def _cell(variant: str, r: dict, name: str) -> str:
 def format_table(results: dict) -> str:
     n = len(results["seeds"])
     clients = results["clients"]
-    lines = [f"final exact match, mean ± std (population) over {n} seed{'s' if n > 1 else ''} {results['seeds']}; "
-             "[paired per-seed difference vs local-only, mean ± std]",
-             f"{'variant':<22}" + "".join(f"{c['name'] + ' (' + c['task'] + ')':>36}" for c in clients)
-             + f"{'bytes/round':>14}"]
+    lines = [
+        f"final exact match, mean ± std (population) over {n} seed{'s' if n > 1 else ''} {results['seeds']}; "
+        "[paired per-seed difference vs local-only, mean ± std]",
+        f"{'variant':<22}"
+        + "".join(f"{c['name'] + ' (' + c['task'] + ')':>36}" for c in clients)
+        + f"{'bytes/round':>14}",
+    ]
     for variant, r in results["variants"].items():
         cells = ""
         for c in clients:
@@ -195,16 +222,20 @@ def format_markdown(results: dict) -> str:
     """The README / card tables of a run (written as `results.md`): final exact match per client with the paired
     per-seed difference to local-only, then the per-round curve (mean over seeds)."""
     clients = results["clients"]
-    head = " | ".join(f"{c['name']} ({c['task']}, {c['family']} L{c['layers']} d{c['hidden']} r{c['rank']})"
-                      for c in clients)
+    head = " | ".join(
+        f"{c['name']} ({c['task']}, {c['family']} L{c['layers']} d{c['hidden']} r{c['rank']})" for c in clients
+    )
     lines = [f"| variant | {head} | bytes / round |", "|---" * (len(clients) + 2) + "|"]
     for variant, r in results["variants"].items():
         cells = []
         for c in clients:
             cells.append(_cell(variant, r, c["name"]))
         lines.append(f"| {variant} | " + " | ".join(cells) + f" | {r['bytes_sent_per_round']:,} |")
-    lines += ["", f"| variant (exact match after round 1 / 2 / ...) | {' | '.join(c['name'] for c in clients)} |",
-              "|---" * (len(clients) + 1) + "|"]
+    lines += [
+        "",
+        f"| variant (exact match after round 1 / 2 / ...) | {' | '.join(c['name'] for c in clients)} |",
+        "|---" * (len(clients) + 1) + "|",
+    ]
     for variant, r in results["variants"].items():
         curves = [np.mean([seed_acc[c["name"]] for seed_acc in r["accuracy_per_round"]], axis=0) for c in clients]
         lines.append(f"| {variant} | " + " | ".join(" / ".join(f"{a:.2f}" for a in cv) for cv in curves) + " |")
@@ -253,8 +284,7 @@ def paired_differences(results: dict) -> None:
         r["paired_vs_local"] = {}
         for name, per_seed in r["final_accuracy_per_seed"].items():
             diffs = [a - b for a, b in zip(per_seed, base["final_accuracy_per_seed"][name])]
-            r["paired_vs_local"][name] = {"per_seed": diffs, "mean": float(np.mean(diffs)),
-                                          "std": float(np.std(diffs))}
+            r["paired_vs_local"][name] = {"per_seed": diffs, "mean": float(np.mean(diffs)), "std": float(np.std(diffs))}
 
 
 def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
@@ -268,31 +298,52 @@ def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
         if not (folder / "adapter").is_dir() or spec.name not in per_seed:
             continue
         data = f"synthetic-{spec.task.replace('_', '-')}"
-        common = dict(method="h2tune", command="hf-ext reproduce h2tune" + (" --full" if ns.full else ""),
-                      datasets=[{"name": data, "hub_id": None,
-                                 "description": f"hf_ext.h2tune.data '{spec.task}' modular-arithmetic task"}],
-                      config={"client": spec.__dict__, "run": {k: v for k, v in run.__dict__.items()
-                                                               if isinstance(v, (int, float, str, bool))}})
+        common = dict(
+            method="h2tune",
+            command="hf-ext reproduce h2tune" + (" --full" if ns.full else ""),
+            datasets=[
+                {
+                    "name": data,
+                    "hub_id": None,
+                    "description": f"hf_ext.h2tune.data '{spec.task}' modular-arithmetic task",
+                }
+            ],
+            config={
+                "client": spec.__dict__,
+                "run": {k: v for k, v in run.__dict__.items() if isinstance(v, (int, float, str, bool))},
+            },
+        )
         # base_model stays unset: the base is the sibling `base/` folder, not a Hub repo; push it first and set it
-        save_training_record(folder / "adapter", **common, skip_nonfinite=True,
-                             metrics=[metric("exact match", "exact_match", per_seed[spec.name][0], dataset=data,
-                                             higher_is_better=True)],
-                             notes=f"{spec.name} ({spec.family}, {spec.layers} layers, r={spec.rank}) after "
-                                   f"{run.rounds} rounds, seed {seeds[0]}; its base decoder is in ../base")
+        save_training_record(
+            folder / "adapter",
+            **common,
+            skip_nonfinite=True,
+            metrics=[metric("exact match", "exact_match", per_seed[spec.name][0], dataset=data, higher_is_better=True)],
+            notes=f"{spec.name} ({spec.family}, {spec.layers} layers, r={spec.rank}) after "
+            f"{run.rounds} rounds, seed {seeds[0]}; its base decoder is in ../base",
+        )
         if (folder / "base").is_dir():
-            save_training_record(folder / "base", **common, notes=f"{spec.name}'s base decoder (pretrained on the "
-                                 "shared sums corpus), unmodified by the adapter")
+            save_training_record(
+                folder / "base",
+                **common,
+                notes=f"{spec.name}'s base decoder (pretrained on the shared sums corpus), unmodified by the adapter",
+            )
         if spec == run.clients[0] and (folder / "base").is_dir():
             # the pushable artifact (`hf-ext push h2tune` with no --from): base at the root, adapter in adapter/
             from .artifact import release_from_client
 
             release = release_from_client(folder, out / "artifact")
-            save_training_record(release, **common, skip_nonfinite=True,
-                                 metrics=[metric("exact match", "exact_match", per_seed[spec.name][0], dataset=data,
-                                                 higher_is_better=True)],
-                                 notes=f"{spec.name} ({spec.family}, {spec.layers} layers, r={spec.rank}) after "
-                                       f"{run.rounds} rounds, seed {seeds[0]}: base decoder at the root, H2Tune "
-                                       "adapter in adapter/")
+            save_training_record(
+                release,
+                **common,
+                skip_nonfinite=True,
+                metrics=[
+                    metric("exact match", "exact_match", per_seed[spec.name][0], dataset=data, higher_is_better=True)
+                ],
+                notes=f"{spec.name} ({spec.family}, {spec.layers} layers, r={spec.rank}) after "
+                f"{run.rounds} rounds, seed {seeds[0]}: base decoder at the root, H2Tune "
+                "adapter in adapter/",
+            )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -301,41 +352,58 @@ def main(argv: list[str] | None = None) -> dict:
 
     set_device(ns.device)
     out = Path(ns.out)
-    run = RunConfig(rounds=3, local_steps=300 if ns.full else 80, pretrain_steps=300,
-                    cache_dir=str(out / "pretrained"))
+    run = RunConfig(rounds=3, local_steps=300 if ns.full else 80, pretrain_steps=300, cache_dir=str(out / "pretrained"))
     seeds = ns.seeds or ([0, 1, 2] if ns.full else [0, 1])
     if ns.pretrained:
         run = dataclasses.replace(run, **PRETRAINED)
         seeds = ns.seeds or [0, 1]
-    for flag, field in (("rounds", "rounds"), ("local_steps", "local_steps"), ("heal_steps", "heal_steps"),
-                        ("num_train", "num_train"), ("num_test", "num_test")):
+    for flag, field in (
+        ("rounds", "rounds"),
+        ("local_steps", "local_steps"),
+        ("heal_steps", "heal_steps"),
+        ("num_train", "num_train"),
+        ("num_test", "num_test"),
+    ):
         if getattr(ns, flag) is not None:
             run = dataclasses.replace(run, **{field: getattr(ns, flag)})
     engine = ns.engine or ("simulation" if ns.full else "inprocess")
-    variants = ns.variants or (["local-only", "pooled", "h2tune"] if ns.pretrained else list(VARIANTS) if ns.full
-                               else QUICK_VARIANTS)
+    variants = ns.variants or (
+        ["local-only", "pooled", "h2tune"] if ns.pretrained else list(VARIANTS) if ns.full else QUICK_VARIANTS
+    )
     if ns.pretrained:
         ns.workers = 1  # three real decoders per federation: one process (memory)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    results: dict = {"scale": "pretrained" if ns.pretrained else "full" if ns.full else "quick", "engine": engine, "run": run.__dict__, "seeds": seeds,
-                     "clients": [c.__dict__ for c in run.clients], "variants": {}, "prediction": PREDICTION}
+    results: dict = {
+        "scale": "pretrained" if ns.pretrained else "full" if ns.full else "quick",
+        "engine": engine,
+        "run": run.__dict__,
+        "seeds": seeds,
+        "clients": [c.__dict__ for c in run.clients],
+        "variants": {},
+        "prediction": PREDICTION,
+    }
     done: dict[tuple[str, int], dict] = {}
     workers = max(1, ns.workers)
     # phase 1: the distinct bases (each cached once; every later run loads them)
     from .clients import base_seed
 
     firsts = sorted({base_seed(run.clients, i) - 1000 for i in range(len(run.clients)) if not run.clients[i].model})
-    for i, secs in zip(firsts, run_jobs(_pretrain_job, [(i, run) for i in firsts], workers=workers,
-                                        desc="h2tune pretraining")):
+    for i, secs in zip(
+        firsts, run_jobs(_pretrain_job, [(i, run) for i in firsts], workers=workers, desc="h2tune pretraining")
+    ):
         print(f"pretrained the base of {run.clients[i].name} ({secs:.0f} s)", flush=True)
     results["seconds_pretrain"] = time.perf_counter() - start
     # phase 2: every (variant, seed) federated run; the first seed's H2Tune clients are saved. The simulation engine
     # runs one federation at a time in this process (Ray spreads its clients over the cores).
-    jobs = [(v, dataclasses.replace(run, seed=seed), str(out) if v == "h2tune" and seed == seeds[0] else None, engine)
-            for v in variants for seed in seeds]
-    for variant, seed, res, secs in run_jobs(_variant_job, jobs, workers=1 if engine == "simulation" else workers,
-                                             desc="h2tune reproduce"):
+    jobs = [
+        (v, dataclasses.replace(run, seed=seed), str(out) if v == "h2tune" and seed == seeds[0] else None, engine)
+        for v in variants
+        for seed in seeds
+    ]
+    for variant, seed, res, secs in run_jobs(
+        _variant_job, jobs, workers=1 if engine == "simulation" else workers, desc="h2tune reproduce"
+    ):
         done[(variant, seed)] = res
         final = {k: v[-1] for k, v in res["accuracy"].items()}
         print(f"{variant} seed {seed}: final exact match {final} ({secs:.0f} s)", flush=True)
@@ -359,13 +427,17 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"prediction (stated before the run): {PREDICTION}")
     check = results["setting_check"]
     for name, c in check["clients"].items():
-        print(f"setting check {name}: chance {c['chance']} < local-only {c['local_only']:.3f} < pooled ceiling "
-              f"{c['pooled_ceiling']:.3f}: {'ok' if c['ok'] else 'FAILED (no comparison is informative here)'}")
+        print(
+            f"setting check {name}: chance {c['chance']} < local-only {c['local_only']:.3f} < pooled ceiling "
+            f"{c['pooled_ceiling']:.3f}: {'ok' if c['ok'] else 'FAILED (no comparison is informative here)'}"
+        )
     table = format_table(results)
     print(table)
     print(format_curves(results))
-    print(f"wrote {out / 'results.json'} and {out / 'clients'} ({results['seconds']:.0f} s: pretraining "
-          f"{results['seconds_pretrain']:.0f} s, federated runs {results['seconds_federated']:.0f} s)")
+    print(
+        f"wrote {out / 'results.json'} and {out / 'clients'} ({results['seconds']:.0f} s: pretraining "
+        f"{results['seconds_pretrain']:.0f} s, federated runs {results['seconds_federated']:.0f} s)"
+    )
     results["table"] = table
     return results
 

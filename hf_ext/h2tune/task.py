@@ -13,8 +13,8 @@ import dataclasses
 import functools
 import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -94,7 +94,7 @@ class RunConfig:
     def mode(self) -> str:
         return VARIANTS[self.variant]["mode"]
 
-    def for_variant(self, variant: str) -> "RunConfig":
+    def for_variant(self, variant: str) -> RunConfig:
         """This config for `variant`, with the fields the variant implies (sparsify, index_aligned, alternating)."""
         if variant not in VARIANTS:
             raise ValueError(f"unknown H2Tune variant {variant!r}; choose from {sorted(VARIANTS)}")
@@ -104,16 +104,29 @@ class RunConfig:
 
     def to_run_config(self) -> dict:
         """The Flower run config that [`from_run_config`] parses back into this config."""
-        return {"num-server-rounds": self.rounds, "local-steps": self.local_steps, "batch-size": self.batch_size,
-                "lr": self.learning_rate, "num-train": self.num_train, "num-test": self.num_test, "seed": self.seed,
-                "variant": self.variant, "pretrain-steps": self.pretrain_steps, "cache-dir": self.cache_dir,
-                "corrupt-partition": self.corrupt_partition, "save-dir": self.save_dir,
-                "client-models": self.client_models, "client-ranks": self.client_ranks,
-                "client-tasks": self.client_tasks, "client-datasets": self.client_datasets, "max-len": self.max_len,
-                "heal-steps": self.heal_steps}
+        return {
+            "num-server-rounds": self.rounds,
+            "local-steps": self.local_steps,
+            "batch-size": self.batch_size,
+            "lr": self.learning_rate,
+            "num-train": self.num_train,
+            "num-test": self.num_test,
+            "seed": self.seed,
+            "variant": self.variant,
+            "pretrain-steps": self.pretrain_steps,
+            "cache-dir": self.cache_dir,
+            "corrupt-partition": self.corrupt_partition,
+            "save-dir": self.save_dir,
+            "client-models": self.client_models,
+            "client-ranks": self.client_ranks,
+            "client-tasks": self.client_tasks,
+            "client-datasets": self.client_datasets,
+            "max-len": self.max_len,
+            "heal-steps": self.heal_steps,
+        }
 
     @classmethod
-    def from_run_config(cls, run_config) -> "RunConfig":
+    def from_run_config(cls, run_config) -> RunConfig:
         """Parses a Flower run config (`num-server-rounds`, `local-steps`, `seed`, `variant`, `num-train`, ...).
         The variant's implied fields win; `index-aligned` / `alternating` keys (older configs) still apply to the
         default variant."""
@@ -122,20 +135,27 @@ class RunConfig:
         check_run_config_types(run_config)
         get = run_config.get
         run = cls(
-            rounds=int(get("num-server-rounds", cls.rounds)), local_steps=int(get("local-steps", cls.local_steps)),
-            batch_size=int(get("batch-size", cls.batch_size)), learning_rate=float(get("lr", cls.learning_rate)),
-            num_train=int(get("num-train", cls.num_train)), num_test=int(get("num-test", cls.num_test)),
-            seed=int(get("seed", cls.seed)), pretrain_steps=int(get("pretrain-steps", 0)),
-            cache_dir=str(get("cache-dir", "") or cls.cache_dir), corrupt_partition=int(get("corrupt-partition", -1)),
-            save_dir=str(get("save-dir", "")), max_len=int(get("max-len", cls.max_len)),
+            rounds=int(get("num-server-rounds", cls.rounds)),
+            local_steps=int(get("local-steps", cls.local_steps)),
+            batch_size=int(get("batch-size", cls.batch_size)),
+            learning_rate=float(get("lr", cls.learning_rate)),
+            num_train=int(get("num-train", cls.num_train)),
+            num_test=int(get("num-test", cls.num_test)),
+            seed=int(get("seed", cls.seed)),
+            pretrain_steps=int(get("pretrain-steps", 0)),
+            cache_dir=str(get("cache-dir", "") or cls.cache_dir),
+            corrupt_partition=int(get("corrupt-partition", -1)),
+            save_dir=str(get("save-dir", "")),
+            max_len=int(get("max-len", cls.max_len)),
             heal_steps=int(get("heal-steps", cls.heal_steps)),
             **{key.replace("-", "_"): str(get(key, "")) for key in CLIENT_KEYS},
         )
         variant = str(get("variant", "h2tune"))
         if variant != "h2tune":
             return run.for_variant(variant)
-        return dataclasses.replace(run, index_aligned=bool(get("index-aligned", False)),
-                                   alternating=bool(get("alternating", True)))
+        return dataclasses.replace(
+            run, index_aligned=bool(get("index-aligned", False)), alternating=bool(get("alternating", True))
+        )
 
 
 CLIENT_KEYS = ("client-models", "client-ranks", "client-tasks", "client-datasets")
@@ -167,14 +187,16 @@ class H2TuneClient:
         from peft import LoraConfig, get_peft_model
 
         if plain_lora:  # the local-only / HetLoRA baselines: vanilla LoRA with the same rank and defaults
-            config = LoraConfig(r=spec.rank, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear",
-                                task_type="CAUSAL_LM")
+            config = LoraConfig(
+                r=spec.rank, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear", task_type="CAUSAL_LM"
+            )
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(run.seed * 100 + index)
             self.model = get_peft_model(base, config)
-        self.relation = RelationMatrix(max_layers, spec.layers, seed=run.seed * 100 + index,
-                                       index_aligned=run.index_aligned)
+        self.relation = RelationMatrix(
+            max_layers, spec.layers, seed=run.seed * 100 + index, index_aligned=run.index_aligned
+        )
         # disjoint test inputs: the client is tested on operand pairs it never trains on (data.client_split)
         self.train_pairs, self.test_pairs = client_pairs(specs, index, run)
         self.group = base_group(specs, index)  # HetLoRA / FLoRA: the server's means of this client's base only
@@ -229,10 +251,19 @@ class H2TuneClient:
 
         ds = Dataset.from_dict(to_features(self.train_pairs, max_len=self.run.max_len, codec=self.codec))
         args = TrainingArguments(
-            output_dir=self.output_dir, use_cpu=use_cpu(), report_to="none",
-            max_steps=self.run.local_steps, per_device_train_batch_size=self.run.batch_size,
-            learning_rate=self.run.learning_rate, weight_decay=0.1, adam_beta2=0.95, lr_scheduler_type="cosine",
-            warmup_steps=0, save_strategy="no", seed=self.run.seed, logging_strategy="no",
+            output_dir=self.output_dir,
+            use_cpu=use_cpu(),
+            report_to="none",
+            max_steps=self.run.local_steps,
+            per_device_train_batch_size=self.run.batch_size,
+            learning_rate=self.run.learning_rate,
+            weight_decay=0.1,
+            adam_beta2=0.95,
+            lr_scheduler_type="cosine",
+            warmup_steps=0,
+            save_strategy="no",
+            seed=self.run.seed,
+            logging_strategy="no",
         )
         extra = [self.relation.weight] if self.relation.weight.requires_grad and not self.plain_lora else []
         # P_c is trained by the task loss through M̃ = P_cᵀ·G + D_c (model.relation_path) and by its norm penalty
@@ -240,8 +271,9 @@ class H2TuneClient:
         # trainer.evaluate(eval_dataset) reports exact_match / token_acc (the README's metric), not only the loss
         relation.update(compute_metrics=compute_metrics, preprocess_logits_for_metrics=argmax_logits)
         if self.run.alternating and self.prev_t and not self.plain_lora:  # rounds >= 1: two passes per step
-            trainer = H2TuneAlternatingTrainer(model=self.model, args=args, train_dataset=ds, extra_shared=extra,
-                                               prev_t=self.prev_t, **relation)
+            trainer = H2TuneAlternatingTrainer(
+                model=self.model, args=args, train_dataset=ds, extra_shared=extra, prev_t=self.prev_t, **relation
+            )
         else:  # round 0 (or the joint ablation): L = CE + mean ||theta||
             trainer = H2TuneTrainer(model=self.model, args=args, train_dataset=ds, extra_shared=extra, **relation)
         trainer.remove_callback(PrinterCallback)  # no per-round metric dicts on stdout
@@ -252,7 +284,7 @@ class H2TuneClient:
         trainer.train()
         self.prev_t = previous_t(self.model)
 
-    def state_arrays(self) -> dict[str, "np.ndarray"]:
+    def state_arrays(self) -> dict[str, np.ndarray]:
         """Everything the client keeps between rounds (A, B, T, S, M̃, idx and P_c); it never leaves the node."""
         from peft import get_peft_model_state_dict
 
@@ -299,5 +331,18 @@ def global_shape(max_layers: int) -> tuple[int, int, int, int]:
     return (max_layers, len(MODULE_SLOTS), GLOBAL_RANK, GLOBAL_RANK)
 
 
-__all__ = ["CLIENTS", "ClientSpec", "GLOBAL_RANK", "H2TuneClient", "PRETRAIN_ARGS", "PRETRAIN_CORPUS", "RunConfig",
-           "TASKS", "VARIANTS", "global_shape", "pretrain_corpus", "pretrain_key", "pretrained_base"]
+__all__ = [
+    "CLIENTS",
+    "ClientSpec",
+    "GLOBAL_RANK",
+    "H2TuneClient",
+    "PRETRAIN_ARGS",
+    "PRETRAIN_CORPUS",
+    "RunConfig",
+    "TASKS",
+    "VARIANTS",
+    "global_shape",
+    "pretrain_corpus",
+    "pretrain_key",
+    "pretrained_base",
+]

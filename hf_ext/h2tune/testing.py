@@ -25,12 +25,29 @@ def tiny_base_config(family: str = "llama", layers: int = 2, hidden: int = 32, v
     from transformers import GPT2Config, LlamaConfig, Qwen2Config
 
     if family == "gpt2":
-        return GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=4, n_positions=64,
-                          bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        return GPT2Config(
+            vocab_size=vocab,
+            n_embd=hidden,
+            n_layer=layers,
+            n_head=4,
+            n_positions=64,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
     cls = {"llama": LlamaConfig, "qwen2": Qwen2Config}[family]
-    return cls(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-               bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    return cls(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
 
 
 def tiny_base(config=None, seed: int = BASE_SEED, **kwargs):
@@ -84,8 +101,17 @@ def _trainer(model, output_dir: Path):
     ids = tiny_inputs(batch=8, length=12, seed=3)["input_ids"]
     ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
     args = TrainingArguments(
-        output_dir=str(output_dir), use_cpu=True, report_to="none", max_steps=1, per_device_train_batch_size=8,
-        learning_rate=1e-2, weight_decay=0.1, adam_beta2=0.95, save_strategy="no", disable_tqdm=True, seed=0,
+        output_dir=str(output_dir),
+        use_cpu=True,
+        report_to="none",
+        max_steps=1,
+        per_device_train_batch_size=8,
+        learning_rate=1e-2,
+        weight_decay=0.1,
+        adam_beta2=0.95,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
     )
     model.train()
     return H2TuneTrainer(model=model, args=args, train_dataset=ds)
@@ -124,11 +150,25 @@ def relation_trainer(model, relation, global_tensor, output_dir, steps: int = 3,
 
     ids = tiny_inputs(batch=8, length=8)["input_ids"]
     ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
-    args = TrainingArguments(output_dir=str(output_dir), use_cpu=True, report_to="none", max_steps=steps,
-                             per_device_train_batch_size=4, learning_rate=0.05, save_strategy="no",
-                             disable_tqdm=True, logging_strategy="no")
-    trainer = H2TuneTrainer(model=model, args=args, train_dataset=ds, extra_shared=[relation.weight],
-                            relation=relation.weight, global_tensor=global_tensor)
+    args = TrainingArguments(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        report_to="none",
+        max_steps=steps,
+        per_device_train_batch_size=4,
+        learning_rate=0.05,
+        save_strategy="no",
+        disable_tqdm=True,
+        logging_strategy="no",
+    )
+    trainer = H2TuneTrainer(
+        model=model,
+        args=args,
+        train_dataset=ds,
+        extra_shared=[relation.weight],
+        relation=relation.weight,
+        global_tensor=global_tensor,
+    )
     for callback in callbacks:
         trainer.add_callback(callback)
     trainer.create_optimizer()

@@ -23,8 +23,9 @@ from .task import VARIANTS, RunConfig
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext train h2tune", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="hf-ext train h2tune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     defaults = RunConfig().to_run_config()
     for key, value in defaults.items():
         if key == "variant":
@@ -32,8 +33,12 @@ def make_parser() -> argparse.ArgumentParser:
             continue
         kind = type(value) if not isinstance(value, bool) else str
         p.add_argument(f"--{key}", type=kind, default=value, help=f"run-config key {key!r} (default {value!r})")
-    p.add_argument("--engine", choices=("inprocess", "simulation"), default="inprocess",
-                   help="inprocess: client and server code in this process; simulation: Flower's simulation engine")
+    p.add_argument(
+        "--engine",
+        choices=("inprocess", "simulation"),
+        default="inprocess",
+        help="inprocess: client and server code in this process; simulation: Flower's simulation engine",
+    )
     p.add_argument("--client", type=int, default=0, help="which client's adapted model --artifact_dir gets")
     p.add_argument("--artifact_dir", help="save that client's base + H2Tune adapter here (pushable by hf-ext push)")
     from hf_ext.core.devices import add_device_argument
@@ -62,9 +67,13 @@ def main(argv: list[str] | None = None) -> dict:
         res = run_variant_flower(ns.variant, dataclasses.replace(run, save_dir=save), engine="simulation")
     else:
         res = run_variant(ns.variant, run)
-    summary = {"variant": ns.variant, "accuracy_per_round": res["accuracy"],
-               "bytes_sent_per_round": res["bytes_sent_per_round"], "seconds": time.perf_counter() - t0,
-               "clients": [c.__dict__ for c in run.clients]}
+    summary = {
+        "variant": ns.variant,
+        "accuracy_per_round": res["accuracy"],
+        "bytes_sent_per_round": res["bytes_sent_per_round"],
+        "seconds": time.perf_counter() - t0,
+        "clients": [c.__dict__ for c in run.clients],
+    }
     for name, acc in res["accuracy"].items():
         print(f"{name}: exact match per round {[round(a, 3) for a in acc]}")
     if ns.artifact_dir:
@@ -86,11 +95,15 @@ def _save(ns, run: RunConfig, res: dict, flower_dir: str | None) -> Path:
         out = save_release(res["clients"][ns.client].model, ns.artifact_dir, client_spec=spec.__dict__)
     data = spec.dataset or f"synthetic-{spec.task.replace('_', '-')}"
     save_training_record(
-        out, method="h2tune", command="hf-ext train h2tune", skip_nonfinite=True,
+        out,
+        method="h2tune",
+        command="hf-ext train h2tune",
+        skip_nonfinite=True,
         base_model=spec.model if spec.model and "/" in spec.model and not Path(spec.model).exists() else None,
         datasets=[{"name": data, "hub_id": None}],
-        metrics=[metric("exact match", "exact_match", res["accuracy"][spec.name][-1], dataset=data,
-                        higher_is_better=True)],
+        metrics=[
+            metric("exact match", "exact_match", res["accuracy"][spec.name][-1], dataset=data, higher_is_better=True)
+        ],
         config={"client": spec.__dict__, "run": json.loads(json.dumps(run.to_run_config(), default=str))},
         notes=f"{spec.name} after {run.rounds} rounds of variant {ns.variant}",
     )

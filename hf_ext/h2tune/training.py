@@ -2,7 +2,8 @@
 
 Every training step makes two passes over the batch, then one optimiser step:
 
-1. shared pass, A and B frozen: L_a = CE + λ·mean‖θ‖₂ (T, S, P_c) + mean_modules KL(softmax(vec T_prev) ‖ softmax(vec T));
+1. shared pass, A and B frozen: L_a = CE + λ·mean‖θ‖₂ (T, S, P_c)
+   + mean_modules KL(softmax(vec T_prev) ‖ softmax(vec T));
    its logits z_a are kept (detached);
 2. specific pass, T, S and P_c frozen: L_b = CE + KL(softmax(z_a) ‖ softmax(z_b)) over the answer tokens.
 
@@ -71,8 +72,9 @@ class H2TuneAlternatingTrainer(H2TuneTrainer):
             out_b = model(**inputs)
             z_a, z_b = out_a.logits.detach()[:, :-1], out_b.logits[:, :-1]
             mask = labels[:, 1:] != -100 if labels is not None else torch.ones(z_b.shape[:2], dtype=torch.bool)
-            kl = F.kl_div(F.log_softmax(z_b[mask], -1), F.log_softmax(z_a[mask], -1), log_target=True,
-                          reduction="batchmean")
+            kl = F.kl_div(
+                F.log_softmax(z_b[mask], -1), F.log_softmax(z_a[mask], -1), log_target=True, reduction="batchmean"
+            )
             loss_b = out_b.loss + kl
         loss = loss_a + loss_b
         return (loss, out_b) if return_outputs else loss
@@ -85,4 +87,3 @@ def compute_metrics(eval_pred) -> dict[str, float]:
     from hf_ext.core.trainer_metrics import answer_exact_match, token_accuracy
 
     return {**answer_exact_match(eval_pred, max_positions=2), **token_accuracy(eval_pred)}
-

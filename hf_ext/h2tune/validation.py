@@ -12,12 +12,30 @@ import numpy as np
 
 MAX_ABS = 1e6  # the server's bound on |G| (aggregation.MAX_ABS): a client refuses a global beyond it too
 
-_INT_FIELDS = {"rounds": 1, "local_steps": 1, "batch_size": 1, "num_train": 1, "num_test": 1, "pretrain_steps": 0,
-               "max_len": 4, "heal_steps": 0}
+_INT_FIELDS = {
+    "rounds": 1,
+    "local_steps": 1,
+    "batch_size": 1,
+    "num_train": 1,
+    "num_test": 1,
+    "pretrain_steps": 0,
+    "max_len": 4,
+    "heal_steps": 0,
+}
 # run-config key → the type its value must convert to
-_RUN_CONFIG_TYPES = {"num-server-rounds": int, "local-steps": int, "batch-size": int, "lr": float, "num-train": int,
-                     "num-test": int, "seed": int, "pretrain-steps": int, "corrupt-partition": int, "max-len": int,
-                     "heal-steps": int}
+_RUN_CONFIG_TYPES = {
+    "num-server-rounds": int,
+    "local-steps": int,
+    "batch-size": int,
+    "lr": float,
+    "num-train": int,
+    "num-test": int,
+    "seed": int,
+    "pretrain-steps": int,
+    "corrupt-partition": int,
+    "max-len": int,
+    "heal-steps": int,
+}
 
 
 def check_run_config(run: Any, num_clients: int) -> None:
@@ -30,8 +48,9 @@ def check_run_config(run: Any, num_clients: int) -> None:
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
         raise ValueError(f"RunConfig.learning_rate must be a finite number > 0, got {lr!r}")
     if not -1 <= int(run.corrupt_partition) < num_clients:
-        raise ValueError(f"RunConfig.corrupt_partition must lie in [-1, {num_clients - 1}] (-1: none), got "
-                         f"{run.corrupt_partition!r}")
+        raise ValueError(
+            f"RunConfig.corrupt_partition must lie in [-1, {num_clients - 1}] (-1: none), got {run.corrupt_partition!r}"
+        )
 
 
 def check_run_config_types(run_config: Mapping[str, Any]) -> None:
@@ -44,8 +63,9 @@ def check_run_config_types(run_config: Mapping[str, Any]) -> None:
                     raise TypeError
                 kind(value)
             except (TypeError, ValueError):
-                raise ValueError(f"run config {key!r} must be {'an integer' if kind is int else 'a number'}, got "
-                                 f"{value!r}") from None
+                raise ValueError(
+                    f"run config {key!r} must be {'an integer' if kind is int else 'a number'}, got {value!r}"
+                ) from None
 
 
 def check_shape(name: str, shape: Any, ndim: int | None = None) -> tuple[int, ...]:
@@ -54,15 +74,17 @@ def check_shape(name: str, shape: Any, ndim: int | None = None) -> tuple[int, ..
         shape = tuple(shape)
     except TypeError:
         raise ValueError(f"{name} must be a tuple of positive integers, got {shape!r}") from None
-    if (ndim is not None and len(shape) != ndim) or any(isinstance(s, bool) or not isinstance(s, (int, np.integer))
-                                                        or s < 1 for s in shape):
+    if (ndim is not None and len(shape) != ndim) or any(
+        isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in shape
+    ):
         want = f"{ndim} positive integers" if ndim else "positive integers"
         raise ValueError(f"{name} must be {want}, got {shape!r}")
     return tuple(int(s) for s in shape)
 
 
-def check_global(incoming: Mapping[str, Any] | None, mode: str, global_shape: tuple[int, ...]
-                 ) -> Mapping[str, Any] | None:
+def check_global(
+    incoming: Mapping[str, Any] | None, mode: str, global_shape: tuple[int, ...]
+) -> Mapping[str, Any] | None:
     """What a client received from the server, before it trains on it.
 
     H2Tune: only `"g"`, float, the server's global shape, finite, |x| < 1e6. HetLoRA: 2-D finite float factors.
@@ -81,16 +103,22 @@ def check_global(incoming: Mapping[str, Any] | None, mode: str, global_shape: tu
         if arr.dtype.kind != "f":
             raise ValueError(f"the global {key!r} from the server must be float, got dtype {arr.dtype}")
         if mode == "h2tune" and tuple(arr.shape) != tuple(global_shape):
-            raise ValueError(f"the global {key!r} from the server has shape {tuple(arr.shape)}, expected "
-                             f"{tuple(global_shape)} (L_max, M, R, R)")
+            raise ValueError(
+                f"the global {key!r} from the server has shape {tuple(arr.shape)}, expected "
+                f"{tuple(global_shape)} (L_max, M, R, R)"
+            )
         if mode == "hetlora" and arr.ndim != 2:
             raise ValueError(f"the global {key!r} from the server must be a 2-D factor, got shape {arr.shape}")
         if not np.isfinite(arr).all():
-            raise ValueError(f"the global {key!r} from the server holds {int((~np.isfinite(arr)).sum())} NaN/Inf "
-                             "value(s): refusing to train on it")
+            raise ValueError(
+                f"the global {key!r} from the server holds {int((~np.isfinite(arr)).sum())} NaN/Inf "
+                "value(s): refusing to train on it"
+            )
         if arr.size and not float(np.abs(arr).max()) < MAX_ABS:
-            raise ValueError(f"the global {key!r} from the server has |value| up to {float(np.abs(arr).max()):.3g}, "
-                             f"the bound is < {MAX_ABS:.3g}")
+            raise ValueError(
+                f"the global {key!r} from the server has |value| up to {float(np.abs(arr).max()):.3g}, "
+                f"the bound is < {MAX_ABS:.3g}"
+            )
     return incoming
 
 

@@ -153,19 +153,18 @@ class OrcaConfig(PreTrainedConfig):
         if any(b <= a for a, b in zip(edges, edges[1:])):
             raise ValueError(f"OrcaConfig.bin_edges must be strictly increasing, got {edges}")
         if len(self.bin_seconds) != len(edges) - 1:
-            raise ValueError(
-                f"OrcaConfig.bin_seconds: {len(self.bin_seconds)} values for {len(edges) - 1} bins"
-            )
+            raise ValueError(f"OrcaConfig.bin_seconds: {len(self.bin_seconds)} values for {len(edges) - 1} bins")
         if not self.expert_dims or not self.tower_dims or not self.ple_level_dims or not all(self.ple_level_dims):
             raise ValueError("OrcaConfig.expert_dims, ple_level_dims and tower_dims must be non-empty")
-        for name, dims in (("expert_dims", self.expert_dims), ("tower_dims", self.tower_dims),
-                           ("ple_level_dims", [d for level in self.ple_level_dims for d in level])):
+        for name, dims in (
+            ("expert_dims", self.expert_dims),
+            ("tower_dims", self.tower_dims),
+            ("ple_level_dims", [d for level in self.ple_level_dims for d in level]),
+        ):
             if any(d < 1 for d in dims):
                 raise ValueError(f"OrcaConfig.{name}: every width must be >= 1, got {dims}")
         if self.expert_dims[-1] % self.attention_heads or self.ple_level_dims[-1][-1] % self.attention_heads:
-            raise ValueError(
-                f"OrcaConfig.attention_heads={self.attention_heads} must divide the task feature size"
-            )
+            raise ValueError(f"OrcaConfig.attention_heads={self.attention_heads} must divide the task feature size")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"OrcaConfig.dropout must be in [0, 1), got {self.dropout}")
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from os import PathLike
 from typing import Any, NamedTuple
 
 import datasets

@@ -21,7 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from hf_ext.core.demo import (
-    MAX_FILE_BYTES, check_csv_shape, check_file, check_range, load_linked, readable_errors, space_model_repo,
+    MAX_FILE_BYTES,
+    check_csv_shape,
+    check_file,
+    check_range,
+    load_linked,
+    readable_errors,
+    space_model_repo,
     time_limited,
 )  # fmt: skip
 
@@ -46,10 +52,16 @@ MAX_CSV_COLUMNS = 64
 TEST_SEED = 20_000
 # The fallback when no model repo can be loaded: ORCA (MMoE) trained here on the generator at a strong shortcut.
 SMALL_IMPRESSIONS, SMALL_STRENGTH, SMALL_EPOCHS = 16_000, 3.0, 2.0
-SMALL_NOTE = (f"an ORCA (MMoE) trained here in code on {SMALL_IMPRESSIONS:,} generated impressions at s = "
-              f"{SMALL_STRENGTH:g} ({SMALL_EPOCHS:g} epochs, once per Space process)")
-LINKED_HEADERS = ["metric (↑ higher / ↓ lower is better)", "this model (see the note)",
-                  "its raw head (no NDE subtraction)", "exact posterior (the best possible)"]
+SMALL_NOTE = (
+    f"an ORCA (MMoE) trained here in code on {SMALL_IMPRESSIONS:,} generated impressions at s = "
+    f"{SMALL_STRENGTH:g} ({SMALL_EPOCHS:g} epochs, once per Space process)"
+)
+LINKED_HEADERS = [
+    "metric (↑ higher / ↓ lower is better)",
+    "this model (see the note)",
+    "its raw head (no NDE subtraction)",
+    "exact posterior (the best possible)",
+]
 
 
 def reading(results: dict[str, dict[str, float]]) -> str:
@@ -58,9 +70,11 @@ def reading(results: dict[str, dict[str, float]]) -> str:
     js, f1, auc = o["js_distance"] - b["js_distance"], o["dt_macro_f1"] - b["dt_macro_f1"], o["ctr_auc"] - b["ctr_auc"]
     better = (js < 0) + (f1 > 0)
     verdict = {2: "closer to the true dwell-time distribution than", 1: "mixed against", 0: "not better than"}[better]
-    return (f"**Reading:** here ORCA is {verdict} the baseline (JS distance {js:+.3f}, macro-F1 {f1:+.3f}) at a CTR "
-            f"AUC change of {auc:+.4f}; one seed and one split, while the README's seed spread is larger than most "
-            "single-run differences.")
+    return (
+        f"**Reading:** here ORCA is {verdict} the baseline (JS distance {js:+.3f}, macro-F1 {f1:+.3f}) at a CTR "
+        f"AUC change of {auc:+.4f}; one seed and one split, while the README's seed spread is larger than most "
+        "single-run differences."
+    )
 
 
 def compare(
@@ -77,12 +91,17 @@ def compare(
     Raises `ValueError` with a readable message on bad input (the Space shows it instead of a stack trace).
     """
     from .data import (
-        FIELD_NAMES, POST_CLICK_FIELDS, SyntheticOrcaConfig, field_vocab_sizes, generate_synthetic,
-        to_model_features, train_val_test_split,
+        FIELD_NAMES,
+        POST_CLICK_FIELDS,
+        SyntheticOrcaConfig,
+        field_vocab_sizes,
+        generate_synthetic,
+        to_model_features,
+        train_val_test_split,
     )
-    from .tenrec import load_tenrec_qk_article
     from .metrics import ctr_dt_heatmap
     from .reproduce import OrcaReproduceArguments, evaluate, plot_heatmaps, train_one
+    from .tenrec import load_tenrec_qk_article
 
     if backbone not in ("mmoe", "ple"):
         raise ValueError(f"backbone must be 'mmoe' or 'ple', got {backbone!r}")
@@ -99,9 +118,19 @@ def compare(
         ds, names, sizes, post_click = data.dataset, data.field_names, data.vocab_sizes, data.post_click_fields
         title = f"uploaded CSV ({len(ds)} rows)"
     else:
-        gen = SyntheticOrcaConfig(num_impressions=int(num_impressions), num_users=1000, num_items=600,
-                                  shortcut_strength=float(shortcut_strength), seed=int(seed))
-        ds, names, sizes, post_click = generate_synthetic(gen), list(FIELD_NAMES), field_vocab_sizes(gen), list(POST_CLICK_FIELDS)
+        gen = SyntheticOrcaConfig(
+            num_impressions=int(num_impressions),
+            num_users=1000,
+            num_items=600,
+            shortcut_strength=float(shortcut_strength),
+            seed=int(seed),
+        )
+        ds, names, sizes, post_click = (
+            generate_synthetic(gen),
+            list(FIELD_NAMES),
+            field_vocab_sizes(gen),
+            list(POST_CLICK_FIELDS),
+        )
         title = f"synthetic, s = {shortcut_strength:g}"
     splits = train_val_test_split(to_model_features(ds, names, sizes), seed=int(seed))
     test = splits["test"]
@@ -111,15 +140,18 @@ def compare(
     run = OrcaReproduceArguments(out=tempfile.mkdtemp(prefix="orca_space_"), epochs=float(epochs))
     results, panels = {}, {}
     if "true_click_prob" in test.column_names:
-        panels["ground truth"] = ctr_dt_heatmap(np.asarray(test["true_click_prob"])[clicked],
-                                                np.asarray(test["dwell_labels"])[clicked])
+        panels["ground truth"] = ctr_dt_heatmap(
+            np.asarray(test["true_click_prob"])[clicked], np.asarray(test["dwell_labels"])[clicked]
+        )
     for i, (variant, use_orca) in enumerate((("baseline", False), ("ORCA", True))):
         step(0.1 + 0.4 * i, desc=f"training the {variant} ({backbone}, {epochs:g} epochs)")
-        model = train_one(splits, names, sizes, backbone, int(seed), run, use_orca=use_orca,
-                          post_click_fields=post_click)
+        model = train_one(
+            splits, names, sizes, backbone, int(seed), run, use_orca=use_orca, post_click_fields=post_click
+        )
         results[variant], pred = evaluate(model, test)
-        panels[f"{backbone} {variant}"] = ctr_dt_heatmap(pred["click_probs"][clicked],
-                                                         pred["dt_probs"][clicked].argmax(-1))
+        panels[f"{backbone} {variant}"] = ctr_dt_heatmap(
+            pred["click_probs"][clicked], pred["dt_probs"][clicked].argmax(-1)
+        )
     png = Path(run.out) / "heatmaps.png"
     plot_heatmaps(panels, png, f"{title}: clicked test impressions, CTR bucket × DT bin")
     rows = [[label, round(results["baseline"][k], 4), round(results["ORCA"][k], 4)] for k, label in METRIC_ROWS]
@@ -136,11 +168,20 @@ def _generator(config, strength: float, num_impressions: int, seed: int):
 
     sizes = list(config.field_vocab_sizes)
     if tuple(config.field_names) != SPURIOUS_FIELD_NAMES or sizes[1] != 2:
-        raise ValueError(f"the model takes the fields {list(config.field_names)}, not the spurious-shortcut "
-                         f"generator's {list(SPURIOUS_FIELD_NAMES)}")
-    return SpuriousOrcaConfig(num_users=sizes[0], num_title_tags=sizes[2], num_quality_levels=sizes[3],
-                              num_length_levels=sizes[4], num_categories=sizes[5], num_impressions=int(num_impressions),
-                              shortcut_strength=float(strength), seed=int(seed))
+        raise ValueError(
+            f"the model takes the fields {list(config.field_names)}, not the spurious-shortcut "
+            f"generator's {list(SPURIOUS_FIELD_NAMES)}"
+        )
+    return SpuriousOrcaConfig(
+        num_users=sizes[0],
+        num_title_tags=sizes[2],
+        num_quality_levels=sizes[3],
+        num_length_levels=sizes[4],
+        num_categories=sizes[5],
+        num_impressions=int(num_impressions),
+        shortcut_strength=float(strength),
+        seed=int(seed),
+    )
 
 
 def _load_orca(repo: str):
@@ -156,17 +197,28 @@ def small_model():
     from .data import to_model_features
     from .reproduce import OrcaReproduceArguments, train_one
     from .spurious import (
-        SPURIOUS_FIELD_NAMES, SPURIOUS_POST_CLICK_FIELDS, SpuriousOrcaConfig, generate_spurious, spurious_vocab_sizes,
+        SPURIOUS_FIELD_NAMES,
+        SPURIOUS_POST_CLICK_FIELDS,
+        SpuriousOrcaConfig,
+        generate_spurious,
+        spurious_vocab_sizes,
     )  # fmt: skip
 
     cfg = SpuriousOrcaConfig(num_impressions=SMALL_IMPRESSIONS, shortcut_strength=SMALL_STRENGTH, seed=0)
     names, sizes = list(SPURIOUS_FIELD_NAMES), spurious_vocab_sizes(cfg)
     train = to_model_features(generate_spurious(cfg), names, sizes)
     # batches of 256: twice the optimiser steps of the reproduction's 512 on this small log, still seconds
-    run = OrcaReproduceArguments(out=tempfile.mkdtemp(prefix="orca_space_small_"), epochs=SMALL_EPOCHS,
-                                 batch_size=256)
-    return train_one({"train": train}, names, sizes, "mmoe", 0, run, use_orca=True,
-                     post_click_fields=list(SPURIOUS_POST_CLICK_FIELDS))
+    run = OrcaReproduceArguments(out=tempfile.mkdtemp(prefix="orca_space_small_"), epochs=SMALL_EPOCHS, batch_size=256)
+    return train_one(
+        {"train": train},
+        names,
+        sizes,
+        "mmoe",
+        0,
+        run,
+        use_orca=True,
+        post_click_fields=list(SPURIOUS_POST_CLICK_FIELDS),
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -175,8 +227,10 @@ def _linked(repo: str | None):
     try:
         _generator(model.config, 0.0, 1, 0)
     except ValueError as err:  # e.g. a Tenrec model: this page cannot draw impressions of its fields
-        return small_model(), (f"**Note:** the linked model repo `{repo}` loaded, but {err}, so this page cannot "
-                               f"draw test impressions for it; showing {SMALL_NOTE} instead.")
+        return small_model(), (
+            f"**Note:** the linked model repo `{repo}` loaded, but {err}, so this page cannot "
+            f"draw test impressions for it; showing {SMALL_NOTE} instead."
+        )
     return model, note
 
 
@@ -190,15 +244,21 @@ def linked_reading(results: dict[str, dict[str, float]], strength: float) -> str
     """One honest line on the published tab's numbers: the loaded model against the exact posterior, and what
     ORCA's NDE subtraction does against its own raw head on these impressions."""
     m, o = results["model"], results["oracle"]
-    line = (f"**Reading:** on {m['num_clicked']:,} clicked test impressions with the shortcut at s = {strength:g}, "
-            f"the model's DT cross-entropy is {m['dt_ce']:.3f} nats, {m['dt_ce'] - o['dt_ce']:+.3f} from the exact "
-            f"posterior's {o['dt_ce']:.3f} (lower is better, the posterior is the floor)")
+    line = (
+        f"**Reading:** on {m['num_clicked']:,} clicked test impressions with the shortcut at s = {strength:g}, "
+        f"the model's DT cross-entropy is {m['dt_ce']:.3f} nats, {m['dt_ce'] - o['dt_ce']:+.3f} from the exact "
+        f"posterior's {o['dt_ce']:.3f} (lower is better, the posterior is the floor)"
+    )
     if "raw" in results:
         gain = results["raw"]["dt_ce"] - m["dt_ce"]
-        line += (f"; the NDE subtraction {'helps' if gain > 0 else 'does not help'} here ({gain:+.3f} nats against "
-                 "its raw head)")
-    return (line + f"; CTR AUC {m['ctr_auc']:.3f} vs the posterior's {o['ctr_auc']:.3f}. One test draw: the "
-            "README's seed-paired sweep is the measurement to trust.")
+        line += (
+            f"; the NDE subtraction {'helps' if gain > 0 else 'does not help'} here ({gain:+.3f} nats against "
+            "its raw head)"
+        )
+    return (
+        line + f"; CTR AUC {m['ctr_auc']:.3f} vs the posterior's {o['ctr_auc']:.3f}. One test draw: the "
+        "README's seed-paired sweep is the measurement to trust."
+    )
 
 
 def score_linked(strength: float = 0.0, num_impressions: int = 30_000, seed: int = 0, progress=None):
@@ -228,21 +288,28 @@ def score_linked(strength: float = 0.0, num_impressions: int = 30_000, seed: int
     metrics, pred = evaluate(model, features)
     cols = dict(ds.with_format("numpy")[:])
     oracle = oracle_posterior(cfg, cols)
-    results = {"model": metrics,
-               "oracle": score(cols, oracle["click_probs"], oracle["dt_probs"], model.config.bin_seconds,
-                               user_ids=cols["user_id"])}
+    results = {
+        "model": metrics,
+        "oracle": score(
+            cols, oracle["click_probs"], oracle["dt_probs"], model.config.bin_seconds, user_ids=cols["user_id"]
+        ),
+    }
     if model.config.use_orca:
-        results["raw"] = {k[len("raw_"):]: v for k, v in metrics.items() if k.startswith("raw_")}
+        results["raw"] = {k[len("raw_") :]: v for k, v in metrics.items() if k.startswith("raw_")}
     clicked = cols["click"] == 1
-    panels = {"ground truth (true CTR, true bin)": ctr_dt_heatmap(cols["true_click_prob"][clicked],
-                                                                  cols["dwell_bin"][clicked]),
-              "exact posterior": ctr_dt_heatmap(oracle["click_probs"][clicked],
-                                                oracle["dt_probs"][clicked].argmax(-1)),
-              "this model": ctr_dt_heatmap(pred["click_probs"][clicked], pred["dt_probs"][clicked].argmax(-1))}
+    panels = {
+        "ground truth (true CTR, true bin)": ctr_dt_heatmap(
+            cols["true_click_prob"][clicked], cols["dwell_bin"][clicked]
+        ),
+        "exact posterior": ctr_dt_heatmap(oracle["click_probs"][clicked], oracle["dt_probs"][clicked].argmax(-1)),
+        "this model": ctr_dt_heatmap(pred["click_probs"][clicked], pred["dt_probs"][clicked].argmax(-1)),
+    }
     png = Path(tempfile.mkdtemp(prefix="orca_space_")) / "heatmaps.png"
     plot_heatmaps(panels, png, f"clicked test impressions at s = {strength:g}: CTR bucket × DT bin")
-    rows = [[label] + [round(results[c][k], 4) if c in results else None for c in ("model", "raw", "oracle")]
-            for k, label in METRIC_ROWS]
+    rows = [
+        [label] + [round(results[c][k], 4) if c in results else None for c in ("model", "raw", "oracle")]
+        for k, label in METRIC_ROWS
+    ]
     return note, rows, str(png), linked_reading(results, strength)
 
 
@@ -287,16 +354,23 @@ def build_demo():
                               "halfway")  # fmt: skip
             t_button = gr.Button("Score the published model", variant="primary")
             t_note = gr.Markdown(elem_id="orca-model-source")
-            t_table = gr.Dataframe(headers=LINKED_HEADERS, label="test metrics (clicked impressions)",
-                                   elem_id="orca-linked-metrics")
+            t_table = gr.Dataframe(
+                headers=LINKED_HEADERS, label="test metrics (clicked impressions)", elem_id="orca-linked-metrics"
+            )
             t_verdict = gr.Markdown(elem_id="orca-linked-reading")
             t_image = gr.Image(label="CTR bucket × DT bin heatmaps", type="filepath", elem_id="orca-linked-heatmaps")
-            t_button.click(run_linked, [t_strength, t_impressions, t_seed], [t_note, t_table, t_image, t_verdict],
-                           api_name="score_linked")
+            t_button.click(
+                run_linked,
+                [t_strength, t_impressions, t_seed],
+                [t_note, t_table, t_image, t_verdict],
+                api_name="score_linked",
+            )
         with gr.Tab("Train baseline vs ORCA here"):
-            gr.Markdown("Generate impressions with a known clickbait shortcut (or upload a Tenrec QK-article CSV) "
-                        "and train both on the same backbone. Uploads: at most 20 MiB and "
-                        f"{MAX_CSV_ROWS:,} rows; one request may take up to 5 minutes.")
+            gr.Markdown(
+                "Generate impressions with a known clickbait shortcut (or upload a Tenrec QK-article CSV) "
+                "and train both on the same backbone. Uploads: at most 20 MiB and "
+                f"{MAX_CSV_ROWS:,} rows; one request may take up to 5 minutes."
+            )
             with gr.Row():
                 strength = gr.Slider(0, 3, value=3, step=0.5, label="clickbait shortcut strength s")
                 impressions = gr.Slider(2_000, 60_000, value=20_000, step=1_000, label="impressions")
@@ -304,21 +378,32 @@ def build_demo():
             with gr.Row():
                 epochs = gr.Slider(1, 5, value=2, step=1, label="epochs")
                 seed = gr.Number(value=0, precision=0, label="seed")
-                csv_file = gr.File(label="optional: Tenrec QK-article CSV", file_types=[".csv"], type="filepath",
-                                   elem_id="orca-csv")
+                csv_file = gr.File(
+                    label="optional: Tenrec QK-article CSV", file_types=[".csv"], type="filepath", elem_id="orca-csv"
+                )
             gr.Examples(
-                examples=[[0, 8_000, "mmoe", 1, 0, None], [3, 8_000, "mmoe", 1, 0, None],
-                          [3, 8_000, "ple", 1, 0, None]],
+                examples=[
+                    [0, 8_000, "mmoe", 1, 0, None],
+                    [3, 8_000, "mmoe", 1, 0, None],
+                    [3, 8_000, "ple", 1, 0, None],
+                ],
                 inputs=[strength, impressions, backbone, epochs, seed, csv_file],
                 label="examples: no shortcut, a strong clickbait shortcut (MMoE), the same on PLE",
             )
             button = gr.Button("Train baseline and ORCA", variant="primary")
-            table = gr.Dataframe(headers=["metric", "baseline", "ORCA"], label="test metrics (clicked impressions)",
-                                 elem_id="orca-metrics")
+            table = gr.Dataframe(
+                headers=["metric", "baseline", "ORCA"],
+                label="test metrics (clicked impressions)",
+                elem_id="orca-metrics",
+            )
             verdict = gr.Markdown(elem_id="orca-reading")
             image = gr.Image(label="CTR bucket × DT bin heatmaps", type="filepath", elem_id="orca-heatmaps")
-            button.click(run, [strength, impressions, backbone, epochs, seed, csv_file], [table, image, verdict],
-                         api_name="compare")
+            button.click(
+                run,
+                [strength, impressions, backbone, epochs, seed, csv_file],
+                [table, image, verdict],
+                api_name="compare",
+            )
     return demo
 
 

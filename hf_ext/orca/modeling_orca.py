@@ -335,7 +335,9 @@ class OrcaModel(OrcaPreTrainedModel):
         vocabulary are not an error: they go to its OOV bucket."""
         cfg = self.config
         if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"input_ids must be an integer tensor of field ids, got {getattr(input_ids, 'dtype', type(input_ids))}")
+            raise ValueError(
+                f"input_ids must be an integer tensor of field ids, got {getattr(input_ids, 'dtype', type(input_ids))}"
+            )
         if input_ids.dim() != 2 or input_ids.shape[1] != cfg.num_fields:
             raise ValueError(
                 f"input_ids must have shape (batch, {cfg.num_fields}) for fields {cfg.field_names}, "
@@ -355,15 +357,22 @@ class OrcaModel(OrcaPreTrainedModel):
         n = input_ids.shape[0]
         if click_labels is not None:
             if not isinstance(click_labels, torch.Tensor) or click_labels.shape != (n,):
-                raise ValueError(f"click_labels must be a tensor of shape ({n},), got {tuple(getattr(click_labels, 'shape', ()))}")
+                raise ValueError(
+                    f"click_labels must be a tensor of shape ({n},), got {tuple(getattr(click_labels, 'shape', ()))}"
+                )
             bad = ~((click_labels == 0) | (click_labels == 1))  # NaN fails both
             if bad.any():
                 raise ValueError(f"click_labels must hold only 0 and 1, found {click_labels[bad][0].item()!r}")
         if dwell_labels is not None:
             if not isinstance(dwell_labels, torch.Tensor) or dwell_labels.shape != (n,):
-                raise ValueError(f"dwell_labels must be a tensor of shape ({n},), got {tuple(getattr(dwell_labels, 'shape', ()))}")
+                raise ValueError(
+                    f"dwell_labels must be a tensor of shape ({n},), got {tuple(getattr(dwell_labels, 'shape', ()))}"
+                )
             if dwell_labels.dtype.is_floating_point or dwell_labels.dtype == torch.bool:
-                raise ValueError(f"dwell_labels must be integer bins in [0, {cfg.num_bins}) or {IGNORE_INDEX}, got dtype {dwell_labels.dtype}")
+                raise ValueError(
+                    f"dwell_labels must be integer bins in [0, {cfg.num_bins}) or {IGNORE_INDEX}, "
+                    f"got dtype {dwell_labels.dtype}"
+                )
             valid = dwell_labels[dwell_labels != IGNORE_INDEX]
             if valid.numel() and (valid.min() < 0 or valid.max() >= cfg.num_bins):
                 raise ValueError(

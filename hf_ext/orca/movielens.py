@@ -75,8 +75,12 @@ def _codes(values) -> np.ndarray:
     return np.unique(np.asarray(values, dtype=str), return_inverse=True)[1].astype(np.int64)
 
 
-def load_movielens_100k(source: str | Path | None = None, negatives_per_positive: int = 1, seed: int = 0,
-                        fractions: tuple[float, float] = (0.8, 0.1)) -> tuple[OrcaData, dict[str, np.ndarray]]:
+def load_movielens_100k(
+    source: str | Path | None = None,
+    negatives_per_positive: int = 1,
+    seed: int = 0,
+    fractions: tuple[float, float] = (0.8, 0.1),
+) -> tuple[OrcaData, dict[str, np.ndarray]]:
     """Loads ml-100k as an ORCA frame with the rating as a proxy post-click target (see the module docstring).
 
     Args:
@@ -90,15 +94,22 @@ def load_movielens_100k(source: str | Path | None = None, negatives_per_positive
         `(OrcaData, split)`: the frame (fields, `click`, `dwell_seconds` = stars, `dwell_bin` = stars − 1) and
         `split`, a dict of row-index arrays `train`, `validation`, `test`.
     """
-    if isinstance(negatives_per_positive, bool) or not isinstance(negatives_per_positive, int) or negatives_per_positive < 0:
+    if (
+        isinstance(negatives_per_positive, bool)
+        or not isinstance(negatives_per_positive, int)
+        or negatives_per_positive < 0
+    ):
         raise ValueError(f"negatives_per_positive must be an integer >= 0, got {negatives_per_positive!r}")
     if not (0 < fractions[0] and 0 < fractions[1] and sum(fractions) < 1):
         raise ValueError(f"fractions must be two positive shares summing to less than 1, got {fractions!r}")
     src = find_ml100k(source)
     inter, users, items = (_read(src, name) for name in _FILES)
-    inter = inter.assign(user_id=inter["user_id"].astype(np.int64), item_id=inter["item_id"].astype(np.int64),
-                         rating=inter["rating"].astype(float).astype(np.int64),
-                         timestamp=inter["timestamp"].astype(float).astype(np.int64))
+    inter = inter.assign(
+        user_id=inter["user_id"].astype(np.int64),
+        item_id=inter["item_id"].astype(np.int64),
+        rating=inter["rating"].astype(float).astype(np.int64),
+        timestamp=inter["timestamp"].astype(float).astype(np.int64),
+    )
     inter = inter.sort_values(["timestamp", "user_id", "item_id"], kind="stable").reset_index(drop=True)
     n_pos = len(inter)
     cut_train, cut_val = int(fractions[0] * n_pos), int((fractions[0] + fractions[1]) * n_pos)
@@ -169,15 +180,22 @@ def _ml_job(run, features_dir: str, seed: int, backbone: str, variant: str):
     from .reproduce import VARIANTS, predict, train_one
 
     splits = datasets.load_from_disk(features_dir)
-    overrides = dict(VARIANTS[variant], post_click_fields=list(ML100K_POST_CLICK_FIELDS),
-                     bin_edges=list(RATING_BIN_EDGES), bin_seconds=list(RATING_BIN_VALUES))
+    overrides = dict(
+        VARIANTS[variant],
+        post_click_fields=list(ML100K_POST_CLICK_FIELDS),
+        bin_edges=list(RATING_BIN_EDGES),
+        bin_seconds=list(RATING_BIN_VALUES),
+    )
     if variant == "single-task":
         overrides["_clicked_only"] = True
     sizes = [int(v) for v in splits["train"].info.description.split(",")]
     model = train_one(splits, list(ML100K_FIELD_NAMES), sizes, backbone, seed, run, **overrides)
     test = splits["test"]
-    frame = {"click": np.asarray(test["click_labels"]), "dwell_bin": np.asarray(test["dwell_labels"]),
-             "dwell_seconds": np.asarray(test["dwell_seconds"])}
+    frame = {
+        "click": np.asarray(test["click_labels"]),
+        "dwell_bin": np.asarray(test["dwell_labels"]),
+        "dwell_seconds": np.asarray(test["dwell_seconds"]),
+    }
     pred = predict(model, test)
     click = None if variant == "single-task" else pred["click_probs"]
     out = {variant: score(frame, click, pred["dt_probs"], RATING_BIN_VALUES, RATING_MODERATE_BINS)}
@@ -210,29 +228,48 @@ def run_movielens(run, source=None) -> dict:
     features_dir = str(out / "features")
     splits.save_to_disk(features_dir)
     test = splits["test"]
-    frame = {"click": np.asarray(test["click_labels"]), "dwell_bin": np.asarray(test["dwell_labels"]),
-             "dwell_seconds": np.asarray(test["dwell_seconds"])}
+    frame = {
+        "click": np.asarray(test["click_labels"]),
+        "dwell_bin": np.asarray(test["dwell_labels"]),
+        "dwell_seconds": np.asarray(test["dwell_seconds"]),
+    }
     train_bins = np.asarray(splits["train"]["dwell_labels"])
     prior = np.bincount(train_bins[train_bins >= 0], minlength=5) / (train_bins >= 0).sum()
     ctr = float(np.mean(np.asarray(splits["train"]["click_labels"])))
     cells: dict = {b: {} for b in run.backbones}
     for b in run.backbones:
         for seed in run.seeds:
-            cells[b][(0.0, seed, "trivial")] = {"test": score(frame, np.full(len(test), ctr), np.tile(prior, (len(test), 1)),
-                                                              RATING_BIN_VALUES, RATING_MODERATE_BINS)}
+            cells[b][(0.0, seed, "trivial")] = {
+                "test": score(
+                    frame,
+                    np.full(len(test), ctr),
+                    np.tile(prior, (len(test), 1)),
+                    RATING_BIN_VALUES,
+                    RATING_MODERATE_BINS,
+                )
+            }
     jobs = [(run, features_dir, seed, b, v) for seed in run.seeds for b in run.backbones for v in VARIANTS]
     for seed, b, scores in run_jobs(_ml_job, jobs, workers=run.workers, desc="orca ml-100k"):
         for row, m in scores.items():
             cells[b][(0.0, seed, row)] = {"test": m}
-    text = ["ml-100k (recbole wheel): click = rated, post-click target = rating (a PROXY, not dwell time); "
-            "temporal split; no oracle on real data; 'MAE s' is MAE in stars, moderate = 2–4 stars"]
+    text = [
+        "ml-100k (recbole wheel): click = rated, post-click target = rating (a PROXY, not dwell time); "
+        "temporal split; no oracle on real data; 'MAE s' is MAE in stars, moderate = 2–4 stars"
+    ]
     record = {"data": "ml-100k", "settings": {k: v for k, v in vars(run).items()}, "backbones": {}}
     for b in run.backbones:
         diffs = paired_differences(cells[b], [0.0], run.seeds, "test")
-        text += [f"## {b}: temporal test", reference_table(cells[b], [0.0], run.seeds, "test"),
-                 f"\n## {b}: paired differences (positive CE gain = second model better)", paired_table(diffs), ""]
-        record["backbones"][b] = {"cells": [{"seed": k[1], "row": k[2], **v} for k, v in cells[b].items()],
-                                  "paired": diffs}
+        text += [
+            f"## {b}: temporal test",
+            reference_table(cells[b], [0.0], run.seeds, "test"),
+            f"\n## {b}: paired differences (positive CE gain = second model better)",
+            paired_table(diffs),
+            "",
+        ]
+        record["backbones"][b] = {
+            "cells": [{"seed": k[1], "row": k[2], **v} for k, v in cells[b].items()],
+            "paired": diffs,
+        }
     record["seconds"] = round(time.perf_counter() - start, 1)
     (out / "results.json").write_text(json.dumps(record, indent=1, default=float))
     table = "\n".join(text)

@@ -30,16 +30,28 @@ def cross_entropy(dt_probs: np.ndarray, y: np.ndarray) -> float:
     return float(-np.mean(np.log(p)))
 
 
-def score(test: dict[str, np.ndarray], click_probs: np.ndarray | None, dt_probs: np.ndarray,
-          bin_seconds, moderate_bins=(2, 3, 4, 5), user_ids: np.ndarray | None = None) -> dict[str, float]:
+def score(
+    test: dict[str, np.ndarray],
+    click_probs: np.ndarray | None,
+    dt_probs: np.ndarray,
+    bin_seconds,
+    moderate_bins=(2, 3, 4, 5),
+    user_ids: np.ndarray | None = None,
+) -> dict[str, float]:
     """The metrics of one predictor on one test set (`dt_probs` for every row; DT metrics on clicked rows): every
     key of [`dt_metrics`] plus `dt_ce`, `ctr_auc` and `num_clicked`."""
     clicked = test["click"] > 0.5
     y = test["dwell_bin"][clicked].astype(np.int64)
     probs = np.asarray(dt_probs, dtype=np.float64)[clicked]
     probs = probs / probs.sum(1, keepdims=True)
-    dt = dt_metrics(y, probs, dwell_seconds_true=test["dwell_seconds"][clicked], bin_seconds=bin_seconds,
-                    moderate_bins=moderate_bins, user_ids=None if user_ids is None else user_ids[clicked])
+    dt = dt_metrics(
+        y,
+        probs,
+        dwell_seconds_true=test["dwell_seconds"][clicked],
+        bin_seconds=bin_seconds,
+        moderate_bins=moderate_bins,
+        user_ids=None if user_ids is None else user_ids[clicked],
+    )
     out = {"dt_ce": cross_entropy(probs, y), **dt, "num_clicked": int(clicked.sum())}
     if click_probs is not None:
         out.update(ctr_metrics(test["click"], click_probs))
@@ -69,24 +81,45 @@ def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_
             per = [cells.get((s, seed, row), {}).get(test_name) for seed in seeds]
             if any(m is None for m in per):
                 continue
-            gaps = [gap_closed(m["dt_ce"], cells[(s, seed, "trivial")][test_name]["dt_ce"],
-                               cells[(s, seed, "oracle")][test_name]["dt_ce"])
-                    if (s, seed, "oracle") in cells else float("nan") for seed, m in zip(seeds, per)]
+            gaps = [
+                gap_closed(
+                    m["dt_ce"],
+                    cells[(s, seed, "trivial")][test_name]["dt_ce"],
+                    cells[(s, seed, "oracle")][test_name]["dt_ce"],
+                )
+                if (s, seed, "oracle") in cells
+                else float("nan")
+                for seed, m in zip(seeds, per)
+            ]
 
             def cell(key, scale=1.0, digits=3, values=None):
                 mean, std = _ms(values if values is not None else [m[key] for m in per])
                 return "—" if np.isnan(mean) else f"{mean * scale:.{digits}f}±{std * scale:.{digits}f}"
 
             true = np.mean([m["moderate_share_true"] for m in per]) * 100
-            lines.append(" | ".join([f"{s:g}", row, cell("dt_ce"), cell(None, values=gaps, digits=2),
-                                     cell("dt_macro_f1"), cell("dt_mae_s", digits=1),
-                                     f"{cell('moderate_share_pred', 100, 1)} ({true:.1f})", cell("js_distance"),
-                                     cell("ctr_auc", digits=4)]))
+            lines.append(
+                " | ".join(
+                    [
+                        f"{s:g}",
+                        row,
+                        cell("dt_ce"),
+                        cell(None, values=gaps, digits=2),
+                        cell("dt_macro_f1"),
+                        cell("dt_mae_s", digits=1),
+                        f"{cell('moderate_share_pred', 100, 1)} ({true:.1f})",
+                        cell("js_distance"),
+                        cell("ctr_auc", digits=4),
+                    ]
+                )
+            )
     return "\n".join(lines)
 
 
-PAIRS = (("baseline", "orca", "ORCA gain over baseline"), ("orca-raw", "orca", "ORCA head vs its raw head"),
-         ("single-task", "baseline", "baseline vs single-task"))
+PAIRS = (
+    ("baseline", "orca", "ORCA gain over baseline"),
+    ("orca-raw", "orca", "ORCA head vs its raw head"),
+    ("single-task", "baseline", "baseline vs single-task"),
+)
 
 
 def paired_differences(cells: dict, strengths: list[float], seeds: list[int], test_name: str) -> dict:
@@ -104,8 +137,14 @@ def paired_differences(cells: dict, strengths: list[float], seeds: list[int], te
             d_f1 = [b["dt_macro_f1"] - a["dt_macro_f1"] for a, b in zip(r, n)]
             d_auc = [b["ctr_auc"] - a["ctr_auc"] for a, b in zip(r, n)]
             out[f"{new} vs {ref} @ s={s:g}"] = {
-                "pair": (ref, new), "strength": s, "ce_gain": d_ce, "f1_gain": d_f1, "auc_change": d_auc,
-                "ce_gain_mean_std": _ms(d_ce), "f1_gain_mean_std": _ms(d_f1), "auc_change_mean_std": _ms(d_auc),
+                "pair": (ref, new),
+                "strength": s,
+                "ce_gain": d_ce,
+                "f1_gain": d_f1,
+                "auc_change": d_auc,
+                "ce_gain_mean_std": _ms(d_ce),
+                "f1_gain_mean_std": _ms(d_f1),
+                "auc_change_mean_std": _ms(d_auc),
             }
     return out
 
@@ -118,21 +157,35 @@ def paired_table(diffs: dict) -> str:
         per = " ".join(f"{v:+.3f}" for v in d["ce_gain"])
         (cm, cs), (fm, fs), (am, as_) = d["ce_gain_mean_std"], d["f1_gain_mean_std"], d["auc_change_mean_std"]
         auc = "—" if np.isnan(am) else f"{am:+.4f}±{as_:.4f}"
-        lines.append(" | ".join([f"{new} − {ref}", f"{d['strength']:g}", per, f"{cm:+.3f}±{cs:.3f}",
-                                 f"{fm:+.3f}±{fs:.3f}", auc]))
+        lines.append(
+            " | ".join([f"{new} − {ref}", f"{d['strength']:g}", per, f"{cm:+.3f}±{cs:.3f}", f"{fm:+.3f}±{fs:.3f}", auc])
+        )
     return "\n".join(lines)
 
 
 def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) -> list[str]:
     """The criteria above, applied mechanically."""
     lines = []
-    gaps = {s: np.mean([gap_closed(cells[(s, seed, "baseline")]["iid"]["dt_ce"],
-                                   cells[(s, seed, "trivial")]["iid"]["dt_ce"],
-                                   cells[(s, seed, "oracle")]["iid"]["dt_ce"]) for seed in seeds])
-            for s in strengths if all((s, seed, "baseline") in cells for seed in seeds)}
+    gaps = {
+        s: np.mean(
+            [
+                gap_closed(
+                    cells[(s, seed, "baseline")]["iid"]["dt_ce"],
+                    cells[(s, seed, "trivial")]["iid"]["dt_ce"],
+                    cells[(s, seed, "oracle")]["iid"]["dt_ce"],
+                )
+                for seed in seeds
+            ]
+        )
+        for s in strengths
+        if all((s, seed, "baseline") in cells for seed in seeds)
+    }
     works = all(g >= 0.5 for g in gaps.values())
-    lines.append("W: baseline gap closed on i.i.d. test " + ", ".join(f"s={s:g}: {g:.2f}" for s, g in gaps.items())
-                 + (" -> the baseline works" if works else " -> below 0.5 somewhere: comparisons inconclusive"))
+    lines.append(
+        "W: baseline gap closed on i.i.d. test "
+        + ", ".join(f"s={s:g}: {g:.2f}" for s, g in gaps.items())
+        + (" -> the baseline works" if works else " -> below 0.5 somewhere: comparisons inconclusive")
+    )
     gain = {d["strength"]: d["ce_gain_mean_std"] for d in diffs.values() if d["pair"] == ("baseline", "orca")}
     auc = {d["strength"]: d["auc_change_mean_std"][0] for d in diffs.values() if d["pair"] == ("baseline", "orca")}
     if not gain:
@@ -143,19 +196,25 @@ def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) 
     lo, hi = min(gain), max(gain)
     grows = gain[hi][0] > gain[lo][0] + gain[hi][1]
     auc_ok = all(v >= -0.002 for v in auc.values() if not np.isnan(v))
-    lines.append("shifted test, ORCA DT-CE gain over baseline (mean±std): "
-                 + ", ".join(f"s={s:g}: {m:+.3f}±{sd:.3f}" for s, (m, sd) in sorted(gain.items())))
+    lines.append(
+        "shifted test, ORCA DT-CE gain over baseline (mean±std): "
+        + ", ".join(f"s={s:g}: {m:+.3f}±{sd:.3f}" for s, (m, sd) in sorted(gain.items()))
+    )
     lines.append("CTR AUC change (ORCA − baseline): " + ", ".join(f"s={s:g}: {v:+.4f}" for s, v in sorted(auc.items())))
     if not works:
         lines.append("verdict: inconclusive (W failed)")
     elif strong and len(clear) == len(strong) and grows and zero_ok and auc_ok:
         lines.append("verdict: CONFIRMED on this generator (C holds)")
     elif not clear or not grows or not auc_ok:
-        lines.append(f"verdict: REFUTED on this generator (R: gain clear at s>=2 in {len(clear)}/{len(strong)}, "
-                     f"grows with s: {grows}, ≈0 at s=0: {zero_ok}, CTR AUC kept: {auc_ok})")
+        lines.append(
+            f"verdict: REFUTED on this generator (R: gain clear at s>=2 in {len(clear)}/{len(strong)}, "
+            f"grows with s: {grows}, ≈0 at s=0: {zero_ok}, CTR AUC kept: {auc_ok})"
+        )
     else:
-        lines.append(f"verdict: mixed (gain clear at s>=2 in {len(clear)}/{len(strong)}, grows: {grows}, "
-                     f"≈0 at s=0: {zero_ok}, CTR AUC kept: {auc_ok})")
+        lines.append(
+            f"verdict: mixed (gain clear at s>=2 in {len(clear)}/{len(strong)}, grows: {grows}, "
+            f"≈0 at s=0: {zero_ok}, CTR AUC kept: {auc_ok})"
+        )
     return lines
 
 

@@ -86,8 +86,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=float, help="maximum epochs (early stopping on the validation DT CE)")
     p.add_argument("--ablations", action="store_true", help="also train ORCA without mask / interaction / weights")
     p.add_argument("--workers", type=int, help="parallel training processes (default 2)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                   help="auto: whatever Accelerate picks (the GPU when there is one)")
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="auto: whatever Accelerate picks (the GPU when there is one)",
+    )
     return p
 
 
@@ -97,8 +101,9 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
     use_mask = overrides.pop("_use_mask_fea", True)
     post_click = overrides.pop("post_click_fields", list(POST_CLICK_FIELDS))
     clicked_only = overrides.pop("_clicked_only", False)
-    config = OrcaConfig(field_names=names, field_vocab_sizes=sizes, post_click_fields=post_click,
-                        backbone=backbone, **overrides)
+    config = OrcaConfig(
+        field_names=names, field_vocab_sizes=sizes, post_click_fields=post_click, backbone=backbone, **overrides
+    )
     torch.manual_seed(seed)
     model = OrcaModel(config)
     train = splits["train"]
@@ -112,14 +117,25 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is visible")
     args = OrcaTrainingArguments(
-        output_dir=str(Path(run.out) / "trainer"), num_train_epochs=epochs, seed=seed, data_seed=seed,
-        per_device_train_batch_size=run.batch_size, logging_strategy="no", use_mask_fea=use_mask,
-        eval_strategy="epoch" if val is not None else "no", disable_tqdm=True, report_to="none",
-        use_cpu=device == "cpu", dataloader_pin_memory=device != "cpu" and torch.cuda.is_available(),
+        output_dir=str(Path(run.out) / "trainer"),
+        num_train_epochs=epochs,
+        seed=seed,
+        data_seed=seed,
+        per_device_train_batch_size=run.batch_size,
+        logging_strategy="no",
+        use_mask_fea=use_mask,
+        eval_strategy="epoch" if val is not None else "no",
+        disable_tqdm=True,
+        report_to="none",
+        use_cpu=device == "cpu",
+        dataloader_pin_memory=device != "cpu" and torch.cuda.is_available(),
     )
-    trainer = OrcaTrainer(model=model, args=args, train_dataset=train.select_columns(list(MODEL_COLUMNS)),
-                          eval_dataset=None if val is None else val.select_columns(
-                              [c for c in EVAL_COLUMNS if c in val.column_names]))
+    trainer = OrcaTrainer(
+        model=model,
+        args=args,
+        train_dataset=train.select_columns(list(MODEL_COLUMNS)),
+        eval_dataset=None if val is None else val.select_columns([c for c in EVAL_COLUMNS if c in val.column_names]),
+    )
     trainer.remove_callback(PrinterCallback)
     trainer.train()
     return model.eval()
@@ -142,8 +158,11 @@ def predict(model: OrcaModel, dataset, batch_size: int = 8192) -> dict[str, np.n
 def evaluate(model: OrcaModel, test) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Table metrics of a model on a model-features test set (as the demo uses it)."""
     pred = predict(model, test)
-    frame = {"click": np.asarray(test["click_labels"]), "dwell_bin": np.asarray(test["dwell_labels"]),
-             "dwell_seconds": np.asarray(test["dwell_seconds"])}
+    frame = {
+        "click": np.asarray(test["click_labels"]),
+        "dwell_bin": np.asarray(test["dwell_labels"]),
+        "dwell_seconds": np.asarray(test["dwell_seconds"]),
+    }
     users = np.asarray(test["user_ids"]) if "user_ids" in test.column_names else None
     metrics = score(frame, pred["click_probs"], pred["dt_probs"], model.config.bin_seconds, user_ids=users)
     if model.config.use_orca:
@@ -160,8 +179,9 @@ def evaluate(model: OrcaModel, test) -> tuple[dict[str, float], dict[str, np.nda
 def _configs(run: OrcaReproduceArguments, strength: float, seed: int):
     from .spurious import SpuriousOrcaConfig, shifted_test_config
 
-    train = SpuriousOrcaConfig(num_users=run.num_users, num_impressions=run.num_impressions,
-                               shortcut_strength=strength, seed=seed)
+    train = SpuriousOrcaConfig(
+        num_users=run.num_users, num_impressions=run.num_impressions, shortcut_strength=strength, seed=seed
+    )
     val = shifted_test_config(train, max(run.num_impressions // 8, 2_000), 5_000 + seed, strength)
     iid = shifted_test_config(train, run.test_impressions, IID_TEST_SEED, strength)
     shift = shifted_test_config(train, run.test_impressions, SHIFT_TEST_SEED, run.test_strength)
@@ -198,8 +218,9 @@ def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: 
     overrides = dict({**VARIANTS, **ABLATIONS}[variant], post_click_fields=list(SPURIOUS_POST_CLICK_FIELDS))
     if variant == "single-task":
         overrides["_clicked_only"] = True
-    model = train_one(splits, list(SPURIOUS_FIELD_NAMES), spurious_vocab_sizes(train_cfg), backbone, seed, run,
-                      **overrides)
+    model = train_one(
+        splits, list(SPURIOUS_FIELD_NAMES), spurious_vocab_sizes(train_cfg), backbone, seed, run, **overrides
+    )
     scores, maps = {}, {}
     for name, cfg in (("iid", iid_cfg), ("shifted", shift_cfg)):
         raw_ds, features = _frame(cfg)
@@ -211,8 +232,9 @@ def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: 
             scores[("orca-raw", name)] = score(test, click, pred["dt_probs_raw"], model.config.bin_seconds)
         if keep and name == "shifted":
             clicked = test["click"] == 1
-            maps[f"{backbone} {variant}"] = ctr_dt_heatmap(pred["click_probs"][clicked],
-                                                           pred["dt_probs"][clicked].argmax(-1))
+            maps[f"{backbone} {variant}"] = ctr_dt_heatmap(
+                pred["click_probs"][clicked], pred["dt_probs"][clicked].argmax(-1)
+            )
     if keep and variant == "orca":
         from hf_ext.core.hub import save_artifact
 
@@ -232,18 +254,36 @@ def _save_record(run: OrcaReproduceArguments, strength: float, seed: int, backbo
     metrics = []
     for test in ("iid", "shifted"):
         m = scores[("orca", test)]
-        metrics += [metric(f"DT cross-entropy ({test} test)", "cross_entropy", m["dt_ce"], dataset=data,
-                           higher_is_better=False),
-                    metric(f"DT macro-F1 ({test} test)", "f1", m["dt_macro_f1"], dataset=data, higher_is_better=True),
-                    metric(f"CTR AUC ({test} test)", "roc_auc", m["ctr_auc"], dataset=data, higher_is_better=True)]
+        metrics += [
+            metric(
+                f"DT cross-entropy ({test} test)", "cross_entropy", m["dt_ce"], dataset=data, higher_is_better=False
+            ),
+            metric(f"DT macro-F1 ({test} test)", "f1", m["dt_macro_f1"], dataset=data, higher_is_better=True),
+            metric(f"CTR AUC ({test} test)", "roc_auc", m["ctr_auc"], dataset=data, higher_is_better=True),
+        ]
     save_training_record(
-        Path(run.out) / "artifact", method="orca", command="hf-ext reproduce orca" + (" --full" if run.full else ""),
-        datasets=[{"name": "synthetic-spurious-dwell", "hub_id": None,
-                   "description": "hf_ext.orca.spurious: hidden clickbait seen through a noisy proxy; the shifted "
-                                  "test has the shortcut absent"}],
-        metrics=metrics, config={"strength": strength, "seed": seed, "backbone": backbone,
-                                 "num_impressions": run.num_impressions, "epochs": run.epochs},
-        notes=f"ORCA ({backbone}) trained at shortcut strength {strength:g}, seed {seed}", skip_nonfinite=True)
+        Path(run.out) / "artifact",
+        method="orca",
+        command="hf-ext reproduce orca" + (" --full" if run.full else ""),
+        datasets=[
+            {
+                "name": "synthetic-spurious-dwell",
+                "hub_id": None,
+                "description": "hf_ext.orca.spurious: hidden clickbait seen through a noisy proxy; the shifted "
+                "test has the shortcut absent",
+            }
+        ],
+        metrics=metrics,
+        config={
+            "strength": strength,
+            "seed": seed,
+            "backbone": backbone,
+            "num_impressions": run.num_impressions,
+            "epochs": run.epochs,
+        },
+        notes=f"ORCA ({backbone}) trained at shortcut strength {strength:g}, seed {seed}",
+        skip_nonfinite=True,
+    )
 
 
 def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict:
@@ -273,8 +313,13 @@ def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict
 def run_synthetic(run: OrcaReproduceArguments) -> dict:
     variants = list(VARIANTS) + (list(ABLATIONS) if run.ablations else [])
     top = max(run.strengths)
-    jobs = [(run, s, seed, b, v, s == top and seed == run.seeds[0] and b == run.backbones[0])
-            for s in run.strengths for seed in run.seeds for b in run.backbones for v in variants]
+    jobs = [
+        (run, s, seed, b, v, s == top and seed == run.seeds[0] and b == run.backbones[0])
+        for s in run.strengths
+        for seed in run.seeds
+        for b in run.backbones
+        for v in variants
+    ]
     cells: dict = {b: {} for b in run.backbones}
     heatmaps: dict = {}
     for s in run.strengths:
@@ -295,8 +340,16 @@ def run_synthetic(run: OrcaReproduceArguments) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
     run = OrcaReproduceArguments(full=ns.full, **({"out": ns.out} if ns.out else {}))
-    for key in ("backbones", "strengths", "seeds", "num_impressions", "test_impressions", "test_strength", "epochs",
-                "workers"):
+    for key in (
+        "backbones",
+        "strengths",
+        "seeds",
+        "num_impressions",
+        "test_impressions",
+        "test_strength",
+        "epochs",
+        "workers",
+    ):
         if getattr(ns, key) is not None:
             setattr(run, key, getattr(ns, key))
     run.ablations = run.ablations or ns.ablations
@@ -313,31 +366,49 @@ def main(argv: list[str] | None = None) -> dict:
     start = time.perf_counter()
     result = run_synthetic(run)
     cells = result["cells"]
-    text, record = [], {"method": "orca", "scale": "full" if run.full else "quick", "settings": asdict(run),
-                        "data": "spurious-shortcut generator (hf_ext.orca.spurious); train seed = model seed; "
-                                f"fixed test sets (seeds {IID_TEST_SEED}, {SHIFT_TEST_SEED})",
-                        "backbones": {}}
+    text, record = (
+        [],
+        {
+            "method": "orca",
+            "scale": "full" if run.full else "quick",
+            "settings": asdict(run),
+            "data": "spurious-shortcut generator (hf_ext.orca.spurious); train seed = model seed; "
+            f"fixed test sets (seeds {IID_TEST_SEED}, {SHIFT_TEST_SEED})",
+            "backbones": {},
+        },
+    )
     for b in run.backbones:
         diffs = paired_differences(cells[b], run.strengths, run.seeds, "shifted")
         diffs_iid = paired_differences(cells[b], run.strengths, run.seeds, "iid")
         lines = verdict(cells[b], diffs, run.strengths, run.seeds)
-        text += [f"## {b}: i.i.d. test (same s as training)",
-                 reference_table(cells[b], run.strengths, run.seeds, "iid"),
-                 f"\n## {b}: shifted test (shortcut at s = {run.test_strength:g})",
-                 reference_table(cells[b], run.strengths, run.seeds, "shifted"),
-                 f"\n## {b}: paired differences, shifted test (positive DT-CE gain = second model better)",
-                 paired_table(diffs), f"\n## {b}: paired differences, i.i.d. test", paired_table(diffs_iid),
-                 f"\n## {b}: reading", *lines, ""]
+        text += [
+            f"## {b}: i.i.d. test (same s as training)",
+            reference_table(cells[b], run.strengths, run.seeds, "iid"),
+            f"\n## {b}: shifted test (shortcut at s = {run.test_strength:g})",
+            reference_table(cells[b], run.strengths, run.seeds, "shifted"),
+            f"\n## {b}: paired differences, shifted test (positive DT-CE gain = second model better)",
+            paired_table(diffs),
+            f"\n## {b}: paired differences, i.i.d. test",
+            paired_table(diffs_iid),
+            f"\n## {b}: reading",
+            *lines,
+            "",
+        ]
         record["backbones"][b] = {
             "cells": [{"strength": k[0], "seed": k[1], "row": k[2], **v} for k, v in cells[b].items()],
-            "paired_shifted": diffs, "paired_iid": diffs_iid, "verdict": lines,
+            "paired_shifted": diffs,
+            "paired_iid": diffs_iid,
+            "verdict": lines,
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
     (out / "results.json").write_text(json.dumps(record, indent=1, default=float))
     top = max(run.strengths)
     order = ["oracle (test posterior)"] + [f"{run.backbones[0]} {v}" for v in ("baseline", "orca")]
-    plot_heatmaps({k: result["heatmaps"][k] for k in order if k in result["heatmaps"]}, out / "heatmaps.png",
-                  f"shifted test (s = {run.test_strength:g}), trained at s = {top:g}: CTR bucket × DT bin")
+    plot_heatmaps(
+        {k: result["heatmaps"][k] for k in order if k in result["heatmaps"]},
+        out / "heatmaps.png",
+        f"shifted test (s = {run.test_strength:g}), trained at s = {top:g}: CTR bucket × DT bin",
+    )
     table = "\n".join(text)
     print(table)
     print(f"\nwrote {out / 'results.json'}, {out / 'heatmaps.png'} and {out / 'artifact'} ({record['seconds']:.0f} s)")

@@ -36,13 +36,27 @@ from .configuration_orca import ORCA_BIN_EDGES
 from .data import IGNORE_INDEX, MAX_SECONDS, MIN_SECONDS, bin_dwell_time, dataset_from_columns
 
 SPURIOUS_FIELD_NAMES: tuple[str, ...] = (
-    "user_id", "bait_proxy", "title_tag", "quality_bin", "length_bin", "category",
+    "user_id",
+    "bait_proxy",
+    "title_tag",
+    "quality_bin",
+    "length_bin",
+    "category",
 )
 SPURIOUS_EXPOSURE_FIELDS: tuple[str, ...] = ("user_id", "bait_proxy", "title_tag")
 SPURIOUS_POST_CLICK_FIELDS: tuple[str, ...] = ("quality_bin", "length_bin", "category")
 
-_INT_FIELDS = ("num_users", "num_impressions", "num_patience_groups", "num_quality_levels", "num_length_levels",
-               "num_categories", "num_title_tags", "seed", "population_seed")
+_INT_FIELDS = (
+    "num_users",
+    "num_impressions",
+    "num_patience_groups",
+    "num_quality_levels",
+    "num_length_levels",
+    "num_categories",
+    "num_title_tags",
+    "seed",
+    "population_seed",
+)
 
 
 @dataclass(frozen=True)
@@ -130,8 +144,13 @@ class SpuriousOrcaConfig:
         for name in ("bait_rate", "proxy_sensitivity", "proxy_false_positive"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)!r}")
-        for name in ("shortcut_strength", "category_effect_std", "click_impulse_coef", "impulse_dwell_coef",
-                     "bait_dwell_coef"):
+        for name in (
+            "shortcut_strength",
+            "category_effect_std",
+            "click_impulse_coef",
+            "impulse_dwell_coef",
+            "bait_dwell_coef",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if self.dwell_noise_std <= 0:
@@ -147,8 +166,9 @@ def spurious_vocab_sizes(config: SpuriousOrcaConfig) -> list[int]:
     return [c.num_users, 2, c.num_title_tags, c.num_quality_levels, c.num_length_levels, c.num_categories]
 
 
-def shifted_test_config(config: SpuriousOrcaConfig, num_impressions: int, seed: int,
-                        test_strength: float = 0.0) -> SpuriousOrcaConfig:
+def shifted_test_config(
+    config: SpuriousOrcaConfig, num_impressions: int, seed: int, test_strength: float = 0.0
+) -> SpuriousOrcaConfig:
     """A test set of the same population with the shortcut at `test_strength` (the shift) and its own seed."""
     return replace(config, num_impressions=num_impressions, seed=seed, shortcut_strength=test_strength)
 
@@ -180,15 +200,26 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _click_logit(c: SpuriousOrcaConfig, pop: _Population, users, bait, quality, impulse):
-    return (c.base_click_logit + c.click_bait_coef * bait + c.click_quality_coef * pop.quality[quality]
-            + c.click_patience_coef * pop.patience[pop.user_group[users]] + c.click_impulse_coef * impulse)
+    return (
+        c.base_click_logit
+        + c.click_bait_coef * bait
+        + c.click_quality_coef * pop.quality[quality]
+        + c.click_patience_coef * pop.patience[pop.user_group[users]]
+        + c.click_impulse_coef * impulse
+    )
 
 
 def _dwell_mean(c: SpuriousOrcaConfig, pop: _Population, users, bait, quality, length, category, impulse):
     s = c.shortcut_strength
-    return (c.dwell_mu + c.dwell_quality_coef * pop.quality[quality] + c.dwell_length_coef * pop.log_length[length]
-            + c.dwell_patience_coef * pop.patience[pop.user_group[users]] + pop.category_effect[category]
-            - s * c.bait_dwell_coef * (bait - c.bait_rate) - s * c.impulse_dwell_coef * impulse)
+    return (
+        c.dwell_mu
+        + c.dwell_quality_coef * pop.quality[quality]
+        + c.dwell_length_coef * pop.log_length[length]
+        + c.dwell_patience_coef * pop.patience[pop.user_group[users]]
+        + pop.category_effect[category]
+        - s * c.bait_dwell_coef * (bait - c.bait_rate)
+        - s * c.impulse_dwell_coef * impulse
+    )
 
 
 def _bounce_prob(c: SpuriousOrcaConfig, bait):
@@ -222,13 +253,17 @@ def generate_spurious(config: SpuriousOrcaConfig) -> datasets.Dataset:
     seconds = np.clip(np.expm1(log1p_t), MIN_SECONDS, MAX_SECONDS)
     seconds = np.where(bounce_u < _bounce_prob(c, bait), MIN_SECONDS, seconds)
     columns = {
-        "user_id": users.astype(np.int64), "bait_proxy": proxy, "title_tag": title_tag.astype(np.int64),
-        "quality_bin": quality.astype(np.int64), "length_bin": length.astype(np.int64),
+        "user_id": users.astype(np.int64),
+        "bait_proxy": proxy,
+        "title_tag": title_tag.astype(np.int64),
+        "quality_bin": quality.astype(np.int64),
+        "length_bin": length.astype(np.int64),
         "category": category.astype(np.int64),
         "click": click.astype(np.int64),
         "dwell_seconds": np.where(click, seconds, 0.0).astype(np.float32),
         "dwell_bin": np.where(click, bin_dwell_time(seconds), IGNORE_INDEX).astype(np.int64),
-        "clickbait": bait, "true_click_prob": click_prob.astype(np.float32),
+        "clickbait": bait,
+        "true_click_prob": click_prob.astype(np.float32),
     }
     return dataset_from_columns(columns)
 
@@ -240,7 +275,10 @@ def _normal_cdf(x: np.ndarray) -> np.ndarray:
 
 
 def oracle_posterior(
-    config: SpuriousOrcaConfig, frame: dict[str, np.ndarray] | datasets.Dataset, *, num_nodes: int = 64,
+    config: SpuriousOrcaConfig,
+    frame: dict[str, np.ndarray] | datasets.Dataset,
+    *,
+    num_nodes: int = 64,
     chunk: int = 20_000,
 ) -> dict[str, np.ndarray]:
     """The exact Bayes posterior of the generator given the observed fields: `P(C = 1 | x)` and `P(bin | x, C = 1)`.
@@ -269,16 +307,20 @@ def oracle_posterior(
     nodes, weights = np.polynomial.hermite_e.hermegauss(num_nodes)
     weights = weights / weights.sum()  # E over N(0, 1)
     inner = np.log1p(np.asarray(ORCA_BIN_EDGES[1:-1], dtype=np.float64))  # bin k: inner[k-1] < log1p T <= inner[k]
-    p_b1 = {1: c.bait_rate * c.proxy_sensitivity / (c.bait_rate * c.proxy_sensitivity
-                                                     + (1 - c.bait_rate) * c.proxy_false_positive),
-            0: c.bait_rate * (1 - c.proxy_sensitivity) / (c.bait_rate * (1 - c.proxy_sensitivity)
-                                                          + (1 - c.bait_rate) * (1 - c.proxy_false_positive))}
+    p_b1 = {
+        1: c.bait_rate
+        * c.proxy_sensitivity
+        / (c.bait_rate * c.proxy_sensitivity + (1 - c.bait_rate) * c.proxy_false_positive),
+        0: c.bait_rate
+        * (1 - c.proxy_sensitivity)
+        / (c.bait_rate * (1 - c.proxy_sensitivity) + (1 - c.bait_rate) * (1 - c.proxy_false_positive)),
+    }
     n = len(cols["user_id"])
     click_out = np.empty(n)
     dt_out = np.empty((n, len(ORCA_BIN_EDGES) - 1))
     for start in range(0, n, chunk):
         sl = slice(start, start + chunk)
-        u, p, q, l, cat = (cols[k][sl][:, None] for k in names)
+        u, p, q, l, cat = (cols[k][sl][:, None] for k in names)  # noqa: E741 (the generator's symbols)
         prior_b1 = np.where(p == 1, p_b1[1], p_b1[0])  # [n, 1]
         num = np.zeros((u.shape[0], dt_out.shape[1]))
         den = np.zeros((u.shape[0], 1))
@@ -300,6 +342,13 @@ def oracle_posterior(
 
 
 __all__ = [
-    "SPURIOUS_FIELD_NAMES", "SPURIOUS_EXPOSURE_FIELDS", "SPURIOUS_POST_CLICK_FIELDS", "SpuriousOrcaConfig",
-    "generate_spurious", "oracle_posterior", "population", "shifted_test_config", "spurious_vocab_sizes",
+    "SPURIOUS_FIELD_NAMES",
+    "SPURIOUS_EXPOSURE_FIELDS",
+    "SPURIOUS_POST_CLICK_FIELDS",
+    "SpuriousOrcaConfig",
+    "generate_spurious",
+    "oracle_posterior",
+    "population",
+    "shifted_test_config",
+    "spurious_vocab_sizes",
 ]

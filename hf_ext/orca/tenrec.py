@@ -12,8 +12,8 @@ from .data import (
     MAX_SECONDS,
     MIN_SECONDS,
     OrcaData,
-    dataset_from_columns,
     bin_dwell_time,
+    dataset_from_columns,
     validate_orca_frame,
 )
 

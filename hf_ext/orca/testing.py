@@ -17,8 +17,15 @@ TINY_VOCAB = [11, 13, 5]
 
 def tiny_config(**overrides) -> OrcaConfig:
     kwargs = dict(
-        field_names=TINY_FIELDS, field_vocab_sizes=TINY_VOCAB, post_click_fields=["category"], embed_dim=4,
-        num_experts=2, num_task_experts=2, expert_dims=[8, 4], ple_level_dims=[[8], [4]], tower_dims=[4],
+        field_names=TINY_FIELDS,
+        field_vocab_sizes=TINY_VOCAB,
+        post_click_fields=["category"],
+        embed_dim=4,
+        num_experts=2,
+        num_task_experts=2,
+        expert_dims=[8, 4],
+        ple_level_dims=[[8], [4]],
+        tower_dims=[4],
     )
     kwargs.update(overrides)
     return OrcaConfig(**kwargs)

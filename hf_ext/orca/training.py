@@ -145,15 +145,20 @@ def make_compute_metrics(bin_seconds, moderate_bins: tuple[int, ...] = (2, 3, 4,
         y = dwell[clicked].astype(np.int64)
         probs = dt_probs[clicked] / dt_probs[clicked].sum(1, keepdims=True)
         raw = dt_probs_raw[clicked] / dt_probs_raw[clicked].sum(1, keepdims=True)
-        dt = dt_metrics(y, probs, dwell_seconds_true=seconds[clicked], bin_seconds=seconds_of_bin,
-                        moderate_bins=moderate_bins)
+        dt = dt_metrics(
+            y, probs, dwell_seconds_true=seconds[clicked], bin_seconds=seconds_of_bin, moderate_bins=moderate_bins
+        )
         rows = np.arange(y.size)
-        out.update({
-            "dt_ce": float(-np.mean(np.log(np.clip(probs[rows, y], 1e-12, None)))),
-            "raw_dt_ce": float(-np.mean(np.log(np.clip(raw[rows, y], 1e-12, None)))),
-            **{k: dt[k] for k in ("dt_macro_f1", "dt_mae_s", "moderate_share_pred", "moderate_share_true",
-                                  "js_distance")},
-        })
+        out.update(
+            {
+                "dt_ce": float(-np.mean(np.log(np.clip(probs[rows, y], 1e-12, None)))),
+                "raw_dt_ce": float(-np.mean(np.log(np.clip(raw[rows, y], 1e-12, None)))),
+                **{
+                    k: dt[k]
+                    for k in ("dt_macro_f1", "dt_mae_s", "moderate_share_pred", "moderate_share_true", "js_distance")
+                },
+            }
+        )
         return out
 
     return compute_metrics
@@ -179,7 +184,9 @@ class OrcaEarlyStoppingCallback(TrainerCallback):
     def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
         value = (metrics or {}).get(self.metric)
         if value is None:
-            raise ValueError(f"early stopping needs {self.metric!r} in the evaluation metrics, got {sorted(metrics or {})}")
+            raise ValueError(
+                f"early stopping needs {self.metric!r} in the evaluation metrics, got {sorted(metrics or {})}"
+            )
         if self.best is None or value < self.best:
             self.best, self.best_step, self.bad_evals = float(value), state.global_step, 0
             if model is not None:
@@ -294,7 +301,9 @@ class OrcaScriptArguments:
     num_impressions: int = field(default=50_000, metadata={"help": "synthetic impressions"})
     generator_seed: int = field(default=0, metadata={"help": "seed of the synthetic generator"})
     tenrec_csv: str | None = field(default=None, metadata={"help": "train on a Tenrec QK-article CSV instead"})
-    artifact_dir: str | None = field(default=None, metadata={"help": "where to save the model (default OUTPUT_DIR/artifact)"})
+    artifact_dir: str | None = field(
+        default=None, metadata={"help": "where to save the model (default OUTPUT_DIR/artifact)"}
+    )
     sync_report: str | None = field(default=None, metadata={"help": "write per-rank checksums and seen rows (JSON)"})
 
 
@@ -319,9 +328,16 @@ def load_training_data(script: OrcaScriptArguments, seed: int):
         ds, names, sizes, post_click = load_tenrec_qk_article(script.tenrec_csv)
     else:
         gen = SyntheticOrcaConfig(
-            num_impressions=script.num_impressions, shortcut_strength=script.shortcut_strength, seed=script.generator_seed
+            num_impressions=script.num_impressions,
+            shortcut_strength=script.shortcut_strength,
+            seed=script.generator_seed,
         )
-        ds, names, sizes, post_click = generate_synthetic(gen), list(FIELD_NAMES), field_vocab_sizes(gen), list(POST_CLICK_FIELDS)
+        ds, names, sizes, post_click = (
+            generate_synthetic(gen),
+            list(FIELD_NAMES),
+            field_vocab_sizes(gen),
+            list(POST_CLICK_FIELDS),
+        )
     splits = train_val_test_split(to_model_features(ds, names, sizes), seed=seed)
     return splits, names, sizes, post_click
 
@@ -343,8 +359,11 @@ def main(argv: list[str] | None = None) -> dict:
     script, args = make_parser().parse_args_into_dataclasses(args=argv)
     splits, names, sizes, post_click = load_training_data(script, seed=args.seed)
     config = OrcaConfig(
-        field_names=names, field_vocab_sizes=sizes, post_click_fields=post_click,
-        backbone=script.backbone, use_orca=script.use_orca,
+        field_names=names,
+        field_vocab_sizes=sizes,
+        post_click_fields=post_click,
+        backbone=script.backbone,
+        use_orca=script.use_orca,
     )
     torch.manual_seed(args.seed)
     model = OrcaModel(config)
@@ -355,8 +374,11 @@ def main(argv: list[str] | None = None) -> dict:
         args = dataclasses.replace(args, remove_unused_columns=False)  # keep row_id for the collator
         collator = _RecordingCollator()
     trainer = OrcaTrainer(
-        model=model, args=args, train_dataset=train.select_columns([*MODEL_COLUMNS] + (["row_id"] if collator else [])),
-        eval_dataset=splits["validation"].select_columns(list(EVAL_COLUMNS)), data_collator=collator,
+        model=model,
+        args=args,
+        train_dataset=train.select_columns([*MODEL_COLUMNS] + (["row_id"] if collator else [])),
+        eval_dataset=splits["validation"].select_columns(list(EVAL_COLUMNS)),
+        data_collator=collator,
     )
     result = trainer.train()
     metrics = {"train_loss": result.training_loss, **trainer.evaluate()}

@@ -25,15 +25,24 @@ SPEC = register_method(
             "(`ProtoEvflForClassification`), trained bi-level over Flower with conditional-OT selection of "
             "unaligned samples under a mixed class prior."
         ),
-        tags=("federated-learning", "vertical-federated-learning", "flower", "prototypes", "optimal-transport",
-              "zero-shot", "class-imbalance"),  # fmt: skip
+        tags=(
+            "federated-learning",
+            "vertical-federated-learning",
+            "flower",
+            "prototypes",
+            "optimal-transport",
+            "zero-shot",
+            "class-imbalance",
+        ),  # fmt: skip
         config_class="hf_ext.proto_evfl.configuration_proto_evfl:ProtoEvflConfig",
         auto_classes={"AutoModel": "hf_ext.proto_evfl.modeling_proto_evfl:ProtoEvflForClassification"},
         # The party encoder is a second artifact with its own config class.
-        extra_auto_classes=((
-            "hf_ext.proto_evfl.configuration_proto_evfl:ProtoEvflPartyConfig",
-            {"AutoModel": "hf_ext.proto_evfl.modeling_proto_evfl:ProtoEvflPartyModel"},
-        ),),
+        extra_auto_classes=(
+            (
+                "hf_ext.proto_evfl.configuration_proto_evfl:ProtoEvflPartyConfig",
+                {"AutoModel": "hf_ext.proto_evfl.modeling_proto_evfl:ProtoEvflPartyModel"},
+            ),
+        ),
         reproduce="hf_ext.proto_evfl.reproduce:main",
         train="hf_ext.proto_evfl.training:main",
         demo="hf_ext.proto_evfl.demo:build_demo",
@@ -42,7 +51,7 @@ SPEC = register_method(
         metrics=("accuracy", "f1"),
         pipeline_tag="tabular-classification",
         status="implemented (Fashion-MNIST and sklearn digits, vertical halves; Flower in-process and loopback "
-               "deployment; per-party datasets)",
+        "deployment; per-party datasets)",
     )
 )
 

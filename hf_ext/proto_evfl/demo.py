@@ -28,10 +28,18 @@ ALL_CLASSES = "all"
 # The fallback when no model repo can be loaded: the run `hf-ext reproduce proto_evfl` publishes (zero-shot on
 # digits, seed 0, so class 0 is never labelled), with fewer rounds.
 SMALL_ROUNDS = 30
-SMALL_NOTE = (f"a Proto-EVFL federation trained here in code (digits, zero-shot with class 0 never labelled, seed 0, "
-              f"{SMALL_ROUNDS} rounds over the Flower protocol; once per Space process)")
-PREDICTION_HEADERS = ["test entity (digits row)", "true digit", "predicted digit", "confidence (%, softmax)",
-                      "gate: left half, party 0 (%)", "gate: right half, party 1 (%)"]
+SMALL_NOTE = (
+    f"a Proto-EVFL federation trained here in code (digits, zero-shot with class 0 never labelled, seed 0, "
+    f"{SMALL_ROUNDS} rounds over the Flower protocol; once per Space process)"
+)
+PREDICTION_HEADERS = [
+    "test entity (digits row)",
+    "true digit",
+    "predicted digit",
+    "confidence (%, softmax)",
+    "gate: left half, party 0 (%)",
+    "gate: right half, party 1 (%)",
+]
 
 
 def _validate(imbalance_ratio, unseen_class, rounds, seed) -> tuple[float, int | None, int, int]:
@@ -56,8 +64,9 @@ def _validate(imbalance_ratio, unseen_class, rounds, seed) -> tuple[float, int |
     return ratio, unseen, rounds, seed
 
 
-def compare(imbalance_ratio: float = 50.0, unseen_class: str | int | None = 3, rounds: int = 30, seed: int = 0,
-            progress=None):
+def compare(
+    imbalance_ratio: float = 50.0, unseen_class: str | int | None = 3, rounds: int = 30, seed: int = 0, progress=None
+):
     """Trains vanilla VFL and Proto-EVFL on the same vertical digits split.
 
     Returns `(summary rows, per-class accuracy figure, 2-D prototype figure)`; raises `ValueError` with a readable
@@ -119,8 +128,10 @@ def reading(rows: list[list]) -> str:
     parts = [f"{name} {pro - van:+.1f} points" for name, van, pro in rows]
     better = sum(pro > van for _, van, pro in rows)
     verdict = {0: "not better than", len(rows): "better than"}.get(better, "mixed against")
-    return (f"**Reading:** on this seed Proto-EVFL is {verdict} vanilla VFL ({', '.join(parts)}); one seed and "
-            "a few rounds on digits, so differences of a few points are within the README's seed spread.")
+    return (
+        f"**Reading:** on this seed Proto-EVFL is {verdict} vanilla VFL ({', '.join(parts)}); one seed and "
+        "a few rounds on digits, so differences of a few points are within the README's seed spread."
+    )
 
 
 # ---- the published model ---------------------------------------------------------------------------------------
@@ -172,8 +183,10 @@ def _data_config(top, parties, config: dict | None):
         raise ValueError(f"it was trained on {config['dataset']}, and this Space holds only scikit-learn's digits")
     widths = [p.config.input_dim for p in parties]
     if len(parties) != 2 or widths != feature_widths("digits", 2):
-        raise ValueError(f"its {len(parties)} parties take feature blocks of widths {widths}, not the two digits "
-                         f"halves' {feature_widths('digits', 2)}")
+        raise ValueError(
+            f"its {len(parties)} parties take feature blocks of widths {widths}, not the two digits "
+            f"halves' {feature_widths('digits', 2)}"
+        )
     unseen = top.unseen_classes.tolist()
     scale = {k: v for k, v in DATA_SCALE["digits"].items() if k != "ratio"}
     return VerticalDataConfig(dataset="digits", unseen_class=unseen[0] if len(unseen) == 1 else None,
@@ -191,8 +204,10 @@ def _linked(repo: str | None):
         note = f"**Note:** the linked model repo `{repo}` loaded, but {err}; showing {SMALL_NOTE} instead."
         data = _data_config(top, parties, config)
     if config is None:
-        note += (". It has no training record, so the test split of seed 0 is used; it may hold entities the "
-                 "federation was trained on.")
+        note += (
+            ". It has no training record, so the test split of seed 0 is used; it may hold entities the "
+            "federation was trained on."
+        )
     return top, parties, data, note
 
 
@@ -205,12 +220,16 @@ def linked_federation():
 def linked_reading(metrics: dict[str, float], unseen: int | None, shown: int, right: int) -> str:
     """One honest line on the published tab: the loaded federation's held-out accuracy, its never-labelled class
     against chance, and how many of the digits shown it gets right."""
-    line = (f"**Reading:** this federation labels {100 * metrics['accuracy']:.1f} % of its held-out test "
-            f"digits correctly (macro-F1 {100 * metrics['macro_f1']:.1f} %)")
+    line = (
+        f"**Reading:** this federation labels {100 * metrics['accuracy']:.1f} % of its held-out test "
+        f"digits correctly (macro-F1 {100 * metrics['macro_f1']:.1f} %)"
+    )
     if unseen is not None:
         line += f"; the never-labelled class {unseen}: {100 * metrics['unseen_accuracy']:.1f} % (chance 10 %)"
-    return (line + f"; {right} of the {shown} digits shown are right. One federation and one seed: the README's "
-            "paired comparison over seeds is the measurement to trust.")
+    return (
+        line + f"; {right} of the {shown} digits shown are right. One federation and one seed: the README's "
+        "paired comparison over seeds is the measurement to trust."
+    )
 
 
 def predict_linked(digit_class: str | int = ALL_CLASSES, count: int = 12, progress=None):
@@ -254,25 +273,32 @@ def predict_linked(digit_class: str | int = ALL_CLASSES, count: int = 12, progre
                     round(100 * float(out["probabilities"][i].max()), 1)]
                    + [round(100 * float(g), 1) for g in out["gate"][i]] for i in picked]  # fmt: skip
     right = sum(r[1] == r[2] for r in predictions)
-    return (note, rows, predictions, _digits_figure(split.features[split.test_ids[picked]], predictions, plt),
-            _per_class_figure({"this model": metrics}, data.unseen_class, plt),
-            linked_reading(metrics, data.unseen_class, len(predictions), right))
+    return (
+        note,
+        rows,
+        predictions,
+        _digits_figure(split.features[split.test_ids[picked]], predictions, plt),
+        _per_class_figure({"this model": metrics}, data.unseen_class, plt),
+        linked_reading(metrics, data.unseen_class, len(predictions), right),
+    )
 
 
 def _digits_figure(images: np.ndarray, predictions: list[list], plt):
     """The digits shown (the left half is party 0's block, the right half party 1's), titled true → predicted."""
     cols = min(len(predictions), 6)
     rows = -(-len(predictions) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(max(1.3 * cols, 5.5), 1.5 * rows + 0.4), constrained_layout=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(max(1.3 * cols, 5.5), 1.5 * rows + 0.4), constrained_layout=True, squeeze=False
+    )
     for ax in axes.flat:
         ax.axis("off")
     for ax, image, (_, true, pred, *_) in zip(axes.flat, images, predictions):
         ax.imshow(image.reshape(8, 8), cmap="gray_r")
         ax.axvline(3.5, color="tab:orange", lw=0.8)  # where party 0's columns end
         ax.set_title(f"{true} → {pred}", fontsize=9, color="black" if true == pred else "tab:red")
-    fig.suptitle("true → predicted (red: wrong); left of the orange line party 0's columns, right party 1's",
-                 fontsize=9)
+    fig.suptitle(
+        "true → predicted (red: wrong); left of the orange line party 0's columns, right party 1's", fontsize=9
+    )
     return fig
 
 
@@ -321,46 +347,66 @@ def build_demo():
                 "below says so). Each party embeds its half of a held-out test digit, the top model classifies."
             )
             with gr.Row():
-                digit_class = gr.Dropdown([ALL_CLASSES] + [str(c) for c in range(10)], value=ALL_CLASSES,
-                                          label="class of the test digits shown")
+                digit_class = gr.Dropdown(
+                    [ALL_CLASSES] + [str(c) for c in range(10)],
+                    value=ALL_CLASSES,
+                    label="class of the test digits shown",
+                )
                 count = gr.Slider(1, 24, value=12, step=1, label="digits shown")
             gr.Examples(examples=[[ALL_CLASSES, 12], ["0", 12], ["3", 6]], inputs=[digit_class, count],
                         label="examples: any class, class 0 (never labelled in the published zero-shot run), "
                               "class 3")  # fmt: skip
             l_button = gr.Button("Predict with the published model", variant="primary")
             l_note = gr.Markdown(elem_id="proto-evfl-model-source")
-            l_table = gr.Dataframe(headers=["test metric (%, ↑ higher is better)", "this model (see the note)"],
-                                   label="test metrics (all held-out test digits)", elem_id="proto-evfl-linked-metrics")
+            l_table = gr.Dataframe(
+                headers=["test metric (%, ↑ higher is better)", "this model (see the note)"],
+                label="test metrics (all held-out test digits)",
+                elem_id="proto-evfl-linked-metrics",
+            )
             l_verdict = gr.Markdown(elem_id="proto-evfl-linked-reading")
-            l_predictions = gr.Dataframe(headers=PREDICTION_HEADERS, label="predictions on the digits shown",
-                                         elem_id="proto-evfl-predictions")
+            l_predictions = gr.Dataframe(
+                headers=PREDICTION_HEADERS, label="predictions on the digits shown", elem_id="proto-evfl-predictions"
+            )
             with gr.Row():
                 # the figure's own title says what it shows; Gradio's label box would cover the first digits
-                l_digits = gr.Plot(label="digits shown: true → predicted", show_label=False,
-                                   elem_id="proto-evfl-digits")
+                l_digits = gr.Plot(
+                    label="digits shown: true → predicted", show_label=False, elem_id="proto-evfl-digits"
+                )
                 l_per_class = gr.Plot(label="per-class test accuracy", elem_id="proto-evfl-linked-per-class")
-            l_button.click(run_linked, [digit_class, count],
-                           [l_note, l_table, l_predictions, l_digits, l_per_class, l_verdict], api_name="predict")
+            l_button.click(
+                run_linked,
+                [digit_class, count],
+                [l_note, l_table, l_predictions, l_digits, l_per_class, l_verdict],
+                api_name="predict",
+            )
         with gr.Tab("Train vanilla VFL vs Proto-EVFL here"):
-            gr.Markdown("Pick the imbalance ratio and a class that is never labelled, then train vanilla VFL and "
-                        "Proto-EVFL over the Flower protocol (in-process, a few seconds each).")
+            gr.Markdown(
+                "Pick the imbalance ratio and a class that is never labelled, then train vanilla VFL and "
+                "Proto-EVFL over the Flower protocol (in-process, a few seconds each)."
+            )
             with gr.Row():
                 ratio = gr.Slider(1, 100, value=50, step=1, label="imbalance ratio of the unaligned pools")
                 unseen = gr.Dropdown([NO_UNSEEN] + [str(c) for c in range(10)], value="3", label="unseen class")
                 rounds = gr.Slider(2, 80, value=30, step=1, label="rounds")
                 seed = gr.Number(value=0, precision=0, label="seed")
-            gr.Examples(examples=[[50, "3", 30, 0], [1, NO_UNSEEN, 30, 0], [100, "3", 30, 0]],
-                        inputs=[ratio, unseen, rounds, seed],
-                        label="examples: the default, balanced pools with every class seen, strong imbalance")
+            gr.Examples(
+                examples=[[50, "3", 30, 0], [1, NO_UNSEEN, 30, 0], [100, "3", 30, 0]],
+                inputs=[ratio, unseen, rounds, seed],
+                label="examples: the default, balanced pools with every class seen, strong imbalance",
+            )
             button = gr.Button("Train vanilla VFL and Proto-EVFL", variant="primary")
-            table = gr.Dataframe(headers=["test metric (%, ↑ higher is better)", "vanilla VFL", "Proto-EVFL"],
-                                 label="test metrics", elem_id="proto-evfl-metrics")
+            table = gr.Dataframe(
+                headers=["test metric (%, ↑ higher is better)", "vanilla VFL", "Proto-EVFL"],
+                label="test metrics",
+                elem_id="proto-evfl-metrics",
+            )
             verdict = gr.Markdown(elem_id="proto-evfl-reading")
             with gr.Row():
                 per_class = gr.Plot(label="per-class test accuracy", elem_id="proto-evfl-per-class")
                 prototypes = gr.Plot(label="prototypes in 2-D", elem_id="proto-evfl-prototypes")
-            button.click(run, [ratio, unseen, rounds, seed], [table, verdict, per_class, prototypes],
-                         api_name="compare")
+            button.click(
+                run, [ratio, unseen, rounds, seed], [table, verdict, per_class, prototypes], api_name="compare"
+            )
     return demo
 
 
@@ -409,5 +455,13 @@ def browser_check_bad_input(page) -> None:
     b.expect_readable_error(page, "seed must be 0 or a positive whole number, got -1")
 
 
-__all__ = ["browser_check", "browser_check_bad_input", "build_demo", "compare", "linked_federation", "predict_linked",
-           "reading", "small_federation"]
+__all__ = [
+    "browser_check",
+    "browser_check_bad_input",
+    "build_demo",
+    "compare",
+    "linked_federation",
+    "predict_linked",
+    "reading",
+    "small_federation",
+]

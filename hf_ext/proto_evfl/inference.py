@@ -121,10 +121,18 @@ def load_federation(source: str | Path, **kwargs):
     from .modeling_proto_evfl import ProtoEvflForClassification, ProtoEvflPartyModel
 
     top = ProtoEvflForClassification.from_pretrained(str(source), **kwargs).eval()
-    parties = [ProtoEvflPartyModel.from_pretrained(str(source), subfolder=party_subfolder(k), **kwargs).eval()
-               for k in range(top.config.num_parties)]
+    parties = [
+        ProtoEvflPartyModel.from_pretrained(str(source), subfolder=party_subfolder(k), **kwargs).eval()
+        for k in range(top.config.num_parties)
+    ]
     return top, parties
 
 
-__all__ = ["embed_party", "load_federation", "party_subfolder", "predict_entities", "save_federation",
-           "score_embeddings"]
+__all__ = [
+    "embed_party",
+    "load_federation",
+    "party_subfolder",
+    "predict_entities",
+    "save_federation",
+    "score_embeddings",
+]

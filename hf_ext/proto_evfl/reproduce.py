@@ -106,8 +106,11 @@ class ProtoEvflReproduceArguments:
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce proto_evfl", description=__doc__)
-    p.add_argument("--full", action="store_true",
-                   help="digits (5 seeds, IR 50 and 100) and Fashion-MNIST (3 seeds, IR 100); quick: digits, 3 seeds")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="digits (5 seeds, IR 50 and 100) and Fashion-MNIST (3 seeds, IR 100); quick: digits, 3 seeds",
+    )
     p.add_argument("--out", default=None, help="output folder (default $HF_EXT_HOME/proto_evfl, i.e. runs/proto_evfl)")
     p.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2; --full: 0..4)")
     p.add_argument("--fashion-seeds", nargs="+", type=int, help="seeds of the Fashion-MNIST runs (--full: 0 1 2)")
@@ -169,12 +172,19 @@ def _save_record(artifact: Path, job: tuple, measured: dict) -> None:
     names = {"accuracy": ("accuracy", "accuracy"), "macro_f1": ("macro-F1", "f1"),
              "unseen_accuracy": ("unseen-class accuracy", "accuracy")}  # fmt: skip
     save_training_record(
-        artifact, method="proto_evfl", command="hf-ext reproduce proto_evfl",
+        artifact,
+        method="proto_evfl",
+        command="hf-ext reproduce proto_evfl",
         datasets=[{"name": dataset, "hub_id": None, "description": f"{dataset}, vertically split, {setting} setting"}],
-        metrics=[metric(label, kind, measured[key], dataset=dataset, higher_is_better=True)
-                 for key, (label, kind) in names.items() if key in measured],
+        metrics=[
+            metric(label, kind, measured[key], dataset=dataset, higher_is_better=True)
+            for key, (label, kind) in names.items()
+            if key in measured
+        ],
         config={"dataset": dataset, "variant": variant, "setting": setting, "seed": seed, "imbalance_ratio": ratio},
-        notes=f"Proto-EVFL top model, {setting} setting on {dataset}, seed {seed}", skip_nonfinite=True)
+        notes=f"Proto-EVFL top model, {setting} setting on {dataset}, seed {seed}",
+        skip_nonfinite=True,
+    )
 
 
 def _summarise(per_seed: list[dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -223,8 +233,21 @@ def format_table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
-    kwargs = {k: getattr(ns, k) for k in ("seeds", "fashion_seeds", "imbalance_ratios", "variants", "settings",
-                                          "datasets", "rounds", "workers", "out") if getattr(ns, k) is not None}
+    kwargs = {
+        k: getattr(ns, k)
+        for k in (
+            "seeds",
+            "fashion_seeds",
+            "imbalance_ratios",
+            "variants",
+            "settings",
+            "datasets",
+            "rounds",
+            "workers",
+            "out",
+        )
+        if getattr(ns, k) is not None
+    }
     # Explicit arguments win over the --full scale's defaults.
     run = ProtoEvflReproduceArguments(full=ns.full, out=kwargs.pop("out", None))
     for key, value in kwargs.items():
@@ -246,8 +269,13 @@ def main(argv: list[str] | None = None) -> dict:
     calls = sorted([(job, run.rounds, str(out) if job == keep else None) for job in jobs],
                    key=lambda c: c[0][0] != "fashion_mnist")  # fmt: skip
     # OT fallbacks are counted in the metrics instead of logged by every worker.
-    for job, metrics in run_jobs(_run_job, calls, workers=run.workers, desc="proto_evfl reproduce",
-                                 quiet_loggers=("hf_ext.proto_evfl.ot_selection",)):
+    for job, metrics in run_jobs(
+        _run_job,
+        calls,
+        workers=run.workers,
+        desc="proto_evfl reproduce",
+        quiet_loggers=("hf_ext.proto_evfl.ot_selection",),
+    ):
         done[job] = metrics
     rows = []
     for d in run.datasets:

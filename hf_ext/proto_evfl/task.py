@@ -231,7 +231,7 @@ def load_optimizer_arrays(optimizer: torch.optim.Optimizer, record: ArrayRecord)
         if key == "indices":
             continue
         flat = torch.from_numpy(record[key].numpy().copy())
-        name, scalar = (key[len("scalar-"):], True) if key.startswith("scalar-") else (key, False)
+        name, scalar = (key[len("scalar-") :], True) if key.startswith("scalar-") else (key, False)
         sizes = [1 if scalar else params[i].numel() for i in indices]
         if flat.numel() != sum(sizes):
             raise ValueError(f"optimizer state {key!r} has {flat.numel()} values, expected {sum(sizes)}")

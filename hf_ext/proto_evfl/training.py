@@ -238,8 +238,12 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("--artifact_dir", default=None, help="where to save the top model (default OUTPUT_DIR/artifact); "
                    "party models go inside it as parties/party-<k>/ (what `hf-ext push` uploads)")  # fmt: skip
     g = p.add_argument_group("data (simulated split)")
-    g.add_argument("--dataset", default="digits", choices=["digits", "breast_cancer", "fashion_mnist"],
-                   help="fashion_mnist needs the Debian package dataset-fashion-mnist")
+    g.add_argument(
+        "--dataset",
+        default="digits",
+        choices=["digits", "breast_cancer", "fashion_mnist"],
+        help="fashion_mnist needs the Debian package dataset-fashion-mnist",
+    )
     g.add_argument("--num_parties", type=int, default=d.num_parties)
     g.add_argument("--unseen_class", type=int, default=None, help="class without any labelled sample (zero-shot)")
     g.add_argument("--imbalance_ratio", type=float, default=d.imbalance_ratio)
@@ -247,7 +251,9 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("--max_unaligned_per_class", type=int, default=d.max_unaligned_per_class)
     g.add_argument("--test_per_class", type=int, default=d.test_per_class)
     g = p.add_argument_group("parties' own data (party_data.py format)")
-    g.add_argument("--party_data_dir", default="", help="folder with party-<k>/ datasets; each party reads only its own")
+    g.add_argument(
+        "--party_data_dir", default="", help="folder with party-<k>/ datasets; each party reads only its own"
+    )
     g.add_argument("--labels_path", default="", help="the active party's label dataset")
     g.add_argument("--feature_widths", default="", help="agreed widths, comma-separated, e.g. 32,32")
     g.add_argument("--num_labels", type=int, default=0, help="number of classes (0: from --dataset)")
@@ -265,8 +271,12 @@ def make_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("models")
     g.add_argument("--aggregation", default="gate", choices=["gate", "concat"])
     g.add_argument("--classifier", default="prototype", choices=["prototype", "linear"])
-    g.add_argument("--local_loss_weight", type=float, default=1.0,
-                   help="μ of the label-tying term; > 0 lets passive parties read aligned labels from ∂L/∂s^k")
+    g.add_argument(
+        "--local_loss_weight",
+        type=float,
+        default=1.0,
+        help="μ of the label-tying term; > 0 lets passive parties read aligned labels from ∂L/∂s^k",
+    )
     return p
 
 

@@ -26,8 +26,15 @@ SPEC = register_method(
             "ImageNet EfficientNet-Lite0 trunk with a closed-form ridge head, or an HF ViT / ConvNext regressor of "
             "body-model parameters), compared with FGSM, PGD and MI-FGSM."
         ),
-        tags=("adversarial-attack", "human-pose-estimation", "human-mesh-recovery", "diffusers", "controlnet",
-              "vae", "robustness"),  # fmt: skip
+        tags=(
+            "adversarial-attack",
+            "human-pose-estimation",
+            "human-mesh-recovery",
+            "diffusers",
+            "controlnet",
+            "vae",
+            "robustness",
+        ),  # fmt: skip
         config_class="hf_ext.tba.configuration_tba:TbaVictimConfig",
         auto_classes={"AutoModel": "hf_ext.tba.modeling_tba:TbaPoseRegressor"},
         # The noise generator is a second artifact with its own config class.
@@ -42,8 +49,8 @@ SPEC = register_method(
         metrics=("mpjpe", "pa-mpjpe", "pve"),
         pipeline_tag="image-feature-extraction",
         status="implemented (rendered procedural / anny bodies; EfficientNet-Lite0 ridge victim A at 58 % of the "
-               "prior-mean MPJPE with --full, under the 60 % bar; tiny DHNG, VAE and UNet + ControlNet denoiser "
-               "trained for minutes)",
+        "prior-mean MPJPE with --full, under the 60 % bar; tiny DHNG, VAE and UNet + ControlNet denoiser "
+        "trained for minutes)",
     )
 )
 

@@ -44,7 +44,8 @@ class AdversarialLossConfig:
             the error terms under attack (about 5-15 with the default joint / vertex weights, while a full-ball
             8/255 perturbation costs `1 - SSIM` of about 0.1): measured on the quick victims at 8/255, PGD's SSIM is
             0.903-0.906 at weights 0-2 (the term is inert), 0.920 at 10, 0.944 at 50 and 0.963 at 200, while its
-            error rise goes +391 % (weight 0), +388 % (10), +367 % (50), +318 % (200). FGSM ignores it at any weight (the SSIM gradient is
+            error rise goes +391 % (weight 0), +388 % (10), +367 % (50), +318 % (200).
+            FGSM ignores it at any weight (the SSIM gradient is
             zero at `x' = x`, where its single step is taken).
         targeted (`bool`, defaults to `False`): pull the prediction towards `target_params` instead of away from the
             clean prediction.
@@ -73,8 +74,10 @@ def check_eps(eps: float) -> float:
 def check_clean_images(clean, who: str) -> None:
     """A non-empty float batch `(B, 3, S, S)` of finite values in [0, 1] (the attacks' `clean` argument)."""
     if not isinstance(clean, torch.Tensor) or clean.ndim != 4 or clean.shape[1] != 3:
-        raise ValueError(f"{who}: clean images must have shape (batch, 3, S, S), got "
-                         f"{tuple(getattr(clean, 'shape', ())) or type(clean).__name__}")
+        raise ValueError(
+            f"{who}: clean images must have shape (batch, 3, S, S), got "
+            f"{tuple(getattr(clean, 'shape', ())) or type(clean).__name__}"
+        )
     if clean.shape[0] == 0:
         raise ValueError(f"{who}: clean images are an empty batch")
     if not clean.is_floating_point() or not bool(torch.isfinite(clean).all()) or clean.min() < 0 or clean.max() > 1:
@@ -259,5 +262,15 @@ def mifgsm(loss_fn: Callable, clean: torch.Tensor, eps: float, steps: int, alpha
     return adv
 
 
-__all__ = ["AdversarialLossConfig", "AdversarialObjective", "ObjectiveBase", "call_victim", "check_clean_images",
-           "check_eps", "fgsm", "mifgsm", "pgd", "project"]
+__all__ = [
+    "AdversarialLossConfig",
+    "AdversarialObjective",
+    "ObjectiveBase",
+    "call_victim",
+    "check_clean_images",
+    "check_eps",
+    "fgsm",
+    "mifgsm",
+    "pgd",
+    "project",
+]

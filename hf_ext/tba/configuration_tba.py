@@ -92,8 +92,10 @@ class TbaVictimConfig(PreTrainedConfig):
             _check_int(name, "backbone_kwargs['input_size']", kw["input_size"], 32)
             _check_int(name, "backbone_kwargs['pixel_pool']", kw["pixel_pool"], 0)
             if kw["num_blocks"] > 16 or kw["input_size"] % 32:
-                raise ValueError(f"{name}.backbone_kwargs needs num_blocks <= 16 (EfficientNet-Lite0 has 16) and "
-                                 f"input_size a multiple of 32, got {kw['num_blocks']} and {kw['input_size']}")
+                raise ValueError(
+                    f"{name}.backbone_kwargs needs num_blocks <= 16 (EfficientNet-Lite0 has 16) and "
+                    f"input_size a multiple of 32, got {kw['num_blocks']} and {kw['input_size']}"
+                )
             if kw["pixel_pool"] > self.image_size:
                 raise ValueError(f"{name}.backbone_kwargs['pixel_pool'] must be <= image_size={self.image_size}")
             return
@@ -161,12 +163,18 @@ class TbaDhngConfig(PreTrainedConfig):
             value = getattr(self, field)
             if value is None:
                 value = [16, 32]
-            if not isinstance(value, (list, tuple)) or not value or any(
-                    isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+            if (
+                not isinstance(value, (list, tuple))
+                or not value
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value)
+            ):
                 raise ValueError(f"{name}.{field} must be a non-empty list of integers >= 1, got {value!r}")
             setattr(self, field, [int(v) for v in value])
-        if self.denoiser_timesteps is None and isinstance(self.timestep, int) and isinstance(
-                self.num_train_timesteps, int):
+        if (
+            self.denoiser_timesteps is None
+            and isinstance(self.timestep, int)
+            and isinstance(self.num_train_timesteps, int)
+        ):
             self.denoiser_timesteps = [self.timestep // 2, min(3 * self.timestep // 2, self.num_train_timesteps - 1)]
         super().__post_init__(**kwargs)
         self.validate_dhng()
@@ -175,8 +183,13 @@ class TbaDhngConfig(PreTrainedConfig):
         """Checks the fields; every failure is a `ValueError` that names the field."""
         name = type(self).__name__
         _check_int(name, "image_size", self.image_size, 8)
-        for field in ("latent_channels", "layers_per_block", "norm_num_groups", "cross_attention_dim",
-                      "num_train_timesteps"):
+        for field in (
+            "latent_channels",
+            "layers_per_block",
+            "norm_num_groups",
+            "cross_attention_dim",
+            "num_train_timesteps",
+        ):
             _check_int(name, field, getattr(self, field))
         _check_int(name, "timestep", self.timestep, 0)
         _check_real(name, "controlnet_init_std", self.controlnet_init_std)
@@ -198,11 +211,16 @@ class TbaDhngConfig(PreTrainedConfig):
         if not 0 <= self.timestep < self.num_train_timesteps:
             raise ValueError(f"{name}.timestep must be in [0, num_train_timesteps), got {self.timestep}")
         band = self.denoiser_timesteps
-        if (not isinstance(band, (list, tuple)) or len(band) != 2
-                or any(isinstance(v, bool) or not isinstance(v, int) for v in band)
-                or not 0 <= band[0] <= band[1] < self.num_train_timesteps):
-            raise ValueError(f"{name}.denoiser_timesteps must be [lo, hi] with 0 <= lo <= hi < num_train_timesteps="
-                             f"{self.num_train_timesteps}, got {band!r}")
+        if (
+            not isinstance(band, (list, tuple))
+            or len(band) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in band)
+            or not 0 <= band[0] <= band[1] < self.num_train_timesteps
+        ):
+            raise ValueError(
+                f"{name}.denoiser_timesteps must be [lo, hi] with 0 <= lo <= hi < num_train_timesteps="
+                f"{self.num_train_timesteps}, got {band!r}"
+            )
         self.denoiser_timesteps = [int(v) for v in band]
         if self.controlnet_init_std < 0 or self.kl_weight < 0:
             raise ValueError(f"{name}.controlnet_init_std and kl_weight must be >= 0")

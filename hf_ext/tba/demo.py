@@ -39,8 +39,7 @@ def _artifact_folder() -> Path:
     # "-2": the DHNG gained a UNet (issue 21), so a generator cached before it no longer loads (CheckpointError)
     folder = cache_dir("tba", "demo-artifacts-2")
     if not (folder / "training.json").is_file():
-        train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25, denoiser_epochs=0.25),
-                  folder)
+        train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25, denoiser_epochs=0.25), folder)
     return folder
 
 
@@ -65,8 +64,13 @@ def _models():
         return AutoModel.from_pretrained(meta["paths"]["victim_a"]), AutoModel.from_pretrained(meta["paths"]["dhng"])
 
     (victim, dhng), source = load_linked(
-        "tba", linked, in_code, "a small victim and generator trained in code on the first request (user cache)"
-        if not os.environ.get("TBA_ARTIFACTS") else "the artifacts in $TBA_ARTIFACTS")
+        "tba",
+        linked,
+        in_code,
+        "a small victim and generator trained in code on the first request (user cache)"
+        if not os.environ.get("TBA_ARTIFACTS")
+        else "the artifacts in $TBA_ARTIFACTS",
+    )
     if not source.startswith("**Note:**"):
         repos = space_model_repos("tba")
         source = f"models: victim `{repos[0]}`, noise generator `{repos[1]}` (loaded with `from_pretrained`)"
@@ -164,15 +168,19 @@ def run_attack(source: str = EXAMPLES[0], image=None, eps_255: float = 8, attack
 def reading(rows: list[list], attack: str, eps_255: float) -> str:
     """One honest line on one attack: how far it moved the prediction within the budget, and what that is worth."""
     values = dict((r[0], r[1]) for r in rows)
-    return (f"**Reading:** {attack} moved the predicted joints by {values[SHIFT]} mm (MPJPE against the clean "
-            f"prediction) with an L-inf of {values[LINF]}/255 ≤ {float(eps_255):g}/255; run PGD or MI-FGSM on the "
-            "same image and budget to compare. The victims here are small regressors that learn pose only "
-            "roughly (README: a null result), so a shift says little about a production estimator.")
+    return (
+        f"**Reading:** {attack} moved the predicted joints by {values[SHIFT]} mm (MPJPE against the clean "
+        f"prediction) with an L-inf of {values[LINF]}/255 ≤ {float(eps_255):g}/255; run PGD or MI-FGSM on the "
+        "same image and budget to compare. The victims here are small regressors that learn pose only "
+        "roughly (README: a null result), so a shift says little about a production estimator."
+    )
 
 
-MODELS_NOTE = ("Models: the victim and the noise generator of the linked model repos (the README's `models:`, in that "
-               "order) when they load; else a small pair trained in code on the first request (about a minute on two "
-               "CPU cores) and kept in the user cache.")
+MODELS_NOTE = (
+    "Models: the victim and the noise generator of the linked model repos (the README's `models:`, in that "
+    "order) when they load; else a small pair trained in code on the first request (about a minute on two "
+    "CPU cores) and kept in the user cache."
+)
 
 
 def build_demo():
@@ -206,10 +214,15 @@ def build_demo():
             attack = gr.Radio(list(ATTACKS), value="TBA", label="attack")
             steps = gr.Slider(1, 50, value=10, step=1, label="steps")
             seed = gr.Number(value=0, precision=0, label="seed")
-        gr.Examples(examples=[[EXAMPLES[0], None, 8, "TBA", 10, 0], [EXAMPLES[0], None, 8, "PGD", 10, 0],
-                              [EXAMPLES[1], None, 4, "FGSM", 1, 0]],
-                    inputs=[source, upload, eps, attack, steps, seed],
-                    label="examples: TBA against PGD on the same image and budget, a one-step FGSM")
+        gr.Examples(
+            examples=[
+                [EXAMPLES[0], None, 8, "TBA", 10, 0],
+                [EXAMPLES[0], None, 8, "PGD", 10, 0],
+                [EXAMPLES[1], None, 4, "FGSM", 1, 0],
+            ],
+            inputs=[source, upload, eps, attack, steps, seed],
+            label="examples: TBA against PGD on the same image and budget, a one-step FGSM",
+        )
         button = gr.Button("Attack", variant="primary")
         with gr.Row():
             clean = gr.Image(label="clean + predicted skeleton", elem_id="tba-clean", type="pil")
@@ -218,8 +231,9 @@ def build_demo():
         table = gr.Dataframe(headers=["quantity", "value"], label="effect of the attack", elem_id="tba-metrics")
         verdict = gr.Markdown(elem_id="tba-reading")
         gr.Markdown(MODELS_NOTE, elem_id="tba-model")
-        button.click(run, [source, upload, eps, attack, steps, seed], [clean, delta, adv, table, verdict],
-                     api_name="attack")
+        button.click(
+            run, [source, upload, eps, attack, steps, seed], [clean, delta, adv, table, verdict], api_name="attack"
+        )
     return demo
 
 

@@ -141,8 +141,10 @@ class TbaPoseRegressor(PreTrainedModel):
         check_pixel_values(pixel_values, self.config.image_size, type(self).__name__)
         if labels is not None:
             if not isinstance(labels, torch.Tensor) or labels.ndim != 2 or labels.shape[-1] != self.config.num_params:
-                raise ValueError(f"labels must have {self.config.num_params} columns (num_params), shape (batch, "
-                                 f"{self.config.num_params}); got {tuple(getattr(labels, 'shape', ()))}")
+                raise ValueError(
+                    f"labels must have {self.config.num_params} columns (num_params), shape (batch, "
+                    f"{self.config.num_params}); got {tuple(getattr(labels, 'shape', ()))}"
+                )
             if labels.shape[0] != pixel_values.shape[0]:
                 raise ValueError(f"labels has {labels.shape[0]} rows for {pixel_values.shape[0]} images")
             if not labels.is_floating_point() or not bool(torch.isfinite(labels).all()):
@@ -303,8 +305,13 @@ class TbaDhngModel(PreTrainedModel):
         res = self.controlnet_residuals(latent, cond, t)
         if gains is not None:
             res = [g[:, None, None, None] * r for g, r in zip(gains.unbind(1), res)]
-        return self.unet(latent, t, encoder_hidden_states=self._null_embedding(latent),
-                         down_block_additional_residuals=res[:-1], mid_block_additional_residual=res[-1]).sample
+        return self.unet(
+            latent,
+            t,
+            encoder_hidden_states=self._null_embedding(latent),
+            down_block_additional_residuals=res[:-1],
+            mid_block_additional_residual=res[-1],
+        ).sample
 
     def predict_x0(self, latent: torch.Tensor, eps_hat: torch.Tensor, t: int | None = None) -> torch.Tensor:
         """The denoised latent `x̂0 = (z_t - sqrt(1 - ᾱ_t) ε̂) / sqrt(ᾱ_t)` (DDIM's x0 prediction)."""
@@ -343,5 +350,11 @@ class TbaDhngModel(PreTrainedModel):
         return (self.vae.decode(x0_hat).sample - state["ref"]) / 2
 
 
-__all__ = ["EfficientNetFeatures", "TbaDhngModel", "TbaDhngOutput", "TbaPoseOutput", "TbaPoseRegressor",
-           "check_pixel_values"]
+__all__ = [
+    "EfficientNetFeatures",
+    "TbaDhngModel",
+    "TbaDhngOutput",
+    "TbaPoseOutput",
+    "TbaPoseRegressor",
+    "check_pixel_values",
+]

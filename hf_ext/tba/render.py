@@ -70,7 +70,7 @@ def render(body: BodyModel, params: torch.Tensor, generator: torch.Generator, im
     pix = centre[:, :, None, :] + offs[None, None]  # (B, V, K, 2)
     valid = (pix >= 0).all(-1) & (pix < image_size).all(-1)
     n_v, n_k = pix.shape[1], pix.shape[2]
-    flat = (torch.arange(b)[:, None, None] * image_size * image_size + pix[..., 1] * image_size + pix[..., 0])
+    flat = torch.arange(b)[:, None, None] * image_size * image_size + pix[..., 1] * image_size + pix[..., 0]
     flat = flat[valid]
     depth = verts[..., 2][:, :, None].expand(-1, -1, n_k)[valid]
     point = (torch.arange(b)[:, None, None] * n_v + torch.arange(n_v)[None, :, None]).expand(-1, -1, n_k)[valid]

@@ -40,6 +40,7 @@ from .perceptual import ssim
 from .report import ABLATIONS, BASELINES, METRICS, REGIMES, print_table, summarise
 from .training import TbaTrainingArguments, train_all
 
+
 def _resize(x: torch.Tensor) -> torch.Tensor:
     s = x.shape[-1]
     small = F.interpolate(x, size=(3 * s // 4,) * 2, mode="bilinear", align_corners=False, antialias=True)
@@ -47,7 +48,7 @@ def _resize(x: torch.Tensor) -> torch.Tensor:
 
 
 def _blur(x: torch.Tensor) -> torch.Tensor:
-    k1 = torch.exp(-torch.tensor([-1.0, 0.0, 1.0]) ** 2 / 2)
+    k1 = torch.exp(-(torch.tensor([-1.0, 0.0, 1.0]) ** 2) / 2)
     k = (k1[:, None] * k1[None, :]) / k1.sum() ** 2
     weight = k.expand(3, 1, 3, 3).contiguous()
     return F.conv2d(F.pad(x, (1, 1, 1, 1), mode="replicate"), weight, groups=3).clamp(0, 1)
@@ -71,8 +72,9 @@ def load_artifacts_meta(folder: Path) -> dict:
     if not meta_file.is_file():
         raise FileNotFoundError(f"{meta_file} not found: --artifacts needs a folder written by hf-ext reproduce tba")
     meta = json.loads(meta_file.read_text())
-    meta["paths"] = {key: str(folder / key) if (folder / key).is_dir() else path
-                     for key, path in meta.get("paths", {}).items()}
+    meta["paths"] = {
+        key: str(folder / key) if (folder / key).is_dir() else path for key, path in meta.get("paths", {}).items()
+    }
     return meta
 
 
@@ -140,8 +142,9 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
         "tba": lambda o: tba_attack(o, dhng, images, TbaAttackConfig(**tba_cfg)),
         "tba_vae_only": lambda o: tba_attack(o, dhng, images, TbaAttackConfig(**tba_cfg, use_controlnet=False)),
         "tba_controlnet_only": lambda o: tba_attack(o, dhng, images, TbaAttackConfig(**tba_cfg, use_vae=False)),
-        "tba_no_generator_grad": lambda o: tba_attack(o, dhng, images,
-                                                      TbaAttackConfig(**tba_cfg, generator_grad=False)),  # fmt: skip
+        "tba_no_generator_grad": lambda o: tba_attack(
+            o, dhng, images, TbaAttackConfig(**tba_cfg, generator_grad=False)
+        ),  # fmt: skip
         f"pgd_{ns.reference_steps}_steps": lambda o: pgd(o, images, eps, ns.reference_steps, generator=gen()),
     }
     adversarials, timings, grad_evals = {"clean": images}, {}, {}
@@ -181,11 +184,32 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
 # stays within its 3 minutes; they beat the prior mean but not issue 21's bar) and the DHNG, later calls load them;
 # --full trains its own (16,000 renders at 128 px, the victim that clears the bar) and runs 3 seeds x 16 images x 3
 # budgets.
-QUICK = dict(seeds=[0, 1], steps=5, num_test=12, reference_steps=20, eps=[8 / 255], num_train=3000, input_size=64,
-             vae_epochs=1.0, denoiser_epochs=1.0, dhng_num_train=1000, body="procedural")
-FULL = dict(seeds=[0, 1, 2], steps=10, num_test=16, reference_steps=30, eps=[4 / 255, 8 / 255, 16 / 255],
-            num_train=16000, input_size=128, vae_epochs=1.5, denoiser_epochs=1.5, dhng_num_train=4000,
-            body="procedural")
+QUICK = dict(
+    seeds=[0, 1],
+    steps=5,
+    num_test=12,
+    reference_steps=20,
+    eps=[8 / 255],
+    num_train=3000,
+    input_size=64,
+    vae_epochs=1.0,
+    denoiser_epochs=1.0,
+    dhng_num_train=1000,
+    body="procedural",
+)
+FULL = dict(
+    seeds=[0, 1, 2],
+    steps=10,
+    num_test=16,
+    reference_steps=30,
+    eps=[4 / 255, 8 / 255, 16 / 255],
+    num_train=16000,
+    input_size=128,
+    vae_epochs=1.5,
+    denoiser_epochs=1.5,
+    dhng_num_train=4000,
+    body="procedural",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,13 +232,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "--full: 4/255 8/255 16/255)")  # fmt: skip
     p.add_argument("--steps", type=int, help="victim gradient evaluations per attack")
     p.add_argument("--beta", type=float, default=TbaAttackConfig.beta, help="TBA generator step")
-    p.add_argument("--lambda-perceptual", type=float, default=AdversarialLossConfig.lambda_perceptual,
-                   help="weight of the SSIM penalty 1 - SSIM(x', x) in every attack's loss")
+    p.add_argument(
+        "--lambda-perceptual",
+        type=float,
+        default=AdversarialLossConfig.lambda_perceptual,
+        help="weight of the SSIM penalty 1 - SSIM(x', x) in every attack's loss",
+    )
     p.add_argument("--num-test", type=int, help="test images per seed")
     p.add_argument("--reference-steps", type=int, help="steps of the upper-reference PGD")
     p.add_argument("--num-train", type=int, help="rendered training images")
-    p.add_argument("--num-eval", type=int, default=TbaTrainingArguments.num_eval,
-                   help="held-out renders the victims are scored on (against the prior-mean predictor)")
+    p.add_argument(
+        "--num-eval",
+        type=int,
+        default=TbaTrainingArguments.num_eval,
+        help="held-out renders the victims are scored on (against the prior-mean predictor)",
+    )
     p.add_argument("--victim-epochs", type=float, help="epochs of the from-scratch victims (--victim vit; default 10)")
     p.add_argument("--vae-epochs", type=float, help="VAE epochs")
     p.add_argument("--denoiser-epochs", type=float, help="epochs of the DHNG's latent denoiser (UNet + ControlNet)")
@@ -256,8 +288,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     set_device(ns.device)
     scale = FULL if ns.full else QUICK
-    for key in ("seeds", "steps", "num_test", "reference_steps", "eps", "num_train", "vae_epochs", "denoiser_epochs",
-                "dhng_num_train", "body"):
+    for key in (
+        "seeds",
+        "steps",
+        "num_test",
+        "reference_steps",
+        "eps",
+        "num_train",
+        "vae_epochs",
+        "denoiser_epochs",
+        "dhng_num_train",
+        "body",
+    ):
         if getattr(ns, key) is None:  # `is None`, not `or`: an explicit 0 must be refused, not replaced
             setattr(ns, key, scale[key])
     if ns.victim_input_size is None:
@@ -337,12 +379,23 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
                 "vit": ("ViT (tiny, problem_type=regression)", "ConvNext (tiny)")}[train_args.victim]  # fmt: skip
     results = {
         "method": "tba",
-        "setting": {"body": train_args.body, "eps": ns.eps, "steps": ns.steps, "num_test": ns.num_test,
-                    "seeds": ns.seeds, "reference_steps": ns.reference_steps, "beta": ns.beta, "full": ns.full,
-                    "victim_a": describe[0], "victim_b": describe[1], "victim_input_size": ns.victim_input_size,
-                    "loss": asdict(AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)), "reference": "ground truth (untargeted)",
-                    "perceptual": "SSIM (Gaussian window 1.5, skimage constants)",
-                    "training": meta["training_args"]},  # fmt: skip
+        "setting": {
+            "body": train_args.body,
+            "eps": ns.eps,
+            "steps": ns.steps,
+            "num_test": ns.num_test,
+            "seeds": ns.seeds,
+            "reference_steps": ns.reference_steps,
+            "beta": ns.beta,
+            "full": ns.full,
+            "victim_a": describe[0],
+            "victim_b": describe[1],
+            "victim_input_size": ns.victim_input_size,
+            "loss": asdict(AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)),
+            "reference": "ground truth (untargeted)",
+            "perceptual": "SSIM (Gaussian window 1.5, skimage constants)",
+            "training": meta["training_args"],
+        },  # fmt: skip
         "victims": meta.get("victims", {}),
         "vae_loss_history": meta.get("vae_loss_history", []),
         "denoiser_loss_history": meta.get("denoiser_loss_history", []),
@@ -361,5 +414,15 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
     return results
 
 
-__all__ = ["ABLATIONS", "BASELINES", "FULL", "METRICS", "QUICK", "REGIMES", "build_parser", "main", "run_seed",
-           "summarise"]
+__all__ = [
+    "ABLATIONS",
+    "BASELINES",
+    "FULL",
+    "METRICS",
+    "QUICK",
+    "REGIMES",
+    "build_parser",
+    "main",
+    "run_seed",
+    "summarise",
+]

@@ -105,8 +105,19 @@ def victim_metrics(body):
     return compute_metrics
 
 
-def _trainer(model, dataset, output_dir: Path, epochs: float, lr: float, batch_size: int, seed: int, max_steps=-1,
-             body=None, logging_steps: int = 0, data_collator=collate):
+def _trainer(
+    model,
+    dataset,
+    output_dir: Path,
+    epochs: float,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    max_steps=-1,
+    body=None,
+    logging_steps: int = 0,
+    data_collator=collate,
+):
     from transformers import Trainer, TrainingArguments
 
     from hf_ext.core.devices import use_cpu
@@ -118,8 +129,13 @@ def _trainer(model, dataset, output_dir: Path, epochs: float, lr: float, batch_s
         logging_strategy="steps" if logging_steps else "no", logging_steps=logging_steps or 500,
         dataloader_num_workers=0, remove_unused_columns=False, seed=seed,
     )  # fmt: skip
-    return Trainer(model=model, args=args, train_dataset=dataset, data_collator=data_collator,
-                   compute_metrics=victim_metrics(body) if body is not None else None)
+    return Trainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        data_collator=data_collator,
+        compute_metrics=victim_metrics(body) if body is not None else None,
+    )
 
 
 def train_victim(config: TbaVictimConfig, dataset, output_dir: Path, *, epochs: float, lr: float, batch_size: int,
@@ -182,8 +198,10 @@ def victim_error(model: TbaPoseRegressor, body, images: torch.Tensor, params: to
 # The EfficientNet victim pair: A (attacked white-box) and B (the transfer target), different trunk depths on the same
 # renders. At 128 px with 8,000 renders, ridge on blocks 8 / 9 / 11 / 12 (+ pixels) gave 61 / 61 / 62 / 64 % of the
 # prior-mean MPJPE (measured); the shallower trunk A is also the cheaper one to attack.
-EFFICIENTNET_VICTIMS = (("victim_a", dict(num_blocks=8, pixel_pool=16)),
-                        ("victim_b", dict(num_blocks=12, pixel_pool=16)))
+EFFICIENTNET_VICTIMS = (
+    ("victim_a", dict(num_blocks=8, pixel_pool=16)),
+    ("victim_b", dict(num_blocks=12, pixel_pool=16)),
+)
 CURVE_SIZES = (500, 1000, 2000, 4000, 8000, 12000)
 
 
@@ -221,8 +239,14 @@ def train_efficientnet_victim(name_kwargs: dict, args: TbaTrainingArguments, bod
     errors = victim_error(model, body, eval_images, eval_params)
     log(f"victim {name_kwargs}: held-out MPJPE {errors['mpjpe']:.1f} mm (lambda {fit['lambda']:g}; "
         f"features {feature_s:.0f}s)")  # fmt: skip
-    return model, {"eval": errors, "ridge_lambda": fit["lambda"], "ridge_val_mpjpe": fit["val_scores"],
-                   "curve": curve, "num_features": model.regressor.num_features, "feature_s": feature_s}
+    return model, {
+        "eval": errors,
+        "ridge_lambda": fit["lambda"],
+        "ridge_val_mpjpe": fit["val_scores"],
+        "curve": curve,
+        "num_features": model.regressor.num_features,
+        "feature_s": feature_s,
+    }
 
 
 def train_all(args: TbaTrainingArguments, out_dir: Path, log=print) -> dict:
@@ -308,5 +332,14 @@ def main(argv: list[str] | None = None) -> dict:
     return train_all(args, Path(a.out))
 
 
-__all__ = ["EFFICIENTNET_VICTIMS", "TbaTrainingArguments", "main", "prior_mean_errors", "train_all", "train_dhng",
-           "train_efficientnet_victim", "train_victim", "victim_error"]
+__all__ = [
+    "EFFICIENTNET_VICTIMS",
+    "TbaTrainingArguments",
+    "main",
+    "prior_mean_errors",
+    "train_all",
+    "train_dhng",
+    "train_efficientnet_victim",
+    "train_victim",
+    "victim_error",
+]

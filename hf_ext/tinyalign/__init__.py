@@ -40,5 +40,14 @@ SPEC = register_method(
     )
 )
 
-__all__ = ["TinyAlignConfig", "TinyAlignForConditionalGeneration", "TinyAlignOutput", "MemoryBank", "MemoryBankError",
-           "TinyAlignProcessor", "build_memory_bank", "build_tokenizer", "SPEC"]
+__all__ = [
+    "TinyAlignConfig",
+    "TinyAlignForConditionalGeneration",
+    "TinyAlignOutput",
+    "MemoryBank",
+    "MemoryBankError",
+    "TinyAlignProcessor",
+    "build_memory_bank",
+    "build_tokenizer",
+    "SPEC",
+]

@@ -16,14 +16,35 @@ from .processing_tinyalign import PROMPT
 
 CACHE_DIR = work_dir("tinyalign", "cache")
 
-VISION_CONFIG = {"model_type": "convnext", "num_channels": 1, "patch_size": 2, "num_stages": 1, "hidden_sizes": [64],
-                 "depths": [2], "image_size": 8}
+VISION_CONFIG = {
+    "model_type": "convnext",
+    "num_channels": 1,
+    "patch_size": 2,
+    "num_stages": 1,
+    "hidden_sizes": [64],
+    "depths": [2],
+    "image_size": 8,
+}
 # The small/large pair tests the paper's claim that a small LM bottlenecks alignment.
 LM_CONFIGS = {
-    "small": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-              "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512},
-    "large": {"model_type": "llama", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512},
+    "small": {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 512,
+    },
+    "large": {
+        "model_type": "llama",
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 512,
+    },
 }
 
 
@@ -38,8 +59,9 @@ def _config(d: dict):
     return AutoConfig.for_model(d.pop("model_type"), **d)
 
 
-def pretrain_vision_encoder(memory, steps: int = 300, seed: int = 0, cache_dir: Path | None = CACHE_DIR,
-                            vision_config: dict = VISION_CONFIG) -> tuple[dict, dict]:
+def pretrain_vision_encoder(
+    memory, steps: int = 300, seed: int = 0, cache_dir: Path | None = CACHE_DIR, vision_config: dict = VISION_CONFIG
+) -> tuple[dict, dict]:
     """Trains a ConvNeXt classifier on the memory split's digit labels; returns `(backbone state dict, info)`."""
     from transformers import ConvNextForImageClassification
 
@@ -70,14 +92,25 @@ def pretrain_vision_encoder(memory, steps: int = 300, seed: int = 0, cache_dir: 
     return clf.convnext.state_dict(), info
 
 
-def pretrain_lm(size: str, tokenizer, memory_captions: list[str], steps: int = 400, seed: int = 0,
-                cache_dir: Path | None = CACHE_DIR) -> tuple[dict, dict]:
+def pretrain_lm(
+    size: str,
+    tokenizer,
+    memory_captions: list[str],
+    steps: int = 400,
+    seed: int = 0,
+    cache_dir: Path | None = CACHE_DIR,
+) -> tuple[dict, dict]:
     """A Llama LM of `size` ("small" / "large") trained text-only on `<s> prompt caption </s>` of the memory split.
     Returns `(state dict, info)`; `info["text_config"]` is the config dict to give `TinyAlignConfig`."""
     from transformers import LlamaForCausalLM
 
-    text_config = {**LM_CONFIGS[size], "vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
-                   "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+    text_config = {
+        **LM_CONFIGS[size],
+        "vocab_size": len(tokenizer),
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+    }
     vocab = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
     folder = cache_dir / f"lm-{size}-{_key(text_config, vocab, steps, seed, memory_captions)}" if cache_dir else None
     if folder is not None and (folder / "model.safetensors").is_file():
@@ -85,8 +118,12 @@ def pretrain_lm(size: str, tokenizer, memory_captions: list[str], steps: int = 4
         return lm.state_dict(), json.loads((folder / "info.json").read_text())
     torch.manual_seed(seed)
     lm = LlamaForCausalLM(_config(text_config))
-    rows = [[tokenizer.bos_token_id] + tokenizer(f"{PROMPT} {c}".lower(), add_special_tokens=False)["input_ids"]
-            + [tokenizer.eos_token_id] for c in memory_captions]
+    rows = [
+        [tokenizer.bos_token_id]
+        + tokenizer(f"{PROMPT} {c}".lower(), add_special_tokens=False)["input_ids"]
+        + [tokenizer.eos_token_id]
+        for c in memory_captions
+    ]
     n = max(map(len, rows))
     ids = torch.tensor([r + [tokenizer.pad_token_id] * (n - len(r)) for r in rows])
     labels = torch.tensor([r + [-100] * (n - len(r)) for r in rows])
@@ -102,8 +139,12 @@ def pretrain_lm(size: str, tokenizer, memory_captions: list[str], steps: int = 4
     lm.eval()
     with torch.no_grad():
         final = float(lm(input_ids=ids, attention_mask=(labels != -100).long(), labels=labels).loss)
-    info = {"memory_caption_loss": final, "steps": steps, "text_config": text_config,
-            "parameters": sum(p.numel() for p in lm.parameters())}
+    info = {
+        "memory_caption_loss": final,
+        "steps": steps,
+        "text_config": text_config,
+        "parameters": sum(p.numel() for p in lm.parameters()),
+    }
     if folder is not None:
         lm.save_pretrained(folder)
         (folder / "info.json").write_text(json.dumps(info))

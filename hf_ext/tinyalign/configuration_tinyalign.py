@@ -100,14 +100,27 @@ class TinyAlignConfig(PreTrainedConfig):
         "vision_config": SubConfigSpec(
             config_class=AutoConfig,
             model_type="convnext",
-            init_kwargs={"num_channels": 1, "patch_size": 2, "num_stages": 1, "hidden_sizes": [64], "depths": [2],
-                         "image_size": 8},
+            init_kwargs={
+                "num_channels": 1,
+                "patch_size": 2,
+                "num_stages": 1,
+                "hidden_sizes": [64],
+                "depths": [2],
+                "image_size": 8,
+            },
         ),
         "text_config": SubConfigSpec(
             config_class=AutoConfig,
             model_type="llama",
-            init_kwargs={"vocab_size": 64, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-                         "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512},
+            init_kwargs={
+                "vocab_size": 64,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 4,
+                "max_position_embeddings": 512,
+            },
         ),
     }
 
@@ -139,17 +152,29 @@ class TinyAlignConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        for name in ("image_size", "num_channels", "num_image_tokens", "value_num_latents", "value_latent_dim",
-                     "value_num_self_attends", "value_num_heads", "value_text_length"):
+        for name in (
+            "image_size",
+            "num_channels",
+            "num_image_tokens",
+            "value_num_latents",
+            "value_latent_dim",
+            "value_num_self_attends",
+            "value_num_heads",
+            "value_text_length",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"TinyAlignConfig.{name} must be an integer >= 1, got {value!r}")
         if not isinstance(self.value_d_model, int) or self.value_d_model < 2 or self.value_d_model % 2:
-            raise ValueError(f"TinyAlignConfig.value_d_model must be an even integer >= 2 (half conv channels, half "
-                             f"positions), got {self.value_d_model!r}")
+            raise ValueError(
+                f"TinyAlignConfig.value_d_model must be an even integer >= 2 (half conv channels, half "
+                f"positions), got {self.value_d_model!r}"
+            )
         if self.value_latent_dim % self.value_num_heads:
-            raise ValueError(f"TinyAlignConfig.value_latent_dim={self.value_latent_dim} must be divisible by "
-                             f"value_num_heads={self.value_num_heads}")
+            raise ValueError(
+                f"TinyAlignConfig.value_latent_dim={self.value_latent_dim} must be divisible by "
+                f"value_num_heads={self.value_num_heads}"
+            )
         if self.connector_type != "mlp2x_gelu":
             raise ValueError(f"connector_type must be 'mlp2x_gelu', got {self.connector_type!r}")
         if not 0.0 <= self.alpha <= 1.0:  # also refuses NaN
@@ -159,15 +184,19 @@ class TinyAlignConfig(PreTrainedConfig):
         if self.query_prompt_length < 0:
             raise ValueError(f"query_prompt_length must be >= 0, got {self.query_prompt_length}")
         if self.vision_feature_select_strategy not in ("default", "full"):
-            raise ValueError(f"vision_feature_select_strategy must be 'default' or 'full', "
-                             f"got {self.vision_feature_select_strategy!r}")
+            raise ValueError(
+                f"vision_feature_select_strategy must be 'default' or 'full', "
+                f"got {self.vision_feature_select_strategy!r}"
+            )
         if self.image_token_id == self.rag_token_id:
             raise ValueError("image_token_id and rag_token_id must differ")
         for name in ("image_token_id", "rag_token_id"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name}={value!r} must be an integer >= 0 (placeholder ids may lie past the LM "
-                                 f"vocabulary, vocab_size={self.text_config.vocab_size}, but not below 0)")
+                raise ValueError(
+                    f"{name}={value!r} must be an integer >= 0 (placeholder ids may lie past the LM "
+                    f"vocabulary, vocab_size={self.text_config.vocab_size}, but not below 0)"
+                )
 
     @property
     def hidden_size(self) -> int:

@@ -57,19 +57,25 @@ def load_digit_captions(seed: int = 0):
     labels = digits.target.astype(int)
     idx = np.arange(len(labels))
     mem, rest = train_test_split(idx, train_size=SPLIT_FRACTIONS["memory"], stratify=labels, random_state=seed)
-    train, test = train_test_split(rest, test_size=SPLIT_FRACTIONS["test"] / (1 - SPLIT_FRACTIONS["memory"]),
-                                   stratify=labels[rest], random_state=seed)
+    train, test = train_test_split(
+        rest,
+        test_size=SPLIT_FRACTIONS["test"] / (1 - SPLIT_FRACTIONS["memory"]),
+        stratify=labels[rest],
+        random_state=seed,
+    )
     attrs = measure_attributes(images)
     edges = {k: tercile_edges(v[mem]) for k, v in attrs.items()}
 
     def split(ids):
         ids = np.sort(ids)
-        return Dataset.from_dict({
-            "pixel_values": images[ids][:, None].tolist(),
-            "caption": [caption_for(labels[i], {k: v[i] for k, v in attrs.items()}, edges) for i in ids],
-            "label": labels[ids].tolist(),
-            "index": ids.tolist(),
-        })
+        return Dataset.from_dict(
+            {
+                "pixel_values": images[ids][:, None].tolist(),
+                "caption": [caption_for(labels[i], {k: v[i] for k, v in attrs.items()}, edges) for i in ids],
+                "label": labels[ids].tolist(),
+                "index": ids.tolist(),
+            }
+        )
 
     return DatasetDict({"memory": split(mem), "train": split(train), "test": split(test)})
 
@@ -90,8 +96,14 @@ def to_model_images(images, image_size: int = 8, num_channels: int = 1) -> np.nd
     return np.stack(out)
 
 
-def from_image_caption_dataset(dataset, image_column: str = "image", caption_column: str = "caption",
-                               image_size: int = 8, num_channels: int = 1, invert: bool = False):
+def from_image_caption_dataset(
+    dataset,
+    image_column: str = "image",
+    caption_column: str = "caption",
+    image_size: int = 8,
+    num_channels: int = 1,
+    invert: bool = False,
+):
     """Any image–caption `datasets.Dataset` → TinyAlign columns (`pixel_values`, `caption`).
 
     Args:
@@ -103,8 +115,10 @@ def from_image_caption_dataset(dataset, image_column: str = "image", caption_col
 
     def convert(batch):
         px = to_model_images(batch[image_column], image_size, num_channels)
-        return {"pixel_values": (1.0 - px if invert else px).tolist(),
-                "caption": [str(c) for c in batch[caption_column]]}
+        return {
+            "pixel_values": (1.0 - px if invert else px).tolist(),
+            "caption": [str(c) for c in batch[caption_column]],
+        }
 
     return dataset.map(convert, batched=True, remove_columns=dataset.column_names)
 
@@ -131,6 +145,7 @@ def load_caption_folder(folder: str | Path, **kwargs):
         raise FileNotFoundError(f"{folder} has neither metadata.jsonl nor captions.json")
     if not pairs:
         raise ValueError(f"{folder} lists no image–caption pairs")
-    ds = Dataset.from_dict({"image": [Image.open(folder / f).copy() for f, _ in pairs],
-                           "caption": [c for _, c in pairs]})
+    ds = Dataset.from_dict(
+        {"image": [Image.open(folder / f).copy() for f, _ in pairs], "caption": [c for _, c in pairs]}
+    )
     return from_image_caption_dataset(ds, **kwargs)

@@ -48,8 +48,12 @@ def load_models() -> dict:
     if not all((SPACE_DIR / v / "model.safetensors").is_file() for v in VARIANTS):
         # a child process: the recipe's frozen-part cache is bound to the work dir when its module is imported
         env = {**os.environ, "HF_EXT_HOME": str(SPACE_DIR / "work"), "HF_EXT_TINYALIGN_SPACE_DIR": str(SPACE_DIR)}
-        subprocess.run([sys.executable, "-c", "from hf_ext.tinyalign.demo import train_space_models as t; t()"],
-                       env=env, check=True)
+        subprocess.run(
+            [sys.executable, "-c", "from hf_ext.tinyalign.demo import train_space_models as t; t()"],
+            env=env,
+            check=True,
+        )
+
     def load(folder):
         model = AutoModelForImageTextToText.from_pretrained(folder).eval()
         return model, TinyAlignProcessor(AutoTokenizer.from_pretrained(folder), model.config)
@@ -57,7 +61,8 @@ def load_models() -> dict:
     models = {variant: load(SPACE_DIR / variant) for variant in VARIANTS}
     # the TinyAlign column: the linked model repo's model when it loads (its memory bank ships with it)
     models["k4"], models["source"] = load_linked(
-        "tinyalign", load, lambda: models["k4"], "the TinyAlign model trained in code (user cache)")
+        "tinyalign", load, lambda: models["k4"], "the TinyAlign model trained in code (user cache)"
+    )
     models["source"] += " Baseline connector: trained in code with the same recipe (user cache)."
     models["test"] = load_digit_captions(seed=0)["test"]  # not setup(): it reads the frozen parts' work-dir cache
     return models
@@ -93,11 +98,13 @@ def caption(image=None, index: float | None = 0) -> tuple[np.ndarray, list[list]
         with torch.no_grad():
             out = model(**inputs)
             gen = model.generate(**inputs, max_new_tokens=10, do_sample=False)
-        rows.append([label, processor.decode(gen[:, inputs["input_ids"].shape[1]:])[0]])
+        rows.append([label, processor.decode(gen[:, inputs["input_ids"].shape[1] :])[0]])
         if out.retrieved_ids is not None:
             caps = model.memory_bank.captions
-            neighbours = [[r + 1, round(float(s), 4), caps[int(i)]]
-                          for r, (i, s) in enumerate(zip(out.retrieved_ids[0], out.retrieval_scores[0]))]
+            neighbours = [
+                [r + 1, round(float(s), 4), caps[int(i)]]
+                for r, (i, s) in enumerate(zip(out.retrieved_ids[0], out.retrieval_scores[0]))
+            ]
     big = np.kron(np.clip(px[0], 0, 1), np.ones((24, 24)))
     return (big * 255).astype(np.uint8), rows, neighbours
 
@@ -106,20 +113,26 @@ def reading(rows: list[list]) -> str:
     """One honest line on `caption`'s rows: how many words of the reference caption each model got, in place."""
     reference = rows[0][1].split()
     if rows[0][0] != "reference (test split)" or not reference:
-        return ("**Reading:** an uploaded image has no reference caption, so only the two captions can be compared "
-                "by eye; the README's accuracy over the test split is the measurement.")
+        return (
+            "**Reading:** an uploaded image has no reference caption, so only the two captions can be compared "
+            "by eye; the README's accuracy over the test split is the measurement."
+        )
     scores = []
     for label, text in rows[1:]:
         words = text.split()
         scores.append(f"{label.split(',')[0]} {sum(a == b for a, b in zip(words, reference))}/{len(reference)}")
-    return (f"**Reading:** words matching the reference caption in place: {'; '.join(scores)}. One digit is an "
-            "anecdote: over the test split retrieval did not beat the plain connector at this scale (README: a "
-            "negative result).")
+    return (
+        f"**Reading:** words matching the reference caption in place: {'; '.join(scores)}. One digit is an "
+        "anecdote: over the test split retrieval did not beat the plain connector at this scale (README: a "
+        "negative result)."
+    )
 
 
-MODELS_NOTE = ("Models: a baseline and a TinyAlign (top-4) small VLM trained in code with the reproduction's recipe "
-               "on the first request (a few minutes on two CPU cores) and kept in the user cache; the TinyAlign "
-               "column uses the linked model repo instead when it loads.")
+MODELS_NOTE = (
+    "Models: a baseline and a TinyAlign (top-4) small VLM trained in code with the reproduction's recipe "
+    "on the first request (a few minutes on two CPU cores) and kept in the user cache; the TinyAlign "
+    "column uses the linked model repo instead when it loads."
+)
 
 
 def build_demo():
@@ -146,17 +159,23 @@ def build_demo():
         )
         with gr.Row():
             index = gr.Number(value=0, precision=None, label="test digit index (0–359)")
-            image = gr.Image(label="or upload an image (used instead of the index)", type="numpy",
-                             elem_id="tinyalign-upload")
-        gr.Examples(examples=[[None, 0], [None, 7], [None, 123]], inputs=[image, index],
-                    label="examples: test digits (the captions name class, thickness, width and slant)")
+            image = gr.Image(
+                label="or upload an image (used instead of the index)", type="numpy", elem_id="tinyalign-upload"
+            )
+        gr.Examples(
+            examples=[[None, 0], [None, 7], [None, 123]],
+            inputs=[image, index],
+            label="examples: test digits (the captions name class, thickness, width and slant)",
+        )
         button = gr.Button("Caption with and without retrieval", variant="primary")
         with gr.Row():
             shown = gr.Image(label="input (8×8, enlarged)", elem_id="tinyalign-input")
             captions = gr.Dataframe(headers=["model", "caption"], label="captions", elem_id="tinyalign-captions")
-        neighbours = gr.Dataframe(headers=["rank", "cosine similarity ↑ (query, memory key)",
-                                           "neighbour caption (memory split)"],
-                                  label="retrieved neighbours", elem_id="tinyalign-neighbours")
+        neighbours = gr.Dataframe(
+            headers=["rank", "cosine similarity ↑ (query, memory key)", "neighbour caption (memory split)"],
+            label="retrieved neighbours",
+            elem_id="tinyalign-neighbours",
+        )
         verdict = gr.Markdown(elem_id="tinyalign-reading")
         gr.Markdown(MODELS_NOTE, elem_id="tinyalign-model")
         button.click(run, [image, index], [shown, captions, neighbours, verdict], api_name="caption")

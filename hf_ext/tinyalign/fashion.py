@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 
 FASHION_DIR = Path(os.environ.get("HF_EXT_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
-FASHION_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-                 "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+FASHION_FILES = {
+    "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+    "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+}
 FASHION_WORDS = ("tshirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot")
 BRIGHTNESS = ("dark", "grey", "light")
 WIDTH = ("narrow", "regular", "wide")
@@ -45,10 +47,13 @@ def load_fashion_mnist(root: str | Path = FASHION_DIR) -> dict[str, tuple[np.nda
     root = Path(root)
     missing = [f for pair in FASHION_FILES.values() for f in pair if not (root / f).is_file()]
     if missing:
-        raise FileNotFoundError(f"Fashion-MNIST is not installed in {root} (missing {missing}): {FASHION_APT}, or set "
-                                f"HF_EXT_FASHION_MNIST_DIR to a folder with the four IDX files")
-    return {split: (read_idx(root / img), read_idx(root / lab).astype(int))
-            for split, (img, lab) in FASHION_FILES.items()}
+        raise FileNotFoundError(
+            f"Fashion-MNIST is not installed in {root} (missing {missing}): {FASHION_APT}, or set "
+            f"HF_EXT_FASHION_MNIST_DIR to a folder with the four IDX files"
+        )
+    return {
+        split: (read_idx(root / img), read_idx(root / lab).astype(int)) for split, (img, lab) in FASHION_FILES.items()
+    }
 
 
 def measure_fashion(images: np.ndarray) -> dict[str, np.ndarray]:
@@ -69,8 +74,9 @@ def fashion_caption(label: int, attrs: dict[str, float], edges: dict[str, np.nda
     return f"a {b} {w} {FASHION_WORDS[label]} , {a}"
 
 
-def load_fashion_captions(n_memory: int = 2000, n_train: int = 1000, n_test: int = 300, seed: int = 0,
-                          root: str | Path = FASHION_DIR):
+def load_fashion_captions(
+    n_memory: int = 2000, n_train: int = 1000, n_test: int = 300, seed: int = 0, root: str | Path = FASHION_DIR
+):
     """Fashion-MNIST as a `datasets.DatasetDict` with disjoint `memory`, `train` (both drawn without overlap from
     the training file) and `test` (from the test file) splits. Columns: `pixel_values` (28×28 in [0, 1]),
     `caption`, `label`, `index` (row in its IDX file)."""
@@ -80,13 +86,17 @@ def load_fashion_captions(n_memory: int = 2000, n_train: int = 1000, n_test: int
     train_x, train_y = raw["train"]
     test_x, test_y = raw["test"]
     if n_memory + n_train > len(train_y) or n_test > len(test_y) or min(n_memory, n_train, n_test) < 1:
-        raise ValueError(f"split sizes must be >= 1 with memory + train <= {len(train_y)} and test <= {len(test_y)}, "
-                         f"got {n_memory}, {n_train}, {n_test}")
+        raise ValueError(
+            f"split sizes must be >= 1 with memory + train <= {len(train_y)} and test <= {len(test_y)}, "
+            f"got {n_memory}, {n_train}, {n_test}"
+        )
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(train_y))
-    picks = {"memory": ("train", np.sort(order[:n_memory])),
-             "train": ("train", np.sort(order[n_memory : n_memory + n_train])),
-             "test": ("test", np.sort(rng.permutation(len(test_y))[:n_test]))}
+    picks = {
+        "memory": ("train", np.sort(order[:n_memory])),
+        "train": ("train", np.sort(order[n_memory : n_memory + n_train])),
+        "test": ("test", np.sort(rng.permutation(len(test_y))[:n_test])),
+    }
     images = {"train": train_x.astype(np.float32) / 255.0, "test": test_x.astype(np.float32) / 255.0}
     labels = {"train": train_y, "test": test_y}
     attrs = measure_fashion(images["train"][picks["memory"][1]])  # terciles from the memory split only
@@ -96,11 +106,14 @@ def load_fashion_captions(n_memory: int = 2000, n_train: int = 1000, n_test: int
         file, ids = picks[name]
         x, y = images[file][ids], labels[file][ids]
         a = measure_fashion(x)
-        return Dataset.from_dict({
-            "pixel_values": x.tolist(),
-            "caption": [fashion_caption(int(y[i]), {k: v[i] for k, v in a.items()}, edges) for i in range(len(y))],
-            "label": y.tolist(), "index": ids.tolist(),
-        })
+        return Dataset.from_dict(
+            {
+                "pixel_values": x.tolist(),
+                "caption": [fashion_caption(int(y[i]), {k: v[i] for k, v in a.items()}, edges) for i in range(len(y))],
+                "label": y.tolist(),
+                "index": ids.tolist(),
+            }
+        )
 
     return DatasetDict({name: split(name) for name in picks})
 

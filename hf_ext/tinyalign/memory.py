@@ -20,8 +20,9 @@ BANK_FILE = "memory_bank.safetensors"
 BYTE_OFFSET = 6  # PerceiverTokenizer's byte ids start after 6 special tokens; 0 is its pad id
 
 
-def attention_pool(visual: torch.Tensor, text: torch.Tensor, text_mask: torch.Tensor | None,
-                   alpha: float) -> torch.Tensor:
+def attention_pool(
+    visual: torch.Tensor, text: torch.Tensor, text_mask: torch.Tensor | None, alpha: float
+) -> torch.Tensor:
     """The fused key/query of one image–text pair, batched: `k = wᵀF` with `F = [α·V̂ ; (1−α)·T̂]`,
     `A = softmax(F Fᵀ)` row-wise and `w` the mean of `A`'s rows.
 
@@ -40,7 +41,7 @@ def attention_pool(visual: torch.Tensor, text: torch.Tensor, text_mask: torch.Te
     f = torch.cat([v, t], dim=1)
     valid = torch.ones(f.shape[:2], dtype=torch.bool, device=f.device)
     if text_mask is not None:
-        valid[:, visual.shape[1]:] = text_mask.bool()
+        valid[:, visual.shape[1] :] = text_mask.bool()
     scores = f @ f.transpose(1, 2)
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
     attn = scores.softmax(dim=-1) * valid[:, :, None]  # rows of excluded tokens do not vote
@@ -66,23 +67,36 @@ class TinyAlignValueEncoder(nn.Module):
         super().__init__()
         d = config.value_d_model
         self.perceiver_config = PerceiverConfig(
-            num_latents=config.value_num_latents, d_latents=config.value_latent_dim, d_model=d, num_blocks=1,
-            num_self_attends_per_block=config.value_num_self_attends, num_self_attention_heads=config.value_num_heads,
-            num_cross_attention_heads=config.value_num_heads, qk_channels=config.value_latent_dim,
-            v_channels=config.value_latent_dim, image_size=config.image_size,
-            max_position_embeddings=config.value_text_length, vocab_size=262,
+            num_latents=config.value_num_latents,
+            d_latents=config.value_latent_dim,
+            d_model=d,
+            num_blocks=1,
+            num_self_attends_per_block=config.value_num_self_attends,
+            num_self_attention_heads=config.value_num_heads,
+            num_cross_attention_heads=config.value_num_heads,
+            qk_channels=config.value_latent_dim,
+            v_channels=config.value_latent_dim,
+            image_size=config.image_size,
+            max_position_embeddings=config.value_text_length,
+            vocab_size=262,
         )
         pixels = config.image_size * config.image_size
         image = mp.PerceiverImagePreprocessor(
-            self.perceiver_config, prep_type="conv1x1", spatial_downsample=1, in_channels=config.num_channels,
-            out_channels=d // 2, position_encoding_type="trainable", concat_or_add_pos="concat",
+            self.perceiver_config,
+            prep_type="conv1x1",
+            spatial_downsample=1,
+            in_channels=config.num_channels,
+            out_channels=d // 2,
+            position_encoding_type="trainable",
+            concat_or_add_pos="concat",
             trainable_position_encoding_kwargs={"num_channels": d // 2, "index_dims": pixels},
         )
         text = mp.PerceiverTextPreprocessor(self.perceiver_config)
         self.perceiver = mp.PerceiverModel(
             self.perceiver_config,
-            input_preprocessor=mp.PerceiverMultimodalPreprocessor(modalities={"image": image, "text": text},
-                                                                  min_padding_size=2),
+            input_preprocessor=mp.PerceiverMultimodalPreprocessor(
+                modalities={"image": image, "text": text}, min_padding_size=2
+            ),
         )
         self.text_length = config.value_text_length
         self.requires_grad_(False)
@@ -116,8 +130,12 @@ class RetrievalCache:
         self.hits = self.misses = 0
 
     def check(self, bank, k: int, modules) -> None:
-        fingerprint = (id(bank), len(bank) if bank is not None else 0, k,
-                       tuple((id(p), p._version) for m in modules for p in m.parameters()))
+        fingerprint = (
+            id(bank),
+            len(bank) if bank is not None else 0,
+            k,
+            tuple((id(p), p._version) for m in modules for p in m.parameters()),
+        )
         if fingerprint != self.fingerprint:
             self.clear()
             self.fingerprint = fingerprint
@@ -132,8 +150,10 @@ class RetrievalCache:
 
         f = feats.detach().float().cpu().contiguous().numpy()
         ids, mask = input_ids.cpu().numpy(), text_mask.cpu().numpy().astype(bool)
-        return [hashlib.blake2b(f[i].tobytes() + ids[i][mask[i]].tobytes(), digest_size=16).digest()
-                for i in range(f.shape[0])]
+        return [
+            hashlib.blake2b(f[i].tobytes() + ids[i][mask[i]].tobytes(), digest_size=16).digest()
+            for i in range(f.shape[0])
+        ]
 
     def lookup(self, feats, input_ids, text_mask):
         """`(scores, ids)` for the whole batch if every row is cached, else `None` (the batch is searched)."""
@@ -158,7 +178,8 @@ FAISS_PIP = "pip install 'faiss-cpu>=1.15.1,<1.16'"
 
 def _import_faiss():
     """faiss, imported on first use. Inside a `try` on purpose: transformers' remote-code import check skips `try`
-    blocks, so a machine without faiss gets this message with the real pip name (`faiss-cpu`), not `pip install faiss`."""
+    blocks, so a machine without faiss gets this message with the real pip name (`faiss-cpu`),
+    not `pip install faiss`."""
     try:
         import faiss
     except ImportError as err:
@@ -185,13 +206,21 @@ class MemoryBank:
             closer to exact.
     """
 
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, captions: list[str] | None = None, index=None,
-                 index_factory: str = "Flat", ef_search: int = 128):
+    def __init__(
+        self,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        captions: list[str] | None = None,
+        index=None,
+        index_factory: str = "Flat",
+        ef_search: int = 128,
+    ):
         faiss = _import_faiss()
 
         if keys.ndim != 2 or values.ndim != 3:
-            raise MemoryBankError(f"keys must be (N, H) and values (N, L, D); got {tuple(keys.shape)} and "
-                                  f"{tuple(values.shape)}")
+            raise MemoryBankError(
+                f"keys must be (N, H) and values (N, L, D); got {tuple(keys.shape)} and {tuple(values.shape)}"
+            )
         if keys.shape[0] == 0:
             raise MemoryBankError("the memory bank is empty: build it from at least one image–caption pair")
         if keys.shape[0] != values.shape[0]:
@@ -207,17 +236,22 @@ class MemoryBank:
             try:
                 index = faiss.index_factory(self.key_dim, index_factory, faiss.METRIC_INNER_PRODUCT)
             except RuntimeError as err:
-                raise MemoryBankError(f"faiss cannot build index_factory={index_factory!r}: "
-                                      f"{str(err).splitlines()[-1]}") from None
+                raise MemoryBankError(
+                    f"faiss cannot build index_factory={index_factory!r}: {str(err).splitlines()[-1]}"
+                ) from None
             if not index.is_trained:
-                raise MemoryBankError(f"index_factory={index_factory!r} needs training (IVF, PQ); use a flat or "
-                                      f"graph index such as 'Flat' or 'HNSW32'")
+                raise MemoryBankError(
+                    f"index_factory={index_factory!r} needs training (IVF, PQ); use a flat or "
+                    f"graph index such as 'Flat' or 'HNSW32'"
+                )
             if hasattr(index, "hnsw"):
                 index.hnsw.efSearch = ef_search
             index.add(self.keys.numpy())
         if index.ntotal != len(self) or index.d != self.key_dim:
-            raise MemoryBankError(f"faiss index holds {index.ntotal} vectors of width {index.d}, the bank "
-                                  f"{len(self)} of width {self.key_dim}")
+            raise MemoryBankError(
+                f"faiss index holds {index.ntotal} vectors of width {index.d}, the bank "
+                f"{len(self)} of width {self.key_dim}"
+            )
         self.index = index
 
     def __len__(self) -> int:
@@ -269,7 +303,7 @@ class MemoryBank:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "MemoryBank":
+    def load(cls, path: str | Path) -> MemoryBank:
         faiss = _import_faiss()
         from safetensors import safe_open
 

@@ -28,8 +28,10 @@ def class_word(caption: str, words=DIGIT_WORDS) -> str | None:
 
 def class_word_accuracy(predictions: list[str], references: list[str], words=DIGIT_WORDS) -> float:
     """Share of generated captions whose class word (from `words`) equals the reference's."""
-    hits = [class_word(p, words) is not None and class_word(p, words) == class_word(r, words)
-            for p, r in zip(predictions, references)]
+    hits = [
+        class_word(p, words) is not None and class_word(p, words) == class_word(r, words)
+        for p, r in zip(predictions, references)
+    ]
     return sum(hits) / max(len(hits), 1)
 
 

@@ -1,6 +1,7 @@
 """EfficientNet-Lite as a Hugging Face vision tower: a small `PreTrainedModel` around `efficientnet_lite_pytorch`'s
 network whose final feature map becomes TinyAlign's visual tokens. Self-contained (relative imports only), so it
-travels with the TinyAlign modeling code as remote code; the network itself needs `pip install efficientnet-lite-pytorch`.
+travels with the TinyAlign modeling code as remote code;
+the network itself needs `pip install efficientnet-lite-pytorch`.
 
 The ImageNet weights are put in by `hf_ext.tinyalign.pretrained_parts.efficientnet_lite0_tower` (through
 `hf_ext.core.pretrained.load_efficientnet_lite0`); `from_config` gives the same network with random weights.
@@ -51,15 +52,17 @@ class TinyAlignEfficientNetModel(PreTrainedModel):
         # The package's own initialisation (set in its constructor) is kept: a random tower is only a test stand-in.
         return
 
-    def forward(self, pixel_values: torch.Tensor, output_hidden_states: bool | None = None, return_dict=None,
-                **kwargs) -> BaseModelOutputWithPoolingAndNoAttention:
+    def forward(
+        self, pixel_values: torch.Tensor, output_hidden_states: bool | None = None, return_dict=None, **kwargs
+    ) -> BaseModelOutputWithPoolingAndNoAttention:
         if pixel_values.ndim != 4 or pixel_values.shape[1] != self.config.num_channels:
-            raise ValueError(f"pixel_values must be (batch, {self.config.num_channels}, S, S), got "
-                             f"{tuple(pixel_values.shape)}")
+            raise ValueError(
+                f"pixel_values must be (batch, {self.config.num_channels}, S, S), got {tuple(pixel_values.shape)}"
+            )
         features = self.net.extract_features(pixel_values)
-        return BaseModelOutputWithPoolingAndNoAttention(last_hidden_state=features,
-                                                        pooler_output=features.mean(dim=(2, 3)),
-                                                        hidden_states=(features,))
+        return BaseModelOutputWithPoolingAndNoAttention(
+            last_hidden_state=features, pooler_output=features.mean(dim=(2, 3)), hidden_states=(features,)
+        )
 
 
 AutoModel.register(TinyAlignEfficientNetConfig, TinyAlignEfficientNetModel, exist_ok=True)

@@ -89,8 +89,9 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
     def __init__(self, config: TinyAlignConfig, vision_tower=None, language_model=None):
         super().__init__(config)
         self.vision_tower = vision_tower if vision_tower is not None else AutoModel.from_config(config.vision_config)
-        self.language_model = (language_model if language_model is not None
-                               else AutoModelForCausalLM.from_config(config.text_config))
+        self.language_model = (
+            language_model if language_model is not None else AutoModelForCausalLM.from_config(config.text_config)
+        )
         width = vision_feature_width(config)
         self.connector = TinyAlignConnector(width, config.hidden_size)
         if config.use_retrieval:
@@ -142,7 +143,7 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
     def get_output_embeddings(self):
         return self.language_model.get_output_embeddings()
 
-    def freeze_for_stage1(self) -> "TinyAlignForConditionalGeneration":
+    def freeze_for_stage1(self) -> TinyAlignForConditionalGeneration:
         """Stage 1 of the recipe: vision tower and LM frozen; connector and connector2 train."""
         self.vision_tower.requires_grad_(False)
         self.language_model.requires_grad_(False)
@@ -151,7 +152,7 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
             self.value_encoder.requires_grad_(False)
         return self
 
-    def freeze_for_stage2(self) -> "TinyAlignForConditionalGeneration":
+    def freeze_for_stage2(self) -> TinyAlignForConditionalGeneration:
         """Stage 2: LM, connector and connector2 train; the vision tower stays frozen (the paper also tunes it)."""
         self.freeze_for_stage1()
         self.language_model.requires_grad_(True)
@@ -171,11 +172,15 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
     def check_pixel_values(self, pixel_values: torch.Tensor) -> None:
         c, s = self.config.num_channels, self.config.image_size
         if not isinstance(pixel_values, torch.Tensor) or not pixel_values.is_floating_point():
-            raise ValueError(f"pixel_values must be a float tensor of shape (batch, {c}, {s}, {s}), got "
-                             f"{getattr(pixel_values, 'dtype', type(pixel_values).__name__)}")
+            raise ValueError(
+                f"pixel_values must be a float tensor of shape (batch, {c}, {s}, {s}), got "
+                f"{getattr(pixel_values, 'dtype', type(pixel_values).__name__)}"
+            )
         if pixel_values.ndim != 4 or tuple(pixel_values.shape[1:]) != (c, s, s):
-            raise ValueError(f"pixel_values must have shape (batch, {c}, {s}, {s}) (channels={c}, image_size={s}); "
-                             f"got {tuple(pixel_values.shape)}")
+            raise ValueError(
+                f"pixel_values must have shape (batch, {c}, {s}, {s}) (channels={c}, image_size={s}); "
+                f"got {tuple(pixel_values.shape)}"
+            )
         if pixel_values.shape[0] == 0:
             raise ValueError("pixel_values is an empty batch: pass at least one image")
         if not bool(torch.isfinite(pixel_values).all()):
@@ -186,8 +191,10 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         deep inside an embedding lookup (`IndexError: index out of range in self`) or a reshape."""
         vocab = self.config.text_config.vocab_size
         if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
-            raise ValueError(f"input_ids must be an integer tensor of shape (batch, length), got "
-                             f"{tuple(getattr(input_ids, 'shape', ()))} {getattr(input_ids, 'dtype', type(input_ids))}")
+            raise ValueError(
+                f"input_ids must be an integer tensor of shape (batch, length), got "
+                f"{tuple(getattr(input_ids, 'shape', ()))} {getattr(input_ids, 'dtype', type(input_ids))}"
+            )
         if input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
             raise ValueError(f"input_ids is empty (shape {tuple(input_ids.shape)}): pass at least one token per row")
         placeholder = (input_ids == self.config.image_token_id) | (input_ids == self.config.rag_token_id)
@@ -197,25 +204,38 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
             raise ValueError(f"input_ids must lie in [0, vocab_size={vocab}), got {bad}")
         for name, value in (("attention_mask", attention_mask), ("labels", labels)):
             if value is not None and (not isinstance(value, torch.Tensor) or value.shape != input_ids.shape):
-                raise ValueError(f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, got "
-                                 f"{tuple(getattr(value, 'shape', ()))}")
+                raise ValueError(
+                    f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, got "
+                    f"{tuple(getattr(value, 'shape', ()))}"
+                )
         if labels is not None:
             if labels.is_floating_point():
-                raise ValueError(f"labels must be integer token ids (or {IGNORE_INDEX}), got {labels.dtype} "
-                                 f"(NaN labels would give a NaN loss)")
+                raise ValueError(
+                    f"labels must be integer token ids (or {IGNORE_INDEX}), got {labels.dtype} "
+                    f"(NaN labels would give a NaN loss)"
+                )
             bad = (labels != IGNORE_INDEX) & ((labels < 0) | (labels >= vocab))
             if bool(bad.any()):
-                raise ValueError(f"labels must lie in [0, vocab_size={vocab}) or be {IGNORE_INDEX}, got "
-                                 f"{labels[bad].unique()[:5].tolist()}")
+                raise ValueError(
+                    f"labels must lie in [0, vocab_size={vocab}) or be {IGNORE_INDEX}, got "
+                    f"{labels[bad].unique()[:5].tolist()}"
+                )
         if memory_ids is not None:
             k, n = self.config.memory_top_k, len(self.memory_bank) if self.memory_bank is not None else 0
-            if (not isinstance(memory_ids, torch.Tensor) or memory_ids.is_floating_point()
-                    or tuple(memory_ids.shape) != (input_ids.shape[0], k)):
-                raise ValueError(f"memory_ids must be an integer tensor of shape (batch={input_ids.shape[0]}, "
-                                 f"memory_top_k={k}), got {tuple(getattr(memory_ids, 'shape', ()))}")
+            if (
+                not isinstance(memory_ids, torch.Tensor)
+                or memory_ids.is_floating_point()
+                or tuple(memory_ids.shape) != (input_ids.shape[0], k)
+            ):
+                raise ValueError(
+                    f"memory_ids must be an integer tensor of shape (batch={input_ids.shape[0]}, "
+                    f"memory_top_k={k}), got {tuple(getattr(memory_ids, 'shape', ()))}"
+                )
             if bool(((memory_ids < 0) | (memory_ids >= n)).any()):
-                raise ValueError(f"memory_ids must be bank entries in [0, {n}), got "
-                                 f"{memory_ids[(memory_ids < 0) | (memory_ids >= n)].unique()[:5].tolist()}")
+                raise ValueError(
+                    f"memory_ids must be bank entries in [0, {n}), got "
+                    f"{memory_ids[(memory_ids < 0) | (memory_ids >= n)].unique()[:5].tolist()}"
+                )
 
     def image_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """Vision features `(B, Nv, d_v)` of the selected hidden state (before the connector)."""
@@ -227,8 +247,10 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         elif self.config.vision_feature_select_strategy == "default" and h.shape[1] == self.config.num_image_tokens + 1:
             h = h[:, 1:]  # drop CLS (ViT-like encoders)
         if h.shape[1] != self.config.num_image_tokens:
-            raise ValueError(f"the vision encoder gives {h.shape[1]} tokens but config.num_image_tokens is "
-                             f"{self.config.num_image_tokens}")
+            raise ValueError(
+                f"the vision encoder gives {h.shape[1]} tokens but config.num_image_tokens is "
+                f"{self.config.num_image_tokens}"
+            )
         return h
 
     # ---- memory -----------------------------------------------------------------------------------------------
@@ -241,15 +263,18 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
             if len(bank) == 0:
                 raise MemoryBankError("the memory bank is empty")
             if bank.key_dim != self.config.hidden_size:
-                raise MemoryBankError(f"bank key width {bank.key_dim} does not match the model's hidden size "
-                                      f"{self.config.hidden_size}")
+                raise MemoryBankError(
+                    f"bank key width {bank.key_dim} does not match the model's hidden size {self.config.hidden_size}"
+                )
             want = (self.config.value_num_latents, self.config.value_latent_dim)
             if tuple(bank.value_shape) != want:
-                raise MemoryBankError(f"bank values have shape {tuple(bank.value_shape)} per entry, the model "
-                                      f"expects {want}")
+                raise MemoryBankError(
+                    f"bank values have shape {tuple(bank.value_shape)} per entry, the model expects {want}"
+                )
             if self.config.memory_top_k > len(bank):
-                raise MemoryBankError(f"top_k={self.config.memory_top_k} is larger than the memory bank "
-                                      f"({len(bank)} entries)")
+                raise MemoryBankError(
+                    f"top_k={self.config.memory_top_k} is larger than the memory bank ({len(bank)} entries)"
+                )
         self.memory_bank = bank
         self.retrieval_cache.clear()
 
@@ -278,8 +303,13 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
             mask &= labels == IGNORE_INDEX
         return mask
 
-    def fused_key(self, visual_features: torch.Tensor, text_embeds: torch.Tensor, text_mask: torch.Tensor,
-                  connector: nn.Module | None = None) -> torch.Tensor:
+    def fused_key(
+        self,
+        visual_features: torch.Tensor,
+        text_embeds: torch.Tensor,
+        text_mask: torch.Tensor,
+        connector: nn.Module | None = None,
+    ) -> torch.Tensor:
         """The pooled key/query (α-weighted attention pooling) from vision features and token embeddings."""
         connector = connector if connector is not None else self.retrieval_connector
         return attention_pool(connector(visual_features), text_embeds, text_mask, self.config.alpha)
@@ -292,9 +322,21 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         return self.memory_bank.search(query, k or self.config.memory_top_k)
 
     # ---- forward ----------------------------------------------------------------------------------------------
-    def forward(self, input_ids=None, pixel_values=None, attention_mask=None, position_ids=None, cache=None,
-                inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, memory_ids=None,
-                vision_features=None, **kwargs) -> TinyAlignOutput:
+    def forward(
+        self,
+        input_ids=None,
+        pixel_values=None,
+        attention_mask=None,
+        position_ids=None,
+        cache=None,
+        inputs_embeds=None,
+        labels=None,
+        use_cache=None,
+        logits_to_keep=0,
+        memory_ids=None,
+        vision_features=None,
+        **kwargs,
+    ) -> TinyAlignOutput:
         """Args follow `LlamaForCausalLM.forward`, plus `pixel_values` `(B, C, S, S)` and, optionally, `memory_ids`
         `(B, k)`: bank entries to use instead of searching (benchmarks, replaying a retrieval). `input_ids` hold one
         `image_token_id` per visual token and one `rag_token_id` per memory token (see `TinyAlignProcessor`).
@@ -318,34 +360,49 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
                 self.check_pixel_values(pixel_values)
                 feats = self.image_features(pixel_values.to(inputs_embeds.dtype))
             if feats.shape[0] != input_ids.shape[0]:
-                raise ValueError(f"pixel_values has {feats.shape[0]} images for {input_ids.shape[0]} rows of "
-                                 f"input_ids")
+                raise ValueError(f"pixel_values has {feats.shape[0]} images for {input_ids.shape[0]} rows of input_ids")
             inputs_embeds = self._scatter(inputs_embeds, input_ids, cfg.image_token_id, self.connector(feats), "image")
             if cfg.use_retrieval:
                 if self.memory_bank is None:
-                    raise MemoryBankError("no memory bank attached: call build_memory_bank(...) or "
-                                          "set_memory_bank(...)")
+                    raise MemoryBankError(
+                        "no memory bank attached: call build_memory_bank(...) or set_memory_bank(...)"
+                    )
                 if memory_ids is not None:  # replay given entries: no query, no search
                     retrieved, scores = memory_ids.cpu(), torch.full(memory_ids.shape, float("nan"))
                 else:
                     scores, retrieved = self._search(feats, input_ids, inputs_embeds, attention_mask, labels)
                 values = self.memory_bank.gather(retrieved).to(inputs_embeds.device, inputs_embeds.dtype)
-                inputs_embeds = self._scatter(inputs_embeds, input_ids, cfg.rag_token_id, self.memory_tokens(values),
-                                              "memory")
+                inputs_embeds = self._scatter(
+                    inputs_embeds, input_ids, cfg.rag_token_id, self.memory_tokens(values), "memory"
+                )
                 retrieved, scores = retrieved.to(inputs_embeds.device), scores.to(inputs_embeds.device)
-        out = self.language_model(inputs_embeds=inputs_embeds, attention_mask=attention_mask, position_ids=position_ids,
-                                  cache=cache, labels=labels, use_cache=use_cache, logits_to_keep=logits_to_keep,
-                                  **kwargs)
-        return TinyAlignOutput(loss=out.loss, logits=out.logits, cache=getattr(out, "cache", None),
-                               hidden_states=out.hidden_states, attentions=out.attentions,
-                               retrieved_ids=retrieved, retrieval_scores=scores)
+        out = self.language_model(
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            labels=labels,
+            use_cache=use_cache,
+            logits_to_keep=logits_to_keep,
+            **kwargs,
+        )
+        return TinyAlignOutput(
+            loss=out.loss,
+            logits=out.logits,
+            cache=getattr(out, "cache", None),
+            hidden_states=out.hidden_states,
+            attentions=out.attentions,
+            retrieved_ids=retrieved,
+            retrieval_scores=scores,
+        )
 
     def _query_is_frozen(self) -> bool:
         """Whether nothing the query depends on can change between steps: vision tower, embeddings and retrieval
         connector all frozen, and the leaky ablation (whose training query sees the answer) off."""
         parts = (self.vision_tower, self.get_input_embeddings(), self.retrieval_connector)
         return not (self.config.query_includes_answer and self.training) and not any(
-            p.requires_grad for part in parts for p in part.parameters())
+            p.requires_grad for part in parts for p in part.parameters()
+        )
 
     def _search(self, feats, input_ids, inputs_embeds, attention_mask, labels):
         """Query + faiss top-k, through `retrieval_cache` when the query is frozen: a cached row is keyed by its
@@ -354,8 +411,11 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         text_mask = self.text_query_mask(input_ids, attention_mask, labels)
         use_cache = self.use_retrieval_cache and self._query_is_frozen()
         if use_cache:
-            self.retrieval_cache.check(self.memory_bank, self.config.memory_top_k,
-                                       (self.vision_tower, self.get_input_embeddings(), self.retrieval_connector))
+            self.retrieval_cache.check(
+                self.memory_bank,
+                self.config.memory_top_k,
+                (self.vision_tower, self.get_input_embeddings(), self.retrieval_connector),
+            )
             hit = self.retrieval_cache.lookup(feats, input_ids, text_mask)
             if hit is not None:
                 return hit
@@ -370,8 +430,9 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         """As `GenerationMixin`'s, but precomputed `vision_features` go to the prefill only, like `pixel_values`
         (later steps see one new token and no image placeholders)."""
         features = kwargs.pop("vision_features", None)
-        inputs = super().prepare_inputs_for_generation(input_ids, *args, is_first_iteration=is_first_iteration,
-                                                       **kwargs)
+        inputs = super().prepare_inputs_for_generation(
+            input_ids, *args, is_first_iteration=is_first_iteration, **kwargs
+        )
         if features is not None and (is_first_iteration or not kwargs.get("use_cache", True)):
             inputs["vision_features"] = features
         return inputs
@@ -379,10 +440,16 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
     def check_vision_features(self, vision_features) -> torch.Tensor:
         """Precomputed visual features must be `(B, num_image_tokens, d_v)` and finite."""
         want = (self.config.num_image_tokens, vision_feature_width(self.config))
-        if (not isinstance(vision_features, torch.Tensor) or vision_features.ndim != 3
-                or tuple(vision_features.shape[1:]) != want or not vision_features.is_floating_point()):
-            raise ValueError(f"vision_features must be a float tensor of shape (batch, {want[0]}, {want[1]}) "
-                             f"(what image_features returns), got {tuple(getattr(vision_features, 'shape', ()))}")
+        if (
+            not isinstance(vision_features, torch.Tensor)
+            or vision_features.ndim != 3
+            or tuple(vision_features.shape[1:]) != want
+            or not vision_features.is_floating_point()
+        ):
+            raise ValueError(
+                f"vision_features must be a float tensor of shape (batch, {want[0]}, {want[1]}) "
+                f"(what image_features returns), got {tuple(getattr(vision_features, 'shape', ()))}"
+            )
         if not bool(torch.isfinite(vision_features).all()):
             raise ValueError("vision_features must be finite; got NaN or Inf values")
         return vision_features
@@ -392,15 +459,18 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         mask = input_ids == token_id
         per_row = mask.sum(dim=1)
         if not bool((per_row == features.shape[1]).all()):
-            raise ValueError(f"input_ids hold {per_row.tolist()} {what} placeholder tokens per row but the model "
-                             f"produces {features.shape[1]} {what} tokens; build inputs with TinyAlignProcessor for "
-                             f"this config")
+            raise ValueError(
+                f"input_ids hold {per_row.tolist()} {what} placeholder tokens per row but the model "
+                f"produces {features.shape[1]} {what} tokens; build inputs with TinyAlignProcessor for "
+                f"this config"
+            )
         return embeds.masked_scatter(mask[..., None], features.to(embeds.dtype))
 
     # ---- the bank -----------------------------------------------------------------------------------------------
     @torch.no_grad()
-    def encode_memory(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode_memory(
+        self, pixel_values: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, captions: list[str]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys `(B, H)` and values `(B, L, D)` of image–caption pairs; `input_ids` hold prompt + caption (no image
         or memory placeholders)."""
         feats = self.image_features(pixel_values)
@@ -442,8 +512,11 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
                 out = vision_model.eval()(pixel_values=torch.zeros(1, channels, size, size), output_hidden_states=True)
             h = out.hidden_states[kwargs.get("vision_feature_layer", -1)]
             n = h.shape[2] * h.shape[3] if h.ndim == 4 else h.shape[1]
-            cls_token = h.ndim == 3 and kwargs.get("vision_feature_select_strategy", "default") == "default" and (
-                getattr(vc, "model_type", "") in ("vit", "clip_vision_model", "deit"))
+            cls_token = (
+                h.ndim == 3
+                and kwargs.get("vision_feature_select_strategy", "default") == "default"
+                and (getattr(vc, "model_type", "") in ("vit", "clip_vision_model", "deit"))
+            )
             kwargs["num_image_tokens"] = n - 1 if cls_token else n
         if reference:
             kwargs.setdefault("vision_model_name_or_path", getattr(vision_model, "name_or_path", None) or None)
@@ -452,8 +525,10 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         return cls(config, vision_tower=vision_model, language_model=language_model).freeze_for_stage1()
 
     def _referenced_parts(self) -> dict[str, str]:
-        refs = {"vision_tower": self.config.vision_model_name_or_path,
-                "language_model": self.config.text_model_name_or_path}
+        refs = {
+            "vision_tower": self.config.vision_model_name_or_path,
+            "language_model": self.config.text_model_name_or_path,
+        }
         return {prefix: ref for prefix, ref in refs.items() if ref}
 
     # ---- save / load with the bank ------------------------------------------------------------------------------
@@ -493,14 +568,21 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
         if "memory_token_norm" not in raw:
             config.memory_token_norm, old = False, [r"^memory_scale$"]
             kwargs["config"] = config
-        referenced = [prefix for prefix, ref in (("vision_tower", config.vision_model_name_or_path),
-                                                 ("language_model", config.text_model_name_or_path)) if ref]
+        referenced = [
+            prefix
+            for prefix, ref in (
+                ("vision_tower", config.vision_model_name_or_path),
+                ("language_model", config.text_model_name_or_path),
+            )
+            if ref
+        ]
         # the referenced parts are absent on purpose: keep them out of transformers' missing-keys report
         ignored = cls._keys_to_ignore_on_load_missing
         cls._keys_to_ignore_on_load_missing = [*(ignored or []), *old, *(rf"^{p}\." for p in referenced)]
         try:
-            model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True,
-                                                  **kwargs)
+            model, info = super().from_pretrained(
+                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
+            )
         finally:
             cls._keys_to_ignore_on_load_missing = ignored
         if old:  # an artifact from before the memory-token norm has no memory_scale, and needs none (norm off)
@@ -511,22 +593,35 @@ class TinyAlignForConditionalGeneration(TinyAlignPreTrainedModel, GenerationMixi
             try:
                 getattr(model, prefix).load_state_dict(part.state_dict(), strict=True)
             except RuntimeError as err:
-                raise ValueError(f"the frozen part {prefix} referenced as {ref!r} does not fit this TinyAlign "
-                                 f"config: {str(err).splitlines()[0]}") from None
+                raise ValueError(
+                    f"the frozen part {prefix} referenced as {ref!r} does not fit this TinyAlign "
+                    f"config: {str(err).splitlines()[0]}"
+                ) from None
             getattr(model, prefix).requires_grad_(False)
             info["missing_keys"] = type(info["missing_keys"])(
-                k for k in info["missing_keys"] if not k.startswith(f"{prefix}."))
+                k for k in info["missing_keys"] if not k.startswith(f"{prefix}.")
+            )
         model.eval()
         path = Path(os.fspath(pretrained_model_name_or_path)) / BANK_FILE
         if not path.is_file():
             from transformers.utils import cached_file
 
-            found = cached_file(pretrained_model_name_or_path, BANK_FILE, _raise_exceptions_for_missing_entries=False,
-                                _raise_exceptions_for_connection_errors=False)
+            found = cached_file(
+                pretrained_model_name_or_path,
+                BANK_FILE,
+                _raise_exceptions_for_missing_entries=False,
+                _raise_exceptions_for_connection_errors=False,
+            )
             path = Path(found) if found else None
         if path is not None and model.config.use_retrieval:
             model.set_memory_bank(MemoryBank.load(path))
         return (model, info) if wants_info else model
 
 
-__all__ = ["TinyAlignForConditionalGeneration", "TinyAlignEfficientNetModel", "TinyAlignPreTrainedModel", "TinyAlignOutput", "TinyAlignConnector"]
+__all__ = [
+    "TinyAlignForConditionalGeneration",
+    "TinyAlignEfficientNetModel",
+    "TinyAlignPreTrainedModel",
+    "TinyAlignOutput",
+    "TinyAlignConnector",
+]

@@ -53,8 +53,9 @@ def efficientnet_image_processor(image_size: int = IMAGE_SIZE) -> TinyAlignImage
     """RGB at `image_size`, ImageNet mean/std (what the EfficientNet-Lite weights were trained with)."""
     from hf_ext.core.pretrained import EFFICIENTNET_MEAN, EFFICIENTNET_STD
 
-    return TinyAlignImageProcessor(size=image_size, num_channels=3, image_mean=EFFICIENTNET_MEAN,
-                                   image_std=EFFICIENTNET_STD)
+    return TinyAlignImageProcessor(
+        size=image_size, num_channels=3, image_mean=EFFICIENTNET_MEAN, image_std=EFFICIENTNET_STD
+    )
 
 
 def load_frozen_parts():
@@ -78,11 +79,21 @@ def pretrained_tinyalign(parts=None, image_size: int = IMAGE_SIZE, prompt: str =
     tower, lm, tokenizer = parts or load_frozen_parts()
     prompt_length = len(tokenizer(" " + prompt, add_special_tokens=False)["input_ids"])
     model = TinyAlignForConditionalGeneration.from_pretrained_parts(
-        tower, lm, image_size=image_size, query_prompt_length=prompt_length,
-        image_token_id=tokenizer.convert_tokens_to_ids("<image>"), rag_token_id=tokenizer.convert_tokens_to_ids("<rag>"),
-        **config_kwargs)
-    processor = TinyAlignProcessor(efficientnet_image_processor(image_size), tokenizer, model.config.num_image_tokens,
-                                   model.config.num_memory_tokens, prompt=prompt)
+        tower,
+        lm,
+        image_size=image_size,
+        query_prompt_length=prompt_length,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        rag_token_id=tokenizer.convert_tokens_to_ids("<rag>"),
+        **config_kwargs,
+    )
+    processor = TinyAlignProcessor(
+        efficientnet_image_processor(image_size),
+        tokenizer,
+        model.config.num_image_tokens,
+        model.config.num_memory_tokens,
+        prompt=prompt,
+    )
     processor.config = model.config
     processor.check_config(model.config)
     return model, processor
@@ -102,5 +113,12 @@ def add_vision_features(model, processor, dataset, batch_size: int = 64):
     return dataset.add_column("vision_features", [f.tolist() for f in out])
 
 
-__all__ = ["IMAGE_SIZE", "add_vision_features", "efficientnet_image_processor", "efficientnet_tower_path",
-           "load_frozen_parts", "pretrained_tinyalign", "smollm2_tokenizer"]
+__all__ = [
+    "IMAGE_SIZE",
+    "add_vision_features",
+    "efficientnet_image_processor",
+    "efficientnet_tower_path",
+    "load_frozen_parts",
+    "pretrained_tinyalign",
+    "smollm2_tokenizer",
+]

@@ -26,15 +26,22 @@ def build_tokenizer(texts: Iterable[str]):
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + [w for w in words if w not in SPECIAL_TOKENS])}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace()])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", additional_special_tokens=["<image>", "<rag>"])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        additional_special_tokens=["<image>", "<rag>"],
+    )
 
 
 def add_placeholder_tokens(tokenizer):
     """Adds `<image>` and `<rag>` as special tokens to a pretrained LM's tokenizer (in place; returns it). They get
     ids past the LM vocabulary, which is fine: the model never embeds placeholders (no embedding resize)."""
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>", "<rag>"]},
-                                 replace_extra_special_tokens=False)
+    tokenizer.add_special_tokens(
+        {"additional_special_tokens": ["<image>", "<rag>"]}, replace_extra_special_tokens=False
+    )
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -57,8 +64,9 @@ class TinyAlignImageProcessor(BaseImageProcessor):
 
     model_input_names = ["pixel_values"]
 
-    def __init__(self, size: int = 8, num_channels: int = 1, image_mean=None, image_std=None, invert: bool = False,
-                 **kwargs):
+    def __init__(
+        self, size: int = 8, num_channels: int = 1, image_mean=None, image_std=None, invert: bool = False, **kwargs
+    ):
         kwargs.pop("image_processor_type", None)
         super().__init__(**kwargs)
         if num_channels not in (1, 3):
@@ -67,8 +75,10 @@ class TinyAlignImageProcessor(BaseImageProcessor):
         self.image_mean = list(image_mean) if image_mean is not None else [0.0] * num_channels
         self.image_std = list(image_std) if image_std is not None else [1.0] * num_channels
         if len(self.image_mean) != num_channels or len(self.image_std) != num_channels or min(self.image_std) <= 0:
-            raise ValueError(f"image_mean and image_std need {num_channels} values (std > 0), got {self.image_mean} "
-                             f"and {self.image_std}")
+            raise ValueError(
+                f"image_mean and image_std need {num_channels} values (std > 0), got {self.image_mean} "
+                f"and {self.image_std}"
+            )
 
     def _one(self, image) -> np.ndarray:
         from PIL import Image
@@ -106,14 +116,18 @@ class TinyAlignImageProcessor(BaseImageProcessor):
                 stacked = None
             if stacked is not None and stacked.ndim == 3:
                 stacked = stacked[:, None]  # (B, S, S) grey
-            if (stacked is not None and stacked.ndim == 4
-                    and stacked.shape[1:] == (self.num_channels, self.size, self.size)):
+            if (
+                stacked is not None
+                and stacked.ndim == 4
+                and stacked.shape[1:] == (self.num_channels, self.size, self.size)
+            ):
                 batch = torch.from_numpy(stacked)
             else:
                 batch = torch.from_numpy(np.stack([self._one(im) for im in images]))
         if batch.ndim != 4 or tuple(batch.shape[1:]) != (self.num_channels, self.size, self.size):
-            raise ValueError(f"images must become (batch, {self.num_channels}, {self.size}, {self.size}); got "
-                             f"{tuple(batch.shape)}")
+            raise ValueError(
+                f"images must become (batch, {self.num_channels}, {self.size}, {self.size}); got {tuple(batch.shape)}"
+            )
         if self.invert:
             batch = 1.0 - batch
         mean = torch.tensor(self.image_mean, dtype=torch.float32)[None, :, None, None]
@@ -139,8 +153,16 @@ class TinyAlignProcessor(ProcessorMixin):
     accepted too).
     """
 
-    def __init__(self, image_processor=None, tokenizer=None, num_image_tokens: int = 16, num_memory_tokens: int = 0,
-                 prompt: str = PROMPT, chat_template=None, **kwargs):
+    def __init__(
+        self,
+        image_processor=None,
+        tokenizer=None,
+        num_image_tokens: int = 16,
+        num_memory_tokens: int = 0,
+        prompt: str = PROMPT,
+        chat_template=None,
+        **kwargs,
+    ):
         from transformers import PreTrainedConfig, PreTrainedTokenizerBase
 
         config = None
@@ -150,7 +172,11 @@ class TinyAlignProcessor(ProcessorMixin):
             num_image_tokens, num_memory_tokens = config.num_image_tokens, config.num_memory_tokens
             if image_processor is None:
                 image_processor = TinyAlignImageProcessor(size=config.image_size, num_channels=config.num_channels)
-        self.num_image_tokens, self.num_memory_tokens, self.prompt = int(num_image_tokens), int(num_memory_tokens), prompt
+        self.num_image_tokens, self.num_memory_tokens, self.prompt = (
+            int(num_image_tokens),
+            int(num_memory_tokens),
+            prompt,
+        )
         super().__init__(image_processor, tokenizer, chat_template=chat_template)
         missing = [t for t in ("<image>", "<rag>") if t not in tokenizer.get_vocab()]
         if missing:
@@ -173,19 +199,26 @@ class TinyAlignProcessor(ProcessorMixin):
 
     def check_config(self, config) -> None:
         """Refuses a config whose placeholder ids, counts or honest-query prompt length differ from this processor's."""
-        for name, ours in (("image_token_id", self.image_token_id), ("rag_token_id", self.rag_token_id),
-                           ("num_image_tokens", self.num_image_tokens), ("num_memory_tokens", self.num_memory_tokens)):
+        for name, ours in (
+            ("image_token_id", self.image_token_id),
+            ("rag_token_id", self.rag_token_id),
+            ("num_image_tokens", self.num_image_tokens),
+            ("num_memory_tokens", self.num_memory_tokens),
+        ):
             if getattr(config, name) != ours:
                 raise ValueError(f"config.{name}={getattr(config, name)} but this processor has {ours}")
         prompt_len = len(self.prompt_ids())
         if prompt_len != config.query_prompt_length:  # the honest query's positional cut-off would be wrong
-            raise ValueError(f"the prompt {self.prompt!r} has {prompt_len} tokens but config.query_prompt_length is "
-                             f"{config.query_prompt_length}")
+            raise ValueError(
+                f"the prompt {self.prompt!r} has {prompt_len} tokens but config.query_prompt_length is "
+                f"{config.query_prompt_length}"
+            )
         placeholders = {self.image_token_id, self.rag_token_id}
         real = [i for i in self.tokenizer.get_vocab().values() if i not in placeholders]
         if real and max(real) >= config.text_config.vocab_size:
-            raise ValueError(f"tokenizer has ids up to {max(real)}, the LM vocabulary only "
-                             f"{config.text_config.vocab_size}")
+            raise ValueError(
+                f"tokenizer has ids up to {max(real)}, the LM vocabulary only {config.text_config.vocab_size}"
+            )
 
     def words(self, text: str) -> list[int]:
         # the leading space makes a BPE tokenizer (SmolLM2) read word-initial tokens; a word-level one ignores it
@@ -199,14 +232,19 @@ class TinyAlignProcessor(ProcessorMixin):
         return [bos] if bos is not None else []
 
     def prefix_ids(self) -> list[int]:
-        return (self._bos() + [self.image_token_id] * self.num_image_tokens
-                + [self.rag_token_id] * self.num_memory_tokens + self.prompt_ids())
+        return (
+            self._bos()
+            + [self.image_token_id] * self.num_image_tokens
+            + [self.rag_token_id] * self.num_memory_tokens
+            + self.prompt_ids()
+        )
 
     def pixel_values(self, images) -> torch.Tensor:
         return self.image_processor(images, return_tensors="pt")["pixel_values"]
 
-    def __call__(self, images=None, captions: list[str] | None = None, text=None, return_tensors="pt",
-                 **kwargs) -> BatchFeature:
+    def __call__(
+        self, images=None, captions: list[str] | None = None, text=None, return_tensors="pt", **kwargs
+    ) -> BatchFeature:
         """Model inputs for a batch of images.
 
         - `captions` given: training inputs with labels (right-padded; labels are the caption and `<eos>`).
@@ -222,8 +260,10 @@ class TinyAlignProcessor(ProcessorMixin):
         if images is None or len(images) == 0:
             raise ValueError("images is an empty batch: pass at least one image")
         if captions is not None and (isinstance(captions, str) or len(captions) != len(images)):
-            raise ValueError(f"captions must be a list with one caption per image ({len(images)}), got "
-                             f"{'a string' if isinstance(captions, str) else len(captions)}")
+            raise ValueError(
+                f"captions must be a list with one caption per image ({len(images)}), got "
+                f"{'a string' if isinstance(captions, str) else len(captions)}"
+            )
         if captions is not None and not all(isinstance(c, str) for c in captions):
             raise ValueError("captions must be strings")
         prefix = self.prefix_ids()
@@ -233,11 +273,17 @@ class TinyAlignProcessor(ProcessorMixin):
                 raise ValueError(f"text must be a string or a list of {len(images)} strings (one per image)")
             rows = [prefix + (self.words(t) if t and t.strip() else []) for t in starts]
             if len({len(r) for r in rows}) > 1:
-                raise ValueError("text starts of different token lengths in one batch: the prompt is read by "
-                                 "position, so pass them one image at a time")
-            return BatchFeature({"input_ids": torch.tensor(rows), "attention_mask": torch.ones(len(rows), len(rows[0]),
-                                                                                               dtype=torch.long),
-                                 "pixel_values": self.pixel_values(images)})
+                raise ValueError(
+                    "text starts of different token lengths in one batch: the prompt is read by "
+                    "position, so pass them one image at a time"
+                )
+            return BatchFeature(
+                {
+                    "input_ids": torch.tensor(rows),
+                    "attention_mask": torch.ones(len(rows), len(rows[0]), dtype=torch.long),
+                    "pixel_values": self.pixel_values(images),
+                }
+            )
         rows, labels = [], []
         for i in range(len(images)):
             answer = self.words(captions[i]) + [self.tokenizer.eos_token_id]
@@ -245,12 +291,14 @@ class TinyAlignProcessor(ProcessorMixin):
             labels.append([IGNORE_INDEX] * len(prefix) + answer)
         n = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id
-        return BatchFeature({
-            "input_ids": torch.tensor([r + [pad] * (n - len(r)) for r in rows]),
-            "attention_mask": torch.tensor([[1] * len(r) + [0] * (n - len(r)) for r in rows]),
-            "pixel_values": self.pixel_values(images),
-            "labels": torch.tensor([lab + [IGNORE_INDEX] * (n - len(lab)) for lab in labels]),
-        })
+        return BatchFeature(
+            {
+                "input_ids": torch.tensor([r + [pad] * (n - len(r)) for r in rows]),
+                "attention_mask": torch.tensor([[1] * len(r) + [0] * (n - len(r)) for r in rows]),
+                "pixel_values": self.pixel_values(images),
+                "labels": torch.tensor([lab + [IGNORE_INDEX] * (n - len(lab)) for lab in labels]),
+            }
+        )
 
     def key_text(self, captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids and mask of `<s> prompt caption` (no placeholders): the text part of a memory key."""
@@ -265,8 +313,16 @@ class TinyAlignProcessor(ProcessorMixin):
 
 
 @torch.no_grad()
-def build_memory_bank(model, processor: TinyAlignProcessor, dataset, batch_size: int = 64, progress: bool = True,
-                      image_column: str = "pixel_values", caption_column: str = "caption", index_factory: str = "Flat"):
+def build_memory_bank(
+    model,
+    processor: TinyAlignProcessor,
+    dataset,
+    batch_size: int = 64,
+    progress: bool = True,
+    image_column: str = "pixel_values",
+    caption_column: str = "caption",
+    index_factory: str = "Flat",
+):
     """Builds a [`MemoryBank`] from an image–caption `datasets.Dataset`, attaches it to `model` and returns it.
 
     The model's current connector is frozen as its retrieval projector first, so keys and later queries share one
@@ -308,8 +364,9 @@ def _register_processor() -> None:
 
     from .configuration_tinyalign import TinyAlignConfig
 
-    AutoImageProcessor.register(TinyAlignConfig, image_processor_classes={"pil": TinyAlignImageProcessor},
-                                exist_ok=True)
+    AutoImageProcessor.register(
+        TinyAlignConfig, image_processor_classes={"pil": TinyAlignImageProcessor}, exist_ok=True
+    )
     AutoProcessor.register(TinyAlignConfig, TinyAlignProcessor, exist_ok=True)
     TinyAlignImageProcessor.register_for_auto_class("AutoImageProcessor")
     TinyAlignProcessor.register_for_auto_class("AutoProcessor")

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hf_ext.core.paths import work_dir
 from hf_ext.core.parallel import run_jobs
+from hf_ext.core.paths import work_dir
 
 from .components import LM_CONFIGS, VISION_CONFIG, pretrain_lm, pretrain_vision_encoder
 from .configuration_tinyalign import TinyAlignConfig
@@ -56,7 +56,7 @@ class TinyAlignReproduceArguments:
             self.efficiency_lms, self.leakage_ablation = list(self.lm_sizes), True
 
 
-def validate_run(run: "TinyAlignReproduceArguments") -> None:
+def validate_run(run: TinyAlignReproduceArguments) -> None:
     """Refuses settings that would crash deep in a worker or silently run nothing (before any training)."""
     for name in ("seeds", "ks", "fractions", "lm_sizes"):
         if not getattr(run, name):
@@ -66,8 +66,9 @@ def validate_run(run: "TinyAlignReproduceArguments") -> None:
     if any(not (0.0 < f <= 1.0) for f in run.fractions):  # also refuses NaN
         raise ValueError(f"--fractions must lie in (0, 1], got {run.fractions}")
     if not run.epochs > 0 or not (run.stage2_epochs >= 0) or not math.isfinite(run.epochs + run.stage2_epochs):
-        raise ValueError(f"--epochs must be > 0 and --stage2-epochs >= 0 (finite), got {run.epochs} and "
-                         f"{run.stage2_epochs}")
+        raise ValueError(
+            f"--epochs must be > 0 and --stage2-epochs >= 0 (finite), got {run.epochs} and {run.stage2_epochs}"
+        )
     if run.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {run.workers}")
     if any(s < 0 for s in run.seeds):
@@ -76,13 +77,20 @@ def validate_run(run: "TinyAlignReproduceArguments") -> None:
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hf-ext reproduce tinyalign", description=__doc__)
-    p.add_argument("--full", action="store_true",
-                   help="3 seeds, k in {1, 4}, fractions 20..100 %% on both LMs, and the released-retrieval ablation")
-    p.add_argument("--pretrained", action="store_true",
-                   help="the paper's setting instead: frozen EfficientNet-Lite0 + SmolLM2-135M on Fashion-MNIST "
-                        "(its own flags: hf-ext reproduce tinyalign --pretrained --help)")
-    p.add_argument("--out", default=str(work_dir("tinyalign")),
-                   help="output folder (results.json, loss_curves.png, artifact/)")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="3 seeds, k in {1, 4}, fractions 20..100 %% on both LMs, and the released-retrieval ablation",
+    )
+    p.add_argument(
+        "--pretrained",
+        action="store_true",
+        help="the paper's setting instead: frozen EfficientNet-Lite0 + SmolLM2-135M on Fashion-MNIST "
+        "(its own flags: hf-ext reproduce tinyalign --pretrained --help)",
+    )
+    p.add_argument(
+        "--out", default=str(work_dir("tinyalign")), help="output folder (results.json, loss_curves.png, artifact/)"
+    )
     from hf_ext.core.devices import add_device_argument
 
     add_device_argument(p)
@@ -93,8 +101,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=float, help="stage-1 epochs (LM frozen)")
     p.add_argument("--stage2-epochs", type=float, help="stage-2 epochs (LM trained); 0 = stage 1 only")
     p.add_argument("--workers", type=int, help="parallel training processes (default 2)")
-    p.add_argument("--leakage-ablation", action=argparse.BooleanOptionalAction, default=None,
-                   help="also run the released (leaky) retrieval as `released-k4` (default: only with --full)")
+    p.add_argument(
+        "--leakage-ablation",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run the released (leaky) retrieval as `released-k4` (default: only with --full)",
+    )
     return p
 
 
@@ -117,8 +129,12 @@ def variant_config(variant: str) -> dict:
     if variant == "baseline":
         return {"use_retrieval": False}
     k = int(variant.rsplit("k", 1)[1])
-    return {"use_retrieval": True, "memory_top_k": k, "query_includes_answer": variant.startswith("released"),
-            "memory_token_norm": False}
+    return {
+        "use_retrieval": True,
+        "memory_top_k": k,
+        "query_includes_answer": variant.startswith("released"),
+        "memory_token_norm": False,
+    }
 
 
 def build_model(lm: str, variant: str, seed: int):
@@ -127,8 +143,9 @@ def build_model(lm: str, variant: str, seed: int):
 
     data, tokenizer, vision_state, _, lms = setup()
     lm_state, lm_info = lms[lm]
-    config = TinyAlignConfig(vision_config=dict(VISION_CONFIG), text_config=dict(lm_info["text_config"]),
-                             **variant_config(variant))
+    config = TinyAlignConfig(
+        vision_config=dict(VISION_CONFIG), text_config=dict(lm_info["text_config"]), **variant_config(variant)
+    )
     torch.manual_seed(seed)
     model = TinyAlignForConditionalGeneration(config)
     model.load_components(vision_state, lm_state)
@@ -153,9 +170,14 @@ def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, 
     for stage, epochs, lr in (("pretrain", run.epochs, 1e-3), ("finetune", run.stage2_epochs, run.stage2_lr)):
         if epochs <= 0:
             continue
-        args = TinyAlignTrainingArguments(output_dir=str(Path(run.out) / "trainer"), num_train_epochs=epochs,
-                                          learning_rate=lr, per_device_train_batch_size=run.batch_size, seed=seed,
-                                          data_seed=seed)
+        args = TinyAlignTrainingArguments(
+            output_dir=str(Path(run.out) / "trainer"),
+            num_train_epochs=epochs,
+            learning_rate=lr,
+            per_device_train_batch_size=run.batch_size,
+            seed=seed,
+            data_seed=seed,
+        )
         trainer, curve = make_trainer(model, processor, train, args, stage=stage)
         trainer.remove_callback(PrinterCallback)
         start = time.perf_counter()
@@ -168,8 +190,11 @@ def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, 
         metrics["neighbour_class_match"] = float("nan")
         if ev["neighbours"]:
             bank_words = [class_word(c) for c in model.memory_bank.captions]
-            hits = [bank_words[j] == class_word(ref) for ids, ref in zip(ev["neighbours"], data["test"]["caption"])
-                    for j in ids]
+            hits = [
+                bank_words[j] == class_word(ref)
+                for ids, ref in zip(ev["neighbours"], data["test"]["caption"])
+                for j in ids
+            ]
             metrics["neighbour_class_match"] = float(np.mean(hits))
         stages[stage] = metrics
     if save_to:
@@ -190,8 +215,9 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 def summarise(run: TinyAlignReproduceArguments, done: dict) -> dict:
-    variants = ["baseline"] + [f"k{k}" for k in run.ks] + (
-        [f"released-k{run.efficiency_k}"] if run.leakage_ablation else [])
+    variants = (
+        ["baseline"] + [f"k{k}" for k in run.ks] + ([f"released-k{run.efficiency_k}"] if run.leakage_ablation else [])
+    )
     rows, curves, efficiency = [], {}, {}
     for lm in run.lm_sizes:
         base_final = np.mean([done[(lm, "baseline", s, 1.0)]["metrics"]["final_train_loss"] for s in run.seeds])
@@ -200,22 +226,33 @@ def summarise(run: TinyAlignReproduceArguments, done: dict) -> dict:
             if not cells:
                 continue
             steps = [steps_to_threshold(c["losses"], base_final) for c in cells]
-            row = {"lm": lm, "variant": v, "metrics": {k: _stats([c["metrics"][k] for c in cells]) for k in METRICS},
-                   "steps_to_baseline_final_loss": steps, "train_seconds": _stats([c["seconds"] for c in cells]),
-                   "stage1_metrics": {k: _stats([c["stage1"][k] for c in cells]) for k in METRICS},
-                   "per_seed": [c["metrics"] for c in cells], "examples": cells[0]["examples"]}
+            row = {
+                "lm": lm,
+                "variant": v,
+                "metrics": {k: _stats([c["metrics"][k] for c in cells]) for k in METRICS},
+                "steps_to_baseline_final_loss": steps,
+                "train_seconds": _stats([c["seconds"] for c in cells]),
+                "stage1_metrics": {k: _stats([c["stage1"][k] for c in cells]) for k in METRICS},
+                "per_seed": [c["metrics"] for c in cells],
+                "examples": cells[0]["examples"],
+            }
             rows.append(row)
             n = min(len(c["losses"]) for c in cells)
             curves[f"{lm} {v}"] = np.mean([c["losses"][:n] for c in cells], axis=0).tolist()
         if lm in run.efficiency_lms:
             eff = {}
             for v in ("baseline", f"k{run.efficiency_k}"):
-                eff[v] = {str(f): {k: _stats([done[(lm, v, s, f)]["metrics"][k] for s in run.seeds])
-                                   for k in ("token_accuracy", "class_word_accuracy", "bleu", "test_loss")}
-                          for f in run.fractions}
+                eff[v] = {
+                    str(f): {
+                        k: _stats([done[(lm, v, s, f)]["metrics"][k] for s in run.seeds])
+                        for k in ("token_accuracy", "class_word_accuracy", "bleu", "test_loss")
+                    }
+                    for f in run.fractions
+                }
             target = eff["baseline"]["1.0"]["token_accuracy"]["mean"]
-            match = [f for f in run.fractions
-                     if eff[f"k{run.efficiency_k}"][str(f)]["token_accuracy"]["mean"] >= target]
+            match = [
+                f for f in run.fractions if eff[f"k{run.efficiency_k}"][str(f)]["token_accuracy"]["mean"] >= target
+            ]
             eff["smallest_fraction_matching_baseline_100"] = min(match) if match else None
             eff["criterion"] = "mean test token accuracy of TinyAlign >= baseline at 100 % of the train split"
             efficiency[lm] = eff
@@ -235,8 +272,11 @@ def plot_curves(curves: dict[str, list[float]], path: Path) -> None:
             if name.split()[0] == lm:
                 w = 5
                 smooth = np.convolve(losses, np.ones(w) / w, mode="valid") if len(losses) > w else losses
-                ax.plot(range(w, w + len(smooth)) if len(losses) > w else range(1, len(losses) + 1), smooth,
-                        label=name.split(" ", 1)[1])
+                ax.plot(
+                    range(w, w + len(smooth)) if len(losses) > w else range(1, len(losses) + 1),
+                    smooth,
+                    label=name.split(" ", 1)[1],
+                )
         ax.set_title(f"{lm} LM: training CE, stage 1 then stage 2 (mean over seeds)")
         ax.set_xlabel("step")
         ax.set_ylabel("caption cross-entropy")
@@ -246,8 +286,19 @@ def plot_curves(curves: dict[str, list[float]], path: Path) -> None:
 
 
 def format_table(results: dict) -> str:
-    head = ["LM", "variant", "stage-1 token acc", "stage-1 class-word", "final train CE", "test CE", "token acc",
-            "class-word acc", "BLEU", "nbr class match", "steps to base CE"]
+    head = [
+        "LM",
+        "variant",
+        "stage-1 token acc",
+        "stage-1 class-word",
+        "final train CE",
+        "test CE",
+        "token acc",
+        "class-word acc",
+        "BLEU",
+        "nbr class match",
+        "steps to base CE",
+    ]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for row in results["rows"]:
         m = row["metrics"]
@@ -257,20 +308,38 @@ def format_table(results: dict) -> str:
 
         steps = ",".join("-" if s is None else str(s) for s in row["steps_to_baseline_final_loss"])
         s1 = row["stage1_metrics"]
-        lines.append(" | ".join([row["lm"], row["variant"],
-                                 f"{s1['token_accuracy']['mean']:.3f}±{s1['token_accuracy']['std']:.3f}",
-                                 f"{s1['class_word_accuracy']['mean']:.3f}±{s1['class_word_accuracy']['std']:.3f}",
-                                 cell("final_train_loss"), cell("test_loss"),
-                                 cell("token_accuracy"), cell("class_word_accuracy"), cell("bleu", 1, 1),
-                                 cell("neighbour_class_match"), steps]))
+        lines.append(
+            " | ".join(
+                [
+                    row["lm"],
+                    row["variant"],
+                    f"{s1['token_accuracy']['mean']:.3f}±{s1['token_accuracy']['std']:.3f}",
+                    f"{s1['class_word_accuracy']['mean']:.3f}±{s1['class_word_accuracy']['std']:.3f}",
+                    cell("final_train_loss"),
+                    cell("test_loss"),
+                    cell("token_accuracy"),
+                    cell("class_word_accuracy"),
+                    cell("bleu", 1, 1),
+                    cell("neighbour_class_match"),
+                    steps,
+                ]
+            )
+        )
     for lm, eff in results["data_efficiency"].items():
         lines.append(f"\ndata efficiency ({lm} LM, token accuracy by train fraction):")
         for v, by_f in eff.items():
             if isinstance(by_f, dict) and v != "criterion":
-                lines.append(f"  {v:>9}: " + "  ".join(f"{float(f):.0%} {s['token_accuracy']['mean']:.3f}"
-                                                        f"±{s['token_accuracy']['std']:.3f}" for f, s in by_f.items()))
-        lines.append(f"  smallest fraction at which TinyAlign matches baseline-100%: "
-                     f"{eff['smallest_fraction_matching_baseline_100']} (paper: 0.4)")
+                lines.append(
+                    f"  {v:>9}: "
+                    + "  ".join(
+                        f"{float(f):.0%} {s['token_accuracy']['mean']:.3f}±{s['token_accuracy']['std']:.3f}"
+                        for f, s in by_f.items()
+                    )
+                )
+        lines.append(
+            f"  smallest fraction at which TinyAlign matches baseline-100%: "
+            f"{eff['smallest_fraction_matching_baseline_100']} (paper: 0.4)"
+        )
     return "\n".join(lines)
 
 
@@ -303,8 +372,14 @@ def main(argv: list[str] | None = None) -> dict:
     jobs = [(lm, v, s, 1.0) for lm in run.lm_sizes for v in variants for s in run.seeds]
     if run.leakage_ablation:
         jobs += [(lm, f"released-k{run.efficiency_k}", s, 1.0) for lm in run.lm_sizes for s in run.seeds]
-    jobs += [(lm, v, s, f) for lm in run.efficiency_lms for v in ("baseline", f"k{run.efficiency_k}")
-             for s in run.seeds for f in run.fractions if f != 1.0]
+    jobs += [
+        (lm, v, s, f)
+        for lm in run.efficiency_lms
+        for v in ("baseline", f"k{run.efficiency_k}")
+        for s in run.seeds
+        for f in run.fractions
+        if f != 1.0
+    ]
     if f"k{run.efficiency_k}" not in variants:
         jobs += [(lm, f"k{run.efficiency_k}", s, 1.0) for lm in run.efficiency_lms for s in run.seeds]
     artifact_job = (run.lm_sizes[0], f"k{max(run.ks)}", run.seeds[0], 1.0)
@@ -313,23 +388,36 @@ def main(argv: list[str] | None = None) -> dict:
     calls = [(run, *j, str(out / "artifact") if j == artifact_job else "") for j in jobs]
     log = out / "jobs.jsonl"  # one line per finished job, so an interrupted sweep keeps what it measured
     log.write_text("")
-    for key, stages, losses, seconds, examples in run_jobs(run_one, calls, workers=run.workers,
-                                                            desc="tinyalign reproduce"):
+    for key, stages, losses, seconds, examples in run_jobs(
+        run_one, calls, workers=run.workers, desc="tinyalign reproduce"
+    ):
         final = stages.get("finetune", stages["pretrain"])
-        done[key] = {"metrics": final, "stage1": stages["pretrain"], "losses": losses, "seconds": seconds,
-                     "examples": examples}
+        done[key] = {
+            "metrics": final,
+            "stage1": stages["pretrain"],
+            "losses": losses,
+            "seconds": seconds,
+            "examples": examples,
+        }
         with log.open("a") as f:
             f.write(json.dumps({"job": key, **done[key]}) + "\n")
     summary = summarise(run, done)
     data, _, _, vision_info, lms = setup()
     results = {
-        "method": "tinyalign", "scale": "full" if run.full else "quick", "settings": asdict(run),
-        "data": {"source": "sklearn load_digits (real 8x8 handwritten digits), captions = class + measured thickness, "
-                           "width, slant terciles", **{k: len(v) for k, v in data.items()}},
-        "frozen_parts": {"vision_encoder": vision_info,
-                         "lms": {k: {kk: vv for kk, vv in v[1].items() if kk != "text_config"}
-                                 for k, v in lms.items()}},
-        **summary, "seconds": round(time.perf_counter() - start, 1),
+        "method": "tinyalign",
+        "scale": "full" if run.full else "quick",
+        "settings": asdict(run),
+        "data": {
+            "source": "sklearn load_digits (real 8x8 handwritten digits), captions = class + measured thickness, "
+            "width, slant terciles",
+            **{k: len(v) for k, v in data.items()},
+        },
+        "frozen_parts": {
+            "vision_encoder": vision_info,
+            "lms": {k: {kk: vv for kk, vv in v[1].items() if kk != "text_config"} for k, v in lms.items()},
+        },
+        **summary,
+        "seconds": round(time.perf_counter() - start, 1),
     }
     (out / "results.json").write_text(json.dumps(results, indent=1))
     if artifact_job in done and (out / "artifact").is_dir():  # what `hf-ext push tinyalign` renders the card from
@@ -338,26 +426,49 @@ def main(argv: list[str] | None = None) -> dict:
         m = done[artifact_job]["metrics"]
         lm, variant, seed, _ = artifact_job
         save_training_record(
-            out / "artifact", method="tinyalign", command="hf-ext reproduce tinyalign" + (" --full" if run.full else ""),
-            datasets=[{"name": "sklearn-digits-captions", "hub_id": None,
-                       "description": "sklearn load_digits images with generated class + style captions"}],
-            metrics=[metric("token acc", "accuracy", m["token_accuracy"], dataset="sklearn-digits-captions",
-                            higher_is_better=True),
-                     metric("class-word acc", "accuracy", m["class_word_accuracy"], dataset="sklearn-digits-captions",
-                            higher_is_better=True),
-                     metric("BLEU", "bleu", m["bleu"], dataset="sklearn-digits-captions", higher_is_better=True),
-                     metric("test CE", "loss", m["test_loss"], dataset="sklearn-digits-captions",
-                            higher_is_better=False)],
-            config={"lm": lm, "variant": variant, "seed": seed, **{k: v for k, v in asdict(run).items()
-                                                                    if k in ("epochs", "stage2_epochs", "full")}},
+            out / "artifact",
+            method="tinyalign",
+            command="hf-ext reproduce tinyalign" + (" --full" if run.full else ""),
+            datasets=[
+                {
+                    "name": "sklearn-digits-captions",
+                    "hub_id": None,
+                    "description": "sklearn load_digits images with generated class + style captions",
+                }
+            ],
+            metrics=[
+                metric(
+                    "token acc",
+                    "accuracy",
+                    m["token_accuracy"],
+                    dataset="sklearn-digits-captions",
+                    higher_is_better=True,
+                ),
+                metric(
+                    "class-word acc",
+                    "accuracy",
+                    m["class_word_accuracy"],
+                    dataset="sklearn-digits-captions",
+                    higher_is_better=True,
+                ),
+                metric("BLEU", "bleu", m["bleu"], dataset="sklearn-digits-captions", higher_is_better=True),
+                metric("test CE", "loss", m["test_loss"], dataset="sklearn-digits-captions", higher_is_better=False),
+            ],
+            config={
+                "lm": lm,
+                "variant": variant,
+                "seed": seed,
+                **{k: v for k, v in asdict(run).items() if k in ("epochs", "stage2_epochs", "full")},
+            },
             notes=f"TinyAlign {variant} on the {lm} LM, seed {seed} (the first job of the sweep's artifact cell)",
             skip_nonfinite=True,
         )
     plot_curves(summary["curves"], out / "loss_curves.png")
     table = format_table(results)
     print(table)
-    print(f"\nwrote {out / 'results.json'}, {out / 'loss_curves.png'} and {out / 'artifact'} "
-          f"({results['seconds']:.0f} s)")
+    print(
+        f"\nwrote {out / 'results.json'}, {out / 'loss_curves.png'} and {out / 'artifact'} ({results['seconds']:.0f} s)"
+    )
     results["table"] = table
     return results
 

@@ -60,22 +60,30 @@ def variant_kwargs(variant: str, value_num_latents: int) -> dict:
     if not variant.removeprefix("released-").startswith("k"):
         raise ValueError(f"variant must be baseline, k<k> or released-k<k>, got {variant!r}")
     k = int(variant.rsplit("k", 1)[1])
-    return {"use_retrieval": True, "memory_top_k": k, "value_num_latents": value_num_latents,
-            "query_includes_answer": variant.startswith("released")}
+    return {
+        "use_retrieval": True,
+        "memory_top_k": k,
+        "value_num_latents": value_num_latents,
+        "query_includes_answer": variant.startswith("released"),
+    }
 
 
 def token_norms(model, batch) -> dict:
     """Mean L2 norms of the image tokens, the memory tokens and the text embeddings on one batch (at init)."""
     with torch.no_grad():
         feats = batch["vision_features"]
-        out = {"image_tokens": float(model.connector(feats).norm(dim=-1).mean()),
-               "token_embeddings": float(model.get_input_embeddings().weight.norm(dim=-1).mean())}
+        out = {
+            "image_tokens": float(model.connector(feats).norm(dim=-1).mean()),
+            "token_embeddings": float(model.get_input_embeddings().weight.norm(dim=-1).mean()),
+        }
         if model.config.use_retrieval:
             res = model(**batch)
-            out["memory_tokens"] = float(model.memory_tokens(model.memory_bank.gather(res.retrieved_ids))
-                                         .norm(dim=-1).mean())
-            out["memory_tokens_unscaled"] = float(model.connector2(model.memory_bank.gather(res.retrieved_ids))
-                                                  .norm(dim=-1).mean())
+            out["memory_tokens"] = float(
+                model.memory_tokens(model.memory_bank.gather(res.retrieved_ids)).norm(dim=-1).mean()
+            )
+            out["memory_tokens_unscaled"] = float(
+                model.connector2(model.memory_bank.gather(res.retrieved_ids)).norm(dim=-1).mean()
+            )
     return out
 
 
@@ -93,42 +101,65 @@ def run_job(run, parts, data, banks, variant, seed, fraction):
         leaky = variant.startswith("released")
         key = (seed, leaky)
         # same seed -> same connector / Perceiver init for every k, so k1 and k4 share one bank (checked)
-        if key in banks and all(torch.equal(a, b) for a, b in zip(model.value_encoder.state_dict().values(),
-                                                                   banks[key][1].values())):
+        if key in banks and all(
+            torch.equal(a, b) for a, b in zip(model.value_encoder.state_dict().values(), banks[key][1].values())
+        ):
             model.snapshot_retrieval_connector()
             model.set_memory_bank(banks[key][0])
         else:
             from datasets import concatenate_datasets
 
             source = concatenate_datasets([data["memory"], data["train"]]) if leaky else data["memory"]
-            bank = build_memory_bank(model, processor, source.remove_columns("vision_features"), batch_size=32,
-                                     progress=False)
+            bank = build_memory_bank(
+                model, processor, source.remove_columns("vision_features"), batch_size=32, progress=False
+            )
             banks[key] = (bank, {k: v.clone() for k, v in model.value_encoder.state_dict().items()})
     bank_s = time.perf_counter() - start
     train = data["train"].shuffle(seed=seed)
     train = train.select(range(max(run.batch_size, int(round(fraction * len(train))))))
     norms = token_norms(model.eval(), _batch(processor, train[: run.batch_size]))
-    args = TinyAlignTrainingArguments(output_dir=str(Path(run.out) / "trainer"), num_train_epochs=run.epochs,
-                                      learning_rate=run.learning_rate, per_device_train_batch_size=run.batch_size,
-                                      seed=seed, data_seed=seed, disable_tqdm=True)
+    args = TinyAlignTrainingArguments(
+        output_dir=str(Path(run.out) / "trainer"),
+        num_train_epochs=run.epochs,
+        learning_rate=run.learning_rate,
+        per_device_train_batch_size=run.batch_size,
+        seed=seed,
+        data_seed=seed,
+        disable_tqdm=True,
+    )
     trainer, curve = make_trainer(model, processor, train, args, stage="pretrain")
     trainer.remove_callback(PrinterCallback)
     start = time.perf_counter()
     trainer.train()
     train_s = time.perf_counter() - start
     start = time.perf_counter()
-    ev = evaluate_captions(model, processor, data["test"], batch_size=16, max_new_tokens=run.max_new_tokens,
-                           class_words=FASHION_WORDS)
+    ev = evaluate_captions(
+        model, processor, data["test"], batch_size=16, max_new_tokens=run.max_new_tokens, class_words=FASHION_WORDS
+    )
     metrics = {k: ev[k] for k in ("test_loss", "token_accuracy", "class_word_accuracy", "bleu")}
     metrics["final_train_loss"] = float(np.mean(curve.losses[-5:]))
     if ev["neighbours"]:
         words = [class_word(c, FASHION_WORDS) for c in model.memory_bank.captions]
-        metrics["neighbour_class_match"] = float(np.mean([words[j] == class_word(r, FASHION_WORDS) for ids, r in
-                                                          zip(ev["neighbours"], data["test"]["caption"]) for j in ids]))
-    return {"variant": variant, "seed": seed, "fraction": fraction, "metrics": metrics, "losses": curve.losses,
-            "token_norms_at_init": norms, "seconds": {"bank": bank_s, "train": train_s,
-                                                      "eval": time.perf_counter() - start},
-            "steps": len(curve.losses), "examples": ev["examples"]}
+        metrics["neighbour_class_match"] = float(
+            np.mean(
+                [
+                    words[j] == class_word(r, FASHION_WORDS)
+                    for ids, r in zip(ev["neighbours"], data["test"]["caption"])
+                    for j in ids
+                ]
+            )
+        )
+    return {
+        "variant": variant,
+        "seed": seed,
+        "fraction": fraction,
+        "metrics": metrics,
+        "losses": curve.losses,
+        "token_norms_at_init": norms,
+        "seconds": {"bank": bank_s, "train": train_s, "eval": time.perf_counter() - start},
+        "steps": len(curve.losses),
+        "examples": ev["examples"],
+    }
 
 
 def _batch(processor, rows):
@@ -147,21 +178,37 @@ def summarise(jobs: list[dict]) -> dict:
         cells = [j for j in full if j["variant"] == variant]
         row = {k: [c["metrics"].get(k, float("nan")) for c in cells] for k in cells[0]["metrics"]}
         row = {k: {"mean": float(np.nanmean(v)), "std": float(np.nanstd(v)), "n": len(v)} for k, v in row.items()}
-        paired = [(c["metrics"]["test_loss"] - base[c["seed"]]["metrics"]["test_loss"],
-                   c["metrics"]["token_accuracy"] - base[c["seed"]]["metrics"]["token_accuracy"])
-                  for c in cells if c["seed"] in base]
+        paired = [
+            (
+                c["metrics"]["test_loss"] - base[c["seed"]]["metrics"]["test_loss"],
+                c["metrics"]["token_accuracy"] - base[c["seed"]]["metrics"]["token_accuracy"],
+            )
+            for c in cells
+            if c["seed"] in base
+        ]
         if variant != "baseline" and paired:
-            row["paired_minus_baseline"] = {"test_loss": [p[0] for p in paired], "token_accuracy": [p[1] for p in paired]}
+            row["paired_minus_baseline"] = {
+                "test_loss": [p[0] for p in paired],
+                "token_accuracy": [p[1] for p in paired],
+            }
         if variant != "baseline":
             row["steps_to_baseline_final_loss"] = [
                 steps_to_threshold(c["losses"], base[c["seed"]]["metrics"]["final_train_loss"])
-                if c["seed"] in base else None for c in cells]
+                if c["seed"] in base
+                else None
+                for c in cells
+            ]
         rows[variant] = row
     efficiency = data_efficiency(jobs)
-    return {"rows": rows, "data_efficiency": efficiency,
-            "data_efficiency_token_accuracy": {v: {f: c["mean"] for f, c in d["token_accuracy"].items()}
-                                               for v, d in efficiency.items()},
-            "loss_curve": loss_checkpoints(full), "verdict": verdict(rows)}
+    return {
+        "rows": rows,
+        "data_efficiency": efficiency,
+        "data_efficiency_token_accuracy": {
+            v: {f: c["mean"] for f, c in d["token_accuracy"].items()} for v, d in efficiency.items()
+        },
+        "loss_curve": loss_checkpoints(full),
+        "verdict": verdict(rows),
+    }
 
 
 def data_efficiency(jobs: list[dict]) -> dict:
@@ -173,8 +220,10 @@ def data_efficiency(jobs: list[dict]) -> dict:
     base = table.get("baseline", {}).get(1.0)
     out = {}
     for variant, by_fraction in table.items():
-        cells = {str(f): {"mean": float(np.mean(a)), "std": float(np.std(a)), "n": len(a)}
-                 for f, a in sorted(by_fraction.items())}
+        cells = {
+            str(f): {"mean": float(np.mean(a)), "std": float(np.std(a)), "n": len(a)}
+            for f, a in sorted(by_fraction.items())
+        }
         match = None
         if base and len(by_fraction) > 1:
             match = next((f for f, a in sorted(by_fraction.items()) if np.mean(a) >= np.mean(base)), None)
@@ -188,8 +237,9 @@ def loss_checkpoints(jobs: list[dict], steps=(1, 10, 25, 50, 100, 150, 200, 300,
     for variant in dict.fromkeys(j["variant"] for j in jobs):
         curves = [j["losses"] for j in jobs if j["variant"] == variant]
         n = min(len(c) for c in curves)
-        out[variant] = {str(s): float(np.mean([np.mean(c[max(0, s - 5):s]) for c in curves]))
-                        for s in steps if s <= n}
+        out[variant] = {
+            str(s): float(np.mean([np.mean(c[max(0, s - 5) : s]) for c in curves])) for s in steps if s <= n
+        }
     return out
 
 
@@ -205,44 +255,80 @@ def verdict(rows: dict) -> dict:
         word = "refuted (baseline at least as good on test CE in every seed)"
     else:
         word = "inconclusive (seeds disagree)"
-    return {"k4": word, "paired_test_ce": {"mean": float(d_loss.mean()), "std": float(d_loss.std()),
-                                           "n": len(d_loss)},
-            "paired_token_accuracy": {"mean": float(d_acc.mean()), "std": float(d_acc.std()), "n": len(d_acc)}}
+    return {
+        "k4": word,
+        "paired_test_ce": {"mean": float(d_loss.mean()), "std": float(d_loss.std()), "n": len(d_loss)},
+        "paired_token_accuracy": {"mean": float(d_acc.mean()), "std": float(d_acc.std()), "n": len(d_acc)},
+    }
 
 
 def format_table(summary: dict) -> str:
-    head = ["variant", "n seeds", "final train CE", "test CE", "token acc", "class-word acc", "BLEU",
-            "nbr class match", "paired Δ test CE vs base"]
+    head = [
+        "variant",
+        "n seeds",
+        "final train CE",
+        "test CE",
+        "token acc",
+        "class-word acc",
+        "BLEU",
+        "nbr class match",
+        "paired Δ test CE vs base",
+    ]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for variant, row in summary["rows"].items():
+
         def cell(k, d=3):
             return f"{row[k]['mean']:.{d}f}±{row[k]['std']:.{d}f}" if k in row else "-"
+
         delta = row.get("paired_minus_baseline", {}).get("test_loss")
-        lines.append(" | ".join([variant, str(row["test_loss"]["n"]), cell("final_train_loss"), cell("test_loss"),
-                                 cell("token_accuracy"), cell("class_word_accuracy"), cell("bleu", 1),
-                                 cell("neighbour_class_match"),
-                                 ",".join(f"{d:+.3f}" for d in delta) if delta else "-"]))
+        lines.append(
+            " | ".join(
+                [
+                    variant,
+                    str(row["test_loss"]["n"]),
+                    cell("final_train_loss"),
+                    cell("test_loss"),
+                    cell("token_accuracy"),
+                    cell("class_word_accuracy"),
+                    cell("bleu", 1),
+                    cell("neighbour_class_match"),
+                    ",".join(f"{d:+.3f}" for d in delta) if delta else "-",
+                ]
+            )
+        )
     eff = summary["data_efficiency_token_accuracy"]
     if any(len(d) > 1 for d in eff.values()):
-        lines.append("\ndata efficiency (test token accuracy by train fraction): " + "; ".join(
-            f"{v}: " + ", ".join(f"{float(f):.0%} {a:.3f}" for f, a in sorted(d.items())) for v, d in eff.items()))
+        lines.append(
+            "\ndata efficiency (test token accuracy by train fraction): "
+            + "; ".join(
+                f"{v}: " + ", ".join(f"{float(f):.0%} {a:.3f}" for f, a in sorted(d.items())) for v, d in eff.items()
+            )
+        )
         for v, d in summary.get("data_efficiency", {}).items():
             if v != "baseline" and len(d["token_accuracy"]) > 1:
                 at = d["reaches_baseline_full_at"]
-                lines.append(f"{v} reaches the baseline's 100 % token accuracy at: "
-                             + (f"{at:.0%} of the train split" if at is not None else "no fraction"))
+                lines.append(
+                    f"{v} reaches the baseline's 100 % token accuracy at: "
+                    + (f"{at:.0%} of the train split" if at is not None else "no fraction")
+                )
     if "verdict" in summary:
         lines.append(f"verdict (rule stated beforehand, k4): {summary['verdict']['k4']}")
     return "\n".join(lines)
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext reproduce tinyalign --pretrained", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="hf-ext reproduce tinyalign --pretrained",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     d = PretrainedRunArguments()
     p.add_argument("--pretrained", action="store_true", help="(selects this run)")
-    p.add_argument("--summarise", action="store_true",
-                   help="train nothing: summarise the jobs.jsonl already in --out (e.g. of a run cut short)")
+    p.add_argument(
+        "--summarise",
+        action="store_true",
+        help="train nothing: summarise the jobs.jsonl already in --out (e.g. of a run cut short)",
+    )
     p.add_argument("--out", default=d.out)
     for name in ("seeds", "variants", "fractions", "efficiency_variants"):
         kind = {"seeds": int, "fractions": float}.get(name, str)
@@ -281,8 +367,12 @@ def main(argv: list[str] | None = None) -> dict:
     data = {name: add_vision_features(probe, processor, split) for name, split in data.items()}
     del probe
     jobs = [(v, s, 1.0) for s in run.seeds for v in run.variants]
-    jobs += [(v, s, f) for f in sorted(set(run.fractions) - {1.0}, reverse=True) for s in run.seeds
-             for v in run.efficiency_variants]
+    jobs += [
+        (v, s, f)
+        for f in sorted(set(run.fractions) - {1.0}, reverse=True)
+        for s in run.seeds
+        for v in run.efficiency_variants
+    ]
     log = out / "jobs.jsonl"
     log.write_text("")
     done, banks = [], {}
@@ -291,17 +381,31 @@ def main(argv: list[str] | None = None) -> dict:
         done.append(result)
         with log.open("a") as f:
             f.write(json.dumps(result) + "\n")
-        print(f"[{time.perf_counter() - start:.0f} s] {variant} seed {seed} fraction {fraction}: "
-              + ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items()), flush=True)
+        print(
+            f"[{time.perf_counter() - start:.0f} s] {variant} seed {seed} fraction {fraction}: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items()),
+            flush=True,
+        )
     summary = summarise(done)
     import os
 
-    results = {"method": "tinyalign", "scale": "pretrained", "settings": asdict(run),
-               "data": {"source": "Fashion-MNIST (Debian dataset-fashion-mnist), captions = class + measured "
-                                  "brightness, width, area terciles", **{k: len(v) for k, v in data.items()}},
-               "frozen_parts": {"vision": "EfficientNet-Lite0 ImageNet (64 px, 4 tokens x 1280)",
-                                "lm": "SmolLM2-135M-Instruct"},
-               **summary, "seconds": round(time.perf_counter() - start, 1), "load_average": list(os.getloadavg())}
+    results = {
+        "method": "tinyalign",
+        "scale": "pretrained",
+        "settings": asdict(run),
+        "data": {
+            "source": "Fashion-MNIST (Debian dataset-fashion-mnist), captions = class + measured "
+            "brightness, width, area terciles",
+            **{k: len(v) for k, v in data.items()},
+        },
+        "frozen_parts": {
+            "vision": "EfficientNet-Lite0 ImageNet (64 px, 4 tokens x 1280)",
+            "lm": "SmolLM2-135M-Instruct",
+        },
+        **summary,
+        "seconds": round(time.perf_counter() - start, 1),
+        "load_average": list(os.getloadavg()),
+    }
     (out / "results.json").write_text(json.dumps(results, indent=1))
     table = format_table(summary)
     print(table)

@@ -57,8 +57,9 @@ class LossCurveCallback(TrainerCallback):
             self.losses.append(float(logs["loss"]))
 
 
-def make_trainer(model, processor, train_dataset, args: TinyAlignTrainingArguments,
-                 stage: str = "pretrain") -> tuple[Trainer, LossCurveCallback]:
+def make_trainer(
+    model, processor, train_dataset, args: TinyAlignTrainingArguments, stage: str = "pretrain"
+) -> tuple[Trainer, LossCurveCallback]:
     """A `Trainer` for stage 1 (`"pretrain"`: vision tower and LM frozen) or stage 2 (`"finetune"`: LM and connectors
     train; the vision tower stays frozen here, unlike the paper's stage 2, to keep CPU runs short)."""
     if stage == "pretrain":
@@ -68,18 +69,27 @@ def make_trainer(model, processor, train_dataset, args: TinyAlignTrainingArgumen
     else:
         raise ValueError(f"stage must be 'pretrain' or 'finetune', got {stage!r}")
     curve = LossCurveCallback()
-    from hf_ext.core.trainer_metrics import argmax_logits, token_accuracy as token_acc_metric
+    from hf_ext.core.trainer_metrics import argmax_logits
+    from hf_ext.core.trainer_metrics import token_accuracy as token_acc_metric
 
     # trainer.evaluate(eval_dataset) reports `eval_token_acc` (the README's "token acc", teacher-forced caption
     # tokens); class-word accuracy and BLEU need generation (`evaluate_captions`)
-    trainer = Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=TinyAlignCollator(processor),
-                      callbacks=[curve], compute_metrics=token_acc_metric, preprocess_logits_for_metrics=argmax_logits)
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_dataset,
+        data_collator=TinyAlignCollator(processor),
+        callbacks=[curve],
+        compute_metrics=token_acc_metric,
+        preprocess_logits_for_metrics=argmax_logits,
+    )
     return trainer, curve
 
 
 @torch.no_grad()
-def evaluate_captions(model, processor, dataset, batch_size: int = 120, max_new_tokens: int = 10,
-                      class_words=None) -> dict:
+def evaluate_captions(
+    model, processor, dataset, batch_size: int = 120, max_new_tokens: int = 10, class_words=None
+) -> dict:
     """Teacher-forced token accuracy and loss, and greedy captions scored by class-word accuracy and BLEU-4.
 
     Retrieval is always the prompt-only (honest) query, whatever `config.query_includes_answer`: in eval mode the
@@ -107,22 +117,32 @@ def evaluate_captions(model, processor, dataset, batch_size: int = 120, max_new_
             prompt["vision_features"] = batch["vision_features"]
             del prompt["pixel_values"]
         gen = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False)
-        preds += processor.decode(gen[:, prompt["input_ids"].shape[1]:])
+        preds += processor.decode(gen[:, prompt["input_ids"].shape[1] :])
         refs += list(rows["caption"])
         if out.retrieved_ids is not None:
             neighbours += out.retrieved_ids.tolist()
-    return {"token_accuracy": correct / max(total, 1), "test_loss": loss_sum / max(total, 1),
-            "class_word_accuracy": class_word_accuracy(preds, refs, class_words), "bleu": corpus_bleu(preds, refs),
-            "examples": [[p, r] for p, r in zip(preds[:3], refs[:3])], "neighbours": neighbours}
+    return {
+        "token_accuracy": correct / max(total, 1),
+        "test_loss": loss_sum / max(total, 1),
+        "class_word_accuracy": class_word_accuracy(preds, refs, class_words),
+        "bleu": corpus_bleu(preds, refs),
+        "examples": [[p, r] for p, r in zip(preds[:3], refs[:3])],
+        "neighbours": neighbours,
+    }
 
 
 @dataclass
 class TinyAlignTrainScriptArguments:
     """What `hf-ext train tinyalign` trains (the optimiser and schedule are `TinyAlignTrainingArguments`)."""
 
-    setting: str = field(default="tiny", metadata={
-        "help": "tiny: sklearn digits with the in-house frozen ConvNeXt + small Llama (quick); pretrained: Fashion-MNIST "
-                "with frozen EfficientNet-Lite0 (ImageNet) + SmolLM2-135M-Instruct (slow on CPU)"})
+    setting: str = field(
+        default="tiny",
+        metadata={
+            "help": "tiny: sklearn digits with the in-house frozen ConvNeXt + small Llama (quick); "
+            "pretrained: Fashion-MNIST "
+            "with frozen EfficientNet-Lite0 (ImageNet) + SmolLM2-135M-Instruct (slow on CPU)"
+        },
+    )
     variant: str = field(default="k4", metadata={"help": "baseline, k<k> (honest TinyAlign) or released-k<k> (leaky)"})
     stage: str = field(default="pretrain", metadata={"help": "pretrain (LM frozen) or finetune (LM trained too)"})
     n_memory: int = field(default=400, metadata={"help": "pretrained setting: memory-split size"})
@@ -130,8 +150,10 @@ class TinyAlignTrainScriptArguments:
     n_test: int = field(default=48, metadata={"help": "pretrained setting: test-split size"})
     value_num_latents: int = field(default=8, metadata={"help": "pretrained setting: latents per memory value"})
     artifact_dir: str | None = field(default=None, metadata={"help": "default: <output_dir>/artifact"})
-    save_frozen_parts: bool = field(default=False, metadata={
-        "help": "write the frozen encoder and LM into the artifact too (default: referenced by path)"})
+    save_frozen_parts: bool = field(
+        default=False,
+        metadata={"help": "write the frozen encoder and LM into the artifact too (default: referenced by path)"},
+    )
 
 
 class TinyAlignArtifact:
@@ -169,8 +191,12 @@ def _setting(script: TinyAlignTrainScriptArguments, seed: int):
     model, processor = pretrained_tinyalign(**variant_kwargs(script.variant, script.value_num_latents))
     if model.config.use_retrieval:
         leaky = script.variant.startswith("released")
-        build_memory_bank(model, processor, concatenate_datasets([data["memory"], data["train"]]) if leaky
-                          else data["memory"], batch_size=32)
+        build_memory_bank(
+            model,
+            processor,
+            concatenate_datasets([data["memory"], data["train"]]) if leaky else data["memory"],
+            batch_size=32,
+        )
     train, test = (add_vision_features(model, processor, data[s]) for s in ("train", "test"))
     return model, processor, train, test, FASHION_WORDS
 
@@ -183,7 +209,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     from transformers import HfArgumentParser
 
-    parser = HfArgumentParser((TinyAlignTrainScriptArguments, TinyAlignTrainingArguments), prog="hf-ext train tinyalign")
+    parser = HfArgumentParser(
+        (TinyAlignTrainScriptArguments, TinyAlignTrainingArguments), prog="hf-ext train tinyalign"
+    )
     script, args = parser.parse_args_into_dataclasses(args=argv)
     if script.stage not in ("pretrain", "finetune"):
         raise ValueError(f"--stage must be 'pretrain' or 'finetune', got {script.stage!r}")
@@ -191,15 +219,21 @@ def main(argv: list[str] | None = None) -> dict:
     trainer, curve = make_trainer(model, processor, train, args, stage=script.stage)
     result = trainer.train()
     ev = evaluate_captions(model, processor, test, batch_size=32, class_words=words)
-    metrics = {"train_loss": result.training_loss, "steps": trainer.state.global_step,
-               **{k: ev[k] for k in ("test_loss", "token_accuracy", "class_word_accuracy", "bleu")}}
+    metrics = {
+        "train_loss": result.training_loss,
+        "steps": trainer.state.global_step,
+        **{k: ev[k] for k in ("test_loss", "token_accuracy", "class_word_accuracy", "bleu")},
+    }
     if trainer.is_world_process_zero():
         from hf_ext.core.hub import save_artifact
 
         from . import SPEC
 
-        out = save_artifact(TinyAlignArtifact(model, processor, script.save_frozen_parts),
-                            script.artifact_dir or Path(args.output_dir) / "artifact", SPEC)
+        out = save_artifact(
+            TinyAlignArtifact(model, processor, script.save_frozen_parts),
+            script.artifact_dir or Path(args.output_dir) / "artifact",
+            SPEC,
+        )
         metrics["artifact_dir"] = str(out)
         print(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in metrics.items()}, indent=1))
     return metrics

@@ -1,8 +1,8 @@
 """Gradio Space for stringy Tr(φ³) and superstring amplitudes (arXiv 2504.21676), built on hf_ext: a thin shell
 over `hf_ext.amplitudes.demo`."""
 
-from hf_ext.core.demo import launch_kwargs, prepare
 from hf_ext.amplitudes.demo import build_demo
+from hf_ext.core.demo import launch_kwargs, prepare
 
 if __name__ == "__main__":
     # queued, uploads capped (Gradio max_file_size), per-request limits in the handlers

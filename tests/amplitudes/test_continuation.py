@@ -35,15 +35,15 @@ def test_wall_rule_is_the_continued_power_integral(a):
 
 def test_four_and_five_points_match_the_closed_forms_outside_the_euclidean_region():
     for a in [(-0.4, 1.3), (-0.3, -0.6), (0.05, 2.5)]:
-        assert float(continued_amplitude(np.array(a), 4).value) == pytest.approx(float(C.beta_amplitude(*a)),
-                                                                                 rel=1e-12)
+        assert float(continued_amplitude(np.array(a), 4).value) == pytest.approx(float(C.beta_amplitude(*a)), rel=1e-12)
     for a in [[-0.4, 1.7, 1.2, 0.8, 1.4], [0.3, -0.7, 1.2, -0.2, 0.6], [-0.45, -0.6, -0.3, -0.2, 0.9]]:
         ev = continued_amplitude(np.array(a), 5)
         ref = float(C.five_point_closed_form(np.array(a)))
         assert float(ev.value) == pytest.approx(ref, rel=1e-10)  # measured <= 6e-12 (scipy Jacobi nodes)
     # the Euclidean region: the same number as the spec's reference
     assert float(continued_amplitude(np.array([0.9, 1.7, 1.2, 0.8, 1.4]), 5).value) == pytest.approx(
-        0.9153869469374066018, rel=1e-12)
+        0.9153869469374066018, rel=1e-12
+    )
 
 
 def test_six_points_satisfy_the_u_equation_with_convergent_integrals():
@@ -54,8 +54,10 @@ def test_six_points_satisfy_the_u_equation_with_convergent_integrals():
     a[IDX6[(1, 3)]] = -0.4
     lhs = float(continued_amplitude(a, 6).value)
     for X in [(1, 3), (2, 4)]:
-        parts = [stringy_amplitude(a + _unit([X]), 1.0, 6), stringy_amplitude(a + _unit(crossing_variables(6)[X]),
-                                                                                1.0, 6)]
+        parts = [
+            stringy_amplitude(a + _unit([X]), 1.0, 6),
+            stringy_amplitude(a + _unit(crossing_variables(6)[X]), 1.0, 6),
+        ]
         assert {p.method for p in parts} == {"curve", "continued"}
         assert lhs == pytest.approx(sum(float(p.value) for p in parts), rel=1e-9)  # measured 8e-12
 
@@ -74,8 +76,7 @@ def test_six_points_factorise_on_the_massless_pole_from_both_sides():
 
 
 def test_six_points_in_the_euclidean_region_equal_the_fan_rule_and_auto_dispatches():
-    assert float(continued_amplitude(A6, 6).value) == pytest.approx(float(stringy_amplitude(A6, 1.0).value),
-                                                                    rel=1e-10)
+    assert float(continued_amplitude(A6, 6).value) == pytest.approx(float(stringy_amplitude(A6, 1.0).value), rel=1e-10)
     a = A6.copy()
     a[IDX6[(2, 5)]] = -0.3
     ev = stringy_amplitude(a, 1.0)

@@ -7,14 +7,19 @@ import pytest
 
 from hf_ext.amplitudes.alpha_expansion import alpha_series, continued_four_gluon
 from hf_ext.amplitudes.cycle_classes import cycle_classes
-from hf_ext.amplitudes.determinant_form import (determinant_integrand, multilinear_determinant, multilinear_log)
+from hf_ext.amplitudes.determinant_form import determinant_integrand, multilinear_determinant, multilinear_log
 from hf_ext.amplitudes.gluons import GluonKinematics, f3, four_gluon_channels, t8f4, type_i_four_gluon
 from hf_ext.amplitudes.identities import OCTAGON_REF
 from hf_ext.amplitudes.residues import _term_values, laurent_coefficient, residue_terms
-from hf_ext.amplitudes.yang_mills import gluon_vectors, ym_amplitude
 from hf_ext.amplitudes.spinors import METRIC, SpinorKinematics
-from hf_ext.amplitudes.yang_mills_f3 import (f3_amplitude, f3_via_yms, perturbiner_amplitude, scalar_pair_amplitude,
-                                             three_scalar_amplitude)
+from hf_ext.amplitudes.yang_mills import gluon_vectors, ym_amplitude
+from hf_ext.amplitudes.yang_mills_f3 import (
+    f3_amplitude,
+    f3_via_yms,
+    perturbiner_amplitude,
+    scalar_pair_amplitude,
+    three_scalar_amplitude,
+)
 
 OCTAGON = GluonKinematics.from_planar(OCTAGON_REF, 4)
 
@@ -39,7 +44,8 @@ def test_continued_four_gluon_residue_equals_the_integral_and_the_type_i_closed_
     for theory in ("super", "bosonic", "tr_phi3"):
         for alpha in (1.25, 1.6):  # inside the integral's region: the Gauss-Jacobi residue
             assert continued_four_gluon(OCTAGON, alpha, theory).real == pytest.approx(
-                float(laurent_coefficient(OCTAGON, alpha, theory).value), rel=1e-11)
+                float(laurent_coefficient(OCTAGON, alpha, theory).value), rel=1e-11
+            )
     for alpha in (0.3, 0.05):  # below the tachyon bound α′s, α′t > 1: only the continuation (and type I) reach
         value = continued_four_gluon(OCTAGON, alpha)
         assert value.real == pytest.approx(type_i_four_gluon(OCTAGON, alpha), rel=1e-12) and abs(value.imag) < 1e-14
@@ -55,7 +61,8 @@ def _expansions(kin, orders=(2, 3)):
     per = alpha_series(lambda a: continued_four_gluon(kin, a, "super", per_term=True), rho, orders=orders)
     empty = cycle_classes(4)[frozenset()]
     assert continued_four_gluon(kin, 0.2, "bosonic") == pytest.approx(
-        continued_four_gluon(kin, 0.2, per_term=True)[empty].sum(), rel=1e-13)
+        continued_four_gluon(kin, 0.2, per_term=True)[empty].sum(), rel=1e-13
+    )
     return per, {o: v[empty].sum() for o, v in per.items()}
 
 
@@ -68,8 +75,8 @@ def test_three_gluon_normalisations_fix_every_constant():
         alpha = 0.7
         sup = float(laurent_coefficient(kin, alpha).value)
         bos = float(laurent_coefficient(kin, alpha, "bosonic").value)
-        assert sup == pytest.approx(2 * alpha ** 2 * perturbiner_amplitude(k, e, G).real, rel=1e-13)
-        assert bos - sup == pytest.approx(-4 * alpha ** 3 * f3_amplitude(k, e, G).real, rel=1e-13)
+        assert sup == pytest.approx(2 * alpha**2 * perturbiner_amplitude(k, e, G).real, rel=1e-13)
+        assert bos - sup == pytest.approx(-4 * alpha**3 * f3_amplitude(k, e, G).real, rel=1e-13)
 
 
 @pytest.mark.parametrize("seed", [None, 0])

@@ -7,8 +7,13 @@ from scipy.special import beta as B
 from scipy.special import gamma as G
 
 from hf_ext.amplitudes.closed_forms import veneziano_factor
-from hf_ext.amplitudes.five_gluons import (_invariants, mss_amplitude, predicted_laurent, residue_normalisation,
-                                           z_integrals)
+from hf_ext.amplitudes.five_gluons import (
+    _invariants,
+    mss_amplitude,
+    predicted_laurent,
+    residue_normalisation,
+    z_integrals,
+)
 from hf_ext.amplitudes.gluons import GluonKinematics, four_gluon_channels, t8f4, type_i_four_gluon, ym3
 from hf_ext.amplitudes.residues import cluster_pole_order, laurent_coefficient, residue_terms
 from hf_ext.amplitudes.sectors import simplex_rule
@@ -27,7 +32,8 @@ def test_simplex_rule_integrates_dirichlet_with_a_triple_collision(p, r):
     plain = np.prod(g ** np.array(p), axis=1)  # the plain Dirichlet integral with the same rule's geometry
     g0, w0 = simplex_rule(L, p, (p[1] + p[2], p[0] + p[2], p[0] + p[1]), 24)
     assert w0 @ np.prod(g0 ** np.array(p), axis=1) == pytest.approx(
-        L ** (sum(p) + 2) * np.prod([G(q + 1) for q in p]) / G(sum(p) + 3), rel=1e-12)
+        L ** (sum(p) + 2) * np.prod([G(q + 1) for q in p]) / G(sum(p) + 3), rel=1e-12
+    )
     assert plain.shape == w.shape
 
 
@@ -66,8 +72,13 @@ def test_residue_normalisation_measured_at_three_and_four_points():
 
 def test_five_gluon_pole_orders_and_terms():
     assert len(residue_terms(5, "super")) == 105
-    assert [cluster_pole_order(5, "super", c) for c in ((1, 2), (2, 3), (3, 4), (1, 2, 3), (2, 3, 4))] == [2, 2, 2,
-                                                                                                              3, 3]
+    assert [cluster_pole_order(5, "super", c) for c in ((1, 2), (2, 3), (3, 4), (1, 2, 3), (2, 3, 4))] == [
+        2,
+        2,
+        2,
+        3,
+        3,
+    ]
     assert cluster_pole_order(5, "tr_phi3", (1, 2, 3)) == 2
 
 
@@ -111,7 +122,7 @@ def test_mss_field_theory_limit_is_yang_mills(five):
         F23, F32 = z_integrals(s, alpha)
         devs.append((float(F23.value) - 1, float(F32.value)))
         amp = complex(mss_amplitude(five, alpha).value)
-        assert amp == pytest.approx(ym_amplitude(five), rel=2e3 * alpha ** 2)
+        assert amp == pytest.approx(ym_amplitude(five), rel=2e3 * alpha**2)
     # both deviations are O(α′²) (ζ(2) terms): halving α′ divides them by 4
     assert devs[0][0] / devs[1][0] == pytest.approx(4.0, rel=1e-2)
     assert devs[0][1] / devs[1][1] == pytest.approx(4.0, rel=1e-2)
@@ -125,12 +136,13 @@ def test_mhv_four_gluons_helicity_string_amplitude(hel):
     alpha = 1.3 / min(s, t)
     pt = sk.parke_taylor(hel)
     L = laurent_coefficient(kin, alpha)
-    assert float(L.value) == pytest.approx(residue_normalisation(4) * alpha ** 2 * veneziano_factor(alpha * s,
-                                                                                                    alpha * t) * pt,
-                                           rel=1e-10)
+    assert float(L.value) == pytest.approx(
+        residue_normalisation(4) * alpha**2 * veneziano_factor(alpha * s, alpha * t) * pt, rel=1e-10
+    )
     for small in (1e-4, 1e-6):  # α′ -> 0 of the closed form: Parke-Taylor
-        assert type_i_four_gluon(kin, small) / (residue_normalisation(4) * small ** 2) == pytest.approx(
-            pt, rel=10 * small)
+        assert type_i_four_gluon(kin, small) / (residue_normalisation(4) * small**2) == pytest.approx(
+            pt, rel=10 * small
+        )
     # complex momenta: the t8F⁴ structure is Parke-Taylor too
     skc = SpinorKinematics.random(4, np.random.default_rng(3))
     kc = GluonKinematics.from_spinors(skc, hel)
@@ -150,7 +162,7 @@ def test_mhv_five_gluons_helicity_string_amplitude(hel):
     F23, F32 = z_integrals(S, alpha)
     mhv = float(F23.value) * sk.parke_taylor(hel) + float(F32.value) * sk.parke_taylor(hel, order=(0, 2, 1, 3, 4))
     L = laurent_coefficient(kin, alpha, nodes=72)
-    assert float(L.value) == pytest.approx(residue_normalisation(5) * alpha ** 2 * mhv, rel=1e-8)
+    assert float(L.value) == pytest.approx(residue_normalisation(5) * alpha**2 * mhv, rel=1e-8)
 
 
 @pytest.mark.parametrize("n", [4, 5])
@@ -180,5 +192,6 @@ def test_picture_independence_on_the_residue_four_and_five_gluons(five):
         assert float(laurent_coefficient(k4, 1.0, special_pair=pair).value) == pytest.approx(ref4, rel=1e-12)
     ref5 = float(laurent_coefficient(five, 1.0, nodes=72).value)
     for pair in (3, 5):
-        assert float(laurent_coefficient(five, 1.0, special_pair=pair, nodes=72).value) == pytest.approx(ref5,
-                                                                                                         rel=1e-11)
+        assert float(laurent_coefficient(five, 1.0, special_pair=pair, nodes=72).value) == pytest.approx(
+            ref5, rel=1e-11
+        )

@@ -4,12 +4,32 @@ import numpy as np
 import pytest
 
 from hf_ext.amplitudes.closed_forms import beta_amplitude
-from hf_ext.amplitudes.gluons import (GluonKinematics, f3, four_gluon_channels, t8f4, type_i_four_gluon, ym3)
+from hf_ext.amplitudes.gluons import GluonKinematics, f3, four_gluon_channels, t8f4, type_i_four_gluon, ym3
 from hf_ext.amplitudes.kinematics import random_massless_momenta, x_value
 from hf_ext.amplitudes.residues import laurent_coefficient, pole_orders, residue_terms
 
-OCTAGON = dict(X13=0, X35=0, X57=0, X17=0, X14=0, X15=1.5, X16=0.5, X24=-1.7, X25=-1.6, X26=1.4, X27=-1.4, X28=0.3,
-               X36=1.7, X37=1.2, X38=1.2, X46=-0.7, X47=-1.8, X48=-1.5, X58=0.7, X68=0.6)
+OCTAGON = dict(
+    X13=0,
+    X35=0,
+    X57=0,
+    X17=0,
+    X14=0,
+    X15=1.5,
+    X16=0.5,
+    X24=-1.7,
+    X25=-1.6,
+    X26=1.4,
+    X27=-1.4,
+    X28=0.3,
+    X36=1.7,
+    X37=1.2,
+    X38=1.2,
+    X46=-0.7,
+    X47=-1.8,
+    X48=-1.5,
+    X58=0.7,
+    X68=0.6,
+)
 L_SUPER = {1.25: -1.419781986167, 1.6: -1.353291474341}  # spec §2.7 item 8 (closed form)
 
 
@@ -25,26 +45,32 @@ def test_three_gluons_f3_cancels_in_the_superstring():
     for _ in range(6):
         kin = GluonKinematics.random(3, rng, -2.0, 2.0)
         X = lambda i, j: float(x_value(kin.X, 6, i, j))  # noqa: E731
-        hexagon = -alpha ** 2 * (X(1, 4) * X(2, 5) - X(1, 4) * X(2, 6) + X(1, 4) * X(3, 6) - X(2, 4) * X(3, 6)
-                                 + X(2, 5) * X(3, 6) - X(2, 5) * X(4, 6))
+        hexagon = -(alpha**2) * (
+            X(1, 4) * X(2, 5)
+            - X(1, 4) * X(2, 6)
+            + X(1, 4) * X(3, 6)
+            - X(2, 4) * X(3, 6)
+            + X(2, 5) * X(3, 6)
+            - X(2, 5) * X(4, 6)
+        )
         ls, terms = laurent_coefficient(kin, alpha, "super", per_term=True)
         lb = float(laurent_coefficient(kin, alpha, "bosonic").value)
         assert float(ls.value) == pytest.approx(hexagon, rel=1e-12, abs=1e-12)
-        assert float(ls.value) == pytest.approx(-4 * alpha ** 2 * ym3(kin), rel=1e-12, abs=1e-12)
-        assert lb == pytest.approx(hexagon - alpha ** 3 * X(1, 4) * X(2, 5) * X(3, 6), rel=1e-12, abs=1e-12)
+        assert float(ls.value) == pytest.approx(-4 * alpha**2 * ym3(kin), rel=1e-12, abs=1e-12)
+        assert lb == pytest.approx(hexagon - alpha**3 * X(1, 4) * X(2, 5) * X(3, 6), rel=1e-12, abs=1e-12)
         assert float(laurent_coefficient(kin, alpha, "tr_phi3").value) == pytest.approx(1.0, rel=1e-13)
         # the two 4-cycle terms carry the trace: L_super - L_bos = -4α′³ tr(F2 F3)(ε1.k2) = 8α′³ F3
         four_cycles = sum(v for v, t in zip(terms, residue_terms(3, "super")) if not all(c == 2 for c in t.cycles))
         ek = kin.dot_products()["ek"]
-        assert four_cycles == pytest.approx(-4 * alpha ** 3 * kin.trace(2, 3) * ek[0, 1], rel=1e-11, abs=1e-12)
-        assert four_cycles == pytest.approx(8 * alpha ** 3 * f3(kin), rel=1e-11, abs=1e-12)
+        assert four_cycles == pytest.approx(-4 * alpha**3 * kin.trace(2, 3) * ek[0, 1], rel=1e-11, abs=1e-12)
+        assert four_cycles == pytest.approx(8 * alpha**3 * f3(kin), rel=1e-11, abs=1e-12)
         design.append([ym3(kin), f3(kin)])
         sup.append(float(ls.value))
         bos.append(lb)
     c_sup = np.linalg.lstsq(np.array(design), np.array(sup), rcond=None)[0]
     c_bos = np.linalg.lstsq(np.array(design), np.array(bos), rcond=None)[0]
-    np.testing.assert_allclose(c_sup, [-4 * alpha ** 2, 0.0], atol=1e-12)
-    np.testing.assert_allclose(c_bos, [-4 * alpha ** 2, -8 * alpha ** 3], atol=1e-12)
+    np.testing.assert_allclose(c_sup, [-4 * alpha**2, 0.0], atol=1e-12)
+    np.testing.assert_allclose(c_bos, [-4 * alpha**2, -8 * alpha**3], atol=1e-12)
 
 
 def test_four_gluon_reference_kinematics(octagon):
@@ -83,7 +109,8 @@ def test_four_gluon_random_points_and_tr_phi3_residue():
     kin = GluonKinematics.from_planar(OCTAGON, 4)
     for alpha in (0.3, 0.8):  # Tr φ³ at 8 points: the residue integrates to B(α′X15, α′X37)
         assert float(laurent_coefficient(kin, alpha, "tr_phi3").value) == pytest.approx(
-            beta_amplitude(1.5 * alpha, 1.2 * alpha), rel=1e-12)
+            beta_amplitude(1.5 * alpha, 1.2 * alpha), rel=1e-12
+        )
     assert pole_orders(4, "super") == (2, 2) and pole_orders(4, "tr_phi3") == (1, 1)
     assert len(residue_terms(4, "super")) == 15
 

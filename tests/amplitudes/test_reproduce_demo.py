@@ -20,8 +20,22 @@ def test_quick_run_passes_every_identity(tmp_path, capsys):
     results = R.main(["--out", str(tmp_path)])
     assert results["all_passed"] and results["mode"] == "quick"
     names = " ".join(r["identity"] for r in results["identities"])
-    for key in ("u_equations", "B(0.7, 1.3)", "A_5", "B(a-1,b+1)", "type I", "picture independence", "ζ(3)",
-                "3 gluons", "4 gluons", "5 gluons", "MHV 4", "MHV 5", "Parke-Taylor", "cycle-class"):
+    for key in (
+        "u_equations",
+        "B(0.7, 1.3)",
+        "A_5",
+        "B(a-1,b+1)",
+        "type I",
+        "picture independence",
+        "ζ(3)",
+        "3 gluons",
+        "4 gluons",
+        "5 gluons",
+        "MHV 4",
+        "MHV 5",
+        "Parke-Taylor",
+        "cycle-class",
+    ):
         assert key in names
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["identities"] == results["identities"]

@@ -44,14 +44,17 @@ def test_five_point_three_ways_match_spec_reference(alpha, method):
 
 
 def test_five_point_mpmath_closed_form_reference():
-    assert float(stringy_amplitude(X5, 1.0, method="mpmath_closed_form").value) == pytest.approx(REF_A5[1.0],
-                                                                                                 rel=1e-15)
+    assert float(stringy_amplitude(X5, 1.0, method="mpmath_closed_form").value) == pytest.approx(REF_A5[1.0], rel=1e-15)
 
 
 def test_five_point_vectorised_paths_agree_on_random_points():
     rng = np.random.default_rng(2)
-    X = np.concatenate([random_planar_kinematics(5, 60, rng=rng, low=0.03, high=0.6),
-                        random_planar_kinematics(5, 60, rng=rng, low=0.5, high=15)])
+    X = np.concatenate(
+        [
+            random_planar_kinematics(5, 60, rng=rng, low=0.03, high=0.6),
+            random_planar_kinematics(5, 60, rng=rng, low=0.5, high=15),
+        ]
+    )
     cf = stringy_amplitude(X, 1.0, method="closed_form")
     curve = stringy_amplitude(X, 1.0, method="curve")
     ws = stringy_amplitude(X, 1.0, method="worldsheet")
@@ -73,8 +76,13 @@ def test_hyp3f2_unit_against_mpmath_including_small_excess():
     b2 = a1 + a2 + a3 - b1 + 0.02
     with mp.workdps(25):
         s = b1 + b2 - a1 - a2 - a3
-        ref = float(mp.gamma(b1) * mp.gamma(b2) * mp.gamma(s) / (mp.gamma(a2) * mp.gamma(s + a1) * mp.gamma(s + a3))
-                    * mp.hyp3f2(b1 - a2, b2 - a2, s, s + a1, s + a3, 1))
+        ref = float(
+            mp.gamma(b1)
+            * mp.gamma(b2)
+            * mp.gamma(s)
+            / (mp.gamma(a2) * mp.gamma(s + a1) * mp.gamma(s + a3))
+            * mp.hyp3f2(b1 - a2, b2 - a2, s, s + a1, s + a3, 1)
+        )
     assert C.hyp3f2_unit(a1, a2, a3, b1, b2) == pytest.approx(ref, rel=1e-13)
 
 
@@ -82,14 +90,16 @@ def test_analytic_continuation_matches_gamma_functions_and_rotations():
     # 4 points: Γ(a)Γ(b)/Γ(a+b) off the Euclidean region
     with mp.workdps(30):
         assert float(stringy_amplitude(np.array([-0.5, 1.3]), 1.0).value) == pytest.approx(
-            float(mp.beta(-0.5, 1.3)), rel=1e-13)
+            float(mp.beta(-0.5, 1.3)), rel=1e-13
+        )
     # 5 points with X14, X25 < 0: the rotation with the largest α′X as excess (mpmath series on that rotation)
     aX = np.array([0.5, -0.3, 1.2, -0.7, 0.9])
     A13, A14, A24, A25, A35 = aX[C.PENTAGON_ROTATIONS[2]]
     assert A25 == 1.2
     with mp.workdps(30):
-        ref = float(mp.beta(A13, A24) * mp.beta(A14, A35) * mp.hyp3f2(A13, A14, A24 + A35 - A25, A13 + A24,
-                                                                        A14 + A35, 1))
+        ref = float(
+            mp.beta(A13, A24) * mp.beta(A14, A35) * mp.hyp3f2(A13, A14, A24 + A35 - A25, A13 + A24, A14 + A35, 1)
+        )
     assert float(stringy_amplitude(aX, 1.0).value) == pytest.approx(ref, rel=1e-12)
 
 
@@ -98,7 +108,8 @@ def test_curve_rule_grows_only_logarithmically_with_small_alpha_x():
     assert CurveRule.for_kinematics(5, 1e-3).size < 4 * CurveRule.for_kinematics(5, 1.0).size
     small = np.array([0.002, 0.5, 0.7, 0.9, 1.1])
     assert float(stringy_amplitude(small, 1.0, method="curve").value) == pytest.approx(
-        float(stringy_amplitude(small, 1.0).value), rel=1e-11)
+        float(stringy_amplitude(small, 1.0).value), rel=1e-11
+    )
 
 
 def test_bad_input_names_the_constraint():

@@ -8,9 +8,17 @@ import pytest
 
 from hf_ext.amplitudes import closed_forms as C
 from hf_ext.amplitudes.kinematics import planar_variables, u_variables_from_z
-from hf_ext.amplitudes.superstring import (bosonic_shift, cycle_lengths, double_factorial, four_scalar_other_picture,
-                                           scaffolded_bosonic_amplitude, shift_from_edges, superstring_amplitude,
-                                           superstring_terms, term_coefficients)
+from hf_ext.amplitudes.superstring import (
+    bosonic_shift,
+    cycle_lengths,
+    double_factorial,
+    four_scalar_other_picture,
+    scaffolded_bosonic_amplitude,
+    shift_from_edges,
+    superstring_amplitude,
+    superstring_terms,
+    term_coefficients,
+)
 
 
 def _named(shift):
@@ -40,8 +48,8 @@ def test_six_scalar_terms_match_the_spec_table():
     s = mandelstams(X, 6)
     coef = dict(zip((t.label for t in superstring_terms(3)), term_coefficients(X, alpha, 3)))
     assert coef["(34)(56)"] == pytest.approx((1 - alpha * x_value(X, 6, 3, 5)) * (1 - alpha * x_value(X, 6, 1, 5)))
-    assert coef["(35)(46)"] == pytest.approx(-alpha ** 2 * s[2, 4] * s[3, 5])
-    assert coef["(36)(45)"] == pytest.approx(alpha ** 2 * s[2, 5] * s[3, 4])
+    assert coef["(35)(46)"] == pytest.approx(-(alpha**2) * s[2, 4] * s[3, 5])
+    assert coef["(36)(45)"] == pytest.approx(alpha**2 * s[2, 5] * s[3, 4])
     np.testing.assert_array_equal(terms["(34)(56)"].shift, bosonic_shift(3))
 
 
@@ -54,7 +62,7 @@ def test_shift_rule_pointwise_for_every_term(n):
         pt = 1 / (np.prod(np.diff(z)) * (z[-1] - z[0]))
         for term in superstring_terms(n) + superstring_terms(n, special_pair=n):
             integrand = 1 / np.prod([z[b - 1] - z[a - 1] for a, b in term.edges])
-            assert integrand / pt == pytest.approx(np.prod(u ** term.shift), rel=1e-10)
+            assert integrand / pt == pytest.approx(np.prod(u**term.shift), rel=1e-10)
 
 
 def test_cycle_lengths_and_shift_rule_validation():
@@ -74,8 +82,13 @@ def test_super_four_scalars_picture_independence_and_type_i():
     a, b = 1.6, 1.3
     X = np.array([a, b])
     ref = -0.57048299290318487399
-    for value in (superstring_amplitude(X, 1.0).value, superstring_amplitude(X, 1.0, special_pair=2).value,
-                  four_scalar_other_picture(X, 1.0), -b * C.beta_amplitude(a, b), C.type_i_four_scalar(a, b)):
+    for value in (
+        superstring_amplitude(X, 1.0).value,
+        superstring_amplitude(X, 1.0, special_pair=2).value,
+        four_scalar_other_picture(X, 1.0),
+        -b * C.beta_amplitude(a, b),
+        C.type_i_four_scalar(a, b),
+    ):
         assert float(value) == pytest.approx(ref, rel=1e-14)
 
 

@@ -5,11 +5,11 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import datasets
 import numpy as np
 import pytest
-from pathlib import Path
 
 from hf_ext.amplitudes.config import AmplitudeTableConfig
 from hf_ext.amplitudes.field_theory import field_theory_amplitude
@@ -20,8 +20,13 @@ from hf_ext.core.testing_hub import MockHub
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-TINY = dict(theories=("tr_phi3", "field_theory", "superstring", "gluon_super"), points=(4, 5), gluons=(3, 4),
-            alphas=(0.5, 1.0), samples=2)
+TINY = dict(
+    theories=("tr_phi3", "field_theory", "superstring", "gluon_super"),
+    points=(4, 5),
+    gluons=(3, 4),
+    alphas=(0.5, 1.0),
+    samples=2,
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +38,18 @@ def test_config_roundtrip_and_validation():
     cfg = AmplitudeTableConfig(**TINY)
     again = AmplitudeTableConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg and again.to_dict() == cfg.to_dict()
-    bad = [({"theories": ("heterotic",)}, "theories"), ({"points": (7,)}, "points"), ({"gluons": (6,)}, "gluons"),
-           ({"alphas": (0.0,)}, "alphas"), ({"samples": 0}, "samples"), ({"x_low": -1.0}, "x_low"),
-           ({"x_low": 3.0, "x_high": 2.0}, "x_low"), ({"method": "magic"}, "method"), ({"seed": 1.5}, "seed"),
-           ({"theories": "tr_phi3"}, "theories")]
+    bad = [
+        ({"theories": ("heterotic",)}, "theories"),
+        ({"points": (7,)}, "points"),
+        ({"gluons": (6,)}, "gluons"),
+        ({"alphas": (0.0,)}, "alphas"),
+        ({"samples": 0}, "samples"),
+        ({"x_low": -1.0}, "x_low"),
+        ({"x_low": 3.0, "x_high": 2.0}, "x_low"),
+        ({"method": "magic"}, "method"),
+        ({"seed": 1.5}, "seed"),
+        ({"theories": "tr_phi3"}, "theories"),
+    ]
     for kwargs, field in bad:
         with pytest.raises(ValueError, match=f"AmplitudeTableConfig.{field}"):
             AmplitudeTableConfig(**kwargs)
@@ -59,8 +72,10 @@ def test_rows_hold_correct_amplitudes(table):
             assert row["amplitude"] == pytest.approx(float(field_theory_amplitude(np.array(row["x"]))))
         elif row["theory"] == "gluon_super":
             kin = GluonKinematics.from_planar(np.array(row["x"]), row["n"])
-            assert row["polygon"] == 2 * row["n"] and len(row["polarisation"]) == row["n"] ** 2 - row["n"] + (
-                row["n"] * (row["n"] - 1)) // 2
+            assert (
+                row["polygon"] == 2 * row["n"]
+                and len(row["polarisation"]) == row["n"] ** 2 - row["n"] + (row["n"] * (row["n"] - 1)) // 2
+            )
             if row["n"] == 4:
                 assert row["amplitude"] == pytest.approx(type_i_four_gluon(kin, row["alpha_prime"]), rel=1e-10)
     # field-theory rows share the Tr φ³ rows' kinematics, so α′^{N-3} A_N can be compared with them directly
@@ -115,16 +130,22 @@ def test_load_errors(table, tmp_path):
 def test_push_dataset_to_local_hub(tmp_path):
     """`AmplitudeTable.push_to_hub` runs huggingface_hub's real client against a Hub on 127.0.0.1."""
     with MockHub(tmp_path / "store") as hub:
-        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_fake", "HF_HUB_OFFLINE": "0",
-               "HF_HOME": str(tmp_path / "hf_home")}
+        env = {
+            **os.environ,
+            "HF_ENDPOINT": hub.url,
+            "HF_TOKEN": "hf_fake",
+            "HF_HUB_OFFLINE": "0",
+            "HF_HOME": str(tmp_path / "hf_home"),
+        }
         script = textwrap.dedent("""
             from hf_ext.amplitudes.config import AmplitudeTableConfig
             from hf_ext.amplitudes.tables import AmplitudeTable
             table = AmplitudeTable(AmplitudeTableConfig(samples=1, alphas=(1.0,)))
             print(table.push_to_hub("tester/amplitude-tables"))
             """)
-        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                              cwd=REPO_ROOT)
+        proc = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         requests = list(hub.requests)
     repo = hub.repo_dir("datasets", "tester/amplitude-tables")
@@ -141,7 +162,7 @@ def test_corrupted_or_modified_table_is_a_clear_error_before_rows_are_read(table
     assert set(meta["sha256"]) >= {"data/train-00000-of-00001.parquet", "dataset/state.json"}
     arrow = sorted((folder / "dataset").glob("*.arrow"))[0]
     raw = bytearray(arrow.read_bytes())
-    raw[len(raw) // 2: len(raw) // 2 + 64] = b"\xff" * 64  # flipped bytes inside the record batches
+    raw[len(raw) // 2 : len(raw) // 2 + 64] = b"\xff" * 64  # flipped bytes inside the record batches
     arrow.write_bytes(bytes(raw))
     with pytest.raises(ValueError, match="corrupted or was modified.*hash mismatch: dataset/.*arrow"):
         AmplitudeTable.from_pretrained(folder)
@@ -198,8 +219,13 @@ _KILL = textwrap.dedent("""
 def test_kill_during_save_leaves_a_loadable_table(table, tmp_path, where, after):
     folder = table.save_pretrained(tmp_path / "t")  # the previous complete table (the TINY config)
     n_old = len(table.dataset)
-    proc = subprocess.run([sys.executable, "-c", _KILL, where, str(folder), "5", str(after)], capture_output=True,
-                          text=True, timeout=300, cwd=REPO_ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILL, where, str(folder), "5", str(after)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
     assert proc.returncode == 9, proc.stderr[-2000:]
     leftovers = [p.name for p in tmp_path.iterdir() if p.name != "t"]
     if where == "fallback" and after == 1:  # killed between the two renames: the table path is missing right now
@@ -222,11 +248,14 @@ def test_table_command_writes_a_hub_dataset_folder(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--n", "4", "--alpha", "1", "--output", str(out)])  # exists, no --overwrite
     assert "pass --overwrite" in capsys.readouterr().err
-    main(["--theories", "gluon_super", "--n", "3", "--alpha", "1", "--samples", "1", "--output", str(out),
-          "--overwrite"])
+    main(
+        ["--theories", "gluon_super", "--n", "3", "--alpha", "1", "--samples", "1", "--output", str(out), "--overwrite"]
+    )
     assert AmplitudeTable.from_pretrained(out).dataset["theory"] == ["gluon_super"]
-    for bad, message in ((["--n", "9", "--alpha", "1"], "--n must hold integers in \\[4, 6\\]"),
-                         (["--n", "4", "--alpha", "1e-300"], "--alpha must lie in \\[0.001, 100\\]")):
+    for bad, message in (
+        (["--n", "9", "--alpha", "1"], "--n must hold integers in \\[4, 6\\]"),
+        (["--n", "4", "--alpha", "1e-300"], "--alpha must lie in \\[0.001, 100\\]"),
+    ):
         with pytest.raises(SystemExit):
             main(bad + ["--output", str(tmp_path / "x")])
         assert __import__("re").search(message, capsys.readouterr().err)

@@ -28,10 +28,16 @@ def test_shim_answers_version_and_standard_json():
 
     out = subprocess.run([str(SHIM), "--version"], capture_output=True, text=True, check=True).stdout
     assert "0.8.37" in out
-    req = {"language": "Solidity", "sources": {"a.sol": {"content": HOST}},
-           "settings": {"outputSelection": {"*": {"*": ["abi"]}}}}
-    res = json.loads(subprocess.run([str(SHIM), "--standard-json"], input=json.dumps(req), capture_output=True,
-                                    text=True, check=True).stdout)
+    req = {
+        "language": "Solidity",
+        "sources": {"a.sol": {"content": HOST}},
+        "settings": {"outputSelection": {"*": {"*": ["abi"]}}},
+    }
+    res = json.loads(
+        subprocess.run(
+            [str(SHIM), "--standard-json"], input=json.dumps(req), capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert "Vault" in res["contracts"]["a.sol"]
 
 

@@ -12,7 +12,8 @@ def test_strip_comments_keeps_multiplication_lines():
     code, comments = strip_comments(
         "pragma solidity ^0.8.0;\n// a counter\ncontract C {\n    /**\n     * @dev doubles\n     */\n"
         "    function f(uint a, uint b) public pure returns (uint) {\n        return a * b; // product\n    }\n"
-        "    string s = \"// not a comment /* either */\";\n}\n\n")
+        '    string s = "// not a comment /* either */";\n}\n\n'
+    )
     assert "return a * b;" in code  # the official stripper deleted every line containing '*'
     assert '"// not a comment /* either */"' in code
     assert comments == ["a counter", "@dev doubles", "product"]
@@ -29,12 +30,13 @@ def test_no_training_contract_leaks_openzeppelin_or_a_benchmark_reference():
     corpus = data.load_secure_contracts()
     assert len(corpus) > 800
     assert not any(is_leaky(c.raw) for c in corpus)
-    # no benchmark reference body appears in the training code (any 3 consecutive reference lines, even a partial first line)
+    # no benchmark reference body appears in the training code
+    # (any 3 consecutive reference lines, even a partial first line)
     train_text = "\n".join(ln.strip() for c in corpus for ln in c.code.splitlines())
     for task in humaneval_tasks():
         lines = [ln.strip() for ln in humaneval_reference(task).splitlines() if len(ln.strip()) > 25]
         for i in range(len(lines) - 2):
-            assert "\n".join(lines[i:i + 3]) not in train_text, task
+            assert "\n".join(lines[i : i + 3]) not in train_text, task
     assert is_leaky("// OpenZeppelin Contracts v4.4.1 (utils/Context.sol)\nabstract contract X {}")
     assert is_leaky("library Address { }") and not is_leaky("library AddressBook { }")
 
@@ -53,8 +55,11 @@ def test_heldout_rows_and_their_hosts_never_reach_training_pretraining_or_ci():
 
     hosts = [f"contract H{i} {{}}" for i in range(12)]
     rows = [{"contract": Contract(h, "", h), "host": h, "pattern": None} for h in hosts]
-    rows += [{"contract": Contract(h + f" // {p}", "", h), "host": h, "pattern": p}
-             for h in hosts[:6] for p in ("reentrancy", "tx_origin")]
+    rows += [
+        {"contract": Contract(h + f" // {p}", "", h), "host": h, "pattern": p}
+        for h in hosts[:6]
+        for p in ("reentrancy", "tx_origin")
+    ]
     train, test = split_by_host(rows, random.Random(0))
     assert len(train) + len(test) == len(rows) and len(test) >= 2
     assert {r["host"] for r in train}.isdisjoint({r["host"] for r in test})  # a host and its copies: one side

@@ -28,21 +28,32 @@ def _package(root, name, licence, files):
 
 def test_npm_loader_keeps_08_single_pragma_files_with_their_licence(tmp_path, monkeypatch):
     nm = tmp_path / "node_modules"
-    _package(nm, "solmate", "AGPL-3.0-only", {
-        "src/Vault.sol": "pragma solidity ^0.8.0;\n" + BODY.format(name="Vault"),
-        "src/Old.sol": "pragma solidity ^0.6.0;\n" + BODY.format(name="Old"),
-        "src/Two.sol": "pragma solidity ^0.8.0;\npragma solidity >=0.8.0;\n" + BODY.format(name="Two"),
-        "src/test/VaultTest.sol": "pragma solidity ^0.8.0;\n" + BODY.format(name="VaultTest"),
-        "src/Address.sol": "pragma solidity ^0.8.0;\n" + BODY.format(name="Address"),  # a benchmark name: leaky
-    })
-    _package(nm, "@openzeppelin/contracts", "MIT", {"Pausable.sol": "pragma solidity ^0.8.0;\n" +
-                                                    BODY.format(name="Pausable")})
+    _package(
+        nm,
+        "solmate",
+        "AGPL-3.0-only",
+        {
+            "src/Vault.sol": "pragma solidity ^0.8.0;\n" + BODY.format(name="Vault"),
+            "src/Old.sol": "pragma solidity ^0.6.0;\n" + BODY.format(name="Old"),
+            "src/Two.sol": "pragma solidity ^0.8.0;\npragma solidity >=0.8.0;\n" + BODY.format(name="Two"),
+            "src/test/VaultTest.sol": "pragma solidity ^0.8.0;\n" + BODY.format(name="VaultTest"),
+            "src/Address.sol": "pragma solidity ^0.8.0;\n" + BODY.format(name="Address"),  # a benchmark name: leaky
+        },
+    )
+    _package(
+        nm,
+        "@openzeppelin/contracts",
+        "MIT",
+        {"Pausable.sol": "pragma solidity ^0.8.0;\n" + BODY.format(name="Pausable")},
+    )
     got = external.load_npm_contracts(nm)
     assert [c.source for c in got] == ["solmate@1.0.0:src/Vault.sol"]
     assert got[0].licence == "AGPL-3.0-only" and got[0].comments == ["a counter"] and "//" not in got[0].code
     assert external.licences(got) == {"solmate@1.0.0": "AGPL-3.0-only"}
     assert {c.source for c in external.load_npm_contracts(nm, only_08=False)} == {
-        "solmate@1.0.0:src/Vault.sol", "solmate@1.0.0:src/Old.sol"}
+        "solmate@1.0.0:src/Vault.sol",
+        "solmate@1.0.0:src/Old.sol",
+    }
     monkeypatch.delenv(external.NPM_ENV, raising=False)
     with pytest.raises(FileNotFoundError, match=external.NPM_ENV):
         external.load_npm_contracts()
@@ -61,8 +72,12 @@ def test_slither_sdist_labels_follow_the_detector_impact_and_its_snapshot(tmp_pa
     sdist = tmp_path / "slither_analyzer-0.0.0.tar.gz"
     src = "pragma solidity ^0.8.0;\n// comment\ncontract T { }\n"
     with tarfile.open(sdist, "w:gz") as tar:
-        for arg, ver, file in (("tx-origin", "0.8.0", "found"), ("tx-origin", "0.8.0", "clean"),
-                               ("naming-convention", "0.8.0", "lowfind"), ("suicidal", "0.7.6", "orphan")):
+        for arg, ver, file in (
+            ("tx-origin", "0.8.0", "found"),
+            ("tx-origin", "0.8.0", "clean"),
+            ("naming-convention", "0.8.0", "lowfind"),
+            ("suicidal", "0.7.6", "orphan"),
+        ):
             _add(tar, f"test_data/{arg}/{ver}/{file}.sol", src.replace("T", file))
         _add(tar, "snapshots/detectors__detector_TxOrigin_0_8_0_found_sol__0.txt", "T uses tx.origin\n")
         _add(tar, "snapshots/detectors__detector_TxOrigin_0_8_0_clean_sol__0.txt", "")
@@ -95,14 +110,21 @@ def test_parallel_slither_gives_the_sequential_results_in_order():
     from hf_ext.codebc.inject import inject
 
     host = "pragma solidity ^0.8.0;\n" + BODY.format(name="Vault")
-    sources = {"bad.sol": inject(host, "tx_origin", seed=0), "clean.sol": host,
-               "broken.sol": "pragma solidity ^0.8.0;\ncontract B { function f( }"}
+    sources = {
+        "bad.sol": inject(host, "tx_origin", seed=0),
+        "clean.sol": host,
+        "broken.sol": "pragma solidity ^0.8.0;\ncontract B { function f( }",
+    }
     seq = {n: analyze(s, n) for n, s in sources.items()}
     par = analyze_many(sources, workers=2)
     assert list(par) == list(sources)
     for n in sources:
         assert (par[n].ok, par[n].reason, par[n].counts, par[n].checks) == (
-            seq[n].ok, seq[n].reason, seq[n].counts, seq[n].checks), n
+            seq[n].ok,
+            seq[n].reason,
+            seq[n].counts,
+            seq[n].checks,
+        ), n
     assert par["bad.sol"].vulnerable and not par["clean.sol"].vulnerable and par["broken.sol"].reason == "compile"
     with pytest.raises(ValueError, match="workers"):
         analyze_many(sources, workers=0)

@@ -24,8 +24,14 @@ def model(tok):
     from hf_ext.codebc.testing import make_adapter, tiny_config
     from hf_ext.codebc.tokenizer import codebc_token_ids
 
-    cfg = tiny_config(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, tag_token_ids=codebc_token_ids(tok), max_position_embeddings=512)
+    cfg = tiny_config(
+        vocab_size=len(tok),
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tag_token_ids=codebc_token_ids(tok),
+        max_position_embeddings=512,
+    )
     return make_adapter(cfg)
 
 
@@ -76,8 +82,9 @@ def test_logits_processor_forces_then_releases():
 
 @pytest.mark.parametrize("tag,force", [("correct", "processor"), ("bug", "processor"), ("bug", "prefix")])
 def test_generation_with_a_forced_tag_starts_with_that_tag(model, tok, tag, force):
-    gens = tags.generate_with_tag(model, tok, ["Implement a contract A", "Implement B"], tag, force=force,
-                                  max_new_tokens=6)
+    gens = tags.generate_with_tag(
+        model, tok, ["Implement a contract A", "Implement B"], tag, force=force, max_new_tokens=6
+    )
     assert len(gens) == 2
     for g in gens:
         assert g["response"].startswith(f"[Tag]\n{tag}\n[/Tag]\n"), g["response"]
@@ -91,20 +98,32 @@ def test_untagged_generation_and_bad_arguments(model, tok):
 
 
 def test_stage_datasets_mask_the_prompt_and_a_stage_trains_the_adapter(model, tok, tmp_path):
-    from hf_ext.codebc.training import (CodeBCStageArguments, adapter_state, ci_dataset, encode_pair, train_stage,
-                                        vd_dataset)
+    from hf_ext.codebc.training import (
+        CodeBCStageArguments,
+        adapter_state,
+        ci_dataset,
+        encode_pair,
+        train_stage,
+        vd_dataset,
+    )
 
     row = encode_pair(tok, *vd_example(CODE, "bug", tags.prompt_style(tok)), max_length=512)
     n_answer = len(tok("\nbug\n[/Tag]\n", add_special_tokens=False)["input_ids"])
     assert sum(lab != -100 for lab in row["labels"]) == n_answer
     short = encode_pair(tok, "p " * 200, "answer", max_length=16)
-    assert len(short["input_ids"]) == 16 and tok.decode(short["input_ids"][-len(tok("answer")["input_ids"]):]) \
-        == "answer"
+    assert (
+        len(short["input_ids"]) == 16 and tok.decode(short["input_ids"][-len(tok("answer")["input_ids"]) :]) == "answer"
+    )
     assert len(ci_dataset(tok, [CODE, CODE], 64)) == 10
     before = adapter_state(model)
     ds = vd_dataset(tok, [CODE, CODE], ["bug", "correct"], 256)
-    loss = train_stage(model, ds, tok, CodeBCStageArguments(learning_rate=1e-2, max_steps=2, batch_size=2,
-                                                            lora_dropout=0.0), str(tmp_path))
+    loss = train_stage(
+        model,
+        ds,
+        tok,
+        CodeBCStageArguments(learning_rate=1e-2, max_steps=2, batch_size=2, lora_dropout=0.0),
+        str(tmp_path),
+    )
     after = adapter_state(model)
     assert loss > 0 and any(not torch.equal(before[k], after[k]) for k in before)
     # the base weights stay frozen: only the LoRA tensors and the added tokens' embedding deltas train

@@ -82,8 +82,7 @@ def test_vulnerability_rate_counts_high_and_medium_findings_of_analysed_files(mo
         "crash.sol": AnalysisResult("crash.sol", False, "analyser_crash", error="boom"),
     }
     monkeypatch.setattr(scoring, "analyze", lambda source, name: verdicts[name])
-    s = scoring.score_sources({n: GOOD for n in verdicts}, {n: None for n in verdicts}, server=_AllCompile(),
-                              workers=1)
+    s = scoring.score_sources({n: GOOD for n in verdicts}, {n: None for n in verdicts}, server=_AllCompile(), workers=1)
     assert s["analysed"] == 5  # the crashed analysis is not in the denominator
     assert s["vulnerable"] == 3  # High and Medium count; Low / Informational / Optimization do not (3 vs 2: asymmetric)
     assert s["vulnerability_rate"] == pytest.approx(3 / 5)  # of analysed files, not of all 6
@@ -107,8 +106,9 @@ def test_a_broken_process_pool_falls_back_to_one_file_at_a_time(monkeypatch):
 
     monkeypatch.setattr(scoring, "analyze_many", broken)
     monkeypatch.setattr(scoring, "analyze", lambda source, name: AnalysisResult(name, True, counts={"High": 1}))
-    s = scoring.score_sources({"a.sol": GOOD, "b.sol": GOOD}, {"a.sol": None, "b.sol": None}, server=_AllCompile(),
-                              workers=2)
+    s = scoring.score_sources(
+        {"a.sol": GOOD, "b.sol": GOOD}, {"a.sol": None, "b.sol": None}, server=_AllCompile(), workers=2
+    )
     assert s["analysed"] == 2 and s["vulnerable"] == 2
 
 

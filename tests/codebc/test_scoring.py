@@ -43,7 +43,9 @@ def test_bleu_uses_whitespace_tokens_and_smoothing():
 
 
 def test_codebleu_is_deterministic_and_one_on_identical_code():
-    ref = "pragma solidity ^0.8.20;\ncontract A {\n    function f(uint a) public pure returns (uint) { return a * 2; }\n}"
+    ref = (
+        "pragma solidity ^0.8.20;\ncontract A {\n    function f(uint a) public pure returns (uint) { return a * 2; }\n}"
+    )
     a = codebleu_scores([ref], [ref])
     b = codebleu_scores([ref], [ref])
     assert a == b and a[0]["codebleu"] == pytest.approx(1.0)
@@ -52,7 +54,8 @@ def test_codebleu_is_deterministic_and_one_on_identical_code():
 def test_bad_files_are_reported_per_file_and_scoring_goes_on(tmp_path):
     (tmp_path / "Context.txt_0.sol").write_text(
         "pragma solidity ^0.8.20;\nabstract contract Context {\n"
-        "    function _msgSender() internal view virtual returns (address) {\n        return msg.sender;\n    }\n}\n")
+        "    function _msgSender() internal view virtual returns (address) {\n        return msg.sender;\n    }\n}\n"
+    )
     (tmp_path / "Context.txt_1.sol").write_text("pragma solidity ^0.8.20;\ncontract C { function f( }\n")
     (tmp_path / "Context.txt_2.sol").write_text("pragma solidity ^0.4.24;\ncontract C { }\n")
     (tmp_path / "NoSuchTask.txt_0.sol").write_text("pragma solidity ^0.8.0;\ncontract D { }\n")
@@ -118,9 +121,11 @@ def test_codebleu_scores_each_file_alone_when_one_crashes_the_worker(monkeypatch
     from hf_ext.codebc import metrics
 
     fake = tmp_path / "worker.py"  # a stand-in worker that dies on one input, as a parser crash would
-    fake.write_text("import json, sys\npairs = json.load(sys.stdin)\n"
-                    "if any('CRASH' in p for _, p in pairs):\n    sys.exit(3)\n"
-                    "json.dump([{'codebleu': len(p) / 100} for _, p in pairs], sys.stdout)\n")
+    fake.write_text(
+        "import json, sys\npairs = json.load(sys.stdin)\n"
+        "if any('CRASH' in p for _, p in pairs):\n    sys.exit(3)\n"
+        "json.dump([{'codebleu': len(p) / 100} for _, p in pairs], sys.stdout)\n"
+    )
     monkeypatch.setattr(metrics, "CODEBLEU_WORKER", fake)
     assert codebleu_scores(["r", "r", "r"], ["ab", "CRASH", "abcd"]) == [{"codebleu": 0.02}, None, {"codebleu": 0.04}]
     assert codebleu_scores(["r"], ["abc"]) == [{"codebleu": 0.03}]

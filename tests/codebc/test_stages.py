@@ -11,8 +11,10 @@ from hf_ext.codebc.tags import PromptStyle, fim_split, prompt_style, tag_block, 
 from hf_ext.codebc.training import ci_dataset, encode_pair, ti_dataset, vd_dataset
 
 CODE = "pragma solidity ^0.8.0;\ncontract A {\n    function f(uint a) public pure returns (uint) { return a * 2; }\n}"
-TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +34,13 @@ def plain_tok():
     raw = Tokenizer(models.BPE())
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     raw.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, min_frequency=1, special_tokens=["<|im_end|>", "<|im_start|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        min_frequency=1,
+        special_tokens=["<|im_end|>", "<|im_start|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     raw.train_from_iterator([CODE] * 4, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<|im_end|>")
     fast.chat_template = TEMPLATE
@@ -81,8 +88,9 @@ def test_a_too_long_pair_loses_the_prompt_start_never_the_answer(tok):
     row = encode_pair(tok, "p " * 300, "\nbug\n[/Tag]\n", max_length=20)
     assert len(row["input_ids"]) == 20
     assert _decode_labels(tok, row) == "\nbug\n[/Tag]\n"
-    assert encode_pair(tok, "ab", "cd", 20, loss_on_prompt=True)["labels"] == encode_pair(tok, "ab", "cd", 20)[
-        "input_ids"]
+    assert (
+        encode_pair(tok, "ab", "cd", 20, loss_on_prompt=True)["labels"] == encode_pair(tok, "ab", "cd", 20)["input_ids"]
+    )
 
 
 def test_a_chat_template_replaces_inst_in_every_stage(plain_tok):
@@ -100,18 +108,26 @@ def test_a_chat_template_replaces_inst_in_every_stage(plain_tok):
 
 
 def test_tags_and_fim_markers_on_a_tokenizer_where_they_are_not_atomic(plain_tok):
+    import copy
+
     from hf_ext.codebc.testing import tiny_base, tiny_config
     from hf_ext.codebc.tokenizer import add_fim_tokens, codebc_token_ids, token_sequences
-
-    import copy
 
     tok = copy.deepcopy(plain_tok)  # keep the module fixture untouched
     seqs = token_sequences(tok)
     assert len(seqs["[Tag]"]) > 1 and len(seqs["<PRE>"]) > 1
     with pytest.raises(ValueError, match="not atomic"):
         codebc_token_ids(tok)
-    model = tiny_base(tiny_config(vocab_size=len(tok), bos_token_id=1, eos_token_id=0, pad_token_id=0,
-                                  tag_token_ids={}, max_position_embeddings=512))
+    model = tiny_base(
+        tiny_config(
+            vocab_size=len(tok),
+            bos_token_id=1,
+            eos_token_id=0,
+            pad_token_id=0,
+            tag_token_ids={},
+            max_position_embeddings=512,
+        )
+    )
     before = model.get_input_embeddings().weight.detach().clone()
     added = add_fim_tokens(model, tok)
     assert len(added) == 4 and added == list(range(len(before), len(before) + 4))
@@ -158,11 +174,31 @@ def test_generate_cli_writes_scoreable_files_from_a_saved_artifact(tok, tmp_path
     from hf_ext.codebc.tokenizer import codebc_token_ids
     from hf_ext.codebc.training import save_codebc
 
-    cfg = tiny_config(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, tag_token_ids=codebc_token_ids(tok), max_position_embeddings=512)
+    cfg = tiny_config(
+        vocab_size=len(tok),
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tag_token_ids=codebc_token_ids(tok),
+        max_position_embeddings=512,
+    )
     save_codebc(make_adapter(cfg), tmp_path / "art", tok)
-    out = cli.generate_main(["--model", str(tmp_path / "art"), "--prompt", "Make A", "--prompt", "Make B",
-                             "--tag", "bug", "--max-new-tokens", "3", "--out", str(tmp_path / "gen")])
+    out = cli.generate_main(
+        [
+            "--model",
+            str(tmp_path / "art"),
+            "--prompt",
+            "Make A",
+            "--prompt",
+            "Make B",
+            "--tag",
+            "bug",
+            "--max-new-tokens",
+            "3",
+            "--out",
+            str(tmp_path / "gen"),
+        ]
+    )
     assert sorted(out) == ["prompt_0.txt_0.sol", "prompt_1.txt_0.sol"]
     assert sorted(p.name for p in (tmp_path / "gen").iterdir()) == sorted(out)
     with pytest.raises(SystemExit) as err:

@@ -97,8 +97,12 @@ CHILD = textwrap.dedent(
 
 
 def _run_child(out: Path, point: str, versions: int, kill_after_s: float | None = None) -> int:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(REPO_ROOT), str(out), point, str(versions)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(REPO_ROOT), str(out), point, str(versions)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if kill_after_s is not None:
         first = proc.stdout.readline()  # the first complete artifact exists from here on
         assert first.startswith("saved 1"), proc.stderr.read()
@@ -128,8 +132,14 @@ def _next_save_cleans(out: Path) -> None:
     verify_checkpoint(out)
 
 
-POINTS = ["mid_write", "after_checksums", "after_exchange", "mid_rmtree_old", "fallback_first_rename",
-          "fallback_second_rename"]
+POINTS = [
+    "mid_write",
+    "after_checksums",
+    "after_exchange",
+    "mid_rmtree_old",
+    "fallback_first_rename",
+    "fallback_second_rename",
+]
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -257,8 +267,13 @@ REAL_CHILD = textwrap.dedent(
 def test_killed_real_save_loads(tmp_path):
     """A TinyAlign model (weights + faiss bank) saved in a loop and killed mid-way loads with its bank."""
     out = tmp_path / "tinyalign"
-    proc = subprocess.Popen([sys.executable, "-c", REAL_CHILD, str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REAL_CHILD, str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     for _ in range(3):  # let a few saves complete, then kill during a later one
         line = proc.stdout.readline()
         assert line.startswith("saved"), proc.stderr.read()[-2000:]

@@ -22,12 +22,30 @@ from hf_ext.orca.testing import tiny_config
 
 SPEC = hf_ext.get_method("orca")
 METRICS = [
-    {"name": "DT macro-F1", "type": "f1", "value": 0.2375, "split": "test", "dataset": "synthetic-causal-dwell",
-     "higher_is_better": True},
-    {"name": "CTR AUC", "type": "roc_auc", "value": 0.6316, "split": "test", "dataset": "synthetic-causal-dwell",
-     "higher_is_better": True},
-    {"name": "DT MAE (s)", "type": "mae", "value": 68.7, "split": "test", "dataset": "synthetic-causal-dwell",
-     "higher_is_better": False},
+    {
+        "name": "DT macro-F1",
+        "type": "f1",
+        "value": 0.2375,
+        "split": "test",
+        "dataset": "synthetic-causal-dwell",
+        "higher_is_better": True,
+    },
+    {
+        "name": "CTR AUC",
+        "type": "roc_auc",
+        "value": 0.6316,
+        "split": "test",
+        "dataset": "synthetic-causal-dwell",
+        "higher_is_better": True,
+    },
+    {
+        "name": "DT MAE (s)",
+        "type": "mae",
+        "value": 68.7,
+        "split": "test",
+        "dataset": "synthetic-causal-dwell",
+        "higher_is_better": False,
+    },
 ]
 
 
@@ -42,10 +60,16 @@ def trained(random_init, tmp_path_factory) -> Path:
     art = tmp_path_factory.mktemp("trained") / "orca"
     shutil.copytree(random_init, art)
     save_training_record(
-        art, method="orca", command="hf-ext reproduce orca", metrics=METRICS,
-        datasets=[{"name": "synthetic-causal-dwell", "hub_id": None},
-                  {"name": "tenrec-qk", "hub_id": "someone/tenrec-qk"}],
-        config={"backbone": "ple", "shortcut_strength": 1.0, "epochs": 4}, notes="quick scale, seed 0",
+        art,
+        method="orca",
+        command="hf-ext reproduce orca",
+        metrics=METRICS,
+        datasets=[
+            {"name": "synthetic-causal-dwell", "hub_id": None},
+            {"name": "tenrec-qk", "hub_id": "someone/tenrec-qk"},
+        ],
+        config={"backbone": "ple", "shortcut_strength": 1.0, "epochs": 4},
+        notes="quick scale, seed 0",
     )
     return art
 
@@ -53,8 +77,12 @@ def trained(random_init, tmp_path_factory) -> Path:
 @pytest.fixture()
 def hub_env(tmp_path, monkeypatch):
     with MockHub(tmp_path / "store") as hub:
-        for key, value in {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_fake", "HF_HUB_OFFLINE": "0",
-                           "HF_HOME": str(tmp_path / "hf_home")}.items():
+        for key, value in {
+            "HF_ENDPOINT": hub.url,
+            "HF_TOKEN": "hf_fake",
+            "HF_HUB_OFFLINE": "0",
+            "HF_HOME": str(tmp_path / "hf_home"),
+        }.items():
             monkeypatch.setenv(key, value)
         import huggingface_hub.constants as constants
 
@@ -63,7 +91,9 @@ def hub_env(tmp_path, monkeypatch):
 
         monkeypatch.setattr(hf_api.api, "endpoint", hub.url)  # the module-level client (`file_exists`) kept the old one
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(
+            constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+        )
         yield hub
 
 
@@ -92,7 +122,9 @@ def test_pushed_trained_card_model_index_equals_record(trained, hub_env):
     assert _push(trained, "tester/orca-trained") == 0
     card = ModelCard.load("tester/orca-trained")
     record = load_training_record(trained)
-    got = [(r.metric_name, r.metric_type, r.metric_value, r.dataset_split, r.dataset_name) for r in card.data.eval_results]
+    got = [
+        (r.metric_name, r.metric_type, r.metric_value, r.dataset_split, r.dataset_name) for r in card.data.eval_results
+    ]
     want = [(m["name"], m["type"], m["value"], m["split"], m["dataset"]) for m in record["metrics"]]
     assert got == want
     assert card.data.model_name == "orca-trained"
@@ -106,8 +138,9 @@ def test_base_model_and_bibtex(trained, tmp_path):
     art = tmp_path / "adapter"
     shutil.copytree(trained, art)
     record = load_training_record(art)
-    save_training_record(art, method="orca", base_model="someone/base-llama", metrics=record["metrics"],
-                         datasets=record["datasets"])
+    save_training_record(
+        art, method="orca", base_model="someone/base-llama", metrics=record["metrics"], datasets=record["datasets"]
+    )
     card = render_artifact_card(SPEC, art, repo_id="tester/x")
     assert card.data.base_model == "someone/base-llama"
     entry = bibtex(SPEC)
@@ -149,8 +182,9 @@ def test_push_never_trains(tmp_path, monkeypatch, capsys):
     assert os.listdir(tmp_path) == ["empty"] or not (tmp_path / "empty").exists()
 
 
-@pytest.mark.parametrize("method, remote_file, package", [("tinyalign", "memory.py", "faiss-cpu"),
-                                                           ("tba", "modeling_tba.py", "diffusers")])
+@pytest.mark.parametrize(
+    "method, remote_file, package", [("tinyalign", "memory.py", "faiss-cpu"), ("tba", "modeling_tba.py", "diffusers")]
+)
 def test_card_pip_line_is_the_remote_codes_and_the_extras(method, remote_file, package):
     """The card's optional-import line is the one the remote code's ImportError prints, and pins the same range
     as the method's extra in hf_ext's metadata (so card, error and install agree)."""
@@ -165,9 +199,11 @@ def test_card_pip_line_is_the_remote_codes_and_the_extras(method, remote_file, p
     assert pip in (Path(hf_ext.__file__).parent / method / remote_file).read_text()
     card_req = Requirement(pip.removeprefix("pip install ").strip("'"))
     extra = method.replace("_", "-")
-    declared = [Requirement(r) for r in metadata.requires("hf_ext")
-                if Requirement(r).name == package and Requirement(r).marker
-                and Requirement(r).marker.evaluate({"extra": extra})]
+    declared = [
+        Requirement(r)
+        for r in metadata.requires("hf_ext")
+        if Requirement(r).name == package and Requirement(r).marker and Requirement(r).marker.evaluate({"extra": extra})
+    ]
     assert declared and declared[0].specifier == card_req.specifier, (declared, card_req)
 
 
@@ -191,7 +227,8 @@ def test_card_names_the_pip_line_for_loading_without_hf_ext():
 def _adapter_folder(root: Path, base_ref: str) -> None:
     (root / "client-0" / "adapter").mkdir(parents=True)
     (root / "client-0" / "adapter" / "adapter_config.json").write_text(
-        '{"peft_type": "LORA", "base_model_name_or_path": "%s"}' % base_ref)
+        '{"peft_type": "LORA", "base_model_name_or_path": "' + base_ref + '"}'
+    )
 
 
 def test_base_model_inferred_from_the_adapters(trained, tmp_path, monkeypatch):
@@ -205,8 +242,9 @@ def test_base_model_inferred_from_the_adapters(trained, tmp_path, monkeypatch):
     assert card.data.base_model == "someone/base-llama" and "Base model: `someone/base-llama`" in card.text
     # a record's own base_model wins over what the adapters say
     record = load_training_record(art)
-    save_training_record(art, method="orca", base_model="other/base", metrics=record["metrics"],
-                         datasets=record["datasets"])
+    save_training_record(
+        art, method="orca", base_model="other/base", metrics=record["metrics"], datasets=record["datasets"]
+    )
     assert render_artifact_card(SPEC, art, repo_id="tester/x").data.base_model == "other/base"
 
     # a base built in code (a local folder) names no Hub base

@@ -18,7 +18,7 @@ def reply(node: int, content: RecordDict) -> Message:
     return Message(content, reply_to=ins)
 
 
-REF = {"w": (( 2, 3), np.float32)}
+REF = {"w": ((2, 3), np.float32)}
 
 
 def _arrays(**arrays):
@@ -33,14 +33,17 @@ def test_reply_arrays_accepts_the_reference_and_names_the_node():
         reply_arrays(reply(7, RecordDict({"arrays": _arrays(w=good[:1])})), REF)
 
 
-@pytest.mark.parametrize("arrays,match", [
-    ({"w": np.ones((3, 2), np.float32)}, "shape"),
-    ({"w": np.ones((2, 3), np.float64)}, "dtype"),
-    ({"w": np.full((2, 3), np.nan, np.float32)}, "NaN"),
-    ({"w": np.full((2, 3), 1e30, np.float32)}, "bound"),
-    ({"w": np.ones((2, 3), np.float32), "x": np.ones(1, np.float32)}, "unexpected"),
-    ({}, "missing"),
-])
+@pytest.mark.parametrize(
+    "arrays,match",
+    [
+        ({"w": np.ones((3, 2), np.float32)}, "shape"),
+        ({"w": np.ones((2, 3), np.float64)}, "dtype"),
+        ({"w": np.full((2, 3), np.nan, np.float32)}, "NaN"),
+        ({"w": np.full((2, 3), 1e30, np.float32)}, "bound"),
+        ({"w": np.ones((2, 3), np.float32), "x": np.ones(1, np.float32)}, "unexpected"),
+        ({}, "missing"),
+    ],
+)
 def test_reply_arrays_rejects_against_the_server_reference(arrays, match):
     with pytest.raises(ValueError, match=match):
         reply_arrays(reply(3, RecordDict({"arrays": _arrays(**arrays)})), REF)

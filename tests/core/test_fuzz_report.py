@@ -18,8 +18,9 @@ def _report_module():
 
 def test_counts_every_verdict(tmp_path, capsys):
     (tmp_path / "tests" / "fuzz").mkdir(parents=True)
-    (tmp_path / "tests" / "fuzz" / "test_toy.py").write_text(textwrap.dedent(
-        """
+    (tmp_path / "tests" / "fuzz" / "test_toy.py").write_text(
+        textwrap.dedent(
+            """
         import time
         from hf_ext.core.testing import BadInput
 
@@ -35,12 +36,19 @@ def test_counts_every_verdict(tmp_path, capsys):
             BadInput("silent", lambda: bad(3), r"value"),
             BadInput("hang", lambda: time.sleep(5), r"never"),
         ]
-        """))
+        """
+        )
+    )
     report = _report_module()
     report.ROOT = tmp_path
     table = report.run(None, timeout_s=0.5, verbose=True)
-    assert {k: table["toy"][k] for k in ("cases", "clear", "deep", "silent", "hang")} == \
-        {"cases": 5, "clear": 1, "deep": 2, "silent": 1, "hang": 1}
+    assert {k: table["toy"][k] for k in ("cases", "clear", "deep", "silent", "hang")} == {
+        "cases": 5,
+        "clear": 1,
+        "deep": 2,
+        "silent": 1,
+        "hang": 1,
+    }
     text = report.format_table(table)
     assert "| toy | 5 | 1 | 2 | 1 | 1 |" in text and "| **total** | 5 | 1 | 2 | 1 | 1 |" in text
     assert "silent silent" in capsys.readouterr().err

@@ -119,13 +119,19 @@ def test_loads_with_trust_remote_code_without_hf_ext(artifact, tmp_path):
             pass
         from transformers import AutoModel
         model = AutoModel.from_pretrained({str(artifact)!r}, trust_remote_code=True).eval()
-        out = model(**torch.load({str(tmp_path / 'inputs.pt')!r}))
+        out = model(**torch.load({str(tmp_path / "inputs.pt")!r}))
         print(json.dumps({{"module": type(model).__module__, "dt": out.dt_logits.tolist(),
                            "p": out.click_probs.tolist()}}))
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                          env=_env(HF_HOME=str(tmp_path / "hf_home")), timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(HF_HOME=str(tmp_path / "hf_home")),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["module"].startswith("transformers_modules.")
@@ -146,11 +152,34 @@ def test_card_validates_and_rejects_bad_metadata():
 
 def test_push_dry_run_writes_the_upload_folder(artifact, tmp_path, capsys):
     out = tmp_path / "upload"
-    assert cli_main(["push", "orca", "--repo-id", "someone/orca-mmoe", "--from", str(artifact),
-                     "--dry-run", "--out", str(out), "--allow-untrained"]) == 0
+    assert (
+        cli_main(
+            [
+                "push",
+                "orca",
+                "--repo-id",
+                "someone/orca-mmoe",
+                "--from",
+                str(artifact),
+                "--dry-run",
+                "--out",
+                str(out),
+                "--allow-untrained",
+            ]
+        )
+        == 0
+    )
     files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert {"config.json", "model.safetensors", "modeling_orca.py", "configuration_orca.py", "README.md",
-            "spaces/orca/app.py", "spaces/orca/README.md", "spaces/orca/requirements.txt"} <= files
+    assert {
+        "config.json",
+        "model.safetensors",
+        "modeling_orca.py",
+        "configuration_orca.py",
+        "README.md",
+        "spaces/orca/app.py",
+        "spaces/orca/README.md",
+        "spaces/orca/requirements.txt",
+    } <= files
     from huggingface_hub import ModelCard, SpaceCard
 
     validate_card(ModelCard.load(out / "README.md"))
@@ -164,9 +193,25 @@ def test_push_to_local_hub(artifact, tmp_path):
     with MockHub(tmp_path / "store") as hub:
         env = _env(HF_ENDPOINT=hub.url, HF_TOKEN="hf_fake", HF_HUB_OFFLINE="0", HF_HOME=str(tmp_path / "hf_home"))
         proc = subprocess.run(
-            [sys.executable, "-m", "hf_ext.core.cli", "push", "orca", "--repo-id", "tester/orca-mmoe",
-             "--from", str(artifact), "--space-repo-id", "tester/orca-space", "--allow-untrained"],
-            capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT,
+            [
+                sys.executable,
+                "-m",
+                "hf_ext.core.cli",
+                "push",
+                "orca",
+                "--repo-id",
+                "tester/orca-mmoe",
+                "--from",
+                str(artifact),
+                "--space-repo-id",
+                "tester/orca-space",
+                "--allow-untrained",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=REPO_ROOT,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         script = textwrap.dedent(
@@ -176,7 +221,7 @@ def test_push_to_local_hub(artifact, tmp_path):
             from transformers import AutoModel
             model = AutoModel.from_pretrained({str(artifact)!r})
             model.push_to_hub("tester/orca-direct")
-            card = ModelCard.load({str(artifact / 'README.md')!r})
+            card = ModelCard.load({str(artifact / "README.md")!r})
             card.validate()
             card.push_to_hub("tester/orca-direct")
             """

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.numpy import load_file as load_np, save_file as save_np
+from safetensors.numpy import load_file as load_np
+from safetensors.numpy import save_file as save_np
 from safetensors.torch import save_file
 
 import hf_ext
@@ -135,13 +136,20 @@ def _run_child(hub, job: dict, block: tuple[str, ...] = ("hf_ext",)) -> subproce
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(BLOCKER)
     env = dict(os.environ)
-    env.update(HF_ENDPOINT=hub.url, HF_TOKEN="hf_fake", HF_HUB_OFFLINE="0", HF_DATASETS_OFFLINE="0", HF_EXT_TEST_BLOCK=",".join(block),
-               HF_HOME=str(hub.tmp / f"hf_home_{job['repo'].replace('/', '_')}_{len(block)}"),
-               PYTHONPATH=str(site))  # replaces the checkout on the path: the child sees no hf_ext source either
+    env.update(
+        HF_ENDPOINT=hub.url,
+        HF_TOKEN="hf_fake",
+        HF_HUB_OFFLINE="0",
+        HF_DATASETS_OFFLINE="0",
+        HF_EXT_TEST_BLOCK=",".join(block),
+        HF_HOME=str(hub.tmp / f"hf_home_{job['repo'].replace('/', '_')}_{len(block)}"),
+        PYTHONPATH=str(site),
+    )  # replaces the checkout on the path: the child sees no hf_ext source either
     cwd = hub.tmp / "child_cwd"
     cwd.mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-c", CHILD, json.dumps(job)], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(job)], capture_output=True, text=True, env=env, cwd=cwd, timeout=600
+    )
 
 
 def _push(spec, folder: Path, repo_id: str) -> None:
@@ -182,8 +190,13 @@ def test_model_roundtrip_without_hf_ext(method, hub):
         local = _flatten(artifact.eval()(**inputs))
     _assert_same({k: v.numpy() for k, v in want.items()}, {k: v.numpy() for k, v in local.items()})
     auto = next(iter(spec.auto_classes))
-    job = {"loader": "auto", "auto": auto, "repo": repo_id, "inputs": str(hub.tmp / f"{method}-inputs.safetensors"),
-           "out": str(hub.tmp / f"{method}-child.safetensors")}
+    job = {
+        "loader": "auto",
+        "auto": auto,
+        "repo": repo_id,
+        "inputs": str(hub.tmp / f"{method}-inputs.safetensors"),
+        "out": str(hub.tmp / f"{method}-child.safetensors"),
+    }
     # TBA's pose regressor shares its file with the DHNG; it must load without diffusers
     proc = _run_child(hub, job, block=("hf_ext", "diffusers") if method == "tba" else ("hf_ext",))
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -210,9 +223,14 @@ def test_proto_evfl_party_encoders_roundtrip_without_hf_ext(hub):
     with torch.no_grad():
         want = {k: v.numpy() for k, v in _flatten(loaded[1](**inputs)).items()}
         _assert_same(want, {k: v.numpy() for k, v in _flatten(parties[1](**inputs)).items()})
-    job = {"loader": "auto", "auto": "AutoModel", "repo": "tester/proto-evfl-federation",
-           "subfolder": "parties/party-1", "inputs": str(hub.tmp / "party-inputs.safetensors"),
-           "out": str(hub.tmp / "party-child.safetensors")}
+    job = {
+        "loader": "auto",
+        "auto": "AutoModel",
+        "repo": "tester/proto-evfl-federation",
+        "subfolder": "parties/party-1",
+        "inputs": str(hub.tmp / "party-inputs.safetensors"),
+        "out": str(hub.tmp / "party-child.safetensors"),
+    }
     proc = _run_child(hub, job)
     assert proc.returncode == 0, proc.stderr[-4000:]
     got = load_np(job["out"])
@@ -229,12 +247,19 @@ def test_codebc_base_and_adapter_roundtrip_without_hf_ext(hub):
     from transformers import AutoModelForCausalLM
 
     # as the card's "How to use": the base from the repo root, the adapter from its subfolder
-    reloaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("tester/codebc"), "tester/codebc",
-                                         subfolder="adapter")
+    reloaded = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained("tester/codebc"), "tester/codebc", subfolder="adapter"
+    )
     want = fx.outputs(reloaded, inputs)["logits"]
     np.testing.assert_array_equal(want.numpy(), fx.outputs(artifact, inputs)["logits"].numpy())
-    job = {"loader": "peft", "repo": "tester/codebc", "base_subfolder_is_root": True, "adapter_subfolder": "adapter",
-           "inputs": str(hub.tmp / "codebc-inputs.safetensors"), "out": str(hub.tmp / "codebc-child.safetensors")}
+    job = {
+        "loader": "peft",
+        "repo": "tester/codebc",
+        "base_subfolder_is_root": True,
+        "adapter_subfolder": "adapter",
+        "inputs": str(hub.tmp / "codebc-inputs.safetensors"),
+        "out": str(hub.tmp / "codebc-child.safetensors"),
+    }
     proc = _run_child(hub, job)
     assert proc.returncode == 0, proc.stderr[-4000:]
     np.testing.assert_array_equal(load_np(job["out"])["logits"], want.numpy())
@@ -251,10 +276,16 @@ def test_h2tune_adapter_refused_by_plain_peft(hub):
     save_file(inputs, hub.tmp / "h2tune-inputs.safetensors")
     reloaded = fx.load("tester/h2tune")  # with hf_ext: by repo id, identical
     assert type(reloaded.peft_config["default"]).__name__ == "H2TuneConfig"
-    np.testing.assert_array_equal(fx.outputs(reloaded, inputs)["logits"].numpy(),
-                                  fx.outputs(artifact, inputs)["logits"].numpy())
-    job = {"loader": "peft", "repo": "tester/h2tune", "base_seed": BASE_SEED,
-           "inputs": str(hub.tmp / "h2tune-inputs.safetensors"), "out": str(hub.tmp / "h2tune-child.safetensors")}
+    np.testing.assert_array_equal(
+        fx.outputs(reloaded, inputs)["logits"].numpy(), fx.outputs(artifact, inputs)["logits"].numpy()
+    )
+    job = {
+        "loader": "peft",
+        "repo": "tester/h2tune",
+        "base_seed": BASE_SEED,
+        "inputs": str(hub.tmp / "h2tune-inputs.safetensors"),
+        "out": str(hub.tmp / "h2tune-child.safetensors"),
+    }
     proc = _run_child(hub, job)
     assert proc.returncode != 0, "plain PEFT loaded an H2Tune adapter (it would be an ordinary LoRA)"
     assert "KeyError: 'HF_EXT_H2TUNE'" in proc.stderr, proc.stderr[-3000:]
@@ -266,8 +297,13 @@ def test_tinyalign_without_faiss_names_the_pip_line(hub):
     _push(spec, folder, "tester/tinyalign-nofaiss")
     inputs = {k: v.contiguous() for k, v in dict(fx.example_inputs()).items() if torch.is_tensor(v)}
     save_file(inputs, hub.tmp / "ta-inputs.safetensors")
-    job = {"loader": "auto", "auto": "AutoModelForImageTextToText", "repo": "tester/tinyalign-nofaiss",
-           "inputs": str(hub.tmp / "ta-inputs.safetensors"), "out": str(hub.tmp / "ta-child.safetensors")}
+    job = {
+        "loader": "auto",
+        "auto": "AutoModelForImageTextToText",
+        "repo": "tester/tinyalign-nofaiss",
+        "inputs": str(hub.tmp / "ta-inputs.safetensors"),
+        "out": str(hub.tmp / "ta-child.safetensors"),
+    }
     proc = _run_child(hub, job, block=("hf_ext", "faiss"))
     assert proc.returncode != 0
     assert "pip install 'faiss-cpu>=1.15.1,<1.16'" in proc.stderr, proc.stderr[-3000:]
@@ -283,11 +319,17 @@ def test_gpmfs_selector_roundtrip(hub):
     X = np.ascontiguousarray(fx.example_inputs())
     reloaded = type(selector).from_pretrained("tester/gpmfs")  # the estimator's own loader, by repo id
     want = fx.outputs(reloaded, X)
-    _assert_same({k: want[k] for k in ("global", "label0", "W")},
-                 {k: v for k, v in fx.outputs(selector, X).items() if k in ("global", "label0", "W")})
+    _assert_same(
+        {k: want[k] for k in ("global", "label0", "W")},
+        {k: v for k, v in fx.outputs(selector, X).items() if k in ("global", "label0", "W")},
+    )
     save_np({"X": X}, hub.tmp / "gpmfs-inputs.safetensors")
-    job = {"loader": "gpmfs", "repo": "tester/gpmfs", "inputs": str(hub.tmp / "gpmfs-inputs.safetensors"),
-           "out": str(hub.tmp / "gpmfs-child.safetensors")}
+    job = {
+        "loader": "gpmfs",
+        "repo": "tester/gpmfs",
+        "inputs": str(hub.tmp / "gpmfs-inputs.safetensors"),
+        "out": str(hub.tmp / "gpmfs-child.safetensors"),
+    }
     proc = _run_child(hub, job)
     assert proc.returncode == 0, proc.stderr[-4000:]
     _assert_same(load_np(job["out"]), {k: np.asarray(want[k]) for k in ("global", "label0", "W")})
@@ -308,8 +350,9 @@ def test_amplitude_table_roundtrip(hub):
     proc = _run_child(hub, job)
     assert proc.returncode == 0, proc.stderr[-4000:]
     want = table.dataset.with_format("numpy")
-    _assert_same(load_np(job["out"]), {k: np.asarray(want[k], dtype=np.float64)
-                                       for k in ("amplitude", "error", "alpha_prime")})
+    _assert_same(
+        load_np(job["out"]), {k: np.asarray(want[k], dtype=np.float64) for k in ("amplitude", "error", "alpha_prime")}
+    )
 
 
 def test_revision_pins_an_older_commit(hub, tmp_path):
@@ -349,8 +392,13 @@ def test_tba_dhng_without_diffusers_names_the_pip_line(hub):
     folder = save_artifact(TbaDhngModel(tiny_dhng_config()), hub.tmp / "tba-dhng")
     _push(spec, folder, "tester/tba-dhng")
     save_file({"pixel_values": tiny_images()["pixel_values"].contiguous()}, hub.tmp / "dhng-inputs.safetensors")
-    job = {"loader": "auto", "auto": "AutoModel", "repo": "tester/tba-dhng",
-           "inputs": str(hub.tmp / "dhng-inputs.safetensors"), "out": str(hub.tmp / "dhng-child.safetensors")}
+    job = {
+        "loader": "auto",
+        "auto": "AutoModel",
+        "repo": "tester/tba-dhng",
+        "inputs": str(hub.tmp / "dhng-inputs.safetensors"),
+        "out": str(hub.tmp / "dhng-child.safetensors"),
+    }
     proc = _run_child(hub, job, block=("hf_ext", "diffusers"))
     assert proc.returncode != 0
     assert "pip install 'diffusers>=0.42.1,<0.43'" in proc.stderr, proc.stderr[-3000:]

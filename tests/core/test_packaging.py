@@ -79,7 +79,9 @@ def test_extras_cover_every_import(method):
     core = {_requirement_name(r) for r in project["dependencies"]}
     allowed = {
         "library": core | _extra_distributions(method, extras),
-        "testing": core | _extra_distributions(method, extras) | _extra_distributions("spaces", extras)
+        "testing": core
+        | _extra_distributions(method, extras)
+        | _extra_distributions("spaces", extras)
         | _extra_distributions("test", extras),
     }
     files = sorted((REPO_ROOT / "hf_ext" / method).rglob("*.py"))
@@ -96,7 +98,12 @@ def test_core_imports_are_core_dependencies():
     project = _pyproject()["project"]
     extras = project["optional-dependencies"]
     core = {_requirement_name(r) for r in project["dependencies"]}
-    optional = {"federated", "spaces", "pretrained", "test"}  # core modules that import these do so lazily, inside functions
+    optional = {
+        "federated",
+        "spaces",
+        "pretrained",
+        "test",
+    }  # core modules that import these do so lazily, inside functions
     allowed = core | set().union(*(_extra_distributions(e, extras) for e in optional))
     for module in _third_party_imports((REPO_ROOT / "hf_ext" / "core").rglob("*.py")):
         assert _distributions_of(module) & allowed, f"hf_ext.core imports {module!r}, in no core/optional extra"
@@ -137,7 +144,8 @@ def test_auto_classes_register_whichever_comes_first():
         code = prelude + (
             "from transformers import AutoModel\n"
             "config = AutoConfig.for_model('hf_ext_orca', embed_dim=8)\n"
-            "print(type(AutoModel.from_config(config)).__name__, type(AutoConfig.for_model('hf_ext_tba_dhng')).__name__)"
+            "print(type(AutoModel.from_config(config)).__name__, "
+            "type(AutoConfig.for_model('hf_ext_tba_dhng')).__name__)"
         )
         proc = _run(code, cwd=REPO_ROOT)
         assert proc.returncode == 0, f"{name}: {proc.stderr[-2000:]}"
@@ -227,8 +235,11 @@ def installed(tmp_path_factory, wheel):
     python = venv_reusing_site_packages(root)
     # a clean environment: no PYTHONPATH / VIRTUAL_ENV / HF_EXT_* leaking the checkout into the fresh venv (pip
     # would then see the checkout's hf_ext as "already satisfied" and install nothing)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HF_EXT_", "PIP_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HF_EXT_", "PIP_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+    }
     proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
                            "--force-reinstall", str(wheel)], capture_output=True, text=True, timeout=300,
                           env=env)  # fmt: skip

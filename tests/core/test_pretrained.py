@@ -47,7 +47,7 @@ def test_smollm2_loads_from_its_cache_with_tied_embeddings_and_a_chat_template()
     ids = tok("The capital of France is", return_tensors="pt")
     with torch.no_grad():
         out = model.generate(**ids, max_new_tokens=3, do_sample=False)
-    assert "Paris" in tok.decode(out[0, ids["input_ids"].shape[1]:])
+    assert "Paris" in tok.decode(out[0, ids["input_ids"].shape[1] :])
 
 
 @pytest.mark.skipif(not P.smollm2_available(), reason=P.SMOLLM2_PIP)

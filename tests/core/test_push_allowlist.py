@@ -56,8 +56,15 @@ def planted(tmp_path) -> Path:
 def test_select_push_files_refuses_everything_planted(planted):
     allowed, refused = select_push_files(planted)
     reasons = dict(refused)
-    assert set(allowed) == {"config.json", "model.safetensors", "configuration_orca.py", "modeling_orca.py",
-                            "README.md", "hf_ext_checksums.json", "generation_config.json"}
+    assert set(allowed) == {
+        "config.json",
+        "model.safetensors",
+        "configuration_orca.py",
+        "modeling_orca.py",
+        "README.md",
+        "hf_ext_checksums.json",
+        "generation_config.json",
+    }
     for rel in ("token", "secrets.json", "id_rsa", "logs/run.log", "stray.csv"):
         assert "not a weights/config" in reasons[rel], rel
     for rel in ("logs/.env", ".env"):
@@ -70,8 +77,23 @@ def test_select_push_files_refuses_everything_planted(planted):
 
 def test_dry_run_prints_the_exact_list(planted, tmp_path, capsys):
     out = tmp_path / "upload"
-    assert cli_main(["push", "orca", "--repo-id", "someone/orca", "--from", str(planted), "--dry-run",
-                     "--out", str(out), "--allow-untrained"]) == 0
+    assert (
+        cli_main(
+            [
+                "push",
+                "orca",
+                "--repo-id",
+                "someone/orca",
+                "--from",
+                str(planted),
+                "--dry-run",
+                "--out",
+                str(out),
+                "--allow-untrained",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     files = push_manifest(out, hf_ext.get_method("orca"))
     on_disk = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
@@ -90,11 +112,35 @@ def test_real_push_uploads_only_the_list_and_leaves_no_temp(planted, tmp_path):
     scratch = tmp_path / "scratch_tmp"
     scratch.mkdir()
     with MockHub(tmp_path / "store") as hub:
-        env = dict(os.environ, HF_ENDPOINT=hub.url, HF_TOKEN="hf_fake", HF_HUB_OFFLINE="0",
-                   HF_HOME=str(tmp_path / "hf_home"), TMPDIR=str(scratch))
-        proc = subprocess.run([sys.executable, "-m", "hf_ext.core.cli", "push", "orca", "--repo-id", "t/orca",
-                               "--from", str(planted), "--space-repo-id", "t/orca-space", "--allow-untrained"],
-                              capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT)
+        env = dict(
+            os.environ,
+            HF_ENDPOINT=hub.url,
+            HF_TOKEN="hf_fake",
+            HF_HUB_OFFLINE="0",
+            HF_HOME=str(tmp_path / "hf_home"),
+            TMPDIR=str(scratch),
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hf_ext.core.cli",
+                "push",
+                "orca",
+                "--repo-id",
+                "t/orca",
+                "--from",
+                str(planted),
+                "--space-repo-id",
+                "t/orca-space",
+                "--allow-untrained",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=REPO_ROOT,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     repo = hub.repo_dir("models", "t/orca")
     stored = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file())
@@ -105,8 +151,9 @@ def test_real_push_uploads_only_the_list_and_leaves_no_temp(planted, tmp_path):
             assert not any(m in path.read_text(errors="ignore") for m in SECRET_MARKERS), path
     space = hub.repo_dir("spaces", "t/orca-space")
     assert sorted(p.name for p in space.iterdir()) == ["README.md", "app.py", "requirements.txt"]
-    assert [p.name for p in scratch.iterdir() if p.name.startswith("hf_ext_push_")] == [], \
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("hf_ext_push_")] == [], (
         "a real push must not leave its upload copy in the temp dir"
+    )
 
 
 def test_push_refuses_an_artifact_with_nothing_loadable(tmp_path):

@@ -5,19 +5,34 @@ from __future__ import annotations
 import pytest
 
 from hf_ext.core import cli
-from hf_ext.core.registry import MethodSpec, RegistryError, _REGISTRY
+from hf_ext.core.registry import _REGISTRY, MethodSpec, RegistryError
 
 
 def _spec(**kw):
-    base = dict(name="toy_method", title="Toy: a test method", kind="numerics", summary="s",
-                reproduce="json:dumps", demo="json:dumps", contract="json:dumps")
+    base = dict(
+        name="toy_method",
+        title="Toy: a test method",
+        kind="numerics",
+        summary="s",
+        reproduce="json:dumps",
+        demo="json:dumps",
+        contract="json:dumps",
+    )
     base.update(kw)
     return MethodSpec(**base)
 
 
-@pytest.mark.parametrize("bad", [{"name": "Toy"}, {"kind": "widget"}, {"reproduce": "no_colon"},
-                                 {"commands": {"train": "json:dumps"}}, {"commands": {"score": "nocolon"}},
-                                 {"kind": "model"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": "Toy"},
+        {"kind": "widget"},
+        {"reproduce": "no_colon"},
+        {"commands": {"train": "json:dumps"}},
+        {"commands": {"score": "nocolon"}},
+        {"kind": "model"},
+    ],
+)
 def test_malformed_specs_are_rejected(bad):
     with pytest.raises(RegistryError):
         _spec(**bad)

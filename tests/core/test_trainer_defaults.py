@@ -10,15 +10,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import EvalPrediction, Trainer, TrainingArguments
+from transformers import EvalPrediction, TrainingArguments
 
 import hf_ext  # noqa: F401
 from hf_ext.core import devices
 from hf_ext.core.trainer_metrics import answer_exact_match, argmax_logits, token_accuracy
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAINING_FILES = ["tba/training.py", "codebc/training.py", "fede4rag/task.py", "h2tune/task.py",
-                  "tinyalign/training.py"]
+TRAINING_FILES = [
+    "tba/training.py",
+    "codebc/training.py",
+    "fede4rag/task.py",
+    "h2tune/task.py",
+    "tinyalign/training.py",
+]
 
 
 @pytest.mark.parametrize("path", TRAINING_FILES)
@@ -58,8 +63,9 @@ def test_metric_blocks_on_known_predictions():
 
 
 def _args(tmp_path, **kw):
-    return TrainingArguments(output_dir=str(tmp_path), report_to="none", per_device_eval_batch_size=8,
-                             remove_unused_columns=False, **kw)
+    return TrainingArguments(
+        output_dir=str(tmp_path), report_to="none", per_device_eval_batch_size=8, remove_unused_columns=False, **kw
+    )
 
 
 def test_h2tune_evaluate_reports_exact_match_equal_to_greedy(tmp_path):
@@ -89,8 +95,13 @@ def test_h2tune_evaluate_reports_exact_match_equal_to_greedy(tmp_path):
             own.append((p, greedy(model, p, 2)))
     pairs = real + own
     ds = Dataset.from_dict(to_features(pairs))
-    trainer = H2TuneTrainer(model=model, args=_args(tmp_path), eval_dataset=ds, compute_metrics=compute_metrics,
-                            preprocess_logits_for_metrics=argmax_logits)
+    trainer = H2TuneTrainer(
+        model=model,
+        args=_args(tmp_path),
+        eval_dataset=ds,
+        compute_metrics=compute_metrics,
+        preprocess_logits_for_metrics=argmax_logits,
+    )
     result = trainer.evaluate()
     want = exact_match(model, pairs)
     assert 0.2 < want < 1.0, want
@@ -108,8 +119,9 @@ def test_tinyalign_evaluate_reports_token_acc(tmp_path):
     config = tiny_config()
     model, processor = tiny_model(config), tiny_processor(config)
     rows = tiny_data(8, seed=2)
-    ds = Dataset.from_dict({"pixel_values": [np.asarray(p).tolist() for p in rows["pixel_values"]],
-                            "caption": list(rows["caption"])}).with_format("torch")
+    ds = Dataset.from_dict(
+        {"pixel_values": [np.asarray(p).tolist() for p in rows["pixel_values"]], "caption": list(rows["caption"])}
+    ).with_format("torch")
     args = TinyAlignTrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=8, use_cpu=True)
     trainer, _ = make_trainer(model, processor, ds, args)
     result = trainer.evaluate(ds)
@@ -160,8 +172,13 @@ def test_fede4rag_evaluate_reports_inbatch_retrieval(tmp_path):
     from datasets import Dataset
 
     from hf_ext.fede4rag.testing import VOCAB, tiny_config, tiny_retriever
-    from hf_ext.fede4rag.training import (FedE4RAGTrainer, FedE4RAGTrainingArguments, TokenPairCollator,
-                                          compute_metrics, similarity)
+    from hf_ext.fede4rag.training import (
+        FedE4RAGTrainer,
+        FedE4RAGTrainingArguments,
+        TokenPairCollator,
+        compute_metrics,
+        similarity,
+    )
 
     model = tiny_retriever(tiny_config()).eval()
     g = torch.Generator().manual_seed(5)
@@ -170,12 +187,15 @@ def test_fede4rag_evaluate_reports_inbatch_retrieval(tmp_path):
     p[:4, :6] = q[:4]  # half the passages contain their query, so some ranks are 0 and some are not
     ds = Dataset.from_dict({"q_input_ids": q.tolist(), "p_input_ids": p.tolist()})
     args = FedE4RAGTrainingArguments(output_dir=str(tmp_path), report_to="none", per_device_eval_batch_size=8)
-    trainer = FedE4RAGTrainer(model=model, args=args, eval_dataset=ds, data_collator=TokenPairCollator(),
-                              compute_metrics=compute_metrics)
+    trainer = FedE4RAGTrainer(
+        model=model, args=args, eval_dataset=ds, data_collator=TokenPairCollator(), compute_metrics=compute_metrics
+    )
     result = trainer.evaluate()
     with torch.no_grad():
-        sim = similarity(model(input_ids=q, attention_mask=torch.ones_like(q)).pooler_output,
-                         model(input_ids=p, attention_mask=torch.ones_like(p)).pooler_output)
+        sim = similarity(
+            model(input_ids=q, attention_mask=torch.ones_like(q)).pooler_output,
+            model(input_ids=p, attention_mask=torch.ones_like(p)).pooler_output,
+        )
     ranks = (sim > sim.diagonal()[:, None]).sum(1).float()
     assert result["eval_inbatch_hit@1"] == pytest.approx(float((ranks < 1).float().mean()))
     assert result["eval_inbatch_mrr"] == pytest.approx(float((1 / (ranks + 1)).mean()))

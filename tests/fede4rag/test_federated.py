@@ -21,8 +21,17 @@ def setup(tmp_path_factory):
     keys = make_keys()
     (root / "secret.ctx").write_bytes(keys.secret)
     (root / "public.ctx").write_bytes(keys.public)
-    run = RunConfig(rounds=1, train_fraction=0.02, lora_layers=(1,), lora_rank=2, max_passage_length=32,
-                    max_query_length=16, learning_rate=1e-2, encoder_path=str(encoder), cache_dir=str(root / "cache"))
+    run = RunConfig(
+        rounds=1,
+        train_fraction=0.02,
+        lora_layers=(1,),
+        lora_rank=2,
+        max_passage_length=32,
+        max_query_length=16,
+        learning_rate=1e-2,
+        encoder_path=str(encoder),
+        cache_dir=str(root / "cache"),
+    )
     return run, keys, root
 
 
@@ -37,8 +46,8 @@ def _run(run, root, **extra):
 
 
 def _adapter(run):
-    from hf_ext.fede4rag.task import build_model
     from hf_ext.fede4rag.encoder import adapter_arrays
+    from hf_ext.fede4rag.task import build_model
 
     return adapter_arrays(build_model(run)[0])
 
@@ -99,14 +108,22 @@ def _one_train_round(run, root, arrays, node_config=None, extra=None):
     @server.main()
     def _main(grid, context):
         node = grid.get_node_ids()[0]
-        msg = Message(RecordDict({"arrays": arrays, "config": ConfigRecord({"server-round": 2})}), dst_node_id=node,
-                      message_type=MessageType.TRAIN)
+        msg = Message(
+            RecordDict({"arrays": arrays, "config": ConfigRecord({"server-round": 2})}),
+            dst_node_id=node,
+            message_type=MessageType.TRAIN,
+        )
         context.state["reply"] = grid.send_and_receive([msg])[0].content["arrays"]
 
-    config = {**run.to_run_config(), "client-companies": "4", "he-public-path": str(root / "public.ctx"),
-              **(extra or {})}
-    state = run_local(server, client_app, num_nodes=1, run_config=config,
-                      node_configs=[{"partition-id": 0, **(node_config or {})}])
+    config = {
+        **run.to_run_config(),
+        "client-companies": "4",
+        "he-public-path": str(root / "public.ctx"),
+        **(extra or {}),
+    }
+    state = run_local(
+        server, client_app, num_nodes=1, run_config=config, node_configs=[{"partition-id": 0, **(node_config or {})}]
+    )
     return state["reply"]
 
 
@@ -172,10 +189,29 @@ def test_train_command_trains_on_flower_and_saves_a_retriever(setup, tmp_path):
 
     run, _, root = setup
     out = tmp_path / "retriever"
-    summary = main(["--setting", "fedavg", "--engine", "local", "--rounds", "1", "--train-fraction", "0.02",
-                    "--encoder-path", run.encoder_path, "--max-passage-length", "32", "--no-eval",
-                    "--lora-layers", "1", "--lora-rank", "2",
-                    "--out", str(out)])
+    summary = main(
+        [
+            "--setting",
+            "fedavg",
+            "--engine",
+            "local",
+            "--rounds",
+            "1",
+            "--train-fraction",
+            "0.02",
+            "--encoder-path",
+            run.encoder_path,
+            "--max-passage-length",
+            "32",
+            "--no-eval",
+            "--lora-layers",
+            "1",
+            "--lora-rank",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert summary["round_stats"][0]["steps-total"] == 5 and summary["run"]["temperature"] == 0.05
     assert json.loads((out / "metrics.json").read_text())["setting"] == "fedavg"
     assert (out / "model.safetensors").is_file() and (out / "modules.json").is_file()

@@ -3,8 +3,15 @@
 import numpy as np
 import pytest
 
-from hf_ext.fede4rag.he import (CKKSParams, ClientCipher, ServerAggregator, context_id, flatten_state, make_keys,
-                                unflatten_state)
+from hf_ext.fede4rag.he import (
+    CKKSParams,
+    ClientCipher,
+    ServerAggregator,
+    context_id,
+    flatten_state,
+    make_keys,
+    unflatten_state,
+)
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +80,13 @@ def test_upload_under_other_ckks_settings_with_the_honest_context_id_is_rejected
     vectors = [rng.normal(0, 0.05, 5000) for _ in range(3)]
     cipher, server = ClientCipher(keys.secret, keys.public), ServerAggregator(keys.public)
     off_scale = ClientCipher(keys.secret, keys.public)
-    off_scale.ctx.global_scale = 2.0 ** 30  # the honest key, another scale
+    off_scale.ctx.global_scale = 2.0**30  # the honest key, another scale
     other = make_keys(CKKSParams(coeff_mod_bit_sizes=(60, 40, 40, 40)))  # same N and slots, other moduli
     other_params = ClientCipher(other.secret, other.public)
-    bad = {"scale": (off_scale.encrypt(vectors[0] + 1.0), cipher.context_id),
-           "params": (other_params.encrypt(vectors[0] + 1.0), cipher.context_id)}
+    bad = {
+        "scale": (off_scale.encrypt(vectors[0] + 1.0), cipher.context_id),
+        "params": (other_params.encrypt(vectors[0] + 1.0), cipher.context_id),
+    }
     honest = _uploads(cipher, vectors)
     uploads = {**bad, **honest} if bad_first else {**honest, **bad}
     chunks, rejected = server.average(uploads, 2, size=5000)
@@ -102,8 +111,10 @@ def test_chunks_of_the_wrong_length_or_at_the_last_level_are_rejected_alone(keys
     uploads = _uploads(cipher, vectors)
     uploads["short"] = (cipher.encrypt(vectors[0][:4999]), cipher.context_id)  # last chunk: 903 values, not 904
     # two plaintext products use both rescaling levels: no room is left for the server's 1/K product
-    spent = [(ts.ckks_vector(cipher.ctx, part.tolist()) * 1.0 * 1.0).serialize()
-             for part in (vectors[0][:4096], vectors[0][4096:])]
+    spent = [
+        (ts.ckks_vector(cipher.ctx, part.tolist()) * 1.0 * 1.0).serialize()
+        for part in (vectors[0][:4096], vectors[0][4096:])
+    ]
     uploads["spent"] = (spent, cipher.context_id)
     chunks, rejected = server.average(uploads, 2, size=5000)
     assert set(rejected) == {"short", "spent"}

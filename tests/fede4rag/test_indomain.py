@@ -17,9 +17,16 @@ def test_hand_written_metrics_equal_sentence_transformers_ir_evaluator():
     corpus = {f"d{i}": f"doc {i}" for i in range(40)}
     queries = {f"q{i}": f"query {i}" for i in range(25)}
     relevant = {q: set(rng.choice(list(corpus), size=int(rng.integers(1, 4)), replace=False)) for q in queries}
-    ir = InformationRetrievalEvaluator(queries, corpus, relevant, accuracy_at_k=[1, 5, 10],
-                                       precision_recall_at_k=[1, 5, 10], mrr_at_k=[10], ndcg_at_k=[10],
-                                       write_csv=False)
+    ir = InformationRetrievalEvaluator(
+        queries,
+        corpus,
+        relevant,
+        accuracy_at_k=[1, 5, 10],
+        precision_recall_at_k=[1, 5, 10],
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        write_csv=False,
+    )
     ranked, results = [], []
     for q in ir.queries_ids:  # distinct scores: no tie-breaking differences
         scores = rng.permutation(len(corpus)).astype(float)
@@ -86,8 +93,15 @@ def suite(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("indomain")
     train, test = _subset(root)
-    run = RunConfig(lora_layers=(1,), lora_rank=2, max_passage_length=24, max_query_length=16, data_path=str(train),
-                    encoder_path=str(tiny_encoder_folder(root / "encoder")), cache_dir=str(root / "cache"))
+    run = RunConfig(
+        lora_layers=(1,),
+        lora_rank=2,
+        max_passage_length=24,
+        max_query_length=16,
+        data_path=str(train),
+        encoder_path=str(tiny_encoder_folder(root / "encoder")),
+        cache_dir=str(root / "cache"),
+    )
     return run, EvaluationSuite(run, test_path=str(test)), build_model(run)[0]
 
 
@@ -133,9 +147,18 @@ def tiny_lm():
     tokenizer = AutoTokenizer.from_pretrained(smollm2_path())
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        lm = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                          max_position_embeddings=2048, tie_word_embeddings=True))
+        lm = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=len(tokenizer),
+                hidden_size=16,
+                intermediate_size=32,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                max_position_embeddings=2048,
+                tie_word_embeddings=True,
+            )
+        )
     return lm, tokenizer
 
 
@@ -158,8 +181,14 @@ def test_rag_loop_smoke(tiny_lm, suite):
     run, s, model = suite
     lm, tokenizer = tiny_lm
     logged = []
-    out = run_rag(RAGAnswerer(lm, tokenizer, max_new_tokens=2, passage_tokens=8), {"zero-shot": model}, s, k=2,
-                  heldout_questions=3, log=logged.append)
+    out = run_rag(
+        RAGAnswerer(lm, tokenizer, max_new_tokens=2, passage_tokens=8),
+        {"zero-shot": model},
+        s,
+        k=2,
+        heldout_questions=3,
+        log=logged.append,
+    )
     assert len(logged) == 3 * 4 + 3 * 2  # FinanceBench: oracle, none, zero-shot; held-out: oracle, zero-shot
     assert {r["context"] for r in logged} == {"oracle", "no retrieval", "zero-shot"}
     assert out["n_financebench"] == 4 and out["n_heldout"] == 3
@@ -171,20 +200,28 @@ def test_rag_loop_smoke(tiny_lm, suite):
 
 def _metrics(v):
     row = {k: v for k in ("hit@1", "hit@10", "mrr", "ndcg@10")}
-    return {"financebench": dict(row), "in_domain": {"own": {c: dict(row) for c in COMPANIES},
-                                                     "union": {c: dict(row) for c in COMPANIES},
-                                                     "own_mean": dict(row), "union_mean": dict(row),
-                                                     "union_micro": dict(row)}}
+    return {
+        "financebench": dict(row),
+        "in_domain": {
+            "own": {c: dict(row) for c in COMPANIES},
+            "union": {c: dict(row) for c in COMPANIES},
+            "own_mean": dict(row),
+            "union_mean": dict(row),
+            "union_micro": dict(row),
+        },
+    }
 
 
 def test_paired_differences_are_per_seed_and_local_only_scores_each_company_with_its_own_model():
     from hf_ext.fede4rag.federation import _combine_local
     from hf_ext.fede4rag.reproduce import summarize
 
-    done = {("zero-shot", 0): {"metrics": _metrics(0.5), "steps": {}}, ("zero-shot", 1): {"metrics": _metrics(0.7),
-                                                                                         "steps": {}},
-            ("fedavg", 0): {"metrics": _metrics(0.6), "steps": {}}, ("fedavg", 1): {"metrics": _metrics(0.7),
-                                                                                   "steps": {}}}
+    done = {
+        ("zero-shot", 0): {"metrics": _metrics(0.5), "steps": {}},
+        ("zero-shot", 1): {"metrics": _metrics(0.7), "steps": {}},
+        ("fedavg", 0): {"metrics": _metrics(0.6), "steps": {}},
+        ("fedavg", 1): {"metrics": _metrics(0.7), "steps": {}},
+    }
     out = summarize(done, ["zero-shot", "fedavg"], [0, 1])
     d = out["fedavg"]["minus_zero-shot"]
     assert d["mean"]["own.mrr"] == pytest.approx(0.05) and d["std"]["own.mrr"] == pytest.approx(0.05)

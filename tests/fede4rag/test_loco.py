@@ -37,8 +37,10 @@ def test_left_out_company_is_in_no_clients_training_data(left_out):
 def _fake_suite():
     def evaluate(model, companies=None):
         assert companies is None  # every company scored, the left-out one included
-        return {"own": {c: {k: i / 10 for k in ROW_KEYS} for i, c in enumerate(COMPANIES)},
-                "union": {c: {k: (i + 5) / 10 for k in ROW_KEYS} for i, c in enumerate(COMPANIES)}}
+        return {
+            "own": {c: {k: i / 10 for k in ROW_KEYS} for i, c in enumerate(COMPANIES)},
+            "union": {c: {k: (i + 5) / 10 for k in ROW_KEYS} for i, c in enumerate(COMPANIES)},
+        }
 
     return SimpleNamespace(in_domain=SimpleNamespace(evaluate=evaluate))
 
@@ -74,22 +76,31 @@ def test_company_index_and_loco_run_checks():
 
 
 def _in_domain(values: dict[str, float]) -> dict:
-    return {"own": {c: {k: v for k in ROW_KEYS} for c, v in values.items()},
-            "union": {c: {k: v / 2 for k in ROW_KEYS} for c, v in values.items()}}
+    return {
+        "own": {c: {k: v for k in ROW_KEYS} for c, v in values.items()},
+        "union": {c: {k: v / 2 for k in ROW_KEYS} for c, v in values.items()},
+    }
 
 
 def test_summary_pairs_each_left_out_company_with_the_same_seeds_runs():
     seeds, left_out = [0, 1], [0, 4]
     done = {}
     for seed in seeds:
-        done[("zero-shot", seed)] = {"metrics": {"in_domain": _in_domain(
-            {c: 0.1 * i + seed for i, c in enumerate(COMPANIES)})}}
-        done[("fedavg", seed)] = {"metrics": {"in_domain": _in_domain(
-            {c: 0.1 * i + seed + 0.3 for i, c in enumerate(COMPANIES)})}}
-    loco_done = {("fedavg", seed, c): {"transfer": {"own": {k: 0.1 * c + seed + 0.1 for k in ROW_KEYS},
-                                                    "union": {k: 0.0 for k in ROW_KEYS}},
-                                       "n_questions": 9, "reference_also_trained": 0}
-                 for seed in seeds for c in left_out}
+        done[("zero-shot", seed)] = {
+            "metrics": {"in_domain": _in_domain({c: 0.1 * i + seed for i, c in enumerate(COMPANIES)})}
+        }
+        done[("fedavg", seed)] = {
+            "metrics": {"in_domain": _in_domain({c: 0.1 * i + seed + 0.3 for i, c in enumerate(COMPANIES)})}
+        }
+    loco_done = {
+        ("fedavg", seed, c): {
+            "transfer": {"own": {k: 0.1 * c + seed + 0.1 for k in ROW_KEYS}, "union": {k: 0.0 for k in ROW_KEYS}},
+            "n_questions": 9,
+            "reference_also_trained": 0,
+        }
+        for seed in seeds
+        for c in left_out
+    }
     out = summarize_loco(done, loco_done, seeds, left_out, ["fedavg"])
     aes = out["per_company"]["AES"]
     assert aes["rows"]["zero-shot"]["mean"]["own.mrr"] == pytest.approx(0.4 + 0.5)  # AES's row, both seeds
@@ -103,8 +114,15 @@ def test_summary_pairs_each_left_out_company_with_the_same_seeds_runs():
 
 def _metrics(v):
     row = {k: v for k in ROW_KEYS}
-    return {"financebench": dict(row), "in_domain": {**_in_domain({c: v for c in COMPANIES}), "own_mean": dict(row),
-                                                     "union_mean": dict(row), "union_micro": dict(row)}}
+    return {
+        "financebench": dict(row),
+        "in_domain": {
+            **_in_domain({c: v for c in COMPANIES}),
+            "own_mean": dict(row),
+            "union_mean": dict(row),
+            "union_micro": dict(row),
+        },
+    }
 
 
 def test_merge_summarises_seed_by_seed_runs_and_checks_reruns(tmp_path):
@@ -117,12 +135,22 @@ def test_merge_summarises_seed_by_seed_runs_and_checks_reruns(tmp_path):
         return folder
 
     steps = {"total": 0, "sequential": 0}
-    a = write("s0", {"zero-shot:0": {"metrics": _metrics(0.5), "steps": steps},
-                     "fedavg:0": {"metrics": _metrics(0.6), "steps": steps}})
-    b = write("s1", {"zero-shot:1": {"metrics": _metrics(0.7), "steps": steps},
-                     "fedavg:1": {"metrics": _metrics(0.7), "steps": steps},
-                     "fedavg:0": {"metrics": _metrics(0.6), "steps": steps},  # a rerun of seed 0: same numbers
-                     "local-only:1": {"metrics": _metrics(0.9), "steps": steps}})
+    a = write(
+        "s0",
+        {
+            "zero-shot:0": {"metrics": _metrics(0.5), "steps": steps},
+            "fedavg:0": {"metrics": _metrics(0.6), "steps": steps},
+        },
+    )
+    b = write(
+        "s1",
+        {
+            "zero-shot:1": {"metrics": _metrics(0.7), "steps": steps},
+            "fedavg:1": {"metrics": _metrics(0.7), "steps": steps},
+            "fedavg:0": {"metrics": _metrics(0.6), "steps": steps},  # a rerun of seed 0: same numbers
+            "local-only:1": {"metrics": _metrics(0.9), "steps": steps},
+        },
+    )
     out = merge_results([a, b])
     assert out["seeds"] == [0, 1] and list(out["settings"]) == ["zero-shot", "local-only", "fedavg"]
     assert out["settings_missing_a_seed"] == ["local-only"] and out["settings"]["local-only"]["seeds"] == [1]
@@ -136,12 +164,30 @@ def test_merge_reads_the_jobs_a_cut_run_finished_from_its_progress_file(tmp_path
     from hf_ext.fede4rag.reproduce import merge_results
 
     steps = {"total": 0, "sequential": 0}
-    (tmp_path / "results.json").write_text(json.dumps({"run": {}, "eval": {}, "raw": {
-        "zero-shot:0": {"metrics": _metrics(0.5), "steps": steps}, "fedavg:0": {"metrics": _metrics(0.6),
-                                                                               "steps": steps}}}))
+    (tmp_path / "results.json").write_text(
+        json.dumps(
+            {
+                "run": {},
+                "eval": {},
+                "raw": {
+                    "zero-shot:0": {"metrics": _metrics(0.5), "steps": steps},
+                    "fedavg:0": {"metrics": _metrics(0.6), "steps": steps},
+                },
+            }
+        )
+    )
     transfer = {"own": {k: 0.55 for k in ROW_KEYS}, "union": {k: 0.25 for k in ROW_KEYS}}
-    lines = [{"setting": "fedavg", "seed": 0, "left_out": "AES", "transfer": transfer, "n_questions": 9,
-              "reference_also_trained": 0, "seconds": 1.0}]  # the LOCO job finished; results.json was not rewritten
+    lines = [
+        {
+            "setting": "fedavg",
+            "seed": 0,
+            "left_out": "AES",
+            "transfer": transfer,
+            "n_questions": 9,
+            "reference_also_trained": 0,
+            "seconds": 1.0,
+        }
+    ]  # the LOCO job finished; results.json was not rewritten
     (tmp_path / "progress.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = merge_results([tmp_path])
     aes = out["loco"]["per_company"]["AES"]
@@ -153,11 +199,14 @@ def test_merge_keeps_the_seeds_that_have_every_left_out_company(tmp_path):
     from hf_ext.fede4rag.reproduce import merge_results
 
     steps = {"total": 0, "sequential": 0}
-    raw = {f"{s}:{seed}": {"metrics": _metrics(0.5), "steps": steps} for s in ("zero-shot", "fedavg")
-           for seed in (0, 1)}
+    raw = {
+        f"{s}:{seed}": {"metrics": _metrics(0.5), "steps": steps} for s in ("zero-shot", "fedavg") for seed in (0, 1)
+    }
     transfer = {"own": {k: 0.5 for k in ROW_KEYS}, "union": {k: 0.25 for k in ROW_KEYS}}
-    loco = {f"fedavg:{seed}:{c}": {"transfer": transfer, "n_questions": 1, "reference_also_trained": 0}
-            for seed, c in ((0, 0), (0, 4), (1, 0))}  # seed 1 was cut before AES
+    loco = {
+        f"fedavg:{seed}:{c}": {"transfer": transfer, "n_questions": 1, "reference_also_trained": 0}
+        for seed, c in ((0, 0), (0, 4), (1, 0))
+    }  # seed 1 was cut before AES
     loco["fede4rag:0:0"] = loco["fedavg:0:0"]  # FedE4RAG at one seed and one company only
     (tmp_path / "results.json").write_text(json.dumps({"run": {}, "eval": {}, "raw": raw, "raw_loco": loco}))
     out = merge_results([tmp_path])["loco"]
@@ -170,12 +219,15 @@ def test_merge_takes_a_run_cut_before_its_results_json(tmp_path):
     steps = {"total": 0, "sequential": 0}
     done = tmp_path / "s0"
     done.mkdir()
-    (done / "results.json").write_text(json.dumps({"run": {}, "eval": {}, "raw": {
-        "zero-shot:0": {"metrics": _metrics(0.5), "steps": steps}}}))
+    (done / "results.json").write_text(
+        json.dumps({"run": {}, "eval": {}, "raw": {"zero-shot:0": {"metrics": _metrics(0.5), "steps": steps}}})
+    )
     cut = tmp_path / "s1"
     cut.mkdir()
-    rows = [{"setting": s, "seed": 1, "metrics": _metrics(v), "steps": steps} for s, v in (("zero-shot", 0.6),
-                                                                                         ("local-only", 0.9))]
+    rows = [
+        {"setting": s, "seed": 1, "metrics": _metrics(v), "steps": steps}
+        for s, v in (("zero-shot", 0.6), ("local-only", 0.9))
+    ]
     (cut / "progress.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
     out = merge_results([done, cut])
     assert out["settings"]["zero-shot"]["seeds"] == [0, 1] and out["settings"]["local-only"]["seeds"] == [1]

@@ -5,8 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from hf_ext.fede4rag.data import COMPANIES, build_corpus, load_pairs, load_test, partition_by_company, \
-    train_holdout_split
+from hf_ext.fede4rag.data import (
+    COMPANIES,
+    build_corpus,
+    load_pairs,
+    load_test,
+    partition_by_company,
+    train_holdout_split,
+)
 from hf_ext.fede4rag.metrics import RetrievalIndex, retrieval_metrics
 
 

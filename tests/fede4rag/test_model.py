@@ -9,8 +9,11 @@ from hf_ext.fede4rag import FedE4RAGConfig, FedE4RAGRetriever
 from hf_ext.fede4rag.modeling_fede4rag import pool_tokens
 from hf_ext.fede4rag.testing import tiny_config, tiny_inputs, tiny_retriever
 
-TEXTS = ["What was PepsiCo's net revenue growth in 2022?", "Boeing delivered 480 commercial airplanes in 2022.",
-         "AES operating margin increased by $108 million."]
+TEXTS = [
+    "What was PepsiCo's net revenue growth in 2022?",
+    "Boeing delivered 480 commercial airplanes in 2022.",
+    "AES operating margin increased by $108 million.",
+]
 
 
 def test_masked_mean_pooling_ignores_padding_and_the_released_pooling_does_not():

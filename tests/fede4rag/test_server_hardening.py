@@ -34,9 +34,15 @@ def _reply(node, content):
 
 def _plain(node, value=1.0, n=5, **arrays):
     state = arrays or {k: np.full_like(v, value) for k, v in REF.items()}
-    return _reply(node, RecordDict({"arrays": ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in
-                                                          state.items()}),
-                                    "metrics": MetricRecord({"num-examples": n, "loss-total": 0.5})}))
+    return _reply(
+        node,
+        RecordDict(
+            {
+                "arrays": ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()}),
+                "metrics": MetricRecord({"num-examples": n, "loss-total": 0.5}),
+            }
+        ),
+    )
 
 
 def _strategy():
@@ -45,18 +51,29 @@ def _strategy():
 
 BAD_FIRST = {
     "wrong shapes": lambda n: _plain(n, a=np.ones((4, 2), np.float32), b=np.ones(3, np.float32)),
-    "extra key": lambda n: _plain(n, a=np.ones((2, 4), np.float32), b=np.ones(3, np.float32),
-                                  c=np.ones(1, np.float32)),
+    "extra key": lambda n: _plain(n, a=np.ones((2, 4), np.float32), b=np.ones(3, np.float32), c=np.ones(1, np.float32)),
     "missing key": lambda n: _plain(n, a=np.ones((2, 4), np.float32)),
     "NaN": lambda n: _plain(n, float("nan")),
     "huge": lambda n: _plain(n, 1e30),
     "float64": lambda n: _plain(n, a=np.ones((2, 4)), b=np.ones(3)),
     "NaN num-examples": lambda n: _plain(n, n=float("nan")),
-    "corrupt bytes": lambda n: _reply(n, RecordDict({"arrays": ArrayRecord({
-        "a": Array(dtype="float32", shape=(2, 4), stype="numpy.ndarray", data=b"\x93NUMPY junk"),
-        "b": Array(np.ones(3, np.float32))}), "metrics": MetricRecord({"num-examples": 5})})),
-    "config record as arrays": lambda n: _reply(n, RecordDict({"arrays": ConfigRecord({"a": "x"}),
-                                                               "metrics": MetricRecord({"num-examples": 5})})),
+    "corrupt bytes": lambda n: _reply(
+        n,
+        RecordDict(
+            {
+                "arrays": ArrayRecord(
+                    {
+                        "a": Array(dtype="float32", shape=(2, 4), stype="numpy.ndarray", data=b"\x93NUMPY junk"),
+                        "b": Array(np.ones(3, np.float32)),
+                    }
+                ),
+                "metrics": MetricRecord({"num-examples": 5}),
+            }
+        ),
+    ),
+    "config record as arrays": lambda n: _reply(
+        n, RecordDict({"arrays": ConfigRecord({"a": "x"}), "metrics": MetricRecord({"num-examples": 5})})
+    ),
 }
 
 
@@ -75,19 +92,35 @@ def test_encrypted_uploads_checked_against_the_servers_size():
     strategy = make_strategy(encrypt=True, public_context=keys.public, n_values=5000)
 
     def enc(node, flat, he=True):
-        content = {"arrays": ArrayRecord({f"ckks-{i:05d}": Array(np.frombuffer(b, np.uint8).copy())
-                                          for i, b in enumerate(cipher.encrypt(flat))}),
-                   "metrics": MetricRecord({"num-examples": 3})}
+        content = {
+            "arrays": ArrayRecord(
+                {f"ckks-{i:05d}": Array(np.frombuffer(b, np.uint8).copy()) for i, b in enumerate(cipher.encrypt(flat))}
+            ),
+            "metrics": MetricRecord({"num-examples": 3}),
+        }
         if he:
             content["he"] = ConfigRecord({"context-id": cipher.context_id})
         return _reply(node, RecordDict(content))
 
-    huge = _reply(104, RecordDict({"arrays": ArrayRecord({"ckks-00000": Array(np.zeros(10**6, np.uint8)),
-                                                          "ckks-00001": Array(np.zeros(10, np.uint8))}),
-                                   "he": ConfigRecord({"context-id": cipher.context_id}),
-                                   "metrics": MetricRecord({"num-examples": 3})}))
-    replies = [enc(101, np.zeros(9000)), enc(102, np.ones(5000)), enc(103, np.ones(5000), he=False), huge,
-               enc(105, np.ones(5000))]
+    huge = _reply(
+        104,
+        RecordDict(
+            {
+                "arrays": ArrayRecord(
+                    {"ckks-00000": Array(np.zeros(10**6, np.uint8)), "ckks-00001": Array(np.zeros(10, np.uint8))}
+                ),
+                "he": ConfigRecord({"context-id": cipher.context_id}),
+                "metrics": MetricRecord({"num-examples": 3}),
+            }
+        ),
+    )
+    replies = [
+        enc(101, np.zeros(9000)),
+        enc(102, np.ones(5000)),
+        enc(103, np.ones(5000), he=False),
+        huge,
+        enc(105, np.ones(5000)),
+    ]
     arrays, _ = strategy.aggregate_train(1, replies)
     assert set(strategy.rejected[1]) == {"node 101", "node 103", "node 104"}, strategy.rejected[1]
     assert "bytes" in strategy.rejected[1]["node 104"]
@@ -109,8 +142,17 @@ def setup(tmp_path_factory):
     (root / "client-keys").mkdir()
     (root / "client-keys" / "secret.ctx").write_bytes(keys.secret)
     (root / "public.ctx").write_bytes(keys.public)
-    run = RunConfig(rounds=1, train_fraction=0.02, lora_layers=(1,), lora_rank=2, max_passage_length=32,
-                    max_query_length=16, learning_rate=1e-2, encoder_path=str(encoder), cache_dir=str(root / "cache"))
+    run = RunConfig(
+        rounds=1,
+        train_fraction=0.02,
+        lora_layers=(1,),
+        lora_rank=2,
+        max_passage_length=32,
+        max_query_length=16,
+        learning_rate=1e-2,
+        encoder_path=str(encoder),
+        cache_dir=str(root / "cache"),
+    )
     return run, keys, root
 
 
@@ -124,8 +166,11 @@ def _apps():
 def test_a_run_config_naming_a_secret_is_refused(setup):
     run, _, root = setup
     server_app, client_app = _apps()
-    config = {**RunConfig(**{**run.__dict__, "encrypt": True}).to_run_config(),
-              "he-public-path": str(root / "public.ctx"), "he-secret-path": str(root / "client-keys/secret.ctx")}
+    config = {
+        **RunConfig(**{**run.__dict__, "encrypt": True}).to_run_config(),
+        "he-public-path": str(root / "public.ctx"),
+        "he-secret-path": str(root / "client-keys/secret.ctx"),
+    }
     with pytest.raises(ValueError, match="he-secret-path"):
         run_local(server_app, client_app, num_nodes=NODES, run_config=config)
 
@@ -194,8 +239,13 @@ def test_key_separation_the_server_in_its_own_process_cannot_decrypt(setup, tmp_
     assert not any("secret" in k for k in run_config) and secret_path not in map(str, run_config.values())
     chunks = record_to_chunks(res["arrays"])
     (tmp_path / "chunk.bin").write_bytes(chunks[0])
-    out = subprocess.run([sys.executable, "-c", CURIOUS_SERVER, json.dumps(run_config), str(tmp_path / "chunk.bin")],
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CURIOUS_SERVER, json.dumps(run_config), str(tmp_path / "chunk.bin")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["contexts"] == [["he-public-path", False]]  # the only context it can reach holds no secret key
     assert seen["decrypt"] != "decrypted" and "secret" in seen["decrypt"].lower()
@@ -216,8 +266,13 @@ def _client_refuses(run_config, secret_path):
 
     from hf_ext.fede4rag.client_app import _cipher
 
-    ctx = Context(run_id=1, node_id=101, node_config={"partition-id": 0}, state=RecordDict(),
-                  run_config={**run_config, "he-secret-path": secret_path})
+    ctx = Context(
+        run_id=1,
+        node_id=101,
+        node_config={"partition-id": 0},
+        state=RecordDict(),
+        run_config={**run_config, "he-secret-path": secret_path},
+    )
     _cipher(ctx)
 
 
@@ -232,8 +287,15 @@ def _nan_query(msg, context):
 @nan_clients.train()
 def _nan_train(msg, context):
     state = {k: np.full_like(v, np.nan) for k, v in REF.items()}
-    return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in state.items()}),
-                               "metrics": MetricRecord({"num-examples": 3})}), reply_to=msg)
+    return Message(
+        RecordDict(
+            {
+                "arrays": ArrayRecord({k: Array(v) for k, v in state.items()}),
+                "metrics": MetricRecord({"num-examples": 3}),
+            }
+        ),
+        reply_to=msg,
+    )
 
 
 def test_a_run_that_aggregates_no_round_fails(setup):

@@ -1,6 +1,5 @@
 """The local objective (closed form) and one Trainer step with a LoRA adapter and the KD teacher."""
 
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -37,12 +36,15 @@ def _train_tiny(tmp_path, kd_lambda: float, steps: int = 4):
 
     from hf_ext.fede4rag.encoder import lora_config
     from hf_ext.fede4rag.testing import VOCAB, tiny_retriever
-    from hf_ext.fede4rag.training import (FedE4RAGTrainer, FedE4RAGTrainingArguments, TokenPairCollator,
-                                          frozen_teacher)
+    from hf_ext.fede4rag.training import FedE4RAGTrainer, FedE4RAGTrainingArguments, TokenPairCollator, frozen_teacher
 
     g = torch.Generator().manual_seed(1)
-    ds = Dataset.from_dict({"q_input_ids": torch.randint(1, VOCAB, (8, 5), generator=g).tolist(),
-                            "p_input_ids": torch.randint(1, VOCAB, (8, 9), generator=g).tolist()})
+    ds = Dataset.from_dict(
+        {
+            "q_input_ids": torch.randint(1, VOCAB, (8, 5), generator=g).tolist(),
+            "p_input_ids": torch.randint(1, VOCAB, (8, 9), generator=g).tolist(),
+        }
+    )
     base = tiny_retriever()
     frozen_before = {n: p.detach().clone() for n, p in base.named_parameters()}
     with torch.random.fork_rng(devices=[]):
@@ -54,12 +56,22 @@ def _train_tiny(tmp_path, kd_lambda: float, steps: int = 4):
                 p.normal_(0, 0.1, generator=g)
     teacher = frozen_teacher(model)
     lora_before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-    args = FedE4RAGTrainingArguments(output_dir=str(tmp_path / f"kd{kd_lambda:g}"), use_cpu=True, report_to="none",
-                                     max_steps=steps, per_device_train_batch_size=8, learning_rate=5e-2,
-                                     save_strategy="no", disable_tqdm=True, seed=0, kd_lambda=kd_lambda,
-                                     weight_decay=0.0)
-    trainer = FedE4RAGTrainer(model=model, args=args, train_dataset=ds, teacher=teacher,
-                              data_collator=TokenPairCollator())
+    args = FedE4RAGTrainingArguments(
+        output_dir=str(tmp_path / f"kd{kd_lambda:g}"),
+        use_cpu=True,
+        report_to="none",
+        max_steps=steps,
+        per_device_train_batch_size=8,
+        learning_rate=5e-2,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        kd_lambda=kd_lambda,
+        weight_decay=0.0,
+    )
+    trainer = FedE4RAGTrainer(
+        model=model, args=args, train_dataset=ds, teacher=teacher, data_collator=TokenPairCollator()
+    )
     trainer.train()
     batch = TokenPairCollator()([ds[i] for i in range(len(ds))])
     return model, teacher, trainer, frozen_before, lora_before, batch
@@ -81,8 +93,11 @@ def test_trainer_step_moves_only_the_adapter_and_kd_pulls_towards_the_teacher(tm
     assert all(not torch.equal(lora_before[n], p) for n, p in model.named_parameters() if p.requires_grad)
     base_after = dict(model.get_base_model().named_parameters())
     for name, before in frozen_before.items():
-        key = name if name in base_after else name.replace(".weight", ".base_layer.weight").replace(
-            ".bias", ".base_layer.bias")
+        key = (
+            name
+            if name in base_after
+            else name.replace(".weight", ".base_layer.weight").replace(".bias", ".base_layer.bias")
+        )
         assert torch.equal(base_after[key], before), name
     assert all(not p.requires_grad for p in teacher.parameters())
     # "pulls towards the teacher": same init, data and steps, λ = 0 vs λ = 100; the teacher is the same frozen

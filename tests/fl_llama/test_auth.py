@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from hf_ext.fl_llama import split_llama
-from hf_ext.fl_llama.auth import TokenStore, generate_tokens, main as tokens_main, read_token
+from hf_ext.fl_llama.auth import TokenStore, generate_tokens, read_token
+from hf_ext.fl_llama.auth import main as tokens_main
 from hf_ext.fl_llama.server import ServerLimits, SplitServer
 from hf_ext.fl_llama.testing import hello_meta
 from hf_ext.fl_llama.training import tiny_llama
@@ -32,10 +33,14 @@ def tokens(tmp_path_factory):
 def served(tokens):
     model = tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS, seed=0)
     _, server_model = split_llama(model, 1, 1, noise_scale=0.0)
-    server = SplitServer(server_model, limits=ServerLimits(max_batch=8, max_message_bytes=256 * 1024,
-                                                           max_sessions_per_client=2))
-    grpc_server, port = serve_grpc(server.handle_bytes, tokens=TokenStore.load(tokens / "server_tokens.json"),
-                                   max_message_bytes=server.limits.max_message_bytes)
+    server = SplitServer(
+        server_model, limits=ServerLimits(max_batch=8, max_message_bytes=256 * 1024, max_sessions_per_client=2)
+    )
+    grpc_server, port = serve_grpc(
+        server.handle_bytes,
+        tokens=TokenStore.load(tokens / "server_tokens.json"),
+        max_message_bytes=server.limits.max_message_bytes,
+    )
 
     def client(name=None, token=None):
         transport = GrpcTransport(f"127.0.0.1:{port}", token=token, wait_ready=10)
@@ -50,8 +55,11 @@ def served(tokens):
 
 
 def _fwd(b=2, length=5, pos=None):
-    return {"hidden": torch.randn(b, length, D), "n_real": torch.full((b,), length),
-            "position_ids": torch.arange(length).expand(b, -1).contiguous() if pos is None else pos}
+    return {
+        "hidden": torch.randn(b, length, D),
+        "n_real": torch.full((b,), length),
+        "position_ids": torch.arange(length).expand(b, -1).contiguous() if pos is None else pos,
+    }
 
 
 def _state(server):
@@ -182,16 +190,25 @@ def _self_signed():
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-            .sign(key, hashes.SHA256()))
-    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return cert.public_bytes(serialization.Encoding.PEM), pem_key
 
 
@@ -202,16 +219,20 @@ def test_tls_channel_carries_the_token(tokens):
     cert, key = _self_signed()
     model = tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS, seed=0)
     server = SplitServer(split_llama(model, 1, 1)[1])
-    grpc_server, port = serve_grpc(server.handle_bytes, tokens=TokenStore.load(tokens / "server_tokens.json"),
-                                   tls=(cert, key))
+    grpc_server, port = serve_grpc(
+        server.handle_bytes, tokens=TokenStore.load(tokens / "server_tokens.json"), tls=(cert, key)
+    )
     try:
-        alice = GrpcTransport(f"127.0.0.1:{port}", token=read_token(tokens / "clients" / "alice.token"),
-                              root_certificates=cert, wait_ready=10)
+        alice = GrpcTransport(
+            f"127.0.0.1:{port}",
+            token=read_token(tokens / "clients" / "alice.token"),
+            root_certificates=cert,
+            wait_ready=10,
+        )
         out, _ = alice.call("forward", _fwd(), {"train": False})
         assert out["hidden"].shape == (2, 5, D)
         with pytest.raises(PeerDisconnected):  # plaintext client against the TLS port: no handshake
-            GrpcTransport(f"127.0.0.1:{port}", token=read_token(tokens / "clients" / "alice.token"),
-                          wait_ready=3)
+            GrpcTransport(f"127.0.0.1:{port}", token=read_token(tokens / "clients" / "alice.token"), wait_ready=3)
     finally:
         grpc_server.stop(grace=0.5)
 

@@ -25,7 +25,8 @@ from hf_ext.fl_llama import FlLlamaClientModel, FlLlamaServerModel, merge_parts
 from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
 from hf_ext.fl_llama.artifacts import main as split_main
 from hf_ext.fl_llama.auth import TokenStore, generate_tokens
-from hf_ext.fl_llama.client_command import load_examples, main as client_main
+from hf_ext.fl_llama.client_command import load_examples
+from hf_ext.fl_llama.client_command import main as client_main
 from hf_ext.fl_llama.data import iter_batches, train_tokenizer
 from hf_ext.fl_llama.modeling_fl_llama import position_ids_from_mask
 from hf_ext.fl_llama.server import SplitServer
@@ -65,10 +66,31 @@ def work(tmp_path_factory):
 
 
 def _args(work: Path, address: str, out: Path, *extra) -> list[str]:
-    return ["--address", address, "--token-file", str(work / "tokens" / "clients" / "alice.token"),
-            "--client-dir", str(work / "parts" / "client"), "--train-file", str(work / "train.txt"),
-            "--max-steps", str(STEPS), "--batch-size", str(BATCH), "--learning-rate", str(LR), "--seed", str(SEED),
-            "--noise-scale", str(NOISE), "--output-dir", str(out), "--connect-timeout", "20", *map(str, extra)]
+    return [
+        "--address",
+        address,
+        "--token-file",
+        str(work / "tokens" / "clients" / "alice.token"),
+        "--client-dir",
+        str(work / "parts" / "client"),
+        "--train-file",
+        str(work / "train.txt"),
+        "--max-steps",
+        str(STEPS),
+        "--batch-size",
+        str(BATCH),
+        "--learning-rate",
+        str(LR),
+        "--seed",
+        str(SEED),
+        "--noise-scale",
+        str(NOISE),
+        "--output-dir",
+        str(out),
+        "--connect-timeout",
+        "20",
+        *map(str, extra),
+    ]
 
 
 @contextlib.contextmanager
@@ -111,8 +133,15 @@ def _logits(model, data):
 
 
 def test_client_process_against_serve_process_equals_the_in_process_reference(work, tmp_path):
-    proc, port = start_serve(work / "parts" / "server", "--lr", LR, "--tokens", work / "tokens" / "server_tokens.json",
-                             "--output-dir", tmp_path / "server_out")
+    proc, port = start_serve(
+        work / "parts" / "server",
+        "--lr",
+        LR,
+        "--tokens",
+        work / "tokens" / "server_tokens.json",
+        "--output-dir",
+        tmp_path / "server_out",
+    )
     try:
         run = subprocess.run([sys.executable, "-m", "hf_ext.core.cli", "fl_llama", "client",
                               *_args(work, f"127.0.0.1:{port}", tmp_path / "client_out")],
@@ -176,8 +205,9 @@ def _assert_card_equals_record(artifact: Path, out: Path, record: dict) -> None:
     assert cli_main(["push", "fl_llama", "--repo-id", "tester/fl-llama", "--from", str(artifact), "--dry-run",
                      "--out", str(out)]) == 0  # fmt: skip
     card = ModelCard.load(out / "README.md")
-    got = [(r.metric_name, r.metric_type, r.metric_value, r.dataset_split, r.dataset_name)
-           for r in card.data.eval_results]
+    got = [
+        (r.metric_name, r.metric_type, r.metric_value, r.dataset_split, r.dataset_name) for r in card.data.eval_results
+    ]
     want = [(m["name"], m["type"], m["value"], m["split"], m["dataset"]) for m in record["metrics"]]
     assert got == want and "untrained" not in card.data.tags
     assert (out / "training_record.json").is_file()
@@ -283,8 +313,10 @@ def test_the_space_loads_both_pushed_parts_by_repo_id(tmp_path, monkeypatch):
             demo._parts.cache_clear()
         assert any("/tester/fl-llama-space/resolve/" in path and "server/" in path for _, path in hub.requests)
     assert source.startswith("model repo `tester/fl-llama-space`")
-    for got, want in ((client, FlLlamaClientModel.from_pretrained(out / "client")),
-                      (server, FlLlamaServerModel.from_pretrained(out / "server"))):
+    for got, want in (
+        (client, FlLlamaClientModel.from_pretrained(out / "client")),
+        (server, FlLlamaServerModel.from_pretrained(out / "server")),
+    ):
         ref = want.state_dict()
         for name, value in got.state_dict().items():
             torch.testing.assert_close(value, ref[name], rtol=0, atol=0, msg=name)

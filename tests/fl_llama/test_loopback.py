@@ -20,8 +20,17 @@ ARGS = dict(learning_rate=1e-2, max_steps=10, seed=3)
 
 
 def _start_server(server_dir, tokens, *extra, timeout=240):
-    return start_serve(server_dir, "--lr", "1e-2", "--max-steps", "10", "--tokens", tokens / "server_tokens.json",
-                       *extra, timeout=timeout)
+    return start_serve(
+        server_dir,
+        "--lr",
+        "1e-2",
+        "--max-steps",
+        "10",
+        "--tokens",
+        tokens / "server_tokens.json",
+        *extra,
+        timeout=timeout,
+    )
 
 
 def _run(split: FlLlamaSplitForCausalLM, batches, prompt):

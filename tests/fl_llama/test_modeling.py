@@ -8,8 +8,12 @@ import torch
 from transformers import AutoModel
 
 from hf_ext.fl_llama import FlLlamaClientConfig, FlLlamaServerModel, merge_parts, split_llama
-from hf_ext.fl_llama.modeling_fl_llama import (causal_mask_4d, padding_mask_from_counts, position_ids_from_mask,
-                                               to_additive)  # fmt: skip
+from hf_ext.fl_llama.modeling_fl_llama import (
+    causal_mask_4d,
+    padding_mask_from_counts,
+    position_ids_from_mask,
+    to_additive,  # fmt: skip
+)
 from hf_ext.fl_llama.testing import tiny_batch, tiny_llama_config
 from hf_ext.fl_llama.training import tiny_llama
 

@@ -7,8 +7,14 @@ import torch
 
 from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
 from hf_ext.fl_llama.attack import InversionDecoder, attack_rouge, rouge, train_inversion
-from hf_ext.fl_llama.data import (answer_token_ids, corpus, encode_cloze, load_multirc, partition_by_passage,
-                                  train_tokenizer)  # fmt: skip
+from hf_ext.fl_llama.data import (
+    answer_token_ids,
+    corpus,
+    encode_cloze,
+    load_multirc,
+    partition_by_passage,
+    train_tokenizer,  # fmt: skip
+)
 from hf_ext.fl_llama.testing import tiny_batch
 from hf_ext.fl_llama.training import build_setup, tiny_llama, train
 

@@ -162,8 +162,17 @@ def test_client_batch_replies_go_to_their_own_clients_in_order(model):
     msgs = []
     for cid, (b, length) in zip(("a", "b"), ((1, 6), (3, 6))):  # different sizes: a swapped reply cannot fit
         hidden = torch.randn(b, length, D, generator=g)
-        msgs.append((cid, hidden, {"hidden": hidden, "n_real": torch.tensor([length - i for i in range(b)]),
-                                   "position_ids": torch.arange(length).expand(b, -1).contiguous()}))
+        msgs.append(
+            (
+                cid,
+                hidden,
+                {
+                    "hidden": hidden,
+                    "n_real": torch.tensor([length - i for i in range(b)]),
+                    "position_ids": torch.arange(length).expand(b, -1).contiguous(),
+                },
+            )
+        )
     alone = {cid: server.handle("forward", t, {"client_id": cid, "train": False})[0]["hidden"] for cid, _, t in msgs}
     replies = server.handle_batch([encode("forward", t, {"client_id": cid}) for cid, _, t in msgs])
     for (cid, _, _), reply in zip(msgs, replies):

@@ -77,7 +77,7 @@ def _corrupt_table_load():
         folder = table.save_pretrained(Path(tmp) / "t")
         arrow = sorted((folder / "dataset").glob("*.arrow"))[0]
         raw = bytearray(arrow.read_bytes())
-        raw[len(raw) // 2: len(raw) // 2 + 32] = b"\xff" * 32
+        raw[len(raw) // 2 : len(raw) // 2 + 32] = b"\xff" * 32
         arrow.write_bytes(bytes(raw))
         loaded = AmplitudeTable.from_pretrained(folder)
         return loaded.dataset["amplitude"]  # would segfault without the hash check
@@ -103,74 +103,151 @@ CASES = [
     BadInput("200,000 alpha values", lambda: _amp(X5, np.linspace(0.1, 1, 200_000)), r"at most 100000 per call"),
     BadInput("alpha X beyond 200", lambda: _amp(X5 * 500, 1.0), r"\|α′X\| must be <= 200"),
     BadInput("batch beyond the cap", lambda: _amp(np.ones((100_001, 2)), 1.0), r"exceed the limit of 100000"),
-    BadInput("mpmath batch beyond the cap", lambda: _amp(np.ones((1_001, 2)), 1.0, method="mpmath_curve"),
-             r"exceed the limit of 1000"),
+    BadInput(
+        "mpmath batch beyond the cap",
+        lambda: _amp(np.ones((1_001, 2)), 1.0, method="mpmath_curve"),
+        r"exceed the limit of 1000",
+    ),
     BadInput("unknown method", lambda: _amp(X5, 1.0, method="magic"), r"method must be one of"),
-    BadInput("curve outside the Euclidean region", lambda: _amp(-X5, 1.0, method="curve"),
-             r"converges only where every α′X > 0"),
-    BadInput("field theory at a pole", lambda: __import__("hf_ext.amplitudes.field_theory", fromlist=["x"])
-             .field_theory_amplitude(np.array([0.0, 1.0])), r"singular: some planar variable X is 0"),
-    BadInput("superstring odd N", lambda: __import__("hf_ext.amplitudes.superstring", fromlist=["x"])
-             .superstring_amplitude(X5, 1.0), r"even number of points 2n"),
+    BadInput(
+        "curve outside the Euclidean region",
+        lambda: _amp(-X5, 1.0, method="curve"),
+        r"converges only where every α′X > 0",
+    ),
+    BadInput(
+        "field theory at a pole",
+        lambda: __import__("hf_ext.amplitudes.field_theory", fromlist=["x"]).field_theory_amplitude(
+            np.array([0.0, 1.0])
+        ),
+        r"singular: some planar variable X is 0",
+    ),
+    BadInput(
+        "superstring odd N",
+        lambda: __import__("hf_ext.amplitudes.superstring", fromlist=["x"]).superstring_amplitude(X5, 1.0),
+        r"even number of points 2n",
+    ),
     # the demo's library calls (issue 17: an α′ scan from 1e-300 to 1e300 used to hang)
-    BadInput("demo alpha scan 1e-300 to 1e300", lambda: _demo_scan(1e-300, 1e300),
-             r"alpha \(α′\) must lie in \[1e-08, 10000\]"),
+    BadInput(
+        "demo alpha scan 1e-300 to 1e300",
+        lambda: _demo_scan(1e-300, 1e300),
+        r"alpha \(α′\) must lie in \[1e-08, 10000\]",
+    ),
     BadInput("demo scan lo >= hi", lambda: _demo_scan(2.0, 1.0), r"scan range lo < hi"),
     # table configs (20,000 α′ values used to hang the table tab)
-    BadInput("table 20,000 alphas", lambda: _config(alphas=tuple(np.linspace(0.1, 1, 20_000))),
-             r"alphas: at most 64 α′ values, got 20000"),
+    BadInput(
+        "table 20,000 alphas",
+        lambda: _config(alphas=tuple(np.linspace(0.1, 1, 20_000))),
+        r"alphas: at most 64 α′ values, got 20000",
+    ),
     BadInput("table alpha 1e300", lambda: _config(alphas=(1e300,)), r"alphas must lie in \[0.001, 100\]"),
-    BadInput("table too many rows", lambda: _config(samples=100_000, alphas=(0.5, 1.0, 2.0)),
-             r"rows .* exceed the limit of 200000"),
+    BadInput(
+        "table too many rows",
+        lambda: _config(samples=100_000, alphas=(0.5, 1.0, 2.0)),
+        r"rows .* exceed the limit of 200000",
+    ),
     BadInput("table gluons 6", lambda: _config(theories=("gluon_super",), gluons=(6,)), r"gluons must hold 3, 4 or 5"),
-    BadInput("table type-I at 5 gluons", lambda: _config(theories=("gluon_type_i",), gluons=(5,)),
-             r"gluon_type_i has closed forms for 3 and 4"),
+    BadInput(
+        "table type-I at 5 gluons",
+        lambda: _config(theories=("gluon_type_i",), gluons=(5,)),
+        r"gluon_type_i has closed forms for 3 and 4",
+    ),
     BadInput("table negative seed", lambda: _config(seed=-1), r"seed must be an integer >= 0"),
-    BadInput("table command --alpha 0", lambda: _table_args("--n", "4", "--alpha", "0"),
-             r"alphas must be non-empty finite numbers > 0"),
+    BadInput(
+        "table command --alpha 0",
+        lambda: _table_args("--n", "4", "--alpha", "0"),
+        r"alphas must be non-empty finite numbers > 0",
+    ),
     BadInput("corrupted dataset arrow", _corrupt_table_load, r"hash mismatch: dataset/.*\.arrow"),
     # gluon kinematics, residues
     BadInput("gluons n = 7", lambda: _gluons(7), r"n \(number of gluons\) must be an integer in \[2, 6\]"),
-    BadInput("gluon vectors as strings", lambda: _from_vectors(np.array([["a"] * 4] * 4), np.zeros((4, 4))),
-             r"k and eps must be numeric arrays"),
-    BadInput("gluon vectors shapes", lambda: _from_vectors(np.zeros((4, 4)), np.zeros((3, 4))),
-             r"k and eps must both have shape \(n, D\)"),
-    BadInput("gluon vectors nan", lambda: _from_vectors(np.full((4, 4), np.nan), np.zeros((4, 4))),
-             r"k and eps must be finite"),
-    BadInput("5-gluon residue below the tachyon bound", lambda: _laurent(_gluons(5, min_channel=0.1), 0.5),
-             r"every α′s_\(i,i\+1\) > 1"),
+    BadInput(
+        "gluon vectors as strings",
+        lambda: _from_vectors(np.array([["a"] * 4] * 4), np.zeros((4, 4))),
+        r"k and eps must be numeric arrays",
+    ),
+    BadInput(
+        "gluon vectors shapes",
+        lambda: _from_vectors(np.zeros((4, 4)), np.zeros((3, 4))),
+        r"k and eps must both have shape \(n, D\)",
+    ),
+    BadInput(
+        "gluon vectors nan",
+        lambda: _from_vectors(np.full((4, 4), np.nan), np.zeros((4, 4))),
+        r"k and eps must be finite",
+    ),
+    BadInput(
+        "5-gluon residue below the tachyon bound",
+        lambda: _laurent(_gluons(5, min_channel=0.1), 0.5),
+        r"every α′s_\(i,i\+1\) > 1",
+    ),
     BadInput("residue nodes 5", lambda: _laurent(_gluons(3), 1.0, nodes=5), r"nodes must be an integer in \[16, 200\]"),
     BadInput("residue alpha 1e5", lambda: _laurent(_gluons(3), 1e5), r"alpha \(α′\) must lie in|must be <= 1000"),
     BadInput("residue unknown theory", lambda: _laurent(_gluons(3), 1.0, theory="heterotic"), r"theory must be one of"),
     BadInput("residue of complex momenta", lambda: _laurent(_helicity_kin(), 1.0), r"real channel invariants"),
-    BadInput("residue 5 gluons mpmath", lambda: _laurent(_gluons(5, min_channel=1.2), 1.0, method="mpmath"),
-             r"mpmath.* 4 gluons only"),
+    BadInput(
+        "residue 5 gluons mpmath",
+        lambda: _laurent(_gluons(5, min_channel=1.2), 1.0, method="mpmath"),
+        r"mpmath.* 4 gluons only",
+    ),
     # spinor helicity and Berends-Giele
-    BadInput("spinors wrong shape", lambda: __import__("hf_ext.amplitudes.spinors", fromlist=["x"])
-             .SpinorKinematics(np.ones((4, 3)), np.ones((4, 3))), r"lam must be a numeric array of shape \(n, 2\)"),
-    BadInput("spinors not conserved", lambda: __import__("hf_ext.amplitudes.spinors", fromlist=["x"])
-             .SpinorKinematics(np.eye(2)[[0, 1, 0, 1]] + 0.1, np.eye(2)[[0, 1, 1, 0]]), r"momentum conservation"),
+    BadInput(
+        "spinors wrong shape",
+        lambda: __import__("hf_ext.amplitudes.spinors", fromlist=["x"]).SpinorKinematics(
+            np.ones((4, 3)), np.ones((4, 3))
+        ),
+        r"lam must be a numeric array of shape \(n, 2\)",
+    ),
+    BadInput(
+        "spinors not conserved",
+        lambda: __import__("hf_ext.amplitudes.spinors", fromlist=["x"]).SpinorKinematics(
+            np.eye(2)[[0, 1, 0, 1]] + 0.1, np.eye(2)[[0, 1, 1, 0]]
+        ),
+        r"momentum conservation",
+    ),
     BadInput("Parke-Taylor not MHV", lambda: _spinors().parke_taylor("---++"), r"exactly two negative helicities"),
     BadInput("helicity symbols", lambda: _spinors().polarisations("--x++"), r"string of '\+' and '-'"),
     BadInput("helicity count", lambda: _spinors().polarisations("--+"), r"need 5 helicities, got 3"),
-    BadInput("reference is the leg itself", lambda: _spinors().polarisations("--+++", refs=[0, 0, 0, 0, 0]),
-             r"refs must give, for every leg, another leg"),
+    BadInput(
+        "reference is the leg itself",
+        lambda: _spinors().polarisations("--+++", refs=[0, 0, 0, 0, 0]),
+        r"refs must give, for every leg, another leg",
+    ),
     BadInput("3-point reference parallel", lambda: _spinors(3).polarisations("--+"), r"parallel to leg"),
-    BadInput("from_spinors wrong type", lambda: __import__("hf_ext.amplitudes.gluons", fromlist=["x"])
-             .GluonKinematics.from_spinors("spinors", "--++"), r"spinors must be a SpinorKinematics"),
+    BadInput(
+        "from_spinors wrong type",
+        lambda: __import__("hf_ext.amplitudes.gluons", fromlist=["x"]).GluonKinematics.from_spinors("spinors", "--++"),
+        r"spinors must be a SpinorKinematics",
+    ),
     BadInput("Berends-Giele two legs", lambda: _bg(np.zeros((2, 4)), np.zeros((2, 4))), r"3 <= n <= 12"),
     BadInput("Berends-Giele shapes", lambda: _bg(np.zeros((4, 4)), np.zeros((4, 3))), r"shape \(n, d\)"),
-    BadInput("Berends-Giele order", lambda: _bg(_spinors(4).momenta(), _spinors(4).polarisations("--++"),
-                                                order=[0, 0, 1, 2]), r"order must be a permutation of 0..3"),
-    BadInput("Berends-Giele gram shape", lambda: _bg(np.ones((4, 4)), np.ones((4, 4)), gram=np.eye(3)),
-             r"gram must have shape \(4, 4\)"),
+    BadInput(
+        "Berends-Giele order",
+        lambda: _bg(_spinors(4).momenta(), _spinors(4).polarisations("--++"), order=[0, 0, 1, 2]),
+        r"order must be a permutation of 0..3",
+    ),
+    BadInput(
+        "Berends-Giele gram shape",
+        lambda: _bg(np.ones((4, 4)), np.ones((4, 4)), gram=np.eye(3)),
+        r"gram must have shape \(4, 4\)",
+    ),
     # quadrature
-    BadInput("sector rule divergent edge", lambda: __import__("hf_ext.amplitudes.sectors", fromlist=["x"])
-             .simplex_rule(1.0, (-1.5, 0, 0), (0, 0, 0)), r"edge exponent e_1 = -1.5 must be > -1"),
-    BadInput("sector rule nodes", lambda: __import__("hf_ext.amplitudes.sectors", fromlist=["x"])
-             .simplex_rule(1.0, (0, 0, 0), (0, 0, 0), nodes=10_000), r"nodes must be an integer in \[2, 200\]"),
-    BadInput("Z-integrals outside their region", lambda: __import__("hf_ext.amplitudes.five_gluons", fromlist=["x"])
-             .z_integrals(-np.ones((5, 5)), 1.0), r"Z-integrals converge for α′s12, α′s34 > 0"),
+    BadInput(
+        "sector rule divergent edge",
+        lambda: __import__("hf_ext.amplitudes.sectors", fromlist=["x"]).simplex_rule(1.0, (-1.5, 0, 0), (0, 0, 0)),
+        r"edge exponent e_1 = -1.5 must be > -1",
+    ),
+    BadInput(
+        "sector rule nodes",
+        lambda: __import__("hf_ext.amplitudes.sectors", fromlist=["x"]).simplex_rule(
+            1.0, (0, 0, 0), (0, 0, 0), nodes=10_000
+        ),
+        r"nodes must be an integer in \[2, 200\]",
+    ),
+    BadInput(
+        "Z-integrals outside their region",
+        lambda: __import__("hf_ext.amplitudes.five_gluons", fromlist=["x"]).z_integrals(-np.ones((5, 5)), 1.0),
+        r"Z-integrals converge for α′s12, α′s34 > 0",
+    ),
 ]
 
 

@@ -30,8 +30,14 @@ def _lm():
     from hf_ext.codebc.tokenizer import codebc_token_ids
 
     tok = _tok()
-    cfg = tiny_config(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, tag_token_ids=codebc_token_ids(tok), max_position_embeddings=512)
+    cfg = tiny_config(
+        vocab_size=len(tok),
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tag_token_ids=codebc_token_ids(tok),
+        max_position_embeddings=512,
+    )
     return make_adapter(cfg).eval()
 
 
@@ -80,8 +86,9 @@ def _reproduce(*argv):
 
 CASES = [
     # config
-    BadInput("config typo key", lambda: tiny_config(hiden_size=32), r"'hiden_size'.*hidden_size",
-             UnknownConfigKeyError),
+    BadInput(
+        "config typo key", lambda: tiny_config(hiden_size=32), r"'hiden_size'.*hidden_size", UnknownConfigKeyError
+    ),
     BadInput("config hidden_size<0", lambda: tiny_config(hidden_size=-4), r"hidden_size must be an integer >= 1"),
     BadInput("config heads=0", lambda: tiny_config(num_attention_heads=0), r"num_attention_heads must be .*>= 1"),
     BadInput("config layers=0", lambda: tiny_config(num_hidden_layers=0), r"num_hidden_layers must be .*>= 1"),
@@ -94,23 +101,45 @@ CASES = [
     BadInput("config one tag", lambda: tiny_config(security_tags=["correct"]), r"security_tags must hold >= 2"),
     # forward
     BadInput("empty batch", lambda: _forward(input_ids=torch.zeros(0, 5, dtype=torch.long)), r"input_ids is empty"),
-    BadInput("zero-length rows", lambda: _forward(input_ids=torch.zeros(2, 0, dtype=torch.long)),
-             r"input_ids is empty"),
-    BadInput("OOV ids", lambda: _forward(input_ids=torch.tensor([[3, 4, VOCAB]])),
-             rf"input_ids must lie in \[0, vocab_size={VOCAB}\), got \[{VOCAB}\]"),
-    BadInput("negative ids", lambda: _forward(input_ids=torch.tensor([[3, -1, 4]])),
-             rf"input_ids must lie in \[0, vocab_size={VOCAB}\)"),
-    BadInput("OOV ids under LoRA", lambda: _forward(_lm(), input_ids=torch.tensor([[3, 10_000]])),
-             r"input_ids must lie in \[0, vocab_size="),
+    BadInput(
+        "zero-length rows", lambda: _forward(input_ids=torch.zeros(2, 0, dtype=torch.long)), r"input_ids is empty"
+    ),
+    BadInput(
+        "OOV ids",
+        lambda: _forward(input_ids=torch.tensor([[3, 4, VOCAB]])),
+        rf"input_ids must lie in \[0, vocab_size={VOCAB}\), got \[{VOCAB}\]",
+    ),
+    BadInput(
+        "negative ids",
+        lambda: _forward(input_ids=torch.tensor([[3, -1, 4]])),
+        rf"input_ids must lie in \[0, vocab_size={VOCAB}\)",
+    ),
+    BadInput(
+        "OOV ids under LoRA",
+        lambda: _forward(_lm(), input_ids=torch.tensor([[3, 10_000]])),
+        r"input_ids must lie in \[0, vocab_size=",
+    ),
     BadInput("float ids", lambda: _forward(input_ids=_ids(1, 4).float()), r"input_ids must be an integer tensor"),
-    BadInput("NaN labels", lambda: _forward(input_ids=_ids(2, 4), labels=torch.full((2, 4), float("nan"))),
-             r"labels must be integer token ids"),
-    BadInput("labels out of range", lambda: _forward(input_ids=_ids(2, 4), labels=_ids(2, 4) + VOCAB),
-             rf"labels must lie in \[0, vocab_size={VOCAB}\) or be -100"),
-    BadInput("labels wrong shape", lambda: _forward(input_ids=_ids(2, 4), labels=_ids(2, 3)),
-             r"labels must have the shape of input_ids \(2, 4\)"),
-    BadInput("attention_mask batch", lambda: _forward(input_ids=_ids(2, 4), attention_mask=torch.ones(3, 4)),
-             r"attention_mask must have shape \(batch=2"),
+    BadInput(
+        "NaN labels",
+        lambda: _forward(input_ids=_ids(2, 4), labels=torch.full((2, 4), float("nan"))),
+        r"labels must be integer token ids",
+    ),
+    BadInput(
+        "labels out of range",
+        lambda: _forward(input_ids=_ids(2, 4), labels=_ids(2, 4) + VOCAB),
+        rf"labels must lie in \[0, vocab_size={VOCAB}\) or be -100",
+    ),
+    BadInput(
+        "labels wrong shape",
+        lambda: _forward(input_ids=_ids(2, 4), labels=_ids(2, 3)),
+        r"labels must have the shape of input_ids \(2, 4\)",
+    ),
+    BadInput(
+        "attention_mask batch",
+        lambda: _forward(input_ids=_ids(2, 4), attention_mask=torch.ones(3, 4)),
+        r"attention_mask must have shape \(batch=2",
+    ),
     # forced tags and generation
     BadInput("forced tag id -7", lambda: ForcedTagLogitsProcessor(3, [-7]), r"forced_ids must lie in \[0, .*-7"),
     BadInput("forced tag id past vocab", lambda: _forced([12], vocab=10), r"forced_ids must lie in \[0, vocab_size=10"),
@@ -118,13 +147,19 @@ CASES = [
     BadInput("forced id not int", lambda: ForcedTagLogitsProcessor(3, [1.5]), r"forced_ids must be integer"),
     BadInput("generate empty batch", lambda: _gen([]), r"instructions must be a non-empty list"),
     BadInput("generate non-string", lambda: _gen([None]), r"instructions must be non-empty strings"),
-    BadInput("generate unknown tag", lambda: tags.generate_with_tag(_lm(), _tok(), "x", "safe"),
-             r"security tag must be one of"),
+    BadInput(
+        "generate unknown tag",
+        lambda: tags.generate_with_tag(_lm(), _tok(), "x", "safe"),
+        r"security tag must be one of",
+    ),
     BadInput("generate max_new_tokens=0", lambda: _gen(max_new_tokens=0), r"max_new_tokens must be an integer >= 1"),
     BadInput("generate batch_size=0", lambda: _gen(batch_size=0), r"batch_size must be an integer >= 1"),
     BadInput("generate max_prompt_tokens=0", lambda: _gen(max_prompt_tokens=0), r"max_prompt_tokens must be"),
-    BadInput("generate temperature nan", lambda: _gen(do_sample=True, temperature=float("nan")),
-             r"temperature must be a finite number in \(0"),
+    BadInput(
+        "generate temperature nan",
+        lambda: _gen(do_sample=True, temperature=float("nan")),
+        r"temperature must be a finite number in \(0",
+    ),
     BadInput("generate top_p 1.5", lambda: _gen(do_sample=True, top_p=1.5), r"top_p must be a finite number in"),
     BadInput("generate force mode", lambda: _gen(force="sometimes"), r"force must be 'processor' or 'prefix'"),
     # stage arguments and data
@@ -133,8 +168,11 @@ CASES = [
     BadInput("stage lora_r 0", lambda: _stage(lora_r=0), r"lora_r must be an integer >= 1"),
     BadInput("stage dropout 1.5", lambda: _stage(lora_dropout=1.5), r"lora_dropout must be a finite number in"),
     BadInput("stage max_steps 0", lambda: _stage(max_steps=0), r"max_steps must be -1"),
-    BadInput("encode_pair max_length 0", lambda: __import__("hf_ext.codebc.training", fromlist=["x"]).encode_pair(
-        _tok(), "p", "a", max_length=0), r"max_length must be an integer >= 1"),
+    BadInput(
+        "encode_pair max_length 0",
+        lambda: __import__("hf_ext.codebc.training", fromlist=["x"]).encode_pair(_tok(), "p", "a", max_length=0),
+        r"max_length must be an integer >= 1",
+    ),
     BadInput("vd tag unknown", lambda: tags.vd_example(CODE, "maybe"), r"security tag must be one of"),
     # reproduce flags (refused before the toolchain check and any training)
     BadInput("reproduce --stage-steps 0", lambda: _reproduce("--stage-steps", "0"), r"stage_steps must be >= 1"),

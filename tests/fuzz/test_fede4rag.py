@@ -119,19 +119,25 @@ CASES = [
     BadInput("CKKS scale too small", lambda: _params(scale_bits=8), r"scale_bits.*>= 20"),
     BadInput("encrypt NaN parameters", lambda: _cipher().encrypt(np.array([0.1, np.nan])), r"NaN"),
     BadInput("decrypt wrong chunk count", lambda: _cipher().decrypt([], 10), r"chunks.*expected 1"),
-    BadInput("secret context garbage", lambda: __import__("hf_ext.fede4rag.he", fromlist=["x"]).ClientCipher(
-        b"garbage", _keys().public), r"cannot deserialise the CKKS context"),
+    BadInput(
+        "secret context garbage",
+        lambda: __import__("hf_ext.fede4rag.he", fromlist=["x"]).ClientCipher(b"garbage", _keys().public),
+        r"cannot deserialise the CKKS context",
+    ),
     BadInput("server given the secret context", lambda: _server(_keys().secret), r"must not hold the secret key"),
-    BadInput("server average size and chunk count disagree", lambda: _server().average({}, 5, size=10),
-             r"10 values need 1 chunks"),
+    BadInput(
+        "server average size and chunk count disagree",
+        lambda: _server().average({}, 5, size=10),
+        r"10 values need 1 chunks",
+    ),
     BadInput("unflatten too short", lambda: _unflatten([1.0], [("a", (2, 2))]), r"too short for 'a'"),
     BadInput("unflatten too long", lambda: _unflatten([1.0] * 5, [("a", (2, 2))]), r"5 values.*needs 4"),
-    BadInput("plaintext strategy without a reference", lambda: _strategy(encrypt=False, public_context=None),
-             r"reference"),
+    BadInput(
+        "plaintext strategy without a reference", lambda: _strategy(encrypt=False, public_context=None), r"reference"
+    ),
     BadInput("adapter state with NaN", lambda: _load(_nan_first), r"finite"),
     BadInput("adapter state of the wrong shape", lambda: _load(_reshape_first), r"shape"),
-    BadInput("adapter state with a missing key", lambda: _load(lambda s: dict(list(s.items())[1:])),
-             r"missing"),
+    BadInput("adapter state with a missing key", lambda: _load(lambda s: dict(list(s.items())[1:])), r"missing"),
 ]
 
 

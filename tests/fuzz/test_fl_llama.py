@@ -41,8 +41,11 @@ def _call(method, tensors=None, meta=None, principal=None):
 
 
 def _fwd(b=2, length=5, **override):
-    msg = {"hidden": torch.randn(b, length, D), "n_real": torch.full((b,), length),
-           "position_ids": torch.arange(length).expand(b, -1).contiguous()}
+    msg = {
+        "hidden": torch.randn(b, length, D),
+        "n_real": torch.full((b,), length),
+        "position_ids": torch.arange(length).expand(b, -1).contiguous(),
+    }
     msg.update(override)
     return msg
 
@@ -56,8 +59,9 @@ def _nan(shape, value=float("nan")):
 def _decode_after_prefill(meta, hidden=None):
     _call("prefill", {"hidden": torch.randn(1, 3, D)}, {"session": "fuzz"})
     try:
-        return _call("decode", {"hidden": torch.randn(1, 1, D) if hidden is None else hidden},
-                     {"session": "fuzz", **meta})
+        return _call(
+            "decode", {"hidden": torch.randn(1, 1, D) if hidden is None else hidden}, {"session": "fuzz", **meta}
+        )
     finally:
         _call("end", meta={"session": "fuzz"})
 
@@ -115,60 +119,110 @@ def _split(a, c):
 
 
 CASES = [
-    BadInput("hidden of the wrong width", lambda: _call("forward", _fwd(hidden=torch.randn(2, 5, D + 1))),
-             r"hidden.*expected size 32 in dim 2"),
-    BadInput("hidden float64", lambda: _call("forward", _fwd(hidden=torch.randn(2, 5, D, dtype=torch.float64))),
-             r"hidden.*dtype torch.float64"),
+    BadInput(
+        "hidden of the wrong width",
+        lambda: _call("forward", _fwd(hidden=torch.randn(2, 5, D + 1))),
+        r"hidden.*expected size 32 in dim 2",
+    ),
+    BadInput(
+        "hidden float64",
+        lambda: _call("forward", _fwd(hidden=torch.randn(2, 5, D, dtype=torch.float64))),
+        r"hidden.*dtype torch.float64",
+    ),
     BadInput("hidden with NaN", lambda: _call("forward", _fwd(hidden=_nan((2, 5, D)))), r"hidden.*NaN/Inf"),
-    BadInput("hidden with Inf", lambda: _call("forward", _fwd(hidden=_nan((2, 5, D), float("inf")))),
-             r"hidden.*NaN/Inf"),
+    BadInput(
+        "hidden with Inf", lambda: _call("forward", _fwd(hidden=_nan((2, 5, D), float("inf")))), r"hidden.*NaN/Inf"
+    ),
     BadInput("empty batch", lambda: _call("forward", _fwd(0, 5)), r"batch size 0 outside \[1, 4\]"),
     BadInput("batch above max_batch", lambda: _call("forward", _fwd(5, 2)), r"batch size 5 outside \[1, 4\]"),
     BadInput("empty sequence", lambda: _call("forward", _fwd(2, 0)), r"sequence length 0 outside \[1, 64\]"),
-    BadInput("sequence beyond the model max", lambda: _call("forward", _fwd(1, 12_000)),
-             r"sequence length 12000 outside \[1, 64\]"),
-    BadInput("negative positions", lambda: _call("forward", _fwd(position_ids=torch.full((2, 5), -1))),
-             r"position_ids must lie in \[0, 64\)"),
-    BadInput("positions of 1e9", lambda: _call("forward", _fwd(position_ids=torch.full((2, 5), 10**9))),
-             r"position_ids must lie in \[0, 64\)"),
-    BadInput("positions of the wrong shape", lambda: _call("forward", _fwd(position_ids=torch.zeros(2, 4,
-                                                                                         dtype=torch.long))),
-             r"position_ids.*expected size 5 in dim 1"),
+    BadInput(
+        "sequence beyond the model max",
+        lambda: _call("forward", _fwd(1, 12_000)),
+        r"sequence length 12000 outside \[1, 64\]",
+    ),
+    BadInput(
+        "negative positions",
+        lambda: _call("forward", _fwd(position_ids=torch.full((2, 5), -1))),
+        r"position_ids must lie in \[0, 64\)",
+    ),
+    BadInput(
+        "positions of 1e9",
+        lambda: _call("forward", _fwd(position_ids=torch.full((2, 5), 10**9))),
+        r"position_ids must lie in \[0, 64\)",
+    ),
+    BadInput(
+        "positions of the wrong shape",
+        lambda: _call("forward", _fwd(position_ids=torch.zeros(2, 4, dtype=torch.long))),
+        r"position_ids.*expected size 5 in dim 1",
+    ),
     BadInput("n_real zero", lambda: _call("forward", _fwd(n_real=torch.tensor([0, 5]))), r"n_real must lie in"),
-    BadInput("mask with NaN", lambda: _call("forward_full", {"hidden": torch.randn(1, 3, D),
-                                                             "mask": _nan((1, 1, 3, 3))}), r"mask.*NaN"),
-    BadInput("backward without forward", lambda: _call("backward", {"grad": torch.randn(2, 5, D)},
-                                                       {"client_id": "nobody"}), r"without a pending forward"),
-    BadInput("backward with NaN gradient", lambda: (_call("forward", _fwd(), {"client_id": "g"}),
-                                                    _call("backward", {"grad": _nan((2, 5, D))},
-                                                          {"client_id": "g"})), r"grad.*NaN/Inf"),
-    BadInput("prefill batch above max_batch", lambda: _call("prefill", {"hidden": torch.randn(5, 3, D)}),
-             r"batch size 5 outside \[1, 4\]"),
-    BadInput("prefill n_real of the wrong batch", lambda: _call("prefill", {"hidden": torch.randn(2, 3, D),
-                                                                            "n_real": torch.tensor([3])}),
-             r"n_real.*expected size 2 in dim 0"),
+    BadInput(
+        "mask with NaN",
+        lambda: _call("forward_full", {"hidden": torch.randn(1, 3, D), "mask": _nan((1, 1, 3, 3))}),
+        r"mask.*NaN",
+    ),
+    BadInput(
+        "backward without forward",
+        lambda: _call("backward", {"grad": torch.randn(2, 5, D)}, {"client_id": "nobody"}),
+        r"without a pending forward",
+    ),
+    BadInput(
+        "backward with NaN gradient",
+        lambda: (
+            _call("forward", _fwd(), {"client_id": "g"}),
+            _call("backward", {"grad": _nan((2, 5, D))}, {"client_id": "g"}),
+        ),
+        r"grad.*NaN/Inf",
+    ),
+    BadInput(
+        "prefill batch above max_batch",
+        lambda: _call("prefill", {"hidden": torch.randn(5, 3, D)}),
+        r"batch size 5 outside \[1, 4\]",
+    ),
+    BadInput(
+        "prefill n_real of the wrong batch",
+        lambda: _call("prefill", {"hidden": torch.randn(2, 3, D), "n_real": torch.tensor([3])}),
+        r"n_real.*expected size 2 in dim 0",
+    ),
     BadInput("hello with another partition", lambda: _hello(a=2), r"client's a is 2, this server's is 1"),
     BadInput("hello from another model", lambda: _hello(model_hash="0" * 64), r"client's model_hash"),
-    BadInput("hello with another schedule", lambda: _hello(max_steps=7),
-             r"max_steps=None, the client's over max_steps=7"),
+    BadInput(
+        "hello with another schedule", lambda: _hello(max_steps=7), r"max_steps=None, the client's over max_steps=7"
+    ),
     BadInput("hello with max_steps text", lambda: _hello(max_steps="7"), r"max_steps must be an integer"),
-    BadInput("training forward before hello", lambda: _call("forward", _fwd(), {"client_id": "stranger"}),
-             r"'stranger' sent a training message before a training 'hello'"),
+    BadInput(
+        "training forward before hello",
+        lambda: _call("forward", _fwd(), {"client_id": "stranger"}),
+        r"'stranger' sent a training message before a training 'hello'",
+    ),
     BadInput("save without an output dir", lambda: _call("save"), r"no output directory"),
-    BadInput("decode unknown session", lambda: _call("decode", {"hidden": torch.randn(1, 1, D)},
-                                                     {"session": "never"}), r"unknown session"),
+    BadInput(
+        "decode unknown session",
+        lambda: _call("decode", {"hidden": torch.randn(1, 1, D)}, {"session": "never"}),
+        r"unknown session",
+    ),
     BadInput("decode position out of order", lambda: _decode_after_prefill({"position": 7}), r"does not follow"),
-    BadInput("decode position not an integer", lambda: _decode_after_prefill({"position": "3"}),
-             r"'position' must be an integer"),
-    BadInput("decode NaN hidden", lambda: _decode_after_prefill({"position": 3}, _nan((1, 1, D))),
-             r"hidden.*NaN/Inf"),
-    BadInput("session name too long", lambda: _call("prefill", {"hidden": torch.randn(1, 2, D)},
-                                                    {"session": "x" * 500}), r"'session'.*128 characters"),
+    BadInput(
+        "decode position not an integer",
+        lambda: _decode_after_prefill({"position": "3"}),
+        r"'position' must be an integer",
+    ),
+    BadInput("decode NaN hidden", lambda: _decode_after_prefill({"position": 3}, _nan((1, 1, D))), r"hidden.*NaN/Inf"),
+    BadInput(
+        "session name too long",
+        lambda: _call("prefill", {"hidden": torch.randn(1, 2, D)}, {"session": "x" * 500}),
+        r"'session'.*128 characters",
+    ),
     BadInput("too many sessions for one client", _second_session, r"max_sessions_per_client=1"),
     BadInput("meta not an object", lambda: _call("forward", _fwd(), ["not", "a", "dict"]), r"meta.*JSON object"),
     BadInput("unknown method", lambda: _call("steal_gradients"), r"unknown method 'steal_gradients'"),
-    BadInput("partition by a non-admin", lambda: _call("partition", meta={"a": 1, "c": 1}, principal=_bob()),
-             r"partition.*admin", error=PermissionError),
+    BadInput(
+        "partition by a non-admin",
+        lambda: _call("partition", meta={"a": 1, "c": 1}, principal=_bob()),
+        r"partition.*admin",
+        error=PermissionError,
+    ),
     BadInput("partition a zero", lambda: _call("partition", meta={"a": 0, "c": 1}), r"a=0.*>= 1"),
     BadInput("partition a text", lambda: _call("partition", meta={"a": "two", "c": 1}), r"'a' must be an integer"),
     BadInput("split with c zero", lambda: _split(1, 0), r"c=0.*>= 1"),
@@ -180,8 +234,11 @@ CASES = [
     BadInput("token client name with a slash", lambda: _tokens(["../evil"]), r"client name '../evil'"),
     BadInput("token names duplicated", lambda: _tokens(["a", "a"]), r"distinct"),
     BadInput("token file not JSON", lambda: _token_file("{nope"), r"cannot read the token file"),
-    BadInput("token file with a malformed hash", lambda: _token_file(
-        '{"format": "hf_ext.fl_llama.tokens/1", "clients": {"a": {"sha256": "xyz"}}}'), r"malformed entry"),
+    BadInput(
+        "token file with a malformed hash",
+        lambda: _token_file('{"format": "hf_ext.fl_llama.tokens/1", "clients": {"a": {"sha256": "xyz"}}}'),
+        r"malformed entry",
+    ),
 ]
 
 

@@ -34,6 +34,7 @@ def _save_then(tmp_factory, mutate):
         _fitted().save_pretrained(path)
         mutate(path)
         GPMFSSelector.from_pretrained(path)
+
     return call
 
 
@@ -43,6 +44,7 @@ _TMP_DIRS = []
 def _tmp():
     import tempfile
     from pathlib import Path
+
     _TMP_DIRS.append(tempfile.mkdtemp(prefix="gpmfs_fuzz_"))
     return Path(_TMP_DIRS[-1]) / "art"
 
@@ -51,6 +53,7 @@ def _tmp():
 def _remove_tmp_dirs():
     yield
     import shutil
+
     for d in _TMP_DIRS:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -81,6 +84,7 @@ def _csv(text):
 
 def _fit_cli(*args):
     from hf_ext.gpmfs.fit import main
+
     return lambda: main(list(args) + ["--output", str(_tmp())])
 
 
@@ -105,49 +109,98 @@ CASES = [
     BadInput("1-D X", lambda: GPMFSSelector().fit(X[:, 0], Y), r"2D array"),
     BadInput("y rows differ", lambda: GPMFSSelector().fit(X, Y[:10]), r"y has 10 rows but X has 30"),
     BadInput("non-binary y", lambda: GPMFSSelector().fit(X, Y * 3), r"binary \(0/1\)"),
-    BadInput("label without positives", lambda: GPMFSSelector().fit(X, np.c_[Y, np.zeros(30)]),
-             r"label\(s\) \[3\] have no positive"),
+    BadInput(
+        "label without positives",
+        lambda: GPMFSSelector().fit(X, np.c_[Y, np.zeros(30)]),
+        r"label\(s\) \[3\] have no positive",
+    ),
     BadInput("budget above d", lambda: GPMFSSelector(budget=7).fit(X, Y), r"budget=7 is larger.*d=6"),
-    BadInput("10^6 columns", lambda: GPMFSSelector().fit(np.zeros((3, 1_000_000), dtype=np.float32), Y[:3]),
-             r"1000000 features.*at most 5000"),
+    BadInput(
+        "10^6 columns",
+        lambda: GPMFSSelector().fit(np.zeros((3, 1_000_000), dtype=np.float32), Y[:3]),
+        r"1000000 features.*at most 5000",
+    ),
     BadInput("transform wrong width", lambda: _fitted().transform(X[:, :4]), r"4 features.*expecting 6"),
-    BadInput("label index out of range", lambda: _fitted().transform(X, label=3),
-             r"label must be an integer in \[0, 3\)"),
+    BadInput(
+        "label index out of range", lambda: _fitted().transform(X, label=3), r"label must be an integer in \[0, 3\)"
+    ),
     BadInput("with_selection unknown key", lambda: _fitted().with_selection(alpha=2.0), r"only changes"),
     # meta-estimator
     BadInput("classifier NaN in X", lambda: GPMFSMultiLabelClassifier().fit(_with_nan(), Y), r"NaN"),
     BadInput("classifier 3-D y", lambda: GPMFSMultiLabelClassifier().fit(X, Y[:, :, None]), r"y must be 1-D or 2-D"),
-    BadInput("classifier non-binary 2-D y", lambda: GPMFSMultiLabelClassifier().fit(X, Y * 2),
-             r"binary \(0/1\) label indicator"),
-    BadInput("classifier selector type", lambda: GPMFSMultiLabelClassifier(selector="gpmfs").fit(X, Y),
-             r"selector must be a GPMFSSelector", TypeError),
+    BadInput(
+        "classifier non-binary 2-D y",
+        lambda: GPMFSMultiLabelClassifier().fit(X, Y * 2),
+        r"binary \(0/1\) label indicator",
+    ),
+    BadInput(
+        "classifier selector type",
+        lambda: GPMFSMultiLabelClassifier(selector="gpmfs").fit(X, Y),
+        r"selector must be a GPMFSSelector",
+        TypeError,
+    ),
     # artifact
-    BadInput("artifact unknown config key", _save_then(_tmp, lambda p: _edit_config(p, embed_dimm=8)),
-             r"unknown fields \['embed_dimm'\]"),
-    BadInput("artifact missing weights", _save_then(_tmp, lambda p: (p / "model.safetensors").unlink()),
-             r"missing model.safetensors"),
-    BadInput("artifact flipped weights byte", _save_then(_tmp, lambda p: (p / "model.safetensors").write_bytes(
-        (p / "model.safetensors").read_bytes()[:-1] + b"\x00")), r"content hash differs"),
+    BadInput(
+        "artifact unknown config key",
+        _save_then(_tmp, lambda p: _edit_config(p, embed_dimm=8)),
+        r"unknown fields \['embed_dimm'\]",
+    ),
+    BadInput(
+        "artifact missing weights",
+        _save_then(_tmp, lambda p: (p / "model.safetensors").unlink()),
+        r"missing model.safetensors",
+    ),
+    BadInput(
+        "artifact flipped weights byte",
+        _save_then(
+            _tmp, lambda p: (p / "model.safetensors").write_bytes((p / "model.safetensors").read_bytes()[:-1] + b"\x00")
+        ),
+        r"content hash differs",
+    ),
     BadInput("artifact unexpected tensor", _save_then(_tmp, _add_tensor), r"unexpected tensors \['extra'\]"),
-    BadInput("save onto a foreign folder", lambda: _fitted().save_pretrained(
-        (lambda d: (d.mkdir(parents=True), (d / "notes.txt").write_text("x"), d)[2])(_tmp())),
-        r"not part of a GPMFS artifact"),
+    BadInput(
+        "save onto a foreign folder",
+        lambda: _fitted().save_pretrained(
+            (lambda d: (d.mkdir(parents=True), (d / "notes.txt").write_text("x"), d)[2])(_tmp())
+        ),
+        r"not part of a GPMFS artifact",
+    ),
     # hf-ext gpmfs fit
-    BadInput("fit budget out of range", _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--budget", "150%"),
-             r"--budget must be.*\(0, 100\]%"),
-    BadInput("fit theta out of range", _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--theta", "2"),
-             r"--theta must be in \[0, 1\]"),
+    BadInput(
+        "fit budget out of range",
+        _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--budget", "150%"),
+        r"--budget must be.*\(0, 100\]%",
+    ),
+    BadInput(
+        "fit theta out of range",
+        _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--theta", "2"),
+        r"--theta must be in \[0, 1\]",
+    ),
     BadInput("fit empty csv", _fit_cli("--csv", _csv("")), r"--csv: .* is empty"),
-    BadInput("fit missing label column", _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--labels", "z"),
-             r"label_columns: \['z'\] are not columns"),
-    BadInput("fit NaN feature", _fit_cli("--csv", _csv("a,b,y\n1,,0\n3,4,1\n2,2,1\n"), "--labels", "y"),
-             r"\['b'\] have missing values"),
-    BadInput("fit text feature", _fit_cli("--csv", _csv("a,b,y\n1,x,0\n3,4,1\n"), "--labels", "y"),
-             r"X: feature columns \['b'\] are not numeric"),
+    BadInput(
+        "fit missing label column",
+        _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--labels", "z"),
+        r"label_columns: \['z'\] are not columns",
+    ),
+    BadInput(
+        "fit NaN feature",
+        _fit_cli("--csv", _csv("a,b,y\n1,,0\n3,4,1\n2,2,1\n"), "--labels", "y"),
+        r"\['b'\] have missing values",
+    ),
+    BadInput(
+        "fit text feature",
+        _fit_cli("--csv", _csv("a,b,y\n1,x,0\n3,4,1\n"), "--labels", "y"),
+        r"X: feature columns \['b'\] are not numeric",
+    ),
     BadInput("fit 10^6-column csv", lambda: _fit_cli("--csv", _wide_csv())(), r"1000000 columns.*at most 5000"),
     # reproduce arguments
-    BadInput("reproduce unknown dataset", lambda: __import__("hf_ext.gpmfs.reproduce", fromlist=["main"]).main(
-        ["--datasets", "mnist", "--out", str(_tmp())]), r"--datasets: unknown \['mnist'\]"),
+    BadInput(
+        "reproduce unknown dataset",
+        lambda: __import__("hf_ext.gpmfs.reproduce", fromlist=["main"]).main(
+            ["--datasets", "mnist", "--out", str(_tmp())]
+        ),
+        r"--datasets: unknown \['mnist'\]",
+    ),
 ]
 
 

@@ -92,8 +92,9 @@ CASES = [
     BadInput("global tensor of the wrong shape", lambda: _round(_global(shape=(3, 7, 16, 16))), r"global.*shape"),
     BadInput("global tensor of integers", lambda: _round(_global(dtype=np.int64)), r"global.*float"),
     BadInput("global tensor empty", lambda: _round({"g": np.zeros(0, np.float32)}), r"global.*shape"),
-    BadInput("unexpected key from the server", lambda: _round({"g": _global()["g"], "x": np.ones(1)}),
-             r"unexpected.*'x'"),
+    BadInput(
+        "unexpected key from the server", lambda: _round({"g": _global()["g"], "x": np.ones(1)}), r"unexpected.*'x'"
+    ),
     BadInput("adapter rank zero", lambda: _adapter(r=0), r"\br\b.*>= 1|positive"),
     BadInput("adapter rank above global_rank", lambda: _adapter(r=32, global_rank=16), r"global_rank.*>="),
     BadInput("adapter global_rank zero", lambda: _adapter(r=1, global_rank=0), r"global_rank"),
@@ -101,8 +102,7 @@ CASES = [
     BadInput("relation matrix L_max zero", lambda: _relation(0, 0), r"max_layers.*>= 1|L_max"),
     BadInput("relation matrix client deeper than L_max", lambda: _relation(2, 3), r"exceeds L_max"),
     BadInput("relation download wrong shape", lambda: _relation(4, 2).download(torch.zeros(3, 7, 2, 2)), r"L_max"),
-    BadInput("relation download NaN", lambda: _relation(4, 2).download(torch.full((4, 7, 2, 2), float("nan"))),
-             r"NaN"),
+    BadInput("relation download NaN", lambda: _relation(4, 2).download(torch.full((4, 7, 2, 2), float("nan"))), r"NaN"),
     BadInput("initial global zero layers", lambda: _initial(0, 7, 16), r"max_layers.*>= 1"),
     BadInput("initial global negative rank", lambda: _initial(4, 7, -1), r"global_rank.*>= 1"),
     BadInput("strategy global shape with a zero", lambda: _strategy((4, 0, 16, 16)), r"global_shape"),

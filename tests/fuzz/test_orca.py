@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from hf_ext.core.testing import BadInput, assert_clear_error
-from hf_ext.orca import OrcaConfig, OrcaModel
-from hf_ext.orca.data import bin_dwell_time, to_model_features, train_val_test_split, validate_orca_frame
+from hf_ext.orca import OrcaModel
+from hf_ext.orca.data import bin_dwell_time, train_val_test_split, validate_orca_frame
 from hf_ext.orca.metrics import dt_metrics
 from hf_ext.orca.spurious import SpuriousOrcaConfig
 from hf_ext.orca.testing import tiny_batch, tiny_config
@@ -42,16 +41,24 @@ def _config(**kwargs):
 
 
 def _frame(**columns):
-    base = {"user_id": [0, 1, 2], "item_id": [1, 0, 2], "click": [1, 0, 1], "dwell_bin": [3, -100, 0],
-            "dwell_seconds": [40.0, 0.0, 1.0]}
+    base = {
+        "user_id": [0, 1, 2],
+        "item_id": [1, 0, 2],
+        "click": [1, 0, 1],
+        "dwell_bin": [3, -100, 0],
+        "dwell_seconds": [40.0, 0.0, 1.0],
+    }
     base.update(columns)
     return pd.DataFrame(base)
 
 
 CASES = [
     # Model entry point: the batch.
-    BadInput("empty batch", _forward(input_ids=lambda t: t[:0], click_labels=lambda t: t[:0],
-                                     dwell_labels=lambda t: t[:0]), "empty batch"),
+    BadInput(
+        "empty batch",
+        _forward(input_ids=lambda t: t[:0], click_labels=lambda t: t[:0], dwell_labels=lambda t: t[:0]),
+        "empty batch",
+    ),
     BadInput("negative id", _forward(input_ids=_set((0, 1), -3)), r"negative id.*>= 0"),
     BadInput("float input_ids", _forward(input_ids=lambda t: t.float()), "integer tensor"),
     BadInput("input_ids as a list", _forward(input_ids=lambda t: t.tolist()), "integer tensor"),
@@ -63,11 +70,16 @@ CASES = [
     BadInput("dwell bin out of range", _forward(dwell_labels=_set(0, 8)), r"dwell_labels.*\[0, 8\)"),
     BadInput("negative dwell bin", _forward(dwell_labels=_set(0, -5)), r"dwell_labels.*\[0, 8\)"),
     BadInput("float dwell labels", _forward(dwell_labels=lambda t: t.float()), r"dwell_labels.*integer"),
-    BadInput("training batch of one row", _forward(train=True, input_ids=lambda t: t[:1],
-                                                   click_labels=lambda t: t[:1], dwell_labels=lambda t: t[:1]),
-             "at least 2 rows"),
-    BadInput("counterfactual loss without ORCA",
-             lambda: OrcaModel(tiny_config(use_orca=False)).counterfactual_nde_loss(**tiny_batch(8)), "use_orca"),
+    BadInput(
+        "training batch of one row",
+        _forward(train=True, input_ids=lambda t: t[:1], click_labels=lambda t: t[:1], dwell_labels=lambda t: t[:1]),
+        "at least 2 rows",
+    ),
+    BadInput(
+        "counterfactual loss without ORCA",
+        lambda: OrcaModel(tiny_config(use_orca=False)).counterfactual_nde_loss(**tiny_batch(8)),
+        "use_orca",
+    ),
     # Model entry point: the config.
     BadInput("embed_dim = 0", _config(embed_dim=0), r"embed_dim.*>= 1"),
     BadInput("num_experts = 0", _config(num_experts=0), r"num_experts.*>= 1"),
@@ -84,30 +96,58 @@ CASES = [
     BadInput("unknown post-click field", _config(post_click_fields=["dwell"]), "post_click_fields"),
     BadInput("decreasing bin edges", _config(bin_edges=[0.1, 5.0, 3.0, 9.0]), "strictly increasing"),
     # Training arguments.
-    BadInput("mask_fea_ratio > 1", lambda: OrcaTrainingArguments(output_dir="unused", mask_fea_ratio=1.5),
-             r"mask_fea_ratio.*\[0, 1\]"),
-    BadInput("early_stopping_patience = 0",
-             lambda: OrcaTrainingArguments(output_dir="unused", early_stopping_patience=0), "early_stopping_patience"),
+    BadInput(
+        "mask_fea_ratio > 1",
+        lambda: OrcaTrainingArguments(output_dir="unused", mask_fea_ratio=1.5),
+        r"mask_fea_ratio.*\[0, 1\]",
+    ),
+    BadInput(
+        "early_stopping_patience = 0",
+        lambda: OrcaTrainingArguments(output_dir="unused", early_stopping_patience=0),
+        "early_stopping_patience",
+    ),
     # Data entry points.
-    BadInput("float field ids", lambda: validate_orca_frame(_frame(user_id=[0.5, 1.0, 2.0]), ["user_id", "item_id"]),
-             r"'user_id'.*integers"),
-    BadInput("id above the given vocabulary",
-             lambda: validate_orca_frame(_frame(), ["user_id", "item_id"], vocab_sizes=[2, 3]), r"'user_id'.*\[0, 2\)"),
+    BadInput(
+        "float field ids",
+        lambda: validate_orca_frame(_frame(user_id=[0.5, 1.0, 2.0]), ["user_id", "item_id"]),
+        r"'user_id'.*integers",
+    ),
+    BadInput(
+        "id above the given vocabulary",
+        lambda: validate_orca_frame(_frame(), ["user_id", "item_id"], vocab_sizes=[2, 3]),
+        r"'user_id'.*\[0, 2\)",
+    ),
     BadInput("empty frame", lambda: validate_orca_frame(_frame().iloc[:0], ["user_id", "item_id"]), "no rows"),
-    BadInput("missing label column",
-             lambda: validate_orca_frame(_frame().drop(columns=["click"]), ["user_id", "item_id"]), "click"),
-    BadInput("NaN click in a frame", lambda: validate_orca_frame(_frame(click=[1.0, np.nan, 1.0]), ["user_id"]),
-             r"'click'.*0 and 1"),
-    BadInput("split fractions not summing to 1",
-             lambda: train_val_test_split(__import__("datasets").Dataset.from_dict({"r": list(range(50))}), 0,
-                                          (0.5, 0.2, 0.2)), "fractions"),
+    BadInput(
+        "missing label column",
+        lambda: validate_orca_frame(_frame().drop(columns=["click"]), ["user_id", "item_id"]),
+        "click",
+    ),
+    BadInput(
+        "NaN click in a frame",
+        lambda: validate_orca_frame(_frame(click=[1.0, np.nan, 1.0]), ["user_id"]),
+        r"'click'.*0 and 1",
+    ),
+    BadInput(
+        "split fractions not summing to 1",
+        lambda: train_val_test_split(
+            __import__("datasets").Dataset.from_dict({"r": list(range(50))}), 0, (0.5, 0.2, 0.2)
+        ),
+        "fractions",
+    ),
     BadInput("bin edges not covering [1, 400] s", lambda: bin_dwell_time([3.0], [2.0, 10.0, 500.0]), "cover"),
-    BadInput("dt_metrics given logits", lambda: dt_metrics([0, 1], np.array([[3.0] + [0.0] * 7, [0.0, 2.0] + [0.0] * 6]),
-                                                           dwell_seconds_true=[1.0, 14.0]), "sum to 1"),
+    BadInput(
+        "dt_metrics given logits",
+        lambda: dt_metrics(
+            [0, 1], np.array([[3.0] + [0.0] * 7, [0.0, 2.0] + [0.0] * 6]), dwell_seconds_true=[1.0, 14.0]
+        ),
+        "sum to 1",
+    ),
     BadInput("spurious generator: bait_rate = 0", lambda: SpuriousOrcaConfig(bait_rate=0.0), r"bait_rate.*\(0, 1\)"),
     BadInput("spurious generator: no users", lambda: SpuriousOrcaConfig(num_users=0), r"num_users.*>= 1"),
-    BadInput("spurious generator: NaN coefficient", lambda: SpuriousOrcaConfig(dwell_mu=float("nan")),
-             r"dwell_mu.*finite"),
+    BadInput(
+        "spurious generator: NaN coefficient", lambda: SpuriousOrcaConfig(dwell_mu=float("nan")), r"dwell_mu.*finite"
+    ),
 ]
 
 

@@ -124,20 +124,28 @@ CASES = [
     BadInput("training rounds 0", lambda: _training(rounds=0), r"rounds must be >= 1"),
     BadInput("training selection unknown", lambda: _training(selection="greedy"), r"selection must be one of"),
     BadInput("training prior_mix 2", lambda: _training(prior_mix=2.0), r"prior_mix .* must be in \[0, 1\]"),
-    BadInput("training novelty_quantile 0", lambda: _training(novelty_quantile=0.0),
-             r"novelty_quantile must be in \(0, 1\)"),
-    BadInput("training unseen_weighting unknown", lambda: _training(unseen_weighting="max"),
-             r"unseen_weighting must be one of"),
+    BadInput(
+        "training novelty_quantile 0", lambda: _training(novelty_quantile=0.0), r"novelty_quantile must be in \(0, 1\)"
+    ),
+    BadInput(
+        "training unseen_weighting unknown",
+        lambda: _training(unseen_weighting="max"),
+        r"unseen_weighting must be one of",
+    ),
     BadInput("data one party", lambda: _data(num_parties=1), r"at least 2 parties"),
     BadInput("data unknown dataset", lambda: _data(dataset="mnist"), r"dataset must be one of"),
     BadInput("data imbalance below 1", lambda: _data(imbalance_ratio=0.5), r"imbalance_ratio must be >= 1"),
     BadInput("data unseen class out of range", lambda: _data(unseen_class=10), r"unseen_class must be in \[0, 10\)"),
     BadInput("party features wrong width", lambda: _party_forward(torch.zeros(2, 4)), r"expects \(batch, 5\)"),
     BadInput("party features NaN", lambda: _party_forward(torch.full((2, 5), float("nan"))), r"NaN or inf"),
-    BadInput("party features integer", lambda: _party_forward(torch.zeros(2, 5, dtype=torch.long)),
-             r"floating-point tensor"),
-    BadInput("top embeddings wrong parties", lambda: _top_forward(party_embeddings=torch.zeros(12, 1, 4)),
-             r"shape \(batch, 2, 4\)"),
+    BadInput(
+        "party features integer", lambda: _party_forward(torch.zeros(2, 5, dtype=torch.long)), r"floating-point tensor"
+    ),
+    BadInput(
+        "top embeddings wrong parties",
+        lambda: _top_forward(party_embeddings=torch.zeros(12, 1, 4)),
+        r"shape \(batch, 2, 4\)",
+    ),
     BadInput("top labels out of range", lambda: _top_forward(labels=torch.full((12,), 7)), r"classes in \[0, 3\)"),
     BadInput("sinkhorn NaN cost", lambda: _sinkhorn(np.full((3, 2), np.nan), [0.5, 0.5]), r"cost contains NaN"),
     BadInput("sinkhorn prior not summing to 1", lambda: _sinkhorn(np.zeros((3, 2)), [0.5, 0.6]), r"sums to 1.1"),
@@ -146,19 +154,52 @@ CASES = [
     BadInput("unseen mass quantile 1", lambda: _unseen_mass(1.0), r"novelty quantile must be in \(0, 1\)"),
     BadInput("run config unknown key", lambda: _run_config({"roundz": 3}), r"unknown Proto-EVFL run-config keys"),
     BadInput("run config bool as text", lambda: _run_config({"prototype-ema": "maybe"}), r"must be a bool"),
-    BadInput("run config widths not integers", lambda: _run_config({"feature-widths": "a,b"}),
-             r"feature_widths must be comma-separated integers"),
-    BadInput("party dataset ragged features", lambda: _party_dataset(_tmp(), {
-        "entity_id": [0, 1, 2], "split": ["aligned", "unaligned", "unaligned"], "features": [[0.0], [1.0, 2.0], [1.0]]}),
-        r"same width"),
-    BadInput("party dataset NaN features", lambda: _party_dataset(_tmp(), {
-        "entity_id": [0, 1, 2], "split": ["aligned", "unaligned", "unaligned"],
-        "features": [[0.0], [float("nan")], [1.0]]}), r"features contain NaN"),
-    BadInput("party dataset duplicate aligned ids", lambda: _party_dataset(_tmp(), {
-        "entity_id": [0, 0, 2, 3], "split": ["aligned", "aligned", "unaligned", "unaligned"],
-        "features": [[0.0], [1.0], [1.0], [2.0]]}), r"entity ids are not unique"),
-    BadInput("label dataset label out of range", lambda: _label_dataset(_tmp(), [0, 12]),
-             r"label must be integer classes in \[0, 10\)"),
+    BadInput(
+        "run config widths not integers",
+        lambda: _run_config({"feature-widths": "a,b"}),
+        r"feature_widths must be comma-separated integers",
+    ),
+    BadInput(
+        "party dataset ragged features",
+        lambda: _party_dataset(
+            _tmp(),
+            {
+                "entity_id": [0, 1, 2],
+                "split": ["aligned", "unaligned", "unaligned"],
+                "features": [[0.0], [1.0, 2.0], [1.0]],
+            },
+        ),
+        r"same width",
+    ),
+    BadInput(
+        "party dataset NaN features",
+        lambda: _party_dataset(
+            _tmp(),
+            {
+                "entity_id": [0, 1, 2],
+                "split": ["aligned", "unaligned", "unaligned"],
+                "features": [[0.0], [float("nan")], [1.0]],
+            },
+        ),
+        r"features contain NaN",
+    ),
+    BadInput(
+        "party dataset duplicate aligned ids",
+        lambda: _party_dataset(
+            _tmp(),
+            {
+                "entity_id": [0, 0, 2, 3],
+                "split": ["aligned", "aligned", "unaligned", "unaligned"],
+                "features": [[0.0], [1.0], [1.0], [2.0]],
+            },
+        ),
+        r"entity ids are not unique",
+    ),
+    BadInput(
+        "label dataset label out of range",
+        lambda: _label_dataset(_tmp(), [0, 12]),
+        r"label must be integer classes in \[0, 10\)",
+    ),
     BadInput("inference wrong party count", lambda: _score([np.zeros((2, 4))]), r"need embeddings from 2 parties"),
     BadInput("reproduce unknown variant", lambda: _reproduce({"variants": ["magic"]}), r"unknown variant 'magic'"),
     BadInput("reproduce rounds 0", lambda: _reproduce({"rounds": 0}), r"need rounds >= 1"),

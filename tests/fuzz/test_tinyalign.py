@@ -36,8 +36,13 @@ def _generate(**changes):
     batch = _batch(**changes)
     n = int(_model().config.num_image_tokens + _model().config.num_memory_tokens + 8)
     with torch.no_grad():
-        return _model().generate(input_ids=batch["input_ids"][:, :n], attention_mask=batch["attention_mask"][:, :n],
-                                 pixel_values=batch["pixel_values"], max_new_tokens=2, do_sample=False)
+        return _model().generate(
+            input_ids=batch["input_ids"][:, :n],
+            attention_mask=batch["attention_mask"][:, :n],
+            pixel_values=batch["pixel_values"],
+            max_new_tokens=2,
+            do_sample=False,
+        )
 
 
 def _with_ids(fn):
@@ -61,14 +66,16 @@ def _reproduce(*argv):
 
 
 def _bank(keys=None, values=None):
-    return MemoryBank(keys if keys is not None else torch.randn(4, 16),
-                      values if values is not None else torch.randn(4, 4, 8))
+    return MemoryBank(
+        keys if keys is not None else torch.randn(4, 16), values if values is not None else torch.randn(4, 4, 8)
+    )
 
 
 CASES = [
     # configs
-    BadInput("config typo key", lambda: tiny_config(memory_topk=3), r"'memory_topk'.*memory_top_k",
-             UnknownConfigKeyError),
+    BadInput(
+        "config typo key", lambda: tiny_config(memory_topk=3), r"'memory_topk'.*memory_top_k", UnknownConfigKeyError
+    ),
     BadInput("config memory_top_k=0", lambda: tiny_config(memory_top_k=0), r"memory_top_k must be >= 1"),
     BadInput("config alpha=nan", lambda: tiny_config(alpha=float("nan")), r"alpha must lie in \[0, 1\]"),
     BadInput("config alpha=1.5", lambda: tiny_config(alpha=1.5), r"alpha must lie in \[0, 1\]"),
@@ -81,54 +88,119 @@ CASES = [
     BadInput("config image_token_id=-1", lambda: tiny_config(image_token_id=-1), r"image_token_id=-1.*vocab"),
     BadInput("config query_prompt_length<0", lambda: tiny_config(query_prompt_length=-2), r"query_prompt_length"),
     # forward
-    BadInput("memory_ids=-1", lambda: _forward(memory_ids=torch.full((2, 2), -1)),
-             r"memory_ids must be bank entries in \[0, 24\)"),
-    BadInput("memory_ids past the bank", lambda: _forward(memory_ids=torch.full((2, 2), 24)),
-             r"memory_ids must be bank entries in \[0, 24\)"),
-    BadInput("memory_ids wrong k", lambda: _forward(memory_ids=torch.zeros(2, 3, dtype=torch.long)),
-             r"memory_ids.*shape \(batch=2, memory_top_k=2\)"),
+    BadInput(
+        "memory_ids=-1",
+        lambda: _forward(memory_ids=torch.full((2, 2), -1)),
+        r"memory_ids must be bank entries in \[0, 24\)",
+    ),
+    BadInput(
+        "memory_ids past the bank",
+        lambda: _forward(memory_ids=torch.full((2, 2), 24)),
+        r"memory_ids must be bank entries in \[0, 24\)",
+    ),
+    BadInput(
+        "memory_ids wrong k",
+        lambda: _forward(memory_ids=torch.zeros(2, 3, dtype=torch.long)),
+        r"memory_ids.*shape \(batch=2, memory_top_k=2\)",
+    ),
     BadInput("memory_ids float", lambda: _forward(memory_ids=torch.zeros(2, 2)), r"memory_ids must be an integer"),
-    BadInput("empty batch", lambda: _forward(input_ids=torch.zeros(0, 5, dtype=torch.long),
-                                             attention_mask=torch.zeros(0, 5, dtype=torch.long),
-                                             labels=None, pixel_values=torch.zeros(0, 1, 8, 8)),
-             r"input_ids is empty"),
-    BadInput("OOV input_ids", lambda: _forward(input_ids=_with_ids(lambda i: i.__setitem__((0, -1), 40))),
-             r"input_ids must lie in \[0, vocab_size=40\)"),
-    BadInput("negative input_ids", lambda: _forward(input_ids=_with_ids(lambda i: i.__setitem__((1, 0), -3))),
-             r"input_ids must lie in \[0, vocab_size=40\), got \[-3\]"),
-    BadInput("float input_ids", lambda: _forward(input_ids=tiny_batch(n=2)["input_ids"].float()),
-             r"input_ids must be an integer tensor"),
-    BadInput("NaN pixel_values", lambda: _forward(pixel_values=torch.full((2, 1, 8, 8), float("nan"))),
-             r"pixel_values must be finite"),
-    BadInput("pixel_values wrong shape", lambda: _forward(pixel_values=torch.zeros(2, 3, 8, 8)),
-             r"pixel_values must have shape \(batch, 1, 8, 8\)"),
-    BadInput("pixel_values batch mismatch", lambda: _forward(pixel_values=torch.zeros(3, 1, 8, 8)),
-             r"3 images for 2 rows"),
-    BadInput("NaN labels", lambda: _forward(labels=torch.full(tiny_batch(n=2)["input_ids"].shape, float("nan"))),
-             r"labels must be integer token ids"),
-    BadInput("labels out of range", lambda: _forward(labels=tiny_batch(n=2)["input_ids"] + 100),
-             r"labels must lie in \[0, vocab_size=40\) or be -100"),
-    BadInput("labels wrong shape", lambda: _forward(labels=torch.zeros(2, 3, dtype=torch.long)),
-             r"labels must have the shape of input_ids"),
-    BadInput("attention_mask wrong shape", lambda: _forward(attention_mask=torch.ones(2, 3, dtype=torch.long)),
-             r"attention_mask must have the shape of input_ids"),
-    BadInput("no bank attached", lambda: TinyAlignForConditionalGeneration(tiny_config())(**_batch()),
-             r"no memory bank attached", MemoryBankError),
+    BadInput(
+        "empty batch",
+        lambda: _forward(
+            input_ids=torch.zeros(0, 5, dtype=torch.long),
+            attention_mask=torch.zeros(0, 5, dtype=torch.long),
+            labels=None,
+            pixel_values=torch.zeros(0, 1, 8, 8),
+        ),
+        r"input_ids is empty",
+    ),
+    BadInput(
+        "OOV input_ids",
+        lambda: _forward(input_ids=_with_ids(lambda i: i.__setitem__((0, -1), 40))),
+        r"input_ids must lie in \[0, vocab_size=40\)",
+    ),
+    BadInput(
+        "negative input_ids",
+        lambda: _forward(input_ids=_with_ids(lambda i: i.__setitem__((1, 0), -3))),
+        r"input_ids must lie in \[0, vocab_size=40\), got \[-3\]",
+    ),
+    BadInput(
+        "float input_ids",
+        lambda: _forward(input_ids=tiny_batch(n=2)["input_ids"].float()),
+        r"input_ids must be an integer tensor",
+    ),
+    BadInput(
+        "NaN pixel_values",
+        lambda: _forward(pixel_values=torch.full((2, 1, 8, 8), float("nan"))),
+        r"pixel_values must be finite",
+    ),
+    BadInput(
+        "pixel_values wrong shape",
+        lambda: _forward(pixel_values=torch.zeros(2, 3, 8, 8)),
+        r"pixel_values must have shape \(batch, 1, 8, 8\)",
+    ),
+    BadInput(
+        "pixel_values batch mismatch", lambda: _forward(pixel_values=torch.zeros(3, 1, 8, 8)), r"3 images for 2 rows"
+    ),
+    BadInput(
+        "NaN labels",
+        lambda: _forward(labels=torch.full(tiny_batch(n=2)["input_ids"].shape, float("nan"))),
+        r"labels must be integer token ids",
+    ),
+    BadInput(
+        "labels out of range",
+        lambda: _forward(labels=tiny_batch(n=2)["input_ids"] + 100),
+        r"labels must lie in \[0, vocab_size=40\) or be -100",
+    ),
+    BadInput(
+        "labels wrong shape",
+        lambda: _forward(labels=torch.zeros(2, 3, dtype=torch.long)),
+        r"labels must have the shape of input_ids",
+    ),
+    BadInput(
+        "attention_mask wrong shape",
+        lambda: _forward(attention_mask=torch.ones(2, 3, dtype=torch.long)),
+        r"attention_mask must have the shape of input_ids",
+    ),
+    BadInput(
+        "no bank attached",
+        lambda: TinyAlignForConditionalGeneration(tiny_config())(**_batch()),
+        r"no memory bank attached",
+        MemoryBankError,
+    ),
     # generate
-    BadInput("generate OOV prompt", lambda: _generate(input_ids=_with_ids(lambda i: i.__setitem__((0, 0), 99))),
-             r"input_ids must lie in \[0, vocab_size=40\)"),
-    BadInput("generate NaN image", lambda: _generate(pixel_values=torch.full((2, 1, 8, 8), float("inf"))),
-             r"pixel_values must be finite"),
+    BadInput(
+        "generate OOV prompt",
+        lambda: _generate(input_ids=_with_ids(lambda i: i.__setitem__((0, 0), 99))),
+        r"input_ids must lie in \[0, vocab_size=40\)",
+    ),
+    BadInput(
+        "generate NaN image",
+        lambda: _generate(pixel_values=torch.full((2, 1, 8, 8), float("inf"))),
+        r"pixel_values must be finite",
+    ),
     # processor and bank
     BadInput("processor empty batch", lambda: tiny_processor(tiny_config())([], None), r"images is an empty batch"),
-    BadInput("processor caption count", lambda: tiny_processor(tiny_config())(torch.zeros(2, 8, 8).tolist(), ["a"]),
-             r"one caption per image \(2\)"),
-    BadInput("bank NaN keys", lambda: _bank(keys=torch.full((4, 16), float("nan"))), r"must be finite",
-             MemoryBankError),
-    BadInput("bank search k=0", lambda: _bank().search(torch.randn(1, 16), 0), r"top_k must be an integer >= 1",
-             MemoryBankError),
-    BadInput("bank empty", lambda: _bank(keys=torch.zeros(0, 16), values=torch.zeros(0, 4, 8)),
-             r"memory bank is empty", MemoryBankError),
+    BadInput(
+        "processor caption count",
+        lambda: tiny_processor(tiny_config())(torch.zeros(2, 8, 8).tolist(), ["a"]),
+        r"one caption per image \(2\)",
+    ),
+    BadInput(
+        "bank NaN keys", lambda: _bank(keys=torch.full((4, 16), float("nan"))), r"must be finite", MemoryBankError
+    ),
+    BadInput(
+        "bank search k=0",
+        lambda: _bank().search(torch.randn(1, 16), 0),
+        r"top_k must be an integer >= 1",
+        MemoryBankError,
+    ),
+    BadInput(
+        "bank empty",
+        lambda: _bank(keys=torch.zeros(0, 16), values=torch.zeros(0, 4, 8)),
+        r"memory bank is empty",
+        MemoryBankError,
+    ),
     # reproduce args (refused before any training)
     BadInput("reproduce --ks 0", lambda: _reproduce("--ks", "0"), r"--ks must be top-k values >= 1"),
     BadInput("reproduce --fractions 1.5", lambda: _reproduce("--fractions", "1.5"), r"--fractions must lie in"),

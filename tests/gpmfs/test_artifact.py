@@ -34,8 +34,9 @@ def test_round_trip_selects_the_same_columns(fitted, small, tmp_path):
     df = pd.DataFrame(small.X, columns=small.feature_names)
     pd.testing.assert_frame_equal(pd.DataFrame(loaded.transform(df)), pd.DataFrame(fitted.transform(df)))
     for j in range(small.Y.shape[1]):
-        np.testing.assert_array_equal(loaded.get_support(indices=True, label=j),
-                                      fitted.get_support(indices=True, label=j))
+        np.testing.assert_array_equal(
+            loaded.get_support(indices=True, label=j), fitted.get_support(indices=True, label=j)
+        )
         np.testing.assert_array_equal(loaded.personal_indices_[j], fitted.personal_indices_[j])
     assert list(loaded.get_feature_names_out()) == list(fitted.get_feature_names_out())
     assert loaded.label_specific_strength_ == fitted.label_specific_strength_

@@ -25,8 +25,13 @@ def two_selectors(small):
 def _check_complete(path, selectors):
     """`path` loads, and is exactly one of `selectors` (config and weights from the same save)."""
     loaded = GPMFSSelector.from_pretrained(path)
-    matches = [s for s in selectors if s.budget == loaded.budget and s.budget_ == loaded.budget_
-               and np.array_equal(s.global_indices_, loaded.global_indices_)]
+    matches = [
+        s
+        for s in selectors
+        if s.budget == loaded.budget
+        and s.budget_ == loaded.budget_
+        and np.array_equal(s.global_indices_, loaded.global_indices_)
+    ]
     assert len(matches) == 1, f"mixed artifact: budget {loaded.budget}, |G| = {len(loaded.global_indices_)}"
     assert len(loaded.global_indices_) == loaded.budget_
 
@@ -43,10 +48,12 @@ def _fork_saver(path, selectors, kill_at_step=None):
         try:
             steps = {"n": 0}
             if kill_at_step is not None:
+
                 def hook(step):
                     steps["n"] += 1
                     if steps["n"] == kill_at_step:
                         os.kill(os.getpid(), signal.SIGKILL)
+
                 artifact._SAVE_HOOK = hook
             i = 1
             while True:

@@ -4,8 +4,15 @@ import numpy as np
 import pytest
 from sklearn.metrics import mutual_info_score
 
-from hf_ext.gpmfs.baselines import (conditional_mutual_info, conditional_mutual_info_all, discretize, entropy,
-                                    lrfs_order, mutual_info, scls_order)
+from hf_ext.gpmfs.baselines import (
+    conditional_mutual_info,
+    conditional_mutual_info_all,
+    discretize,
+    entropy,
+    lrfs_order,
+    mutual_info,
+    scls_order,
+)
 
 
 def test_mutual_information_hand_case():
@@ -53,16 +60,22 @@ def test_scls_skips_the_redundant_copy(redundant_case):
 def test_lrfs_scores_follow_the_formula(redundant_case):
     X, y = redundant_case
     D = discretize(X)
-    rel = [conditional_mutual_info(D[:, f], y[:, 1], y[:, 0]) + conditional_mutual_info(D[:, f], y[:, 0], y[:, 1])
-           for f in range(4)]
+    rel = [
+        conditional_mutual_info(D[:, f], y[:, 1], y[:, 0]) + conditional_mutual_info(D[:, f], y[:, 0], y[:, 1])
+        for f in range(4)
+    ]
     order = lrfs_order(X, y, 4)
     assert order[0] == int(np.argmax(rel))
     # second pick: argmax rel(f) - I(f; first) over the rest (mean redundancy over one chosen feature)
     J = [rel[f] - mutual_info(D[:, f], D[:, order[0]]) if f != order[0] else -np.inf for f in range(4)]
     assert order[1] == int(np.argmax(J))
     # third pick: the redundancy is the MEAN over the two chosen features
-    J3 = [rel[f] - (mutual_info(D[:, f], D[:, order[0]]) + mutual_info(D[:, f], D[:, order[1]])) / 2
-          if f not in order[:2] else -np.inf for f in range(4)]
+    J3 = [
+        rel[f] - (mutual_info(D[:, f], D[:, order[0]]) + mutual_info(D[:, f], D[:, order[1]])) / 2
+        if f not in order[:2]
+        else -np.inf
+        for f in range(4)
+    ]
     assert order[2] == int(np.argmax(J3))
     assert sorted(order.tolist()) == [0, 1, 2, 3]
 

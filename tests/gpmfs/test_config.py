@@ -13,10 +13,29 @@ def test_defaults_and_round_trip():
 
 @pytest.mark.parametrize(
     "field,value",
-    [("alpha", -1.0), ("beta", float("nan")), ("gamma", "x"), ("lam", float("inf")), ("k_neighbors", 0),
-     ("k_neighbors", 2.5), ("sigma", 0.0), ("fit_intercept", 1), ("max_iter", 0), ("tol", 0.0), ("eps", -1e-8),
-     ("budget", 0), ("budget", 1.5), ("budget", 0.0), ("budget", True), ("theta", -0.1), ("theta", 1.01),
-     ("k_personal", -1), ("k_personal", 1.5), ("equal_budget", "yes"), ("seed", 0.5)],
+    [
+        ("alpha", -1.0),
+        ("beta", float("nan")),
+        ("gamma", "x"),
+        ("lam", float("inf")),
+        ("k_neighbors", 0),
+        ("k_neighbors", 2.5),
+        ("sigma", 0.0),
+        ("fit_intercept", 1),
+        ("max_iter", 0),
+        ("tol", 0.0),
+        ("eps", -1e-8),
+        ("budget", 0),
+        ("budget", 1.5),
+        ("budget", 0.0),
+        ("budget", True),
+        ("theta", -0.1),
+        ("theta", 1.01),
+        ("k_personal", -1),
+        ("k_personal", 1.5),
+        ("equal_budget", "yes"),
+        ("seed", 0.5),
+    ],
 )
 def test_bad_field_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):

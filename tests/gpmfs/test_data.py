@@ -19,8 +19,9 @@ def test_planted_structure(planted):
     # each label depends on its private features more than on another label's
     X, Y = planted.X, planted.Y
     own = np.mean([np.abs(np.corrcoef(X[:, planted.private_features[j]].T, Y[:, j])[-1, :-1]).mean() for j in range(8)])
-    other = np.mean([np.abs(np.corrcoef(X[:, planted.private_features[(j + 1) % 8]].T, Y[:, j])[-1, :-1]).mean()
-                     for j in range(8)])
+    other = np.mean(
+        [np.abs(np.corrcoef(X[:, planted.private_features[(j + 1) % 8]].T, Y[:, j])[-1, :-1]).mean() for j in range(8)]
+    )
     assert own > 2 * other
     with pytest.raises(ValueError, match="n_features"):
         make_planted(n_features=20)

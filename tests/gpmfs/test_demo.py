@@ -43,13 +43,17 @@ def test_caps_refuse_wide_and_long_csv_before_parsing(tmp_path):
     assert "5000 columns; the Space accepts at most 2000" in md
     long = tmp_path / "long.csv"
     long.write_text("a,y\n" + "1.0,0\n" * 100_001)
-    assert "100001 data rows; the Space accepts at most 100000" in run_selection("Upload CSV", str(long), "", 20, 0.5)[0]
+    assert (
+        "100001 data rows; the Space accepts at most 100000" in run_selection("Upload CSV", str(long), "", 20, 0.5)[0]
+    )
     assert "theta must be in [0.0, 1.0]" in run_selection("Yeast (MULAN, bundled)", None, "", 20, 1.5)[0]
 
 
 def test_reading_says_when_gpmfs_loses_to_its_ablation():
-    good = {k: 0.5 for k in ("hamming_loss", "ranking_loss", "one_error", "coverage", "average_precision",
-                             "macro_f1", "micro_f1")}
+    good = {
+        k: 0.5
+        for k in ("hamming_loss", "ranking_loss", "one_error", "coverage", "average_precision", "macro_f1", "micro_f1")
+    }
     worse = {k: (v - 0.1 if k in ("average_precision", "macro_f1", "micro_f1") else v + 0.1) for k, v in good.items()}
     from hf_ext.gpmfs.demo import reading
 

@@ -48,11 +48,15 @@ def test_each_label_is_fitted_on_its_own_columns(small):
 def test_theta_changes_grid_search_scores(planted):
     """The bug of a plain Pipeline: only the global set reached the classifier, so theta changed nothing."""
     X, Y = planted.X[:300], planted.Y[:300]
-    clf = Pipeline([("scale", MinMaxScaler()),
-                    ("clf", GPMFSMultiLabelClassifier(GPMFSSelector(budget=0.1, max_iter=10),
-                                                      KNeighborsClassifier(10)))])
-    search = GridSearchCV(clf, {"clf__selector__theta": [0.2, 1.0]}, scoring="f1_macro",
-                          cv=KFold(3, shuffle=True, random_state=0)).fit(X, Y)
+    clf = Pipeline(
+        [
+            ("scale", MinMaxScaler()),
+            ("clf", GPMFSMultiLabelClassifier(GPMFSSelector(budget=0.1, max_iter=10), KNeighborsClassifier(10))),
+        ]
+    )
+    search = GridSearchCV(
+        clf, {"clf__selector__theta": [0.2, 1.0]}, scoring="f1_macro", cv=KFold(3, shuffle=True, random_state=0)
+    ).fit(X, Y)
     scores = search.cv_results_["mean_test_score"]
     assert abs(scores[0] - scores[1]) > 0.02, scores
     # planted private features are only reachable through the personal sets: theta < 1 wins at a 10 % budget

@@ -20,8 +20,20 @@ def csv_path(small, tmp_path):
 
 def test_fit_writes_a_loadable_artifact_and_a_report(small, csv_path, tmp_path):
     out = tmp_path / "sel"
-    report = main(["--csv", str(csv_path), "--labels", ",".join(small.label_names), "--budget", "5",
-                   "--theta", "0.3", "--output", str(out)])
+    report = main(
+        [
+            "--csv",
+            str(csv_path),
+            "--labels",
+            ",".join(small.label_names),
+            "--budget",
+            "5",
+            "--theta",
+            "0.3",
+            "--output",
+            str(out),
+        ]
+    )
     sel = GPMFSSelector.from_pretrained(out)
     assert sel.budget_ == 5 and sel.theta == 0.3 and sel.n_labels_ == len(small.label_names)
     saved = json.loads((out / "selection.json").read_text())
@@ -31,8 +43,7 @@ def test_fit_writes_a_loadable_artifact_and_a_report(small, csv_path, tmp_path):
     for j, label in enumerate(small.label_names):
         assert saved["label_features"][label] == [names[i] for i in sel.label_indices_[j]]
     # the same fit in Python gives the same selection
-    ref = GPMFSSelector(budget=5, theta=0.3).fit(small.frame().assign(note_id=np.arange(len(small.X)))
-                                                 [names], small.Y)
+    ref = GPMFSSelector(budget=5, theta=0.3).fit(small.frame().assign(note_id=np.arange(len(small.X)))[names], small.Y)
     np.testing.assert_array_equal(ref.global_indices_, sel.global_indices_)
     # trailing 0/1 columns are the labels by default, and a second fit replaces the artifact whole
     main(["--csv", str(csv_path), "--budget", "30%", "--output", str(out)])

@@ -8,8 +8,7 @@ import pytest
 from hf_ext.gpmfs import reproduce as R
 from hf_ext.gpmfs.data import make_planted
 
-TINY = {"folds": 2, "budgets": (0.1, 0.3), "thetas": (0.4, 1.0), "seeds": 1, "hyper": {"lam": (0.1, 10.0)},
-        "sweeps": 1}
+TINY = {"folds": 2, "budgets": (0.1, 0.3), "thetas": (0.4, 1.0), "seeds": 1, "hyper": {"lam": (0.1, 10.0)}, "sweeps": 1}
 
 
 def test_parser_defaults():
@@ -38,8 +37,12 @@ def test_tiny_planted_comparison_table_and_plot(tmp_path):
     assert agg["results"]["gpmfs_global"]["10%"]["recall_private"]["mean"] < 0.5
     assert agg["results"]["ftest"]["10%"]["recall_private"]["mean"] > 0.9
     assert agg["results"]["all"]["10%"]["average_precision"] == agg["results"]["all"]["30%"]["average_precision"]
-    results = {"datasets": {"yeast": {"n": 1, "d": 2, "q": 3, "protocol": "x", **agg},
-                            "planted": {"n": 1, "d": 2, "q": 3, "protocol": "x", **agg}}}
+    results = {
+        "datasets": {
+            "yeast": {"n": 1, "d": 2, "q": 3, "protocol": "x", **agg},
+            "planted": {"n": 1, "d": 2, "q": 3, "protocol": "x", **agg},
+        }
+    }
     table = R.format_table(results)
     assert "gpmfs_global" in table and "recall_private" in table and "label-specific strength" in table
     md = R.format_markdown(results)

@@ -48,8 +48,9 @@ def test_w_update_is_the_normal_equation_solution(small, rng):
     H = Xc.T @ Xc + gamma * A
     W = w_step(Xc, Vc, H, W_prev, lam, mu, eps)
     D = np.diag(1 / (2 * np.sqrt((W_prev**2).sum(axis=1) + eps)))
-    np.testing.assert_allclose(np.linalg.solve(H + lam * D + mu * np.eye(len(H)), Xc.T @ Vc + mu * W_prev), W,
-                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        np.linalg.solve(H + lam * D + mu * np.eye(len(H)), Xc.T @ Vc + mu * W_prev), W, rtol=1e-8, atol=1e-10
+    )
 
 
 def test_first_iteration_v_and_u_are_closed_forms(small):

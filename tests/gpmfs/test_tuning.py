@@ -13,8 +13,7 @@ def test_split_scorer_equals_mlknn(small):
     scorer = SplitScorer(X[:80], Y[:80], X[80:])
     subsets = [np.array([0, 1, 2]), np.array([3, 4]), np.array([0, 1, 2])]
     for sets in (subsets, None):
-        ref = MLkNN(k=10, algorithm="brute").fit((X[:80] - lo) / span, Y[:80], sets).predict_proba(
-            (X[80:] - lo) / span)
+        ref = MLkNN(k=10, algorithm="brute").fit((X[:80] - lo) / span, Y[:80], sets).predict_proba((X[80:] - lo) / span)
         np.testing.assert_allclose(scorer.predict_proba(sets), ref)
     assert len(scorer._cache) == 3  # two distinct subsets and "all": the repeated subset is searched once
 

@@ -81,8 +81,13 @@ def test_vanilla_lora_load_would_differ(tmp_path):
     model, inputs = _adapter("llama"), tiny_inputs()
     before = _logits(model, inputs)
     model.save_pretrained(tmp_path)
-    cfg = LoraConfig(**{k: v for k, v in H2TuneConfig.from_json_file(str(tmp_path / "adapter_config.json")).items()
-                        if k in LoraConfig.__dataclass_fields__ and k != "peft_type"})
+    cfg = LoraConfig(
+        **{
+            k: v
+            for k, v in H2TuneConfig.from_json_file(str(tmp_path / "adapter_config.json")).items()
+            if k in LoraConfig.__dataclass_fields__ and k != "peft_type"
+        }
+    )
     plain = PeftModel.from_pretrained(tiny_base(), tmp_path, config=cfg)
     assert not torch.allclose(_logits(plain, inputs), before, atol=1e-4)
 

@@ -32,8 +32,13 @@ def test_release_folder_pushes_and_loads_back_identically(tmp_path):
     save_training_record(release, method="h2tune", command="test", metrics=[])
     folder = build_push_folder(SPEC, release, tmp_path / "upload", repo_id="tester/h2tune")
     files = push_manifest(folder, SPEC)["model"]
-    assert {"config.json", "model.safetensors", "adapter/adapter_config.json",
-            "adapter/adapter_model.safetensors", "README.md"} <= set(files)
+    assert {
+        "config.json",
+        "model.safetensors",
+        "adapter/adapter_config.json",
+        "adapter/adapter_model.safetensors",
+        "README.md",
+    } <= set(files)
     assert "subfolder='adapter'" in (folder / "README.md").read_text()
 
 

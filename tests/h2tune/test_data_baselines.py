@@ -110,8 +110,10 @@ def test_derived_smollm2_layer_choice_and_drop_is_exact():
     full = tiny_base(tiny_base_config("llama", 4, 32))
     dropped = drop_layers(tiny_base(tiny_base_config("llama", 4, 32)), [0, 3])
     small = tiny_base(tiny_base_config("llama", 2, 32))
-    state = {k.replace("layers.1.", "layers.X.").replace("layers.3.", "layers.1.").replace("layers.X.", "layers.9."): v
-             for k, v in full.state_dict().items()}
+    state = {
+        k.replace("layers.1.", "layers.X.").replace("layers.3.", "layers.1.").replace("layers.X.", "layers.9."): v
+        for k, v in full.state_dict().items()
+    }
     small.load_state_dict({k: v for k, v in state.items() if "layers.9." not in k and "layers.2." not in k})
     ids = torch.randint(3, 60, (2, 7))
     with torch.no_grad():

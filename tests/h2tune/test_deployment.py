@@ -27,6 +27,7 @@ def test_loopback_deployment_survives_killed_supernode(tmp_path):
     config = {"num-server-rounds": 2, "min-nodes": 2, "min-rounds": 2, "timeout": 300, "marker-dir": str(markers)}
     result, error = {}, []
     with fed.LoopbackFederation(num_supernodes=3) as federation:
+
         def run():
             try:
                 result.update(federation.run(APP_DIR, run_config=config, timeout=700))

@@ -7,13 +7,13 @@ import logging
 import numpy as np
 import pytest
 import torch
+from peft import LoraConfig, get_peft_model
 
 from hf_ext.h2tune.aggregation import aggregate_mean, update_problem
-from hf_ext.h2tune.baselines import hetlora_mean, hetlora_payload
 from hf_ext.h2tune.alignment import RelationMatrix, initial_global
+from hf_ext.h2tune.baselines import hetlora_mean, hetlora_payload
 from hf_ext.h2tune.task import RunConfig
 from hf_ext.h2tune.testing import tiny_base, tiny_base_config
-from peft import LoraConfig, get_peft_model
 
 
 def test_relation_matrix_closed_forms():
@@ -24,7 +24,7 @@ def test_relation_matrix_closed_forms():
     assert m.shape == (2, 7, 3, 3)
     torch.testing.assert_close(m[1, 5], sum(w[j, 1] * g[j, 5] for j in range(4)))  # M̃[l,m] = Σ_j P[j,l] G[j,m]
     up = p.upload(m)
-    torch.testing.assert_close(up[3, 2], sum(w[3, l] * m[l, 2] for l in range(2)))  # G_c[j,m] = Σ_l P[j,l] M̃[l,m]
+    torch.testing.assert_close(up[3, 2], sum(w[3, k] * m[k, 2] for k in range(2)))  # G_c[j,m] = Σ_l P[j,l] M̃[l,m]
     aligned = RelationMatrix(4, 2, index_aligned=True)
     torch.testing.assert_close(aligned.download(g), g[2:])  # top layers of the deepest model
     assert not aligned.weight.requires_grad and p.weight.requires_grad
@@ -38,8 +38,14 @@ def test_aggregate_unweighted_mean_rejects_bad_updates(caplog):
     good = [torch.randn(shape) for _ in range(2)]
     nan, inf = torch.randn(shape), torch.randn(shape)
     nan[0, 0, 0, 0], inf[1, 1, 1, 1] = float("nan"), float("inf")
-    updates = {"a": good[0], "b": good[1], "nan": nan, "inf": inf, "shape": torch.randn(3, 7, 4, 4),
-               "int": np.zeros(shape, dtype=np.int64)}
+    updates = {
+        "a": good[0],
+        "b": good[1],
+        "nan": nan,
+        "inf": inf,
+        "shape": torch.randn(3, 7, 4, 4),
+        "int": np.zeros(shape, dtype=np.int64),
+    }
     with caplog.at_level(logging.WARNING):
         glob, rejected = aggregate_mean(updates, shape)
     torch.testing.assert_close(glob, (good[0] + good[1]) / 2)
@@ -56,8 +62,9 @@ def test_hetlora_pads_the_rank_only_and_averages_within_a_feature_space(caplog):
     ok1 = {"A:0:0": 3 * np.ones((4, 6), np.float32), "A:1:0": np.ones((4, 6), np.float32)}
     other_width = {"A:0:0": 5 * np.ones((4, 5), np.float32)}  # another base (d_in 5): never mixed with d_in 6
     bad = {"A:0:0": np.full((2, 6), np.nan, np.float32)}
-    mean, rejected = hetlora_mean({"c0": ok0, "c1": ok1, "cw": other_width, "c2": bad,
-                                   "c3": {"weird": np.ones((1, 1))}})
+    mean, rejected = hetlora_mean(
+        {"c0": ok0, "c1": ok1, "cw": other_width, "c2": bad, "c3": {"weird": np.ones((1, 1))}}
+    )
     expected = np.full((4, 6), 1.5, np.float32)
     expected[:2] = 2.0  # (1 + 3) / 2 in c0's rank rows; c0's zero rank padding below
     np.testing.assert_allclose(mean["A:0:0:6"], expected)
@@ -89,8 +96,11 @@ def test_hetlora_and_flora_never_mix_two_bases_even_of_one_feature_size():
     model = get_peft_model(tiny_base(tiny_base_config("llama", 1, 8, 16)), LoraConfig(r=2, target_modules=["q_proj"]))
     (layer, slot), (a, b) = next(iter(lora_factors(model).items()))
     key = f"A:{layer}:{slot}:{a.shape[1]}"
-    load_hetlora(model, {f"base0/{key}": np.full(a.shape, 5.0, np.float32),
-                         f"base2/{key}": np.full(a.shape, 9.0, np.float32)}, group="base2")
+    load_hetlora(
+        model,
+        {f"base0/{key}": np.full(a.shape, 5.0, np.float32), f"base2/{key}": np.full(a.shape, 9.0, np.float32)},
+        group="base2",
+    )
     np.testing.assert_allclose(a.detach().numpy(), 9.0)
 
 
@@ -105,15 +115,15 @@ def test_flora_stacking_is_the_exact_mean_of_the_updates_and_restarts_lora():
 
     cfg = dict(target_modules="all-linear", init_lora_weights=False, lora_alpha=16)
     models = [get_peft_model(tiny_base(tiny_base_config("llama", 2, 32)), LoraConfig(r=r, **cfg)) for r in (2, 4)]
-    deltas = [{k: (16 / r) * b.detach() @ a.detach() for k, (a, b) in lora_factors(m).items()}
-              for m, r in zip(models, (2, 4))]
+    deltas = [
+        {k: (16 / r) * b.detach() @ a.detach() for k, (a, b) in lora_factors(m).items()} for m, r in zip(models, (2, 4))
+    ]
     stacked, rejected = flora_stack({str(i): hetlora_payload(m, scaled=True) for i, m in enumerate(models)})
     assert not rejected and stacked["A:0:0:32x32"].shape == (6, 32)  # q of layer 0: ranks 2 + 4 stacked
     for (layer, slot), delta in deltas[0].items():
         group = f"{layer}:{slot}:{delta.shape[1]}x{delta.shape[0]}"
         want = (delta + deltas[1][(layer, slot)]) / 2
-        np.testing.assert_allclose(stacked[f"B:{group}"] @ stacked[f"A:{group}"], want.numpy(), rtol=1e-5,
-                                   atol=1e-6)
+        np.testing.assert_allclose(stacked[f"B:{group}"] @ stacked[f"A:{group}"], want.numpy(), rtol=1e-5, atol=1e-6)
     ids = tiny_inputs()["input_ids"]
     fresh = tiny_base(tiny_base_config("llama", 2, 32))
     with torch.no_grad():
@@ -151,10 +161,18 @@ def test_flower_apps_local_grid_three_heterogeneous_clients():
     from hf_ext.h2tune.client_app import app as client_app
     from hf_ext.h2tune.server_app import app as server_app
 
-    run_config = {"num-server-rounds": 2, "local-steps": 2, "num-train": 16, "num-test": 4, "batch-size": 8,
-                  "corrupt-partition": 1, "min-nodes": 3}
-    state = run_local(server_app, client_app, num_nodes=3, run_config=run_config,
-                      node_configs=[{"partition-id": i} for i in range(3)])
+    run_config = {
+        "num-server-rounds": 2,
+        "local-steps": 2,
+        "num-train": 16,
+        "num-test": 4,
+        "batch-size": 8,
+        "corrupt-partition": 1,
+        "min-nodes": 3,
+    }
+    state = run_local(
+        server_app, client_app, num_nodes=3, run_config=run_config, node_configs=[{"partition-id": i} for i in range(3)]
+    )
     g = state["arrays"]["g"].numpy()
     assert g.shape == (4, 7, 16, 16) and np.isfinite(g).all()
     summary = state["summary"]
@@ -173,8 +191,7 @@ def _assert_same_run(a: dict, b: dict):
         return
     assert a["final_message"].keys() == b["final_message"].keys()
     for key in a["final_message"]:
-        np.testing.assert_allclose(a["final_message"][key], b["final_message"][key], rtol=1e-5, atol=1e-6,
-                                   err_msg=key)
+        np.testing.assert_allclose(a["final_message"][key], b["final_message"][key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
 @pytest.mark.parametrize("variant", ["h2tune", "hetlora"])
@@ -187,8 +204,9 @@ def test_flower_apps_reproduce_the_in_process_run(variant):
     flower = run_variant_flower(variant, run, engine="local")
     _assert_same_run(inproc, flower)
     if variant == "hetlora":  # every client sends all its A and B factors (float32)
-        assert inproc["bytes_sent_per_round"] == sum(4 * a.size for c in inproc["clients"]
-                                                     for a in hetlora_payload(c.model).values())
+        assert inproc["bytes_sent_per_round"] == sum(
+            4 * a.size for c in inproc["clients"] for a in hetlora_payload(c.model).values()
+        )
 
 
 @pytest.mark.slow

@@ -22,6 +22,10 @@ def test_pretrained_base_is_cached_and_keyed(tmp_path):
     for (n, a), (_, b) in zip(first.state_dict().items(), again.state_dict().items()):
         assert torch.equal(a, b), n
     wider = ClientSpec("c", "gpt2", 1, 32, 4, "fill_in")
-    keys = {pretrain_key(_base(spec, 1), spec, 2, 1), pretrain_key(_base(spec, 1), spec, 3, 1),
-            pretrain_key(_base(spec, 1), spec, 2, 2), pretrain_key(_base(wider, 1), wider, 2, 1)}
+    keys = {
+        pretrain_key(_base(spec, 1), spec, 2, 1),
+        pretrain_key(_base(spec, 1), spec, 3, 1),
+        pretrain_key(_base(spec, 1), spec, 2, 2),
+        pretrain_key(_base(wider, 1), wider, 2, 1),
+    }
     assert len(keys) == 4

@@ -7,8 +7,10 @@ import pytest
 
 from hf_ext.h2tune.reproduce import format_markdown, paired_differences, setting_check
 
-CLIENTS = [{"name": "client-0", "task": "fill_in", "family": "llama", "layers": 4, "hidden": 64, "rank": 4},
-           {"name": "client-1", "task": "modulo", "family": "llama", "layers": 4, "hidden": 64, "rank": 8}]
+CLIENTS = [
+    {"name": "client-0", "task": "fill_in", "family": "llama", "layers": 4, "hidden": 64, "rank": 4},
+    {"name": "client-1", "task": "modulo", "family": "llama", "layers": 4, "hidden": 64, "rank": 8},
+]
 
 
 def _results(local: dict, pooled: dict, other: dict | None = None) -> dict:
@@ -27,23 +29,28 @@ def _results(local: dict, pooled: dict, other: dict | None = None) -> dict:
 
 
 def test_setting_check_passes_only_strictly_between_chance_and_the_ceiling():
-    ok = setting_check(_results({"client-0": [0.6, 0.7], "client-1": [0.4, 0.5]},
-                                {"client-0": [1.0, 1.0], "client-1": [0.9, 1.0]}))
+    ok = setting_check(
+        _results({"client-0": [0.6, 0.7], "client-1": [0.4, 0.5]}, {"client-0": [1.0, 1.0], "client-1": [0.9, 1.0]})
+    )
     assert ok["passed"] and all(c["ok"] for c in ok["clients"].values())
-    at_chance = setting_check(_results({"client-0": [0.6, 0.7], "client-1": [0.1, 0.1]},
-                                       {"client-0": [1.0, 1.0], "client-1": [0.9, 1.0]}))
+    at_chance = setting_check(
+        _results({"client-0": [0.6, 0.7], "client-1": [0.1, 0.1]}, {"client-0": [1.0, 1.0], "client-1": [0.9, 1.0]})
+    )
     assert not at_chance["passed"] and not at_chance["clients"]["client-1"]["ok"]  # learned nothing locally
     assert at_chance["clients"]["client-0"]["ok"]
-    at_ceiling = setting_check(_results({"client-0": [1.0, 1.0], "client-1": [0.4, 0.5]},
-                                        {"client-0": [1.0, 1.0], "client-1": [0.9, 1.0]}))
+    at_ceiling = setting_check(
+        _results({"client-0": [1.0, 1.0], "client-1": [0.4, 0.5]}, {"client-0": [1.0, 1.0], "client-1": [0.9, 1.0]})
+    )
     assert not at_ceiling["passed"] and not at_ceiling["clients"]["client-0"]["ok"]  # nothing left to gain
     assert setting_check({"clients": CLIENTS, "variants": {}})["passed"] is None  # no ceiling run: undecided
 
 
 def test_paired_differences_are_per_seed_and_the_tables_print_them():
-    results = _results({"client-0": [0.6, 0.7], "client-1": [0.4, 0.5]},
-                       {"client-0": [1.0, 1.0], "client-1": [0.9, 1.0]},
-                       {"client-0": [0.7, 0.7], "client-1": [0.3, 0.6]})
+    results = _results(
+        {"client-0": [0.6, 0.7], "client-1": [0.4, 0.5]},
+        {"client-0": [1.0, 1.0], "client-1": [0.9, 1.0]},
+        {"client-0": [0.7, 0.7], "client-1": [0.3, 0.6]},
+    )
     paired_differences(results)
     diff = results["variants"]["h2tune"]["paired_vs_local"]
     assert diff["client-0"]["per_seed"] == pytest.approx([0.1, 0.0])
@@ -73,6 +80,6 @@ def test_healing_corpus_poses_sums_as_chat_turns_for_a_chat_tokenizer():
 
     tok = AutoTokenizer.from_pretrained(P.smollm2_path())
     texts = heal_texts(tok)
-    assert len(texts) == len(HEAL_SUMS) + len(HEAL_TEXT) and texts[len(HEAL_SUMS):] == HEAL_TEXT
+    assert len(texts) == len(HEAL_SUMS) + len(HEAL_TEXT) and texts[len(HEAL_SUMS) :] == HEAL_TEXT
     assert "<|im_start|>user\n3+4=<|im_end|>\n<|im_start|>assistant\n7<|im_end|>" in texts[34]
     assert max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts) <= HEAL["max_len"]  # none cut

@@ -13,8 +13,8 @@ import torch
 from transformers import TrainerCallback
 
 from hf_ext.h2tune.alignment import initial_global
-from hf_ext.h2tune.model import MODULE_SLOTS, get_middle, h2tune_modules
 from hf_ext.h2tune.layer import select_indices
+from hf_ext.h2tune.model import MODULE_SLOTS, get_middle, h2tune_modules
 from hf_ext.h2tune.task import CLIENTS, H2TuneClient, RunConfig, global_shape
 
 RUN = RunConfig(local_steps=2, num_train=16, num_test=4, batch_size=8)
@@ -114,8 +114,12 @@ def test_strategy_takes_the_unweighted_mean_whatever_num_examples_say():
 
     def reply(node, pid, value, n):
         _set_task_identity(1)
-        content = RecordDict({"arrays": ArrayRecord({"g": Array(np.full(global_shape(4), value, np.float32))}),
-                              "metrics": MetricRecord({"num-examples": n, "partition-id": pid})})
+        content = RecordDict(
+            {
+                "arrays": ArrayRecord({"g": Array(np.full(global_shape(4), value, np.float32))}),
+                "metrics": MetricRecord({"num-examples": n, "partition-id": pid}),
+            }
+        )
         return Message(content, reply_to=Message(RecordDict({}), dst_node_id=node, message_type="train"))
 
     strategy = make_strategy(global_shape(4), num_partitions=3, fraction_train=1.0, fraction_evaluate=0.0)

@@ -24,8 +24,15 @@ def _reply(node: int, content: RecordDict) -> Message:
 
 def _good(node: int, pid: int, value: float = 1.0, n: int = 8, **metrics) -> Message:
     arrays = ArrayRecord({"g": Array(np.full(SHAPE, value, np.float32))})
-    return _reply(node, RecordDict({"arrays": arrays, "metrics": MetricRecord(
-        {"num-examples": n, "partition-id": pid, "accuracy": 0.5, **metrics})}))
+    return _reply(
+        node,
+        RecordDict(
+            {
+                "arrays": arrays,
+                "metrics": MetricRecord({"num-examples": n, "partition-id": pid, "accuracy": 0.5, **metrics}),
+            }
+        ),
+    )
 
 
 def _strategy():
@@ -56,16 +63,29 @@ def test_updates_are_keyed_by_node_even_with_the_same_claimed_payload():
 
 def _corrupt_bytes(node):
     bad = Array(dtype="float32", shape=SHAPE, stype="numpy.ndarray", data=b"\x93NUMPY garbage")
-    return _reply(node, RecordDict({"arrays": ArrayRecord({"g": bad}), "metrics": MetricRecord(
-        {"num-examples": 8, "partition-id": 2})}))
+    return _reply(
+        node,
+        RecordDict(
+            {"arrays": ArrayRecord({"g": bad}), "metrics": MetricRecord({"num-examples": 8, "partition-id": 2})}
+        ),
+    )
 
 
 MALFORMED = {
     "corrupt array bytes": (_corrupt_bytes, "cannot be decoded|contradicts"),
-    "config record as arrays": (lambda n: _reply(n, RecordDict({"arrays": ConfigRecord({"g": "x"}), "metrics":
-                                MetricRecord({"num-examples": 8, "partition-id": 2})})), "not an ArrayRecord"),
-    "no arrays": (lambda n: _reply(n, RecordDict({"metrics": MetricRecord({"num-examples": 8, "partition-id": 2})})),
-                  "no 'arrays'"),
+    "config record as arrays": (
+        lambda n: _reply(
+            n,
+            RecordDict(
+                {"arrays": ConfigRecord({"g": "x"}), "metrics": MetricRecord({"num-examples": 8, "partition-id": 2})}
+            ),
+        ),
+        "not an ArrayRecord",
+    ),
+    "no arrays": (
+        lambda n: _reply(n, RecordDict({"metrics": MetricRecord({"num-examples": 8, "partition-id": 2})})),
+        "no 'arrays'",
+    ),
     "no metrics": (lambda n: _reply(n, RecordDict({"arrays": ArrayRecord()})), "no MetricRecord"),
     "huge values": (lambda n: _good(n, 2, 1e30), "bound"),
     "NaN values": (lambda n: _good(n, 2, float("nan")), "NaN"),
@@ -73,13 +93,42 @@ MALFORMED = {
     "negative num-examples": (lambda n: _good(n, 2, n=-3), "num-examples"),
     "partition out of range": (lambda n: _good(n, 7), "partition-id"),
     "accuracy out of range": (lambda n: _good(n, 2, accuracy=7.0), "accuracy"),
-    "extra key": (lambda n: _reply(n, RecordDict({"arrays": ArrayRecord({
-        "g": Array(np.ones(SHAPE, np.float32)), "h": Array(np.ones(2, np.float32))}),
-        "metrics": MetricRecord({"num-examples": 8, "partition-id": 2})})), "unexpected"),
-    "wrong shape": (lambda n: _reply(n, RecordDict({"arrays": ArrayRecord({"g": Array(np.ones((2, 7, 16, 16),
-                    np.float32))}), "metrics": MetricRecord({"num-examples": 8, "partition-id": 2})})), "shape"),
-    "float64": (lambda n: _reply(n, RecordDict({"arrays": ArrayRecord({"g": Array(np.ones(SHAPE))}), "metrics":
-                MetricRecord({"num-examples": 8, "partition-id": 2})})), "dtype"),
+    "extra key": (
+        lambda n: _reply(
+            n,
+            RecordDict(
+                {
+                    "arrays": ArrayRecord({"g": Array(np.ones(SHAPE, np.float32)), "h": Array(np.ones(2, np.float32))}),
+                    "metrics": MetricRecord({"num-examples": 8, "partition-id": 2}),
+                }
+            ),
+        ),
+        "unexpected",
+    ),
+    "wrong shape": (
+        lambda n: _reply(
+            n,
+            RecordDict(
+                {
+                    "arrays": ArrayRecord({"g": Array(np.ones((2, 7, 16, 16), np.float32))}),
+                    "metrics": MetricRecord({"num-examples": 8, "partition-id": 2}),
+                }
+            ),
+        ),
+        "shape",
+    ),
+    "float64": (
+        lambda n: _reply(
+            n,
+            RecordDict(
+                {
+                    "arrays": ArrayRecord({"g": Array(np.ones(SHAPE))}),
+                    "metrics": MetricRecord({"num-examples": 8, "partition-id": 2}),
+                }
+            ),
+        ),
+        "dtype",
+    ),
 }
 
 
@@ -111,8 +160,15 @@ def _train(msg: Message, context) -> Message:
     kind = BEHAVIOUR.get(pid, "good")
     g = msg.content["arrays"]["g"].numpy()
     if kind == "good":
-        return Message(RecordDict({"arrays": ArrayRecord({"g": Array(g + 1.0)}), "metrics": MetricRecord(
-            {"num-examples": 4, "partition-id": pid, "accuracy": 0.25})}), reply_to=msg)
+        return Message(
+            RecordDict(
+                {
+                    "arrays": ArrayRecord({"g": Array(g + 1.0)}),
+                    "metrics": MetricRecord({"num-examples": 4, "partition-id": pid, "accuracy": 0.25}),
+                }
+            ),
+            reply_to=msg,
+        )
     if kind == "crash":
         raise RuntimeError("client crashed")
     make, _ = MALFORMED[kind]
@@ -123,8 +179,13 @@ def _train(msg: Message, context) -> Message:
 def _run(rounds=2, **config):
     from hf_ext.h2tune.server_app import app as server_app
 
-    return run_local(server_app, fake, num_nodes=3, client_errors="reply",
-                     run_config={"num-server-rounds": rounds, "min-nodes": 3, **config})
+    return run_local(
+        server_app,
+        fake,
+        num_nodes=3,
+        client_errors="reply",
+        run_config={"num-server-rounds": rounds, "min-nodes": 3, **config},
+    )
 
 
 def test_server_app_survives_every_malformed_reply_and_keys_rejections_by_node():

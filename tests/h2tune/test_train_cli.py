@@ -42,8 +42,14 @@ def test_run_config_names_the_clients_models_and_data(tmp_path):
     tiny_base_config("llama", layers=3, hidden=48).save_pretrained(tmp_path / "my-model")
     data = DatasetDict({s: Dataset.from_dict({"prompt": ["1+1="], "answer": ["2"]}) for s in ("train", "test")})
     data.save_to_disk(str(tmp_path / "my-data"))
-    run = RunConfig.from_run_config({"client-models": f"{tmp_path / 'my-model'},,", "client-ranks": "2,,",
-                                     "client-datasets": f",{tmp_path / 'my-data'},", "variant": "flora"})
+    run = RunConfig.from_run_config(
+        {
+            "client-models": f"{tmp_path / 'my-model'},,",
+            "client-ranks": "2,,",
+            "client-datasets": f",{tmp_path / 'my-data'},",
+            "variant": "flora",
+        }
+    )
     c0, c1, c2 = run.clients
     assert (c0.model, c0.layers, c0.hidden, c0.rank, c0.family) == (str(tmp_path / "my-model"), 3, 48, 2, "llama")
     assert c1.dataset == str(tmp_path / "my-data") and c1.task == "custom" and c2.model == "" and run.mode == "flora"
@@ -61,8 +67,26 @@ def test_hf_ext_train_h2tune_runs_a_variant_and_saves_a_pushable_client(tmp_path
     from hf_ext.h2tune.artifact import load_release
 
     main = get_method("h2tune").load("train")
-    out = main(["--variant", "h2tune", "--num-server-rounds", "1", "--local-steps", "1", "--num-train", "8",
-                "--num-test", "4", "--batch-size", "8", "--client", "2", "--artifact_dir", str(tmp_path / "art")])
+    out = main(
+        [
+            "--variant",
+            "h2tune",
+            "--num-server-rounds",
+            "1",
+            "--local-steps",
+            "1",
+            "--num-train",
+            "8",
+            "--num-test",
+            "4",
+            "--batch-size",
+            "8",
+            "--client",
+            "2",
+            "--artifact_dir",
+            str(tmp_path / "art"),
+        ]
+    )
     assert set(out["accuracy_per_round"]) == {"client-0", "client-1", "client-2"}
     assert out["bytes_sent_per_round"] == 3 * 4 * 7 * 16 * 16 * 4  # three clients, G_c float32
     model = load_release(out["artifact_dir"])

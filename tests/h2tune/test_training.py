@@ -42,8 +42,12 @@ def test_two_pass_loss_routes_gradients(tmp_path):
     z_a = out.logits.detach()
     out_b = model(**inputs)
     mask = inputs["labels"][:, 1:] != -100
-    kl = F.kl_div(F.log_softmax(out_b.logits[:, :-1][mask], -1), F.log_softmax(z_a[:, :-1][mask], -1),
-                  log_target=True, reduction="batchmean")
+    kl = F.kl_div(
+        F.log_softmax(out_b.logits[:, :-1][mask], -1),
+        F.log_softmax(z_a[:, :-1][mask], -1),
+        log_target=True,
+        reduction="batchmean",
+    )
     assert kl > 1e-6  # the passes differ (dropout)
     (out_b.loss + kl).backward()  # L_b
     for g, e in zip(got_local, _grads(local)):
@@ -117,12 +121,14 @@ def test_training_the_relation_matrix_keeps_middle_equal_to_its_mixture(tmp_path
     trainer = relation_trainer(model, relation, g, tmp_path)
     trainer.train()
     assert (relation.weight.detach() - before).abs().max() > 1e-3
-    torch.testing.assert_close(get_middle(model).double(), relation.download(g).float().double(), rtol=1e-5,
-                               atol=1e-6)
+    torch.testing.assert_close(get_middle(model).double(), relation.download(g).float().double(), rtol=1e-5, atol=1e-6)
 
 
 def test_kept_scores_get_the_straight_through_gradient_and_the_rest_none():
-    """∂L/∂S at the top-k positions is ∂L/∂T ⊙ T (values unchanged); other scores and the fixed-block ablation get none."""
+    """∂L/∂S at the top-k positions is ∂L/∂T ⊙ T (values unchanged).
+
+    Other scores and the fixed-block ablation get none.
+    """
     ids = tiny_inputs(batch=2, length=8)["input_ids"]
     for sparsify in (True, False):
         model = make_adapter(tiny_config(sparsify=sparsify))

@@ -1,6 +1,5 @@
 """ORCA data: dwell-time binning, the synthetic generator, the Tenrec loader, the input contract and features."""
 
-
 import datasets
 import numpy as np
 import pandas as pd

@@ -13,8 +13,9 @@ from hf_ext.core.cli import load_space_app
 @pytest.fixture(scope="module")
 def space_url():
     demo = load_space_app(hf_ext.get_method("orca")).build_demo()
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True,
-                            share=False)
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, share=False
+    )
     yield url
     demo.close()
 
@@ -68,13 +69,21 @@ def _spurious_orca():
 
     from hf_ext.orca.modeling_orca import OrcaModel
     from hf_ext.orca.spurious import (
-        SPURIOUS_FIELD_NAMES, SPURIOUS_POST_CLICK_FIELDS, SpuriousOrcaConfig, spurious_vocab_sizes,
+        SPURIOUS_FIELD_NAMES,
+        SPURIOUS_POST_CLICK_FIELDS,
+        SpuriousOrcaConfig,
+        spurious_vocab_sizes,
     )  # fmt: skip
     from hf_ext.orca.testing import tiny_config
 
     torch.manual_seed(0)
-    return OrcaModel(tiny_config(field_names=list(SPURIOUS_FIELD_NAMES), post_click_fields=list(
-        SPURIOUS_POST_CLICK_FIELDS), field_vocab_sizes=spurious_vocab_sizes(SpuriousOrcaConfig(num_users=40))))
+    return OrcaModel(
+        tiny_config(
+            field_names=list(SPURIOUS_FIELD_NAMES),
+            post_click_fields=list(SPURIOUS_POST_CLICK_FIELDS),
+            field_vocab_sizes=spurious_vocab_sizes(SpuriousOrcaConfig(num_users=40)),
+        )
+    )
 
 
 def _push(model, tmp_path: Path, repo_id: str) -> tuple[Path, Path]:
@@ -145,8 +154,13 @@ def test_published_tab_refuses_a_model_of_other_fields_with_a_note(orca_demo, tm
         _push(OrcaModel(tiny_config()), tmp_path, "tester/orca-other-fields")
         monkeypatch.setenv(MODEL_REPO_ENV, "tester/orca-other-fields")
         note, *_ = orca_demo.score_linked(0.0, 2_000, 0)
-    assert note.startswith("**Note:** the linked model repo `tester/orca-other-fields` loaded, but the model takes "
-                           "the fields ['user_id', 'item_id', 'category']") and "trained here in code" in note
+    assert (
+        note.startswith(
+            "**Note:** the linked model repo `tester/orca-other-fields` loaded, but the model takes "
+            "the fields ['user_id', 'item_id', 'category']"
+        )
+        and "trained here in code" in note
+    )
 
 
 def test_published_tab_reports_bad_input_readably(orca_demo):

@@ -18,8 +18,9 @@ from hf_ext.orca.spurious import (
 )
 
 # Few observable cells, so that every cell has hundreds of clicks.
-SMALL = dict(num_users=2, num_patience_groups=2, num_quality_levels=2, num_length_levels=2, num_categories=2,
-             num_title_tags=2)
+SMALL = dict(
+    num_users=2, num_patience_groups=2, num_quality_levels=2, num_length_levels=2, num_categories=2, num_title_tags=2
+)
 
 
 def _frame(config):
@@ -142,11 +143,18 @@ def test_generator_is_deterministic_and_shares_its_population():
         assert d[name].min() >= 0 and d[name].max() < size
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    (dict(num_users=0), "num_users"), (dict(bait_rate=1.0), "bait_rate"), (dict(shortcut_strength=-1.0), "shortcut"),
-    (dict(dwell_noise_std=0.0), "dwell_noise_std"), (dict(num_quality_levels=1), "num_quality_levels"),
-    (dict(click_bait_coef=float("nan")), "click_bait_coef"), (dict(seed=-1), "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(num_users=0), "num_users"),
+        (dict(bait_rate=1.0), "bait_rate"),
+        (dict(shortcut_strength=-1.0), "shortcut"),
+        (dict(dwell_noise_std=0.0), "dwell_noise_std"),
+        (dict(num_quality_levels=1), "num_quality_levels"),
+        (dict(click_bait_coef=float("nan")), "click_bait_coef"),
+        (dict(seed=-1), "seed"),
+    ],
+)
 def test_config_rejects_bad_values(kwargs, field):
     with pytest.raises(ValueError, match=field):
         SpuriousOrcaConfig(**kwargs)

@@ -24,9 +24,13 @@ def _trainer(tmp_path, **kwargs):
     from datasets import Dataset
 
     batch = tiny_batch(64, seed=1)
-    args = OrcaTrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=32, seed=0, **kwargs)
+    args = OrcaTrainingArguments(
+        output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=32, seed=0, **kwargs
+    )
     model = OrcaModel(tiny_config())
-    return OrcaTrainer(model=model, args=args, train_dataset=Dataset.from_dict({k: v.tolist() for k, v in batch.items()}))
+    return OrcaTrainer(
+        model=model, args=args, train_dataset=Dataset.from_dict({k: v.tolist() for k, v in batch.items()})
+    )
 
 
 def test_optimizer_has_nde_group_at_scaled_lr(tmp_path):
@@ -69,7 +73,9 @@ def test_mask_ratio_zero_never_runs_the_masked_step(tmp_path, monkeypatch):
     assert len(calls) == 2
 
 
-@pytest.mark.parametrize("kwargs,field", [(dict(mask_fea_ratio=1.5), "mask_fea_ratio"), (dict(nde_lr_ratio=0), "nde_lr_ratio")])
+@pytest.mark.parametrize(
+    "kwargs,field", [(dict(mask_fea_ratio=1.5), "mask_fea_ratio"), (dict(nde_lr_ratio=0), "nde_lr_ratio")]
+)
 def test_training_arguments_validation(tmp_path, kwargs, field):
     with pytest.raises(ValueError, match=field):
         OrcaTrainingArguments(output_dir=str(tmp_path), **kwargs)
@@ -79,8 +85,28 @@ def test_reproduce_end_to_end_small(tmp_path, capsys):
     from hf_ext.orca.report import REFERENCE_ORDER
     from hf_ext.orca.reproduce import main
 
-    main(["--out", str(tmp_path), "--strengths", "0", "3", "--seeds", "0", "1", "--num-impressions", "3000",
-          "--test-impressions", "3000", "--epochs", "1", "--workers", "1", "--device", "cpu"])
+    main(
+        [
+            "--out",
+            str(tmp_path),
+            "--strengths",
+            "0",
+            "3",
+            "--seeds",
+            "0",
+            "1",
+            "--num-impressions",
+            "3000",
+            "--test-impressions",
+            "3000",
+            "--epochs",
+            "1",
+            "--workers",
+            "1",
+            "--device",
+            "cpu",
+        ]
+    )
     saved = json.loads((tmp_path / "results.json").read_text())["backbones"]["mmoe"]
     cells = {(c["strength"], c["seed"], c["row"]): c for c in saved["cells"]}
     for s in (0.0, 3.0):
@@ -91,12 +117,15 @@ def test_reproduce_end_to_end_small(tmp_path, capsys):
             # Oracle and oracle@train coincide when there is no shift in the posterior (s = 0 = test strength).
             if s == 0.0:
                 assert cells[(s, seed, "oracle@train")]["shifted"]["dt_ce"] == pytest.approx(
-                    cells[(s, seed, "oracle")]["shifted"]["dt_ce"])
+                    cells[(s, seed, "oracle")]["shifted"]["dt_ce"]
+                )
             assert cells[(s, seed, "oracle")]["iid"]["num_clicked"] > 500
     # Paired differences are per-seed differences of the same cells.
     d = saved["paired_shifted"]["orca vs baseline @ s=3"]
-    expect = [cells[(3.0, seed, "baseline")]["shifted"]["dt_ce"] - cells[(3.0, seed, "orca")]["shifted"]["dt_ce"]
-              for seed in (0, 1)]
+    expect = [
+        cells[(3.0, seed, "baseline")]["shifted"]["dt_ce"] - cells[(3.0, seed, "orca")]["shifted"]["dt_ce"]
+        for seed in (0, 1)
+    ]
     assert d["ce_gain"] == pytest.approx(expect)
     assert d["ce_gain_mean_std"][0] == pytest.approx(np.mean(expect))
     assert d["ce_gain_mean_std"][1] == pytest.approx(np.std(expect))
@@ -111,11 +140,35 @@ def test_two_process_training_stays_in_sync_and_shards_data(tmp_path):
     """`hf-ext train orca` under `accelerate launch --multi_gpu --num_processes 2` (gloo on CPU)."""
     report = tmp_path / "sync.json"
     accelerate = Path(sys.executable).with_name("accelerate")
-    cmd = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29517",
-           "-m", "hf_ext.core.cli", "train", "orca", "--output_dir", str(tmp_path / "out"),
-           "--num_impressions", "3200", "--num_train_epochs", "1", "--per_device_train_batch_size", "64",
-           "--sync_report", str(report)]
+    cmd = [
+        str(accelerate),
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        "29517",
+        "-m",
+        "hf_ext.core.cli",
+        "train",
+        "orca",
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--num_impressions",
+        "3200",
+        "--num_train_epochs",
+        "1",
+        "--per_device_train_batch_size",
+        "64",
+        "--sync_report",
+        str(report),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=REPO_ROOT)
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-4000:])
@@ -166,8 +219,15 @@ def test_evaluate_returns_the_orca_metrics(tmp_path):
     trainer = _trainer(tmp_path)
     ds = _eval_dataset()
     metrics = trainer.evaluate(eval_dataset=ds)
-    for key in ("eval_ctr_auc", "eval_dt_macro_f1", "eval_dt_mae_s", "eval_moderate_share_pred", "eval_js_distance",
-                "eval_dt_ce", "eval_raw_dt_ce"):
+    for key in (
+        "eval_ctr_auc",
+        "eval_dt_macro_f1",
+        "eval_dt_mae_s",
+        "eval_moderate_share_pred",
+        "eval_js_distance",
+        "eval_dt_ce",
+        "eval_raw_dt_ce",
+    ):
         assert key in metrics and np.isfinite(metrics[key]), key
     # The numbers are those of the model's own predictions.
     model = trainer.model.eval()
@@ -213,8 +273,15 @@ def test_trainer_adds_early_stopping_with_an_eval_strategy(tmp_path):
 
     batch = tiny_batch(64, seed=1)
     train = Dataset.from_dict({k: v.tolist() for k, v in batch.items()})
-    args = OrcaTrainingArguments(output_dir=str(tmp_path), num_train_epochs=6, per_device_train_batch_size=32,
-                                 eval_strategy="epoch", seed=0, learning_rate=0.3, report_to="none")
+    args = OrcaTrainingArguments(
+        output_dir=str(tmp_path),
+        num_train_epochs=6,
+        per_device_train_batch_size=32,
+        eval_strategy="epoch",
+        seed=0,
+        learning_rate=0.3,
+        report_to="none",
+    )
     trainer = OrcaTrainer(model=OrcaModel(tiny_config()), args=args, train_dataset=train, eval_dataset=_eval_dataset())
     cbs = [c for c in trainer.callback_handler.callbacks if isinstance(c, OrcaEarlyStoppingCallback)]
     assert len(cbs) == 1

@@ -59,8 +59,7 @@ def published(tmp_path_factory):
     from hf_ext.proto_evfl.training import run_federation
 
     result = run_federation(run_settings("proto_evfl", "zero_shot", 1, 50.0, 3))
-    folder = save_federation(result.top_model, result.party_models, tmp_path_factory.mktemp("fed") / "artifact",
-                             SPEC)
+    folder = save_federation(result.top_model, result.party_models, tmp_path_factory.mktemp("fed") / "artifact", SPEC)
     _save_record(folder, ("digits", "proto_evfl", "zero_shot", 1, 50.0), result.metrics)
     return folder, result
 
@@ -70,8 +69,9 @@ def _push(folder, tmp_path, repo_id):
     from hf_ext.core.hub import build_push_folder, push_folder
     from hf_ext.proto_evfl import SPEC
 
-    upload = build_push_folder(SPEC, folder, tmp_path / f"upload-{repo_id.replace('/', '_')}", repo_id=repo_id,
-                               allow_untrained=True)
+    upload = build_push_folder(
+        SPEC, folder, tmp_path / f"upload-{repo_id.replace('/', '_')}", repo_id=repo_id, allow_untrained=True
+    )
     push_folder(SPEC, upload, repo_id)
     return upload / "spaces" / "proto_evfl"
 
@@ -88,14 +88,19 @@ def test_published_tab_loads_the_federation_its_space_readme_links(proto_demo, p
         monkeypatch.delenv(MODEL_REPO_ENV, raising=False)
         monkeypatch.chdir(space)  # the deployed Space: app.py beside the README whose `models:` the push set
         note, rows, predictions, digits, per_class, line = proto_demo.predict_linked("all", 24)
-        fetched = {re.sub(r"^/tester/proto-evfl-space/resolve/[^/]+/", "", path) for _, path in hub.requests
-                   if path.startswith("/tester/proto-evfl-space/resolve/")}
+        fetched = {
+            re.sub(r"^/tester/proto-evfl-space/resolve/[^/]+/", "", path)
+            for _, path in hub.requests
+            if path.startswith("/tester/proto-evfl-space/resolve/")
+        }
     assert note == "model: `tester/proto-evfl-space` (loaded with `from_pretrained`)"
     assert {"config.json", "parties/party-0/config.json", "parties/party-1/config.json"} <= fetched
     # the loaded federation reproduces its own training run's test metrics (seed 1's held-out split, class 1 unseen)
-    assert rows == [["accuracy", round(100 * result.metrics["accuracy"], 1)],
-                    ["macro-F1", round(100 * result.metrics["macro_f1"], 1)],
-                    ["unseen-class acc (class 1)", round(100 * result.metrics["unseen_accuracy"], 1)]]
+    assert rows == [
+        ["accuracy", round(100 * result.metrics["accuracy"], 1)],
+        ["macro-F1", round(100 * result.metrics["macro_f1"], 1)],
+        ["unseen-class acc (class 1)", round(100 * result.metrics["unseen_accuracy"], 1)],
+    ]
     # and its predictions are those of the artifact loaded here (a local folder: parties/ through `subfolder`)
     top, parties = load_federation(folder)
     split = build_vertical_split(VerticalDataConfig(unseen_class=1, seed=1, max_unaligned_per_class=120))
@@ -117,15 +122,15 @@ def test_published_tab_shows_one_class_and_falls_back_offline(proto_demo, monkey
     assert rows[2][0] == "unseen-class acc (class 0)"  # the fallback is the published run's setting
 
 
-def test_published_tab_needs_the_parties_and_says_when_the_split_is_unknown(proto_demo, published, tmp_path,
-                                                                           monkeypatch):
+def test_published_tab_needs_the_parties_and_says_when_the_split_is_unknown(
+    proto_demo, published, tmp_path, monkeypatch
+):
     """A repo holding the top model alone (pushed before the parties were published) falls back, saying so; one
     without a training record loads with a note that its test split may overlap its training data."""
     from hf_ext.core.demo import MODEL_REPO_ENV
     from hf_ext.core.hub import save_artifact
     from hf_ext.core.testing_hub import serving
     from hf_ext.proto_evfl import SPEC
-
     from hf_ext.proto_evfl.inference import save_federation
 
     top_only = save_artifact(published[1].top_model, tmp_path / "top-only", SPEC)
@@ -139,12 +144,22 @@ def test_published_tab_needs_the_parties_and_says_when_the_split_is_unknown(prot
         note_no_record, *_ = proto_demo.predict_linked("all", 4)
     assert note.startswith("**Note:** could not load the linked model repo `tester/proto-evfl-top-only`")
     # loaded, but without a record the page cannot know the training split, and says so
-    assert note_no_record.startswith("model: `tester/proto-evfl-no-record` (loaded with `from_pretrained`). It has "
-                                     "no training record") and "may hold entities" in note_no_record
+    assert (
+        note_no_record.startswith(
+            "model: `tester/proto-evfl-no-record` (loaded with `from_pretrained`). It has no training record"
+        )
+        and "may hold entities" in note_no_record
+    )
 
 
-@pytest.mark.parametrize("args, match", [(("11", 4), "must be a digit 0-9"), (("x", 4), "must be a digit"),
-                                         (("all", 40), "digits shown must be between 1 and 24")])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (("11", 4), "must be a digit 0-9"),
+        (("x", 4), "must be a digit"),
+        (("all", 40), "digits shown must be between 1 and 24"),
+    ],
+)
 def test_published_tab_reports_bad_input_readably(args, match):
     from hf_ext.proto_evfl.demo import predict_linked
 

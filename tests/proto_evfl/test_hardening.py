@@ -26,6 +26,7 @@ def _claim(index, kinds):
     def tamper(kind, content):
         if kind in kinds:
             content["metrics"]["party-index"] = index
+
     return tamper
 
 
@@ -45,20 +46,41 @@ def test_a_later_claim_of_another_party_is_rejected_not_routed(caplog):
 @pytest.mark.parametrize(
     "tamper, match",
     [
-        (lambda kind, c: kind == "train.step" and c.__setitem__("embeddings", ConfigRecord({"embeddings": 1})),
-         "record 'embeddings'|embeddings"),
-        (lambda kind, c: kind == "train.local" and c["metrics"].__setitem__("num-examples", float("nan")),
-         "metric 'num-examples' must be a finite number"),
-        (lambda kind, c: kind == "train.local" and c["metrics"].__setitem__("num-examples", 1e30),
-         r"metric 'num-examples' = 1e\+30 is outside"),
-        (lambda kind, c: kind == "train.step" and c["embeddings"].__setitem__(
-            "embeddings", Array(np.full((40, 16), 1e30, dtype=np.float32))), "exceeds its bound 1"),
+        (
+            lambda kind, c: kind == "train.step" and c.__setitem__("embeddings", ConfigRecord({"embeddings": 1})),
+            "record 'embeddings'|embeddings",
+        ),
+        (
+            lambda kind, c: kind == "train.local" and c["metrics"].__setitem__("num-examples", float("nan")),
+            "metric 'num-examples' must be a finite number",
+        ),
+        (
+            lambda kind, c: kind == "train.local" and c["metrics"].__setitem__("num-examples", 1e30),
+            r"metric 'num-examples' = 1e\+30 is outside",
+        ),
+        (
+            lambda kind, c: (
+                kind == "train.step"
+                and c["embeddings"].__setitem__("embeddings", Array(np.full((40, 16), 1e30, dtype=np.float32)))
+            ),
+            "exceeds its bound 1",
+        ),
         (lambda kind, c: kind == "train.local" and c.__delitem__("prototypes"), "no 'prototypes' record"),
-        (lambda kind, c: kind == "train.local" and c["prototypes"].__setitem__(
-            "prototypes", Array(np.full((10, 16), 3.0))), "prototypes must be unit vectors"),
+        (
+            lambda kind, c: (
+                kind == "train.local" and c["prototypes"].__setitem__("prototypes", Array(np.full((10, 16), 3.0)))
+            ),
+            "prototypes must be unit vectors",
+        ),
     ],
-    ids=["config-record-for-arrays", "nan-count", "huge-count", "huge-embeddings", "missing-record",
-         "non-unit-prototypes"],
+    ids=[
+        "config-record-for-arrays",
+        "nan-count",
+        "huge-count",
+        "huge-embeddings",
+        "missing-record",
+        "non-unit-prototypes",
+    ],
 )
 def test_each_malformed_reply_is_rejected_alone_and_the_run_finishes(tamper, match, caplog):
     result = run_federation(small(), client_app=tampering_client_app(tamper))

@@ -50,7 +50,8 @@ def test_parties_reading_their_own_folders_reproduce_the_simulated_run(exported,
 
 def test_bad_party_datasets_are_named(tmp_path):
     Dataset.from_dict({"entity_id": [0, 1], "split": ["aligned", "nope"], "features": [[0.0], [1.0]]}).save_to_disk(
-        str(tmp_path / "a"))
+        str(tmp_path / "a")
+    )
     with pytest.raises(ValueError, match=r"split must be one of \('aligned', 'unaligned', 'test'\), got \['nope'\]"):
         load_party_dataset(tmp_path / "a", 0)
     Dataset.from_dict({"entity_id": [0], "split": ["aligned"]}).save_to_disk(str(tmp_path / "b"))

@@ -38,14 +38,14 @@ def test_tiny_reproduce_writes_results_and_artifacts(tmp_path):
     # Paired differences: seed by seed, the same split for both variants.
     paired = {(p["setting"], p["variant"]): p["minus_vanilla_vfl"] for p in saved["paired"]}
     d = paired[("zero_shot", "proto_evfl")]["accuracy"]["per_seed"]
-    assert d == [a["accuracy"] - b["accuracy"] for a, b in zip(zs["proto_evfl"]["per_seed"],
-                                                               zs["vanilla_vfl"]["per_seed"])]
+    assert d == [
+        a["accuracy"] - b["accuracy"] for a, b in zip(zs["proto_evfl"]["per_seed"], zs["vanilla_vfl"]["per_seed"])
+    ]
     top = AutoModel.from_pretrained(out / "artifact")
     party = AutoModel.from_pretrained(out / "artifact" / "parties" / "party-1")  # published with the top model
     assert isinstance(top, ProtoEvflForClassification) and isinstance(party, ProtoEvflPartyModel)
     assert top.unseen_classes.numel() == 1 and party.config.party_index == 1
     assert (out / "artifact" / "README.md").read_text().count("## ") >= 3  # the rendered model card
-
 
 
 def test_train_help_shows_the_real_options(capsys):

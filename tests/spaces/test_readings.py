@@ -44,9 +44,18 @@ def test_fl_llama_reading_and_plot_follow_the_traffic_rows():
     assert [[b.get_height() for b in c] for c in ax.containers] == [[1000, 500], [12000, 2000]]
 
 
-@pytest.mark.parametrize("prompt, answer", [("3+4=", "7"), ("8+9=", "7"), ("print((3+4)%10)>", "7"),
-                                            ("8+7 mod 10=", "5"), ("3+4? A1 B7 C2 D9:", "B"),
-                                            ("3+4? A1 B2 C3 D9:", None), ("hello", None)])
+@pytest.mark.parametrize(
+    "prompt, answer",
+    [
+        ("3+4=", "7"),
+        ("8+9=", "7"),
+        ("print((3+4)%10)>", "7"),
+        ("8+7 mod 10=", "5"),
+        ("3+4? A1 B7 C2 D9:", "B"),
+        ("3+4? A1 B2 C3 D9:", None),
+        ("hello", None),
+    ],
+)
 def test_h2tune_expected_answer(prompt, answer):
     from hf_ext.h2tune import demo
 
@@ -84,9 +93,11 @@ def test_tba_reading_names_shift_and_budget():
 def test_tinyalign_reading_counts_words_in_place():
     from hf_ext.tinyalign.demo import reading
 
-    rows = [["reference (test split)", "a thick narrow seven , slanted right"],
-            ["baseline connector (no retrieval)", "a narrow seven , slanted right"],  # shifted: 1 word in place
-            ["TinyAlign, top-4 retrieval", "a thick narrow seven , upright"]]
+    rows = [
+        ["reference (test split)", "a thick narrow seven , slanted right"],
+        ["baseline connector (no retrieval)", "a narrow seven , slanted right"],  # shifted: 1 word in place
+        ["TinyAlign, top-4 retrieval", "a thick narrow seven , upright"],
+    ]
     assert "baseline connector (no retrieval) 1/7; TinyAlign 5/7" in reading(rows)
     uploaded = [["reference", "(uploaded image: no reference caption)"]] + rows[1:]
     assert "no reference caption" in reading(uploaded)
@@ -95,8 +106,13 @@ def test_tinyalign_reading_counts_words_in_place():
 def test_amplitudes_reading_gap():
     from hf_ext.amplitudes.demo import reading
 
-    data = {"x": np.array([0.01, 1.0]), "string": np.array([2.2, 3.0]), "field_theory": np.array([2.0, 2.0]),
-            "xlabel": "α′", "log": True}
+    data = {
+        "x": np.array([0.01, 1.0]),
+        "string": np.array([2.2, 3.0]),
+        "field_theory": np.array([2.0, 2.0]),
+        "xlabel": "α′",
+        "log": True,
+    }
     line = reading(data, 4)
     assert "string 2.2, field theory 2 (relative gap 10.00%)" in line and "α′ → 0" in line
     assert "poles" in reading({**data, "xlabel": "X13", "log": False}, 4)

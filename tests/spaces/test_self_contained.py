@@ -22,8 +22,18 @@ METHODS = [spec.name for spec in hf_ext.list_methods()]
 
 # Calls that read the work dir (`runs/`) or the checkout's `../shared/data`: a Space may call none of them.
 FORBIDDEN_CALLS = {
-    "work_dir", "data_dir", "load_pairs", "load_test", "build_corpus", "load_multirc", "load_secure_contracts",
-    "humaneval_tasks", "humaneval_prompt", "humaneval_reference", "default_references_dir", "released_outputs_dir",
+    "work_dir",
+    "data_dir",
+    "load_pairs",
+    "load_test",
+    "build_corpus",
+    "load_multirc",
+    "load_secure_contracts",
+    "humaneval_tasks",
+    "humaneval_prompt",
+    "humaneval_reference",
+    "default_references_dir",
+    "released_outputs_dir",
 }
 
 
@@ -71,12 +81,12 @@ def test_no_space_reads_runs_or_shared(name):
 
 def test_the_scan_finds_what_it_forbids():
     bad = (
-        'from hf_ext.core.paths import work_dir\n'
-        'def f():\n'
+        "from hf_ext.core.paths import work_dir\n"
+        "def f():\n"
         '    """Reads nothing from runs/ (a docstring may say so)."""\n'
         '    a = work_dir("orca", "artifact")\n'
         '    b = open("../shared/data/multirc/train.jsonl")\n'
-        '    c = load_pairs()\n'
+        "    c = load_pairs()\n"
         '    d = Path("runs/orca")\n'
     )
     found = outside_references(bad)

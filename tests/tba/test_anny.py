@@ -10,8 +10,10 @@ from hf_ext.tba.body import default_anny_cache
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not default_anny_cache().is_dir() or not any(default_anny_cache().iterdir()),
-                       reason="anny's cache is not built (ANNY_CACHE_DIR or runs/tba/anny_cache)"),  # fmt: skip
+    pytest.mark.skipif(
+        not default_anny_cache().is_dir() or not any(default_anny_cache().iterdir()),
+        reason="anny's cache is not built (ANNY_CACHE_DIR or runs/tba/anny_cache)",
+    ),  # fmt: skip
 ]
 
 

@@ -134,8 +134,10 @@ def test_a_keypoint_regressor_is_attacked_through_the_interface(data):
         "fgsm": (lambda o: fgsm(o, x, EPS, random_start=True, generator=torch.Generator().manual_seed(0)), 1),
         "pgd": (lambda o: pgd(o, x, EPS, steps=3, generator=torch.Generator().manual_seed(0)), 3),
         # against the clean prediction the gradient at x is 0: MI-FGSM needs the random start here
-        "mifgsm": (lambda o: mifgsm(o, x, EPS, steps=3, random_start=True, generator=torch.Generator().manual_seed(0)),
-                   3),
+        "mifgsm": (
+            lambda o: mifgsm(o, x, EPS, steps=3, random_start=True, generator=torch.Generator().manual_seed(0)),
+            3,
+        ),
         "tba": (lambda o: tba_attack(o, dhng, x, TbaAttackConfig(eps=EPS, steps=3)), 3),
     }
     for name, (run, budget) in runs.items():

@@ -14,10 +14,18 @@ from hf_ext.tba.body import ProceduralBody
 from hf_ext.tba.configuration_tba import TbaVictimConfig
 from hf_ext.tba.data import render_batch
 from hf_ext.tba.training import prior_mean_errors, victim_error
-from hf_ext.tba.victim import (extract_features, fit_ridge_head, mpjpe_score, pretrained_efficientnet_victim,
-                                ridge_path, ridge_solve)
+from hf_ext.tba.victim import (
+    extract_features,
+    fit_ridge_head,
+    mpjpe_score,
+    pretrained_efficientnet_victim,
+    ridge_path,
+    ridge_solve,
+)
 
-needs_weights = pytest.mark.skipif(not efficientnet_lite0_available(), reason="EfficientNet-Lite0 weights not installed")
+needs_weights = pytest.mark.skipif(
+    not efficientnet_lite0_available(), reason="EfficientNet-Lite0 weights not installed"
+)
 SIZE = 64
 
 

@@ -34,9 +34,20 @@ def _parts(folder: Path):
     tower = TinyAlignEfficientNetModel(TinyAlignEfficientNetConfig(image_size=IMAGE))
     tower.save_pretrained(folder / "tower")
     tok = build_tokenizer(TINY_CAPTIONS)
-    lm = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
-                                      pad_token_id=0, bos_token_id=1, eos_token_id=2))
+    lm = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        )
+    )
     lm.save_pretrained(folder / "lm")
     return tok
 
@@ -44,11 +55,23 @@ def _parts(folder: Path):
 def _compose(folder: Path, **kwargs):
     tok = _parts(folder)
     model = TinyAlignForConditionalGeneration.from_pretrained_parts(
-        str(folder / "tower"), str(folder / "lm"), image_size=IMAGE, memory_top_k=2, value_num_latents=4,
-        value_latent_dim=8, value_d_model=16, value_num_self_attends=1, value_num_heads=2, **kwargs)
-    proc = TinyAlignProcessor(TinyAlignImageProcessor(size=IMAGE, num_channels=3, image_mean=[0.5] * 3,
-                                                      image_std=[0.25] * 3), tok, model.config.num_image_tokens,
-                              model.config.num_memory_tokens)
+        str(folder / "tower"),
+        str(folder / "lm"),
+        image_size=IMAGE,
+        memory_top_k=2,
+        value_num_latents=4,
+        value_latent_dim=8,
+        value_d_model=16,
+        value_num_self_attends=1,
+        value_num_heads=2,
+        **kwargs,
+    )
+    proc = TinyAlignProcessor(
+        TinyAlignImageProcessor(size=IMAGE, num_channels=3, image_mean=[0.5] * 3, image_std=[0.25] * 3),
+        tok,
+        model.config.num_image_tokens,
+        model.config.num_memory_tokens,
+    )
     proc.check_config(model.config)
     data = tiny_data(8, seed=5)
     build_memory_bank(model, proc, data, batch_size=8, progress=False)
@@ -84,17 +107,29 @@ torch.save({"logits": out.logits, "ids": out.retrieved_ids, "input_ids": batch["
 def _fresh_process_outputs(artifact: Path, tmp: Path, rows) -> dict:
     """Loads `artifact` with the Auto classes in a new interpreter (nothing registered beforehand)."""
     torch.save({"pixel_values": torch.tensor(rows["pixel_values"])}, tmp / "px.pt")
-    subprocess.run([sys.executable, "-c", FRESH, str(artifact), str(tmp / "px.pt"), json.dumps(list(rows["caption"])),
-                    str(tmp / "out.pt")], check=True, cwd=ROOT, env={**__import__("os").environ,
-                                                                       "PYTHONPATH": str(ROOT)})
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            FRESH,
+            str(artifact),
+            str(tmp / "px.pt"),
+            json.dumps(list(rows["caption"])),
+            str(tmp / "out.pt"),
+        ],
+        check=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     return torch.load(tmp / "out.pt")
 
 
 def test_parts_are_the_pretrained_ones_frozen_and_referenced(composed):
     folder, model, _ = composed
     lm = __import__("transformers").AutoModelForCausalLM.from_pretrained(folder / "lm")
-    torch.testing.assert_close(model.language_model.model.layers[0].mlp.up_proj.weight,
-                               lm.model.layers[0].mlp.up_proj.weight, rtol=0, atol=0)  # not re-initialised
+    torch.testing.assert_close(
+        model.language_model.model.layers[0].mlp.up_proj.weight, lm.model.layers[0].mlp.up_proj.weight, rtol=0, atol=0
+    )  # not re-initialised
     assert model.config.num_image_tokens == 1 and model.config.vision_config.model_type == "hf_ext_efficientnet_lite"
     assert model.config.vision_model_name_or_path == str(folder / "tower")
     assert model.config.text_model_name_or_path == str(folder / "lm")
@@ -142,8 +177,16 @@ def test_referenced_part_that_does_not_fit_is_a_clear_error(composed, tmp_path):
 
     _, model, _ = composed
     model.save_pretrained(tmp_path / "ref")
-    other = LlamaForCausalLM(LlamaConfig(vocab_size=40, hidden_size=24, intermediate_size=32, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=2))
+    other = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=40,
+            hidden_size=24,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        )
+    )
     other.save_pretrained(tmp_path / "other")
     cfg = json.loads((tmp_path / "ref" / "config.json").read_text())
     cfg["text_model_name_or_path"] = str(tmp_path / "other")
@@ -191,8 +234,13 @@ def test_precomputed_vision_features_give_the_same_outputs_and_generation(compos
         a, b = model(**batch), model(**rest, vision_features=feats)
         prompt = proc(tiny_data(3, seed=9)["pixel_values"])
         gen_a = model.generate(**prompt, max_new_tokens=3, do_sample=False)
-        gen_b = model.generate(input_ids=prompt["input_ids"], attention_mask=prompt["attention_mask"],
-                               vision_features=feats, max_new_tokens=3, do_sample=False)
+        gen_b = model.generate(
+            input_ids=prompt["input_ids"],
+            attention_mask=prompt["attention_mask"],
+            vision_features=feats,
+            max_new_tokens=3,
+            do_sample=False,
+        )
     torch.testing.assert_close(a.logits, b.logits)
     assert torch.equal(gen_a, gen_b)
     with pytest.raises(ValueError, match="vision_features must be a float tensor of shape"):
@@ -211,8 +259,9 @@ def test_real_pretrained_pair_referenced_artifact_is_small_and_reloads(tmp_path)
     from hf_ext.tinyalign.pretrained_parts import pretrained_tinyalign
 
     model, proc = pretrained_tinyalign(memory_top_k=1, value_num_latents=4)
-    build_memory_bank(model, proc, tiny_data(4, seed=1).map(lambda r: {"pixel_values": r["pixel_values"][0]}),
-                      progress=False)
+    build_memory_bank(
+        model, proc, tiny_data(4, seed=1).map(lambda r: {"pixel_values": r["pixel_values"][0]}), progress=False
+    )
     model.save_pretrained(tmp_path)
     proc.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").stat().st_size < 30e6  # the LM alone is 540 MB in fp32

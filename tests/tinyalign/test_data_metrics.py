@@ -8,7 +8,11 @@ import pytest
 import torch
 
 from hf_ext.tinyalign.data import (
-    DIGIT_WORDS, load_caption_folder, load_digit_captions, measure_attributes, from_image_caption_dataset,
+    DIGIT_WORDS,
+    from_image_caption_dataset,
+    load_caption_folder,
+    load_digit_captions,
+    measure_attributes,
 )
 from hf_ext.tinyalign.metrics import class_word_accuracy, corpus_bleu, steps_to_threshold, token_accuracy
 
@@ -54,15 +58,17 @@ def test_caption_folder_loader_reads_imagefolder_and_coco(tmp_path):
 
     for i in range(2):
         Image.fromarray((np.eye(16) * 255 * (i + 1) / 2).astype(np.uint8)).save(tmp_path / f"{i}.png")
-    (tmp_path / "metadata.jsonl").write_text("\n".join(json.dumps({"file_name": f"{i}.png", "caption": f"cap {i}"})
-                                                       for i in range(2)))
+    (tmp_path / "metadata.jsonl").write_text(
+        "\n".join(json.dumps({"file_name": f"{i}.png", "caption": f"cap {i}"}) for i in range(2))
+    )
     ds = load_caption_folder(tmp_path)
     assert ds["caption"] == ["cap 0", "cap 1"]
     px = np.asarray(ds["pixel_values"])
     assert px.shape == (2, 1, 8, 8) and 0.0 <= px.min() and px.max() <= 1.0
     (tmp_path / "metadata.jsonl").unlink()
-    (tmp_path / "captions.json").write_text(json.dumps({
-        "images": [{"id": 7, "file_name": "1.png"}], "annotations": [{"image_id": 7, "caption": "coco"}]}))
+    (tmp_path / "captions.json").write_text(
+        json.dumps({"images": [{"id": 7, "file_name": "1.png"}], "annotations": [{"image_id": 7, "caption": "coco"}]})
+    )
     assert load_caption_folder(tmp_path)["caption"] == ["coco"]
     with pytest.raises(ValueError, match="no column 'text'"):
         from_image_caption_dataset(ds, image_column="pixel_values", caption_column="text")

@@ -82,10 +82,14 @@ def test_honest_query_is_positional_and_needs_no_labels(model):
     assert torch.equal(mask[:, :n], ~placeholder[:, :n])  # BOS and the 7 prompt words, every row
     assert int(mask[0].sum()) == 1 + model.config.query_prompt_length
     with torch.no_grad():
-        no_labels = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                          pixel_values=batch["pixel_values"]).retrieved_ids
-        prompt_only = model(input_ids=batch["input_ids"][:, :n], attention_mask=batch["attention_mask"][:, :n],
-                            pixel_values=batch["pixel_values"]).retrieved_ids
+        no_labels = model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], pixel_values=batch["pixel_values"]
+        ).retrieved_ids
+        prompt_only = model(
+            input_ids=batch["input_ids"][:, :n],
+            attention_mask=batch["attention_mask"][:, :n],
+            pixel_values=batch["pixel_values"],
+        ).retrieved_ids
         # the old label-based mask, which pools the caption when labels are absent, retrieves differently here
         old_mask = ~placeholder & batch["attention_mask"].bool()
         feats = model.image_features(batch["pixel_values"])
@@ -110,8 +114,11 @@ def test_released_ablation_leaks_in_training_only_and_evaluation_uses_the_prompt
     n = _prompt_length(batch)
     with torch.no_grad():
         leaky.eval()
-        prompt_only = leaky(input_ids=batch["input_ids"][:, :n], attention_mask=batch["attention_mask"][:, :n],
-                            pixel_values=batch["pixel_values"]).retrieved_ids
+        prompt_only = leaky(
+            input_ids=batch["input_ids"][:, :n],
+            attention_mask=batch["attention_mask"][:, :n],
+            pixel_values=batch["pixel_values"],
+        ).retrieved_ids
         eval_forced = leaky(**batch).retrieved_ids
         leaky.train()
         train_forced = leaky(**batch).retrieved_ids
@@ -204,9 +211,19 @@ def test_stage1_trains_connectors_only():
 
 
 def test_any_hf_vision_encoder_vit_drops_cls():
-    config = tiny_config(vision_config={"model_type": "vit", "image_size": 8, "patch_size": 2, "num_channels": 1,
-                                        "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
-                                        "intermediate_size": 16}, vision_feature_layer=-2)
+    config = tiny_config(
+        vision_config={
+            "model_type": "vit",
+            "image_size": 8,
+            "patch_size": 2,
+            "num_channels": 1,
+            "hidden_size": 8,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 16,
+        },
+        vision_feature_layer=-2,
+    )
     model = tiny_model(config)
     assert model.image_features(torch.rand(2, 1, 8, 8)).shape == (2, 16, 8)
     assert torch.isfinite(model(**tiny_batch(config)).loss)
@@ -239,8 +256,10 @@ def test_artifact_saved_before_the_memory_norm_loads_as_it_was(model, tmp_path):
     from transformers import AutoModelForImageTextToText
 
     # directly, and through the Auto class (which reads config.json itself and passes the config in)
-    for loaded in (TinyAlignForConditionalGeneration.from_pretrained(tmp_path),
-                   AutoModelForImageTextToText.from_pretrained(tmp_path)):
+    for loaded in (
+        TinyAlignForConditionalGeneration.from_pretrained(tmp_path),
+        AutoModelForImageTextToText.from_pretrained(tmp_path),
+    ):
         assert loaded.config.memory_token_norm is False
         with torch.no_grad():
             torch.testing.assert_close(loaded(**batch).logits, want)

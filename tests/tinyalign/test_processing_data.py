@@ -79,8 +79,12 @@ def test_idx_reader_and_fashion_splits_are_disjoint_with_measured_captions(tmp_p
         level = round(np.asarray(row["pixel_values"]).max() * 255)
         word = row["caption"].split()[1]  # measured on the image (terciles of the memory split), not the label
         assert word == {60: "dark", 250: "light"}[level] if level != 150 else word in ("grey", "light", "dark")
-        assert row["caption"].split()[3] == ("tshirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt",
-                                             "sneaker", "bag", "boot")[row["label"]]
+        assert (
+            row["caption"].split()[3]
+            == ("tshirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot")[
+                row["label"]
+            ]
+        )
     a = measure_fashion(np.asarray(data["train"]["pixel_values"][:2], dtype=np.float32))
     assert set(a) == {"brightness", "width", "area"}
 
@@ -154,9 +158,10 @@ def test_image_text_to_text_pipeline_matches_generate(tmp_path):
         inputs = proc(image, text=start)
         assert inputs["input_ids"].shape[1] == len(proc.prefix_ids()) + (1 if start else 0)
         gen = model.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False)
-        want = proc.decode(gen[:, inputs["input_ids"].shape[1]:])[0]
-        got = pipe(images=image, text=start, generate_kwargs={"max_new_tokens": 4, "min_new_tokens": 4},
-                   return_full_text=False)
+        want = proc.decode(gen[:, inputs["input_ids"].shape[1] :])[0]
+        got = pipe(
+            images=image, text=start, generate_kwargs={"max_new_tokens": 4, "min_new_tokens": 4}, return_full_text=False
+        )
         assert got[0]["generated_text"].strip() == want
 
 

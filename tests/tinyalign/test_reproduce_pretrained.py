@@ -7,22 +7,41 @@ from hf_ext.tinyalign.reproduce_pretrained import format_table, summarise, varia
 
 def test_variant_kwargs():
     assert variant_kwargs("baseline", 8) == {"use_retrieval": False}
-    assert variant_kwargs("k4", 8) == {"use_retrieval": True, "memory_top_k": 4, "value_num_latents": 8,
-                                       "query_includes_answer": False}
+    assert variant_kwargs("k4", 8) == {
+        "use_retrieval": True,
+        "memory_top_k": 4,
+        "value_num_latents": 8,
+        "query_includes_answer": False,
+    }
     assert variant_kwargs("released-k1", 4)["query_includes_answer"] is True
     with pytest.raises(ValueError, match="variant must be baseline"):
         variant_kwargs("retrieval", 8)
 
 
 def _job(variant, seed, test_loss, acc, fraction=1.0, losses=(3.0, 2.0, 1.0, 1.0, 1.0, 1.0)):
-    return {"variant": variant, "seed": seed, "fraction": fraction, "losses": list(losses),
-            "metrics": {"test_loss": test_loss, "token_accuracy": acc, "final_train_loss": losses[-1],
-                        "class_word_accuracy": 0.0, "bleu": 0.0}}
+    return {
+        "variant": variant,
+        "seed": seed,
+        "fraction": fraction,
+        "losses": list(losses),
+        "metrics": {
+            "test_loss": test_loss,
+            "token_accuracy": acc,
+            "final_train_loss": losses[-1],
+            "class_word_accuracy": 0.0,
+            "bleu": 0.0,
+        },
+    }
 
 
 def test_summary_pairs_by_seed_and_reports_data_efficiency():
-    jobs = [_job("baseline", 0, 2.0, 0.5), _job("baseline", 1, 3.0, 0.4), _job("k4", 1, 2.5, 0.45),
-            _job("k4", 0, 1.0, 0.7, losses=(1.0,) * 6), _job("baseline", 0, 2.5, 0.3, fraction=0.5)]
+    jobs = [
+        _job("baseline", 0, 2.0, 0.5),
+        _job("baseline", 1, 3.0, 0.4),
+        _job("k4", 1, 2.5, 0.45),
+        _job("k4", 0, 1.0, 0.7, losses=(1.0,) * 6),
+        _job("baseline", 0, 2.5, 0.3, fraction=0.5),
+    ]
     s = summarise(jobs)
     paired = s["rows"]["k4"]["paired_minus_baseline"]
     assert paired["test_loss"] == pytest.approx([-0.5, -1.0])  # seed 1 then seed 0, each against its own seed
@@ -35,11 +54,18 @@ def test_summary_pairs_by_seed_and_reports_data_efficiency():
 
 
 def test_data_efficiency_match_curve_and_verdict():
-    jobs = [_job("baseline", 0, 2.0, 0.60), _job("baseline", 1, 2.2, 0.62),
-            _job("k4", 0, 1.9, 0.63), _job("k4", 1, 2.1, 0.64),
-            _job("k4", 0, 2.5, 0.55, fraction=0.2), _job("k4", 1, 2.5, 0.57, fraction=0.2),
-            _job("k4", 0, 2.2, 0.61, fraction=0.4), _job("k4", 1, 2.2, 0.63, fraction=0.4),
-            _job("baseline", 0, 2.6, 0.50, fraction=0.4), _job("baseline", 1, 2.6, 0.52, fraction=0.4)]
+    jobs = [
+        _job("baseline", 0, 2.0, 0.60),
+        _job("baseline", 1, 2.2, 0.62),
+        _job("k4", 0, 1.9, 0.63),
+        _job("k4", 1, 2.1, 0.64),
+        _job("k4", 0, 2.5, 0.55, fraction=0.2),
+        _job("k4", 1, 2.5, 0.57, fraction=0.2),
+        _job("k4", 0, 2.2, 0.61, fraction=0.4),
+        _job("k4", 1, 2.2, 0.63, fraction=0.4),
+        _job("baseline", 0, 2.6, 0.50, fraction=0.4),
+        _job("baseline", 1, 2.6, 0.52, fraction=0.4),
+    ]
     s = summarise(jobs)
     eff = s["data_efficiency"]
     assert eff["k4"]["reaches_baseline_full_at"] == 0.4  # 0.62 >= 0.61 (the baseline's 100 % mean); 0.2 gives 0.56

@@ -19,8 +19,7 @@ against its *own* reference and identifies senders by the transport's node id, n
 ([`reply_arrays`], [`reply_metric`]); [`require_rounds`] fails a run that aggregated too few rounds.
 """
 
-from hf_ext.core.federated.deployment import LoopbackFederation, run_deployment
-from hf_ext.core.federated.deployment import _alive, _descendants  # noqa: F401 (used by the tests)
+from hf_ext.core.federated.deployment import LoopbackFederation, _alive, _descendants, run_deployment  # noqa: F401 (used by the tests)
 from hf_ext.core.federated.guard import (
     DEFAULT_MAX_ABS,
     TooFewRounds,
@@ -39,8 +38,12 @@ from hf_ext.core.federated.records import (
     state_dict_to_arrays,
     weighted_average,
 )
-from hf_ext.core.federated.results import RESULT_DIR_ENV, load_result, save_result
-from hf_ext.core.federated.results import Record  # noqa: F401 (public alias, not in __all__, as before)
+from hf_ext.core.federated.results import (
+    RESULT_DIR_ENV,
+    Record,  # noqa: F401 (public alias, not in __all__, as before)
+    load_result,
+    save_result,
+)
 from hf_ext.core.federated.simulation import run_simulation
 
 __all__ = [
@@ -67,4 +70,3 @@ __all__ = [
     "state_dict_to_arrays",
     "weighted_average",
 ]
-

@@ -366,4 +366,3 @@ def run_deployment(
     """
     with LoopbackFederation(num_supernodes, node_configs=node_configs) as federation:
         return federation.run(app_dir, run_config=run_config, timeout=timeout)
-

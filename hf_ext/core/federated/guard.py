@@ -80,8 +80,10 @@ def _decode(name: str, array: Any) -> np.ndarray:
     except Exception as err:  # noqa: BLE001 (np.load raises ValueError, OSError, EOFError, ... on corrupt bytes)
         raise ValueError(f"{name!r}: array data cannot be decoded ({type(err).__name__})") from err
     if tuple(value.shape) != tuple(array.shape) or str(value.dtype) != array.dtype:
-        raise ValueError(f"{name!r}: array data ({value.dtype}, {tuple(value.shape)}) contradicts its metadata "
-                         f"({array.dtype}, {tuple(array.shape)})")
+        raise ValueError(
+            f"{name!r}: array data ({value.dtype}, {tuple(value.shape)}) contradicts its metadata "
+            f"({array.dtype}, {tuple(array.shape)})"
+        )
     return value
 
 
@@ -90,15 +92,19 @@ def reply_content(message: Message) -> Any:
     if not isinstance(message, Message):
         raise ValueError(f"expected a flwr Message, got {type(message).__name__}")
     if message.has_error():
-        raise ValueError(f"{sender(message)} replied with an error (code {message.error.code}): "
-                         f"{message.error.reason}")
+        raise ValueError(f"{sender(message)} replied with an error (code {message.error.code}): {message.error.reason}")
     if not message.has_content():
         raise ValueError(f"{sender(message)} replied without content")
     return message.content
 
 
-def reply_arrays(message: Message, reference: Mapping[str, Any], *, arrays_key: str = "arrays",
-                 max_abs: float | None = DEFAULT_MAX_ABS) -> dict[str, np.ndarray]:
+def reply_arrays(
+    message: Message,
+    reference: Mapping[str, Any],
+    *,
+    arrays_key: str = "arrays",
+    max_abs: float | None = DEFAULT_MAX_ABS,
+) -> dict[str, np.ndarray]:
     """The reply's arrays, checked against the server's own `reference`; `ValueError` names the sender and problem.
 
     Args:
@@ -122,8 +128,9 @@ def reply_arrays(message: Message, reference: Mapping[str, Any], *, arrays_key: 
     extra = [k for k in record.keys() if k not in spec]
     missing = [k for k in spec if k not in record.keys()]
     if extra or missing:
-        raise ValueError(f"{who}: keys differ from the server's (unexpected {sorted(extra)[:4]}, missing "
-                         f"{sorted(missing)[:4]})")
+        raise ValueError(
+            f"{who}: keys differ from the server's (unexpected {sorted(extra)[:4]}, missing {sorted(missing)[:4]})"
+        )
     out = {}
     for name, want in spec.items():
         try:
@@ -137,8 +144,15 @@ def reply_arrays(message: Message, reference: Mapping[str, Any], *, arrays_key: 
     return out
 
 
-def reply_metric(message: Message, name: str, *, metrics_key: str = "metrics", low: float = 0.0,
-                 high: float = math.inf, integer: bool = False) -> float:
+def reply_metric(
+    message: Message,
+    name: str,
+    *,
+    metrics_key: str = "metrics",
+    low: float = 0.0,
+    high: float = math.inf,
+    integer: bool = False,
+) -> float:
     """One metric of a reply as a finite number in `[low, high]`; `ValueError` names the sender, metric and range."""
     content = reply_content(message)
     who = sender(message)
@@ -168,9 +182,20 @@ def require_rounds(aggregated: int, minimum: int, asked: int) -> None:
     """
     minimum = max(1, min(int(minimum), int(asked)))
     if aggregated < minimum:
-        raise TooFewRounds(f"the run aggregated {aggregated} of {asked} rounds, fewer than the required minimum "
-                           f"{minimum} ('min-rounds'): no valid update arrived in time in the others")
+        raise TooFewRounds(
+            f"the run aggregated {aggregated} of {asked} rounds, fewer than the required minimum "
+            f"{minimum} ('min-rounds'): no valid update arrived in time in the others"
+        )
 
 
-__all__ = ["DEFAULT_MAX_ABS", "TooFewRounds", "array_problem", "array_spec", "reply_arrays", "reply_content",
-           "reply_metric", "require_rounds", "sender"]
+__all__ = [
+    "DEFAULT_MAX_ABS",
+    "TooFewRounds",
+    "array_problem",
+    "array_spec",
+    "reply_arrays",
+    "reply_content",
+    "reply_metric",
+    "require_rounds",
+    "sender",
+]

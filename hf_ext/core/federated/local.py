@@ -13,7 +13,6 @@ from flwr.serverapp import Grid, ServerApp
 
 from hf_ext.core.federated.results import Record
 
-
 # --- In-process Grid --------------------------------------------------------------------------------------------------
 
 
@@ -174,4 +173,3 @@ def run_local(
     )
     server_app(grid, context)
     return dict(context.state)
-

@@ -200,7 +200,6 @@ def load_adapter_arrays(peft_model: Any, record: ArrayRecord, adapter_name: str 
         raise ValueError(f"adapter {adapter_name!r} did not accept keys {list(result.unexpected_keys)[:5]}")
 
 
-
 # --- Replies and aggregation ------------------------------------------------------------------------------------------
 
 
@@ -349,4 +348,3 @@ def aggregate_replies(
     except ValueError as err:
         senders = ", ".join(_sender(reply) for reply in replies)
         raise ValueError(f"{err} (records are the replies of {senders}, in that order)") from err
-

@@ -57,4 +57,3 @@ def load_result(path: str | os.PathLike) -> dict[str, Record]:
     proto = ProtoRecordDict()
     proto.ParseFromString(Path(path).read_bytes())
     return dict(recorddict_from_proto(proto))
-

@@ -15,12 +15,12 @@ from flwr.serverapp import Grid, ServerApp
 
 from hf_ext.core.federated.results import Record
 
-
 # --- Simulation engine (Ray) ------------------------------------------------------------------------------------------
 
 
-def _with_run_config(client_app: ClientApp, run_config: Mapping[str, Any],
-                     node_config: Mapping[str, Any] | None = None) -> ClientApp:
+def _with_run_config(
+    client_app: ClientApp, run_config: Mapping[str, Any], node_config: Mapping[str, Any] | None = None
+) -> ClientApp:
     """A `ClientApp` that passes the wrapped app a node context with `run_config` (and `node_config`) added.
 
     `flwr.simulation.run_simulation` gives nodes an empty run config; this is how [`run_simulation`] passes one, and
@@ -91,8 +91,11 @@ def run_simulation(
     _disable_flwr_telemetry()
     # Ray's workers inherit this process's environment: no per-actor progress bars or advisory warnings from
     # transformers / datasets flooding the driver's log (a variable the caller already set wins).
-    for key, value in (("TRANSFORMERS_VERBOSITY", "error"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
-                       ("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")):
+    for key, value in (
+        ("TRANSFORMERS_VERBOSITY", "error"),
+        ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+        ("HF_DATASETS_DISABLE_PROGRESS_BARS", "1"),
+    ):
         os.environ.setdefault(key, value)
     from flwr.simulation import run_simulation as flwr_run_simulation
 
@@ -110,8 +113,7 @@ def run_simulation(
         backend_config = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
     flwr_run_simulation(
         server_app=wrapper,
-        client_app=(_with_run_config(client_app, run_config, node_config) if run_config or node_config
-                    else client_app),
+        client_app=(_with_run_config(client_app, run_config, node_config) if run_config or node_config else client_app),
         num_supernodes=num_supernodes,
         backend_config=copy.deepcopy(dict(backend_config)),
         verbose_logging=verbose_logging,
@@ -119,4 +121,3 @@ def run_simulation(
     if "context" not in finished:
         raise RuntimeError("the simulation ended without running the ServerApp")
     return dict(finished["context"].state)
-
