@@ -14,10 +14,12 @@ from hf_ext.core.offline import set_offline_env
 
 set_offline_env()
 
-import hf_ext  # noqa: E402
-from hf_ext.core import browser  # noqa: E402
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "tests"))  # the browser driver and each Space's checks are test code
+
+from helpers import browser  # noqa: E402
+
+import hf_ext  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

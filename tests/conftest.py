@@ -3,6 +3,7 @@
 import importlib.util
 import os
 import random
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,6 +15,10 @@ _spec.loader.exec_module(_offline)
 os.environ.update(_offline.OFFLINE_ENV)
 os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="hf_ext_test_hf_home_"))
 os.environ.setdefault("FLWR_HOME", tempfile.mkdtemp(prefix="hf_ext_test_flwr_home_"))
+
+# Test infrastructure (the mock Hub, the browser driver, each Space's browser checks) lives in tests/helpers, not in
+# the wheel; test modules import it as `helpers.*`.
+sys.path.insert(0, str(Path(__file__).parent))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -4,7 +4,7 @@ For each method in the registry: launch `build_demo()` from `spaces/<method>/app
 fresh Chromium, run the method's `browser_check(page)` (fill the inputs, press the button, assert on the output),
 save a screenshot under `runs/spaces_browser/<method>.png` (or `$HF_EXT_SCREENSHOT_DIR`), then run its
 `browser_check_bad_input(page)` on a fresh page and check a readable message shows instead of a stack trace.
-A method whose demo module lacks either function fails here. See hf_ext/core/browser.py.
+A method without tests/helpers/browser_checks/<name>.py defining both fails here. See tests/helpers/browser.py.
 
 The Spaces run offline (no model repo can load: each shows its small in-code fallback) with the checkout's
 `../shared/data` hidden and the work dir (`$HF_EXT_HOME`) pointed at an empty folder, and every file the process
@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import browser
 
 import hf_ext
-from hf_ext.core import browser
 from hf_ext.core.cli import load_space_app
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import browser
 
 import hf_ext
-from hf_ext.core import browser
 from hf_ext.core.hub import write_space_folder
 from hf_ext.core.testing import build_wheel, venv_reusing_site_packages
 

@@ -402,7 +402,7 @@ class AmplitudeTable:
             via (`str`): `"folder"` (default: `HfApi.upload_folder` of a [`save_pretrained`] folder with
                 `repo_type="dataset"`: parquet under `data/`, the card, `config.json` and the `save_to_disk` copy)
                 or `"datasets"` (`Dataset.push_to_hub`, then the card). The second needs a Hub with LFS uploads
-                and the `tree` API, which the local test server (`hf_ext.core.testing_hub.MockHub`) lacks.
+                and the `tree` API, which the local test server (`tests/helpers/hub_server.py`) lacks.
 
         Returns:
             The dataset repo URL.

@@ -23,7 +23,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from .hub import atomic_write_dir
+from .integrity import atomic_write_dir
 from .paths import cache_dir
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

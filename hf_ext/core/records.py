@@ -76,7 +76,7 @@ def save_training_record(
             raise TrainingRecordError(f"metric {m['name']!r} is not finite ({value})")
         m["value"] = value
         ms.append(m)
-    from hf_ext import __version__
+    from hf_ext._version import __version__
 
     record = {
         "method": method,

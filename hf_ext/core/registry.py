@@ -9,9 +9,7 @@ that make sense for it.
 
 from __future__ import annotations
 
-import functools
 import importlib
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,135 +155,36 @@ class MethodSpec:
 _REGISTRY: dict[str, MethodSpec] = {}
 
 
-def _guard_from_pretrained(model_class: type) -> None:
-    """Turns a corrupt, incomplete or foreign checkpoint into one clear error for every registered model class.
+_ON_REGISTER: list[Callable[[MethodSpec], None]] = []
 
-    `from_pretrained` first runs [`~hf_ext.core.hub.verify_checkpoint`] (config, safetensors sizes, the sha256 of
-    every weight/table file, and `model_type` equal to the class's), then loads strictly: missing, unexpected or
-    mismatched tensors raise [`~hf_ext.core.hub.CheckpointError`] instead of a load report over a partly random
-    model (`hf_ext_strict=False` restores transformers' lenient report). `save_pretrained` writes the checksum file.
 
-    The modeling files stay self-contained (they are copied to the Hub as remote code and may not import hf_ext),
-    so the guard is attached here, once, instead of being repeated in each method's modeling file.
+def on_register(callback: Callable[[MethodSpec], None]) -> None:
+    """Calls `callback(spec)` for every method registered so far and every one registered later.
+
+    The registry holds data only; what a registration *does* (Auto classes, the load guard; see
+    [`hf_ext.core.auto`]) subscribes here, so this module imports nothing else from hf_ext at module level.
     """
-    if getattr(model_class, "_hf_ext_guarded", False) or "from_pretrained" not in dir(model_class):
-        return
-    original = model_class.from_pretrained.__func__
-    original_save = model_class.save_pretrained
-
-    @functools.wraps(original)
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        from .hub import CheckpointError, verify_checkpoint
-
-        strict = kwargs.pop("hf_ext_strict", True)
-        given = kwargs.get("config")
-        own_config = given is not None and not isinstance(given, (str, os.PathLike))
-        model_type = None if own_config else getattr(cls.config_class, "model_type", None)
-        # a part saved in a subfolder of a local artifact (Proto-EVFL's parties/party-<k>/, FL-LLaMA's client/) is
-        # checked there, not against the root's config
-        subfolder = kwargs.get("subfolder")
-        local = os.path.isdir(pretrained_model_name_or_path)
-        target = (
-            os.path.join(pretrained_model_name_or_path, subfolder)
-            if subfolder and local
-            else pretrained_model_name_or_path
-        )
-        verify_checkpoint(target, model_type=model_type or None)
-        if not strict:
-            return original(cls, pretrained_model_name_or_path, *args, **kwargs)
-        wants_info = kwargs.pop("output_loading_info", False)
-        model, info = original(cls, pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
-        problems = {
-            k: sorted(map(str, info.get(k) or ()))
-            for k in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs")
-        }
-        problems = {k: v for k, v in problems.items() if v}
-        if problems:
-            detail = "; ".join(
-                f"{k.replace('_', ' ')}: {v[:8]}{' ...' if len(v) > 8 else ''}" for k, v in problems.items()
-            )
-            raise CheckpointError(
-                f"{pretrained_model_name_or_path} does not match {cls.__name__}: {detail} "
-                f"(pass hf_ext_strict=False to load anyway with transformers' load report)"
-            )
-        return (model, info) if wants_info else model
-
-    @functools.wraps(original_save)
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        from .hub import write_checksums
-
-        result = original_save(self, save_directory, *args, **kwargs)
-        if kwargs.get("is_main_process", True) and os.path.isdir(save_directory):
-            write_checksums(save_directory)
-        return result
-
-    model_class.from_pretrained = classmethod(from_pretrained)
-    model_class.save_pretrained = save_pretrained
-    model_class._hf_ext_guarded = True
-
-
-def _resolve(obj: type | str) -> type:
-    return _load_object(obj) if isinstance(obj, str) else obj
-
-
-def _register_auto(method: str, config_class: type | str, auto_classes: Mapping[str, type | str]) -> None:
-    import transformers
-
-    from .validation import guard_config_keys
-
-    config_class = _resolve(config_class)
-    transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
-    guard_config_keys(config_class)  # unknown keys raise in code, warn when loading a saved config.json
-    # Hub artifacts carry the modeling code: a pushed repo loads with trust_remote_code=True without hf_ext.
-    config_class.register_for_auto_class()
-    for auto_name, model_class in auto_classes.items():
-        model_class = _resolve(model_class)
-        auto_class = getattr(transformers, auto_name, None)
-        if auto_class is None:
-            raise RegistryError(f"{method}: transformers has no Auto class {auto_name!r}")
-        auto_class.register(config_class, model_class, exist_ok=True)
-        model_class.register_for_auto_class(auto_name)
-        _guard_from_pretrained(model_class)
-
-
-def _module_of(obj: type | str) -> str:
-    return obj.partition(":")[0] if isinstance(obj, str) else obj.__module__
-
-
-def _auto_pairs(spec: MethodSpec) -> list[tuple[type | str, Mapping[str, type | str]]]:
-    pairs = [(spec.config_class, spec.auto_classes)] if spec.config_class is not None and spec.auto_classes else []
-    return [*pairs, *spec.extra_auto_classes]
-
-
-def _import_modeling_modules(spec: MethodSpec) -> None:
-    for _, auto_classes in _auto_pairs(spec):
-        for model_class in auto_classes.values():
-            importlib.import_module(_module_of(model_class))
+    _ON_REGISTER.append(callback)
+    for spec in list(_REGISTRY.values()):
+        callback(spec)
 
 
 def register_method(spec: MethodSpec) -> MethodSpec:
-    """Registers a method and its Auto classes. Call once, from the method subpackage's `__init__.py`.
+    """Registers a method. Call once, from the method subpackage's `__init__.py`.
 
     Classes may be given as `"module:attr"` paths, so that `import hf_ext` imports neither torch nor the method's
-    own dependencies (`hf-ext list` stays instant). Each `(config, {Auto: model})` pair is then registered with
-    transformers right after its modeling module is imported, and every modeling module is imported as soon as
-    transformers is: `AutoModel.from_pretrained(dir)` finds the model type whichever of `import hf_ext` and
-    `import transformers` came first.
+    own dependencies (`hf-ext list` stays instant). [`hf_ext.core.auto`] then registers each `(config, {Auto:
+    model})` pair with transformers right after its modeling module is imported.
     """
-    from .lazy import when_imported
-
+    if not isinstance(spec, MethodSpec):
+        raise RegistryError(f"register_method takes a MethodSpec, got {type(spec).__name__}")
     existing = _REGISTRY.get(spec.name)
     if existing is not None and existing != spec:
         raise RegistryError(f"method {spec.name!r} is already registered with a different spec")
     _REGISTRY[spec.name] = spec
-    if existing is not None:
-        return spec
-    for config_class, auto_classes in _auto_pairs(spec):
-        if not auto_classes:
-            continue
-        trigger = _module_of(next(iter(auto_classes.values())))
-        when_imported(trigger, functools.partial(_register_auto, spec.name, config_class, auto_classes))
-    when_imported("transformers", functools.partial(_import_modeling_modules, spec))
+    if existing is None:
+        for callback in list(_ON_REGISTER):
+            callback(spec)
     return spec
 
 

@@ -290,30 +290,3 @@ def build_demo():
             )
         button.click(run, [question, k, corpus], [fed, zero, info], api_name="retrieve")
     return demo
-
-
-def browser_check(page) -> None:
-    """A visitor asks about airplane deliveries and gets a ranked passage list from both retrievers."""
-    from playwright.sync_api import expect
-
-    from hf_ext.core import browser as b
-
-    page.get_by_label("question", exact=True).fill(EXAMPLE_QUESTIONS[0])
-    b.press(page, "Retrieve")
-    for elem in ("fede4rag-federated", "fede4rag-zeroshot"):
-        b.expect_cell(page, elem, "Altair Aerospace")
-        row = b.row_cells(page, elem, "1")
-        assert len(row) == 4 and row[1] == "Altair Aerospace", row
-    expect(page.locator("#fede4rag-info")).to_contain_text("20 10-K-style passages")
-    expect(page.locator("#fede4rag-info")).to_contain_text("Reading:")
-
-
-def browser_check_bad_input(page) -> None:
-    """A question without words: the page says so."""
-    import re
-
-    from hf_ext.core import browser as b
-
-    page.get_by_label("question", exact=True).fill("?? 123 !!")
-    b.press(page, "Retrieve")
-    b.expect_readable_error(page, re.compile(r"the question has no words"))

@@ -84,8 +84,8 @@ def swap_dir(out_dir: str | os.PathLike, write: Callable[[Path], None]) -> Path:
         _fsync_tree(tmp)
         _hook("written")
 
-    # the config holds the weights' own SHA-256, so no separate checksum file
-    atomic_write_dir(out, write_synced, checksums=False)
+    # the config also holds the weights' own SHA-256; the checksum file is what every hf_ext artifact carries
+    atomic_write_dir(out, write_synced)
     _hook("swapped")
     _hook("cleaned")
     return out

@@ -139,31 +139,3 @@ def build_demo():
         info = gr.Markdown(elem_id="h2tune-info")
         button.click(run, [client, prompt], [table, info], api_name="generate")
     return demo
-
-
-def browser_check(page) -> None:
-    """A visitor picks the GPT-2-style client, types a program-output prompt and gets both answers."""
-    from playwright.sync_api import expect
-
-    from hf_ext.core import browser as b
-
-    b.choose(page, "client-2")
-    box = page.get_by_label("prompt", exact=True)
-    box.fill("print((3+4)%10)>")
-    b.press(page, "Generate")
-    b.expect_cell(page, "h2tune-answers", "with federated H2Tune adapter")
-    row = b.row_cells(page, "h2tune-answers", "without adapter")
-    assert len(row) == 3 and row[2] in ("yes", "no"), row
-    expect(page.locator("#h2tune-info")).to_contain_text("gpt2-style decoder")
-    expect(page.locator("#h2tune-info")).to_contain_text("Reading:")
-
-
-def browser_check_bad_input(page) -> None:
-    """A prompt with characters the tiny decoders cannot read: the page names them."""
-    import re
-
-    from hf_ext.core import browser as b
-
-    page.get_by_label("prompt", exact=True).fill("what is 3 + 4?")
-    b.press(page, "Generate")
-    b.expect_readable_error(page, re.compile(r"unsupported character\(s\)"))

@@ -180,31 +180,3 @@ def build_demo():
         gr.Markdown(MODELS_NOTE, elem_id="tinyalign-model")
         button.click(run, [image, index], [shown, captions, neighbours, verdict], api_name="caption")
     return demo
-
-
-def browser_check(page) -> None:
-    """A visitor picks test digit 3 and presses the button: both captions and four neighbours show."""
-    from hf_ext.core import browser as b
-
-    b.set_number(page, "test digit index (0–359)", 3)
-    b.press(page, "Caption with and without retrieval")
-    b.expect_cell(page, "tinyalign-captions", "TinyAlign, top-4 retrieval")
-    row = b.row_cells(page, "tinyalign-captions", "TinyAlign, top-4 retrieval")
-    assert len(row) == 2 and row[1].startswith("a "), row
-    b.expect_cell(page, "tinyalign-neighbours", "4")
-    assert len(b.row_cells(page, "tinyalign-neighbours", "1")) == 3
-    b.expect_image(page, "tinyalign-input")
-    from playwright.sync_api import expect
-
-    expect(page.locator("#tinyalign-reading")).to_contain_text("Reading: words matching the reference caption")
-
-
-def browser_check_bad_input(page) -> None:
-    """An index outside the test split: the page names the valid range, not a stack trace."""
-    import re
-
-    from hf_ext.core import browser as b
-
-    b.set_number(page, "test digit index (0–359)", 1000)
-    b.press(page, "Caption with and without retrieval")
-    b.expect_readable_error(page, re.compile(r"digit index must be a whole number between 0 and 359"))

@@ -10,13 +10,13 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pytest
+from helpers.hub_server import MockHub
 
 from hf_ext.amplitudes.config import AmplitudeTableConfig
 from hf_ext.amplitudes.field_theory import field_theory_amplitude
 from hf_ext.amplitudes.gluons import GluonKinematics, type_i_four_gluon
 from hf_ext.amplitudes.stringy import stringy_amplitude
 from hf_ext.amplitudes.tables import FEATURES, AmplitudeTable, AmplitudeTableBuilder, dataset_card
-from hf_ext.core.testing_hub import MockHub
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """Saves are atomic at every instant: a save process killed at random points and right after each rename always
 leaves a complete artifact (the old or the new one, never a mix), and the next save removes what it left behind.
 
-The saving child imports only `hf_ext.core.hub` (the package `__init__` is stubbed) and writes a hand-made
+The saving child imports only `hf_ext.core.integrity` (the package `__init__` is stubbed) and writes a hand-made
 safetensors file, so each kill costs a fraction of a second, not an import of torch.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_ext.core.hub import CheckpointError, atomic_write_dir, clean_stale_saves, verify_checkpoint
+from hf_ext.core.integrity import CheckpointError, atomic_write_dir, clean_stale_saves, verify_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     r"""
     import json, os, shutil, signal, struct, sys, types
     pkg = types.ModuleType("hf_ext"); pkg.__path__ = [sys.argv[1] + "/hf_ext"]; sys.modules["hf_ext"] = pkg
-    from hf_ext.core import hub
+    from hf_ext.core import integrity as hub
     out, point, versions = sys.argv[2], sys.argv[3], int(sys.argv[4])
 
     def die():
@@ -226,7 +226,7 @@ def test_checksums_catch_flipped_and_missing_files(tmp_path):
 
 def test_exchange_failure_keeps_old(tmp_path, monkeypatch):
     """A write that raises leaves the old artifact and no temporary folder, on the fallback path too."""
-    from hf_ext.core import hub
+    from hf_ext.core import integrity as hub
 
     out = tmp_path / "art"
     atomic_write_dir(out, lambda d: (d / "config.json").write_text('{"v": 1}'))

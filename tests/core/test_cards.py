@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.hub_server import MockHub
 from huggingface_hub import ModelCard
 
 import hf_ext
@@ -16,7 +17,6 @@ from hf_ext.core.cards import UntrainedArtifactError, bibtex, render_artifact_ca
 from hf_ext.core.cli import main as cli_main
 from hf_ext.core.hub import save_artifact
 from hf_ext.core.records import load_training_record, save_training_record
-from hf_ext.core.testing_hub import MockHub
 from hf_ext.orca import OrcaModel
 from hf_ext.orca.testing import tiny_config
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.hub_server import MockHub
 
 import hf_ext
 from hf_ext.core.cards import CardError, render_card, validate_card
 from hf_ext.core.cli import main as cli_main
 from hf_ext.core.hub import CheckpointError, atomic_write_dir, save_artifact, verify_checkpoint
-from hf_ext.core.testing_hub import MockHub
 from hf_ext.orca import OrcaModel
 from hf_ext.orca.testing import tiny_batch, tiny_config
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.hub_server import serving
 from safetensors.numpy import load_file as load_np
 from safetensors.numpy import save_file as save_np
 from safetensors.torch import save_file
@@ -25,7 +26,6 @@ from safetensors.torch import save_file
 import hf_ext
 from hf_ext.core.hub import build_push_folder, push_folder
 from hf_ext.core.registry import list_methods
-from hf_ext.core.testing_hub import serving
 
 METHODS = [m.name for m in list_methods()]
 

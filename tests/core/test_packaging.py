@@ -227,6 +227,20 @@ def test_assets_are_shipped(wheel):
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
 
 
+def test_wheel_ships_no_test_infrastructure(wheel):
+    """The mock Hub server, the browser driver and the Spaces' browser checks are test code (tests/helpers), not
+    package code: no module of the wheel defines or imports them."""
+    zf = zipfile.ZipFile(wheel)
+    names = [n for n in zf.namelist() if n.endswith(".py")]
+    assert "hf_ext/core/testing_hub.py" not in names and "hf_ext/core/browser.py" not in names
+    offenders = []
+    for name in names:
+        text = zf.read(name).decode("utf-8", "replace")
+        if any(marker in text for marker in ("def browser_check", "class MockHub", "playwright", "helpers.hub_server")):
+            offenders.append(name)
+    assert not offenders, f"test infrastructure shipped in the wheel: {offenders}"
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory, wheel):
     """A fresh venv with the built wheel installed `--no-deps`; its other packages come from this venv's

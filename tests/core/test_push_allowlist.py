@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.hub_server import MockHub
 
 import hf_ext
 from hf_ext.core.cli import main as cli_main
 from hf_ext.core.hub import push_manifest, save_artifact, select_push_files
-from hf_ext.core.testing_hub import MockHub
 from hf_ext.orca import OrcaModel
 from hf_ext.orca.testing import tiny_config
 

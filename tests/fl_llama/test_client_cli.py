@@ -293,9 +293,10 @@ def test_push_of_the_train_output_publishes_both_parts_as_the_space_loads_them(t
 def test_the_space_loads_both_pushed_parts_by_repo_id(tmp_path, monkeypatch):
     """What `hf-ext push fl_llama` uploads (client/ + server/) is what the Space's `_parts()` loads from the repo its
     README links: fetched through the test Hub, and the same weights as the trained parts."""
+    from helpers.hub_server import serving
+
     from hf_ext.core.demo import MODEL_REPO_ENV
     from hf_ext.core.hub import build_push_folder, push_folder
-    from hf_ext.core.testing_hub import serving
     from hf_ext.fl_llama import SPEC, demo
     from hf_ext.fl_llama.modeling_fl_llama import FlLlamaClientModel, FlLlamaServerModel
 

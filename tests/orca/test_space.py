@@ -109,8 +109,9 @@ def _scored_directly(model, strength: float, impressions: int, seed: int) -> dic
 
 
 def test_published_tab_loads_the_repo_its_space_readme_links(orca_demo, tmp_path, monkeypatch):
+    from helpers.hub_server import serving
+
     from hf_ext.core.demo import MODEL_REPO_ENV
-    from hf_ext.core.testing_hub import serving
     from hf_ext.orca.modeling_orca import OrcaModel
 
     with serving(tmp_path / "hub") as hub:
@@ -143,9 +144,9 @@ def test_published_tab_falls_back_with_a_visible_note(orca_demo, monkeypatch):
 
 def test_published_tab_refuses_a_model_of_other_fields_with_a_note(orca_demo, tmp_path, monkeypatch):
     import torch
+    from helpers.hub_server import serving
 
     from hf_ext.core.demo import MODEL_REPO_ENV
-    from hf_ext.core.testing_hub import serving
     from hf_ext.orca.modeling_orca import OrcaModel
     from hf_ext.orca.testing import tiny_config
 

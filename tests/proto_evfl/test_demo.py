@@ -77,8 +77,9 @@ def _push(folder, tmp_path, repo_id):
 
 
 def test_published_tab_loads_the_federation_its_space_readme_links(proto_demo, published, tmp_path, monkeypatch):
+    from helpers.hub_server import serving
+
     from hf_ext.core.demo import MODEL_REPO_ENV
-    from hf_ext.core.testing_hub import serving
     from hf_ext.proto_evfl.data import VerticalDataConfig, build_vertical_split
     from hf_ext.proto_evfl.inference import load_federation, predict_entities
 
@@ -127,9 +128,10 @@ def test_published_tab_needs_the_parties_and_says_when_the_split_is_unknown(
 ):
     """A repo holding the top model alone (pushed before the parties were published) falls back, saying so; one
     without a training record loads with a note that its test split may overlap its training data."""
+    from helpers.hub_server import serving
+
     from hf_ext.core.demo import MODEL_REPO_ENV
     from hf_ext.core.hub import save_artifact
-    from hf_ext.core.testing_hub import serving
     from hf_ext.proto_evfl import SPEC
     from hf_ext.proto_evfl.inference import save_federation
 

@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import browser
 
 import hf_ext
-from hf_ext.core import browser
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 METHODS = [spec.name for spec in hf_ext.list_methods()]

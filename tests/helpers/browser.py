@@ -191,18 +191,23 @@ def open_space(context: BrowserContext, url: str) -> Page:
 
 
 def browser_script(spec: MethodSpec) -> dict[str, Callable[[Page], None]]:
-    """The method's `browser_check` / `browser_check_bad_input`, looked up in the module of `spec.demo`.
+    """The method's `browser_check` / `browser_check_bad_input`, from `tests/helpers/browser_checks/<name>.py`.
 
-    Raises [`BrowserCheckMissing`] naming what to add when either is missing.
+    Test code, not shipped in the wheel. Raises [`BrowserCheckMissing`] naming what to add when either is missing.
     """
-    module_name = spec.demo.partition(":")[0]
-    module = importlib.import_module(module_name)
+    module_name = f"helpers.browser_checks.{spec.name}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name != module_name:
+            raise
+        module = None
     found = {name: getattr(module, name, None) for name in CHECK_FUNCTIONS}
     missing = [name for name, fn in found.items() if not callable(fn)]
     if missing:
         raise BrowserCheckMissing(
             f"{spec.name}: {module_name} defines no {' / '.join(missing)}(page); every Space declares how a visitor "
-            f"drives it (see hf_ext/core/browser.py and hf_ext/orca/demo.py)"
+            f"drives it (see tests/helpers/browser.py and tests/helpers/browser_checks/orca.py)"
         )
     return found
 
