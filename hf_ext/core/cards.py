@@ -421,12 +421,7 @@ def render_artifact_card(
 
 
 def _card_file(spec: MethodSpec) -> Path:
-    try:
-        from .paths import asset
-
-        return asset("model_cards", f"{spec.name}.md")
-    except Exception:  # an older layout without package assets
-        return spec.card_file
+    return spec.card_file
 
 
 def validate_card(card: ModelCard | str) -> ModelCard:

@@ -4,11 +4,14 @@
 hf-ext list                                   # registered methods
 hf-ext reproduce [METHOD ...] [--full]        # every method at quick scale by default (this is `make run`)
 hf-ext train METHOD [ARGS ...]                # the method's training script (works under `accelerate launch`)
-hf-ext push METHOD --repo-id ID [--from DIR] [--dry-run --out DIR] [--space-repo-id ID] [--allow-untrained]
+hf-ext push METHOD --repo_id ID [--from DIR] [--dry_run --out DIR] [--space_repo_id ID] [--allow_untrained]
 hf-ext demo METHOD [--port N]                 # the method's Gradio Space on 127.0.0.1
 hf-ext setup METHOD                           # install a method's external tools (CodeBC: solc-js via npm)
 hf-ext METHOD {reproduce,train} --help        # the method's own scripts
 ```
+
+Flags are spelled with underscores, as in transformers and TRL (`--repo_id`); the dashed spelling (`--repo-id`)
+is accepted everywhere as an alias.
 """
 
 from __future__ import annotations
@@ -37,6 +40,41 @@ def cmd_list(args) -> int:
     return 0
 
 
+def script_argv(spec, entry: str, argv: list[str]) -> list[str]:
+    """`argv` for the method's `entry` script, with each `--flag_name` / `--flag-name` spelled as its parser knows it.
+
+    Flags are written with underscores (`--output_dir`, as in transformers and TRL) and the dashed spelling stays
+    an alias. A script whose module has a `build_parser()` is asked which spelling it defines; other scripts get
+    `argv` unchanged.
+    """
+    import importlib
+
+    path = spec.commands.get(entry) or getattr(spec, entry, None)
+    if not path:
+        return list(argv)
+    module = importlib.import_module(path.partition(":")[0])
+    build = getattr(module, "build_parser", None)
+    try:
+        parser = build() if callable(build) else None
+    except TypeError:  # a build_parser that needs arguments
+        parser = None
+    known = getattr(parser, "_option_string_actions", None)
+    if not known:
+        return list(argv)
+    out = []
+    for token in argv:
+        if token.startswith("--") and len(token) > 2:
+            flag, eq, value = token.partition("=")
+            if flag not in known:
+                for candidate in ("--" + flag[2:].replace("_", "-"), "--" + flag[2:].replace("-", "_")):
+                    if candidate in known:
+                        flag = candidate
+                        break
+            token = flag + eq + value
+        out.append(token)
+    return out
+
+
 def cmd_reproduce(args, extra: list[str]) -> int:
     methods = [get_method(n) for n in args.methods] if args.methods else _methods()
     failed, times = [], {}
@@ -45,7 +83,7 @@ def cmd_reproduce(args, extra: list[str]) -> int:
         print(f"\n=== hf-ext reproduce {spec.name}{' --full' if args.full else ''} ===", flush=True)
         start = time.perf_counter()
         try:
-            spec.load("reproduce")(argv)
+            spec.load("reproduce")(script_argv(spec, "reproduce", argv))
         except Exception:  # one method failing must not hide the others' results
             traceback.print_exc()
             failed.append(spec.name)
@@ -59,7 +97,8 @@ def cmd_reproduce(args, extra: list[str]) -> int:
 def cmd_train(args, extra: list[str]) -> int:
     from .parallel import close_process_group
 
-    get_method(args.method).load("train")(extra)
+    spec = get_method(args.method)
+    spec.load("train")(script_argv(spec, "train", extra))
     close_process_group()  # under `accelerate launch`; a no-op in a single process
     return 0
 
@@ -84,13 +123,25 @@ def _default_artifact(spec) -> Path:
 
 
 def cmd_push(args) -> int:
+    from .hub import CheckpointError, PushRefusedError, check_repo_id
+
+    spec = get_method(args.method)
+    if args.dry_run and not args.out:
+        raise SystemExit("hf-ext push: --dry_run needs --out DIR")
+    try:
+        check_repo_id(args.repo_id, "--repo_id")
+        if args.space_repo_id is not None:
+            check_repo_id(args.space_repo_id, "--space_repo_id")
+        return _push(spec, args)
+    except (PushRefusedError, CheckpointError) as err:  # bad input: one line, no traceback
+        raise SystemExit(f"hf-ext push {spec.name}: {err}") from None
+
+
+def _push(spec, args) -> int:
     import shutil
 
     from .hub import build_push_folder, push_folder, push_manifest, select_push_files
 
-    spec = get_method(args.method)
-    if args.dry_run and not args.out:
-        raise SystemExit("hf-ext push: --dry-run needs --out DIR")
     scratch = []  # temporary folders this command made; removed whatever happens (no copies left in /tmp)
     try:
         artifact = Path(args.from_dir) if args.from_dir else _default_artifact(spec)
@@ -158,9 +209,30 @@ def cmd_method(args, extra: list[str]) -> int:
     spec = get_method(args.method_name)
     from .parallel import close_process_group
 
-    spec.load(args.script)(extra)
+    spec.load(args.script)(script_argv(spec, args.script, extra))
     close_process_group()
     return 0
+
+
+def underscore_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Makes every `--dashed-flag` of `parser` (and of its subparsers) answer to `--dashed_flag` too, the underscore
+    spelling first, as transformers' and TRL's scripts spell flags (`--output_dir`). The dashed spelling stays as an
+    alias, so older commands keep working. Returns `parser`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                underscore_flags(sub)
+            continue
+        added = []
+        for option in action.option_strings:
+            if option.startswith("--") and "-" in option[2:]:
+                alias = "--" + option[2:].replace("-", "_")
+                if alias not in parser._option_string_actions:
+                    parser._option_string_actions[alias] = action
+                    added.append(alias)
+        if added:
+            action.option_strings = [*added, *[o for o in action.option_strings if o not in added]]
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -222,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
             )
         for command in spec.commands:
             scripts.add_parser(command, help="pass --help for options", add_help=False)
-    return parser
+    return underscore_flags(parser)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,8 +13,10 @@ without hf_ext, and with plain `AutoModel.from_pretrained` where hf_ext is impor
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,23 @@ PUSH_ALLOWED = (
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".dill", ".npy", ".npz", ".h5")
 
 
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+
+
+def check_repo_id(repo_id: str, flag: str = "--repo_id") -> str:
+    """`repo_id` if it is a well-formed Hub id (`name` or `namespace/name`), else [`PushRefusedError`] naming `flag`.
+
+    Refused: path parts (`..`, a leading `/`, more than one `/`), `--` / `..` inside a name, characters outside
+    letters, digits, `-`, `_`, `.`, and names ending in `.git` — what `huggingface_hub` would reject later, or
+    what could escape a folder when the id becomes a path.
+    """
+    if not isinstance(repo_id, str) or not _REPO_ID.fullmatch(repo_id):
+        raise PushRefusedError(f"{flag} {repo_id!r} is not a Hub repo id (expected 'name' or 'namespace/name')")
+    if any(bad in repo_id for bad in ("--", "..")) or repo_id.endswith((".git", "-", ".")):
+        raise PushRefusedError(f"{flag} {repo_id!r} is not a Hub repo id ('--', '..', a trailing '.git' or '-')")
+    return repo_id
+
+
 class PushRefusedError(ValueError):
     """A push folder would hold nothing loadable (every file refused) or its source is not a folder."""
 
@@ -164,7 +183,14 @@ def select_push_files(artifact_dir: str | os.PathLike) -> tuple[list[str], list[
                 refused.append((rel, "the Space is built from spaces/<method>/, not the artifact"))
                 continue
             if item.is_symlink():
-                target = item.resolve()
+                try:
+                    target = item.resolve(strict=True)
+                except (RuntimeError, OSError) as err:  # a loop (ELOOP) or a dangling link
+                    loop = isinstance(err, RuntimeError) or getattr(err, "errno", None) == errno.ELOOP
+                    raise PushRefusedError(
+                        f"{src}: {rel} is a {'symlink loop' if loop else 'dangling symlink'} "
+                        f"(-> {os.readlink(item)}); remove it and push again"
+                    ) from None
                 if root != target and root not in target.parents:
                     refused.append((rel, f"symlink leaving the artifact folder (-> {os.readlink(item)})"))
                     continue

@@ -73,6 +73,11 @@ class MethodSpec:
             defaults to loading through the first Auto class.
         commands (`Mapping[str, str]`): further `hf-ext <name> <command>` scripts, command name to
             `"module:function"` taking `argv` (e.g. CodeBC's `score`).
+        card_path (`str`, *optional*): the hand-written card sections; defaults to the packaged
+            `model_cards/<name>.md`. A method outside this repository (an `hf_ext.methods` entry point, or one
+            scaffolded from the template) points at its own file.
+        space_path (`str`, *optional*): the Space folder (`app.py`, `README.md`, `requirements.txt`); defaults to
+            the packaged `spaces/<name>/`.
     """
 
     name: str
@@ -96,6 +101,8 @@ class MethodSpec:
     extra_auto_classes: tuple[tuple[type | str, Mapping[str, type | str]], ...] = ()
     usage: str | None = None
     commands: Mapping[str, str] = field(default_factory=dict)
+    card_path: str | None = None
+    space_path: str | None = None
 
     def __post_init__(self):
         if not self.name.isidentifier() or self.name.lower() != self.name:
@@ -132,14 +139,18 @@ class MethodSpec:
 
     @property
     def space_dir(self) -> Path:
-        """The method's Space template (`spaces/<name>/`), shipped in the wheel as package data."""
+        """The method's Space template (`spaces/<name>/`, shipped in the wheel as package data, or `space_path`)."""
+        if self.space_path is not None:
+            return Path(self.space_path)
         from .paths import asset
 
         return asset("spaces", self.name)
 
     @property
     def card_file(self) -> Path:
-        """The hand-written card sections (`model_cards/<name>.md`), shipped in the wheel as package data."""
+        """The hand-written card sections (`model_cards/<name>.md` as package data, or `card_path`)."""
+        if self.card_path is not None:
+            return Path(self.card_path)
         from .paths import asset
 
         return asset("model_cards", f"{self.name}.md")
