@@ -1,0 +1,73 @@
+"""The method layout CONTRIBUTING.md describes, read statically from the source: each method folder registers in
+its own `__init__.py`, imports no sibling method, keeps `testing.py` out of production code, keeps files under the
+size limit, and points `hf-ext train` at `train.py:main`."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import hf_ext
+
+PACKAGE = Path(hf_ext.__file__).resolve().parent
+METHODS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file() and p.name != "core")
+MAX_LINES = 600
+
+
+def _imports(path: Path, method: str) -> set[str]:
+    """Absolute module names imported anywhere in `path` (relative imports resolved inside the method)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    rel_parts = path.relative_to(PACKAGE / method).with_suffix("").parts
+    package = ["hf_ext", method, *rel_parts[:-1]]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+                out.update({mod} | {f"{mod}.{a.name}" for a in node.names})
+            else:
+                out.add(node.module or "")
+                out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def _files(method: str) -> list[Path]:
+    return sorted(p for p in (PACKAGE / method).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_method_imports_no_sibling(method):
+    siblings = {m for m in METHODS if m != method}
+    bad = {
+        f.name: sorted(i for i in _imports(f, method) if i.split(".")[:2][-1] in siblings and i.startswith("hf_ext."))
+        for f in _files(method)
+    }
+    assert not {k: v for k, v in bad.items() if v}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_production_code_does_not_import_testing(method):
+    testing = f"hf_ext.{method}.testing"
+    bad = [f.name for f in _files(method) if f.name != "testing.py" and testing in _imports(f, method)]
+    assert not bad, f"{method}: runtime configs belong in presets.py, not testing.py; imported by {bad}"
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_files_are_small(method):
+    big = {f.name: n for f in _files(method) if (n := len(f.read_text().splitlines())) > MAX_LINES}
+    assert not big, f"{method}: split these by role (limit {MAX_LINES} lines): {big}"
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_registration_lives_in_init_and_train_in_train_py(method):
+    calls = [f.name for f in _files(method) if "register_method(" in f.read_text()]
+    assert calls == ["__init__.py"], f"{method}: register_method is called in {calls}"
+    spec = hf_ext.get_method(method)
+    if spec.train is not None:
+        assert spec.train == f"hf_ext.{method}.train:main", spec.train
+        assert (PACKAGE / method / "train.py").is_file()
