@@ -71,3 +71,19 @@ def test_registration_lives_in_init_and_train_in_train_py(method):
     if spec.train is not None:
         assert spec.train == f"hf_ext.{method}.train:main", spec.train
         assert (PACKAGE / method / "train.py").is_file()
+
+
+SPREAD_CALLS = ("np.std(", "numpy.std(", ".std(", "statistics.stdev(", "statistics.pstdev(", "pstdev(", "np.var(")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_reproductions_compute_no_spread_of_their_own(method):
+    """Seed spreads and intervals come from hf_ext.core.reporting (sample SD, t intervals), nowhere else."""
+    reporting_files = [f for f in _files(method) if f.name.startswith(("reproduce", "report")) or f.name == "loco.py"]
+    bad = {}
+    for f in reporting_files:
+        for lineno, line in enumerate(f.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if any(call in code for call in SPREAD_CALLS):
+                bad.setdefault(f.name, []).append(lineno)
+    assert not bad, f"{method}: use hf_ext.core.reporting.summarize / paired_difference instead: {bad}"
