@@ -13,12 +13,13 @@ export GRADIO_ANALYTICS_ENABLED := False
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1
 export DO_NOT_TRACK := 1
+export NO_MKDOCS_2_WARNING := 1
 # The Space browser test drives Debian's Chromium; Playwright's Python package never downloads a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 CHROMIUM := /usr/bin/chromium
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint install tools codebc-data screenshots clean
+.PHONY: run test lint docs docs-serve install tools codebc-data screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -91,6 +92,14 @@ lint: $(STAMP)
 
 test: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST) lint
 	$(PY) -m pytest -q
+
+# The documentation site (mkdocs.yml): the CLI reference is generated from the parsers first.
+docs: $(STAMP)
+	$(PY) scripts/gen_cli_docs.py
+	$(VENV)/bin/mkdocs build --strict
+
+docs-serve: docs
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 # Refresh docs/spaces/<method>.png (the README's Space screenshots).
 screenshots: $(STAMP) $(CHROMIUM) $(SOLCJS)
