@@ -20,10 +20,18 @@ METHOD_KINDS: tuple[str, ...] = ("model", "adapter", "estimator", "numerics")
 
 # Checks the shared contract runs for each kind (see tests/test_method_contract.py).
 CONTRACT_CHECKS: dict[str, tuple[str, ...]] = {
-    "model": ("config_roundtrip", "save_load_outputs", "trainer_step", "card", "space", "cli_help"),
-    "adapter": ("config_roundtrip", "save_load_outputs", "trainer_step", "card", "space", "cli_help"),
-    "estimator": ("config_roundtrip", "save_load_outputs", "fit_changes_state", "card", "space", "cli_help"),
-    "numerics": ("config_roundtrip", "save_load_outputs", "card", "space", "cli_help"),
+    "model": ("config_roundtrip", "save_load_outputs", "integrity", "trainer_step", "card", "space", "cli_help"),
+    "adapter": ("config_roundtrip", "save_load_outputs", "integrity", "trainer_step", "card", "space", "cli_help"),
+    "estimator": (
+        "config_roundtrip",
+        "save_load_outputs",
+        "integrity",
+        "fit_changes_state",
+        "card",
+        "space",
+        "cli_help",
+    ),
+    "numerics": ("config_roundtrip", "save_load_outputs", "integrity", "card", "space", "cli_help"),
 }
 
 

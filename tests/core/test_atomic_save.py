@@ -287,3 +287,53 @@ def test_killed_real_save_loads(tmp_path):
     model = AutoModelForImageTextToText.from_pretrained(out)
     assert model.memory_bank is not None and len(model.memory_bank) == 24
     _next_save_cleans(out)
+
+
+PLAIN_CHILD = textwrap.dedent(
+    r"""
+    import sys, torch
+    import hf_ext  # noqa: F401  (the load guard and the atomic save_pretrained)
+    from hf_ext.orca import OrcaModel
+    from hf_ext.orca.testing import tiny_config
+    models = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        models.append(OrcaModel(tiny_config()))
+    for i in range(1000):
+        models[i % 2].save_pretrained(sys.argv[1])  # plain transformers call, no hf_ext helper
+        print(f"saved {i + 1}", flush=True)
+    """
+)
+
+
+def test_killed_plain_save_pretrained_keeps_a_complete_artifact(tmp_path):
+    """`model.save_pretrained(dir)` of a registered class is atomic: killed at random instants (3 runs), the folder
+    always loads as exactly one of the two versions saved into it, never a mix or a truncated file."""
+    import torch
+
+    from hf_ext.orca import OrcaModel
+    from hf_ext.orca.testing import tiny_config
+
+    versions = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        versions.append(OrcaModel(tiny_config()).state_dict())
+    out = tmp_path / "orca"
+    rng = random.Random(7)
+    for _ in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", PLAIN_CHILD, str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        for _ in range(2):
+            line = proc.stdout.readline()
+            assert line.startswith("saved"), proc.stderr.read()[-2000:]
+        time.sleep(rng.uniform(0.0, 0.2))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=120)
+        loaded = OrcaModel.from_pretrained(out).state_dict()
+        matches = [all(torch.equal(loaded[k], v[k]) for k in v) for v in versions]
+        assert sum(matches) == 1, "the artifact is neither the first nor the second version"

@@ -4,6 +4,7 @@ tests/core/test_new_method_template.py (a method scaffolded from the template in
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -52,6 +53,8 @@ def run_contract_check(spec, fx, check: str, tmp_path, capsys) -> None:
         reloaded = fx.load_artifact(tmp_path / "a")
         assert type(reloaded) is type(artifact)
         _assert_same_outputs(before, fx.outputs(reloaded, inputs))
+    elif check == "integrity":
+        _check_integrity(spec, fx, tmp_path)
     elif check == "trainer_step":
         assert fx.make_trainer is not None, f"{method}: kind {spec.kind} needs make_trainer in its contract fixture"
         artifact = fx.make_artifact(fx.make_config())
@@ -99,3 +102,36 @@ def run_contract_check(spec, fx, check: str, tmp_path, capsys) -> None:
         assert spec.title.split(":")[0] in out and "--full" in out
     else:
         pytest.fail(f"unknown contract check {check!r}")
+
+
+def _check_integrity(spec, fx, tmp_path) -> None:
+    """Checksums are mandatory for every artifact kind: a flipped byte in any weight/table file and a deleted
+    checksum file are both refused on load (each with an error naming the problem), and a save leaves no
+    temporary folder behind."""
+    from hf_ext.core.integrity import CHECKSUMS_FILE, CheckpointError, MissingChecksumsError
+
+    artifact = fx.make_artifact(fx.make_config())
+    if spec.kind == "estimator":
+        artifact = fx.fit(artifact)
+    good = tmp_path / "good"
+    fx.save_artifact(artifact, good)
+    manifests = sorted(good.rglob(CHECKSUMS_FILE))
+    assert manifests, f"{spec.name}: the saved artifact has no {CHECKSUMS_FILE}"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], "a save left a temporary folder"
+    listed = [m.parent / rel for m in manifests for rel in json.loads(m.read_text())["files"]]
+    assert listed, f"{spec.name}: {CHECKSUMS_FILE} lists no weight or table file"
+    for target in listed:  # one flipped byte in the middle of any listed file
+        bad = tmp_path / f"flip-{target.relative_to(good).as_posix().replace('/', '_')}"
+        shutil.copytree(good, bad)
+        victim = bad / target.relative_to(good)
+        data = bytearray(victim.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        victim.write_bytes(bytes(data))
+        with pytest.raises(CheckpointError, match="corrupt|truncated|sha256"):
+            fx.load_artifact(bad)
+    for manifest in manifests:  # each checksum file deleted
+        gone = tmp_path / f"nosum-{manifest.parent.relative_to(good).as_posix().replace('/', '_') or 'root'}"
+        shutil.copytree(good, gone)
+        (gone / manifest.relative_to(good)).unlink()
+        with pytest.raises(MissingChecksumsError):
+            fx.load_artifact(gone)
