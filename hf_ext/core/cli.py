@@ -32,12 +32,34 @@ def _methods():
     return list_methods()
 
 
+def _extras_cell(name: str) -> str:
+    from .extras import extras_status
+
+    status = extras_status(name, "spaces")
+    missing = {extra: names for extra, names in status.items() if names}
+    if not status:
+        return "extras: -"
+    if not missing:
+        return f"extras: {'+'.join(status)} installed"
+    names = ", ".join(sorted({n for v in missing.values() for n in v}))
+    return f"missing {names} (pip install 'hf_ext[{','.join(missing)}]')"
+
+
 def cmd_list(args) -> int:
-    rows = [(m.name, m.kind, m.arxiv_id or "-", m.status) for m in _methods()]
+    rows = [(m.name, m.kind, m.arxiv_id or "-", _extras_cell(m.name), m.status) for m in _methods()]
     width = max(len(r[0]) for r in rows)
-    for name, kind, arxiv, status in rows:
-        print(f"{name:<{width}}  {kind:<9}  arXiv {arxiv:<11}  {status}")
+    for name, kind, arxiv, extras, status in rows:
+        print(f"{name:<{width}}  {kind:<9}  arXiv {arxiv:<11}  {extras}  |  {status}")
     return 0
+
+
+def require_method(spec, *more: str, purpose: str | None = None) -> None:
+    """Stops before any work when the method's extra (and `more`, e.g. `"spaces"`) is not installed."""
+    from .extras import check_extras, has_extra
+
+    extras = [e for e in (spec.name, *more) if has_extra(e)]
+    if extras:
+        check_extras(spec.name, *extras, purpose=purpose)
 
 
 def script_argv(spec, entry: str, argv: list[str]) -> list[str]:
@@ -83,7 +105,11 @@ def cmd_reproduce(args, extra: list[str]) -> int:
         print(f"\n=== hf-ext reproduce {spec.name}{' --full' if args.full else ''} ===", flush=True)
         start = time.perf_counter()
         try:
+            require_method(spec)
             spec.load("reproduce")(script_argv(spec, "reproduce", argv))
+        except ImportError as err:  # a missing extra: one line with the fix, then the other methods
+            print(f"hf-ext reproduce {spec.name}: {_missing_message(spec, err)}", file=sys.stderr, flush=True)
+            failed.append(spec.name)
         except Exception:  # one method failing must not hide the others' results
             traceback.print_exc()
             failed.append(spec.name)
@@ -98,6 +124,7 @@ def cmd_train(args, extra: list[str]) -> int:
     from .parallel import close_process_group
 
     spec = get_method(args.method)
+    require_method(spec)
     spec.load("train")(script_argv(spec, "train", extra))
     close_process_group()  # under `accelerate launch`; a no-op in a single process
     return 0
@@ -126,6 +153,7 @@ def cmd_push(args) -> int:
     from .hub import CheckpointError, PushRefusedError, check_repo_id
 
     spec = get_method(args.method)
+    require_method(spec)
     if args.dry_run and not args.out:
         raise SystemExit("hf-ext push: --dry_run needs --out DIR")
     try:
@@ -190,6 +218,7 @@ def load_space_app(spec):
 
 def cmd_demo(args) -> int:
     spec = get_method(args.method)
+    require_method(spec, "spaces", purpose="its Gradio Space")
     from .demo import launch_kwargs, prepare
 
     demo = prepare(load_space_app(spec).build_demo())  # the Space's own queue and upload cap
@@ -209,6 +238,8 @@ def cmd_method(args, extra: list[str]) -> int:
     spec = get_method(args.method_name)
     from .parallel import close_process_group
 
+    if args.script != "setup":  # setup is what installs a method's external tools
+        require_method(spec)
     spec.load(args.script)(script_argv(spec, args.script, extra))
     close_process_group()
     return 0
@@ -297,10 +328,34 @@ def build_parser() -> argparse.ArgumentParser:
     return underscore_flags(parser)
 
 
+def _missing_message(spec, err: ImportError) -> str:
+    """One line for an ImportError raised inside a method's entry point: the missing module and the pip line."""
+    from .lazy import MissingExtraError
+
+    if isinstance(err, MissingExtraError):
+        return str(err)
+    name = getattr(err, "name", None) or str(err)
+    extra = spec.name if spec is not None else "all"
+    return f"{name} is not installed ({err}); install with: pip install 'hf_ext[{extra}]'"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    try:
+        return _dispatch(parser, args, extra)
+    except ImportError as err:  # a missing optional dependency: the fix in one line, no traceback
+        method = getattr(args, "method", None) or getattr(args, "method_name", None)
+        try:
+            spec = get_method(method) if method else None
+        except RegistryError:
+            spec = None
+        print(f"hf-ext: {_missing_message(spec, err)}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(parser, args, extra) -> int:
     try:
         if args.command == "list":
             return cmd_list(args)

@@ -15,7 +15,7 @@ CORE = Path(__file__).resolve().parents[2] / "hf_ext" / "core"
 # internals only where listed as lower; a new core module must be placed here.
 LAYERS: list[set[str]] = [
     {"paths", "offline", "lazy", "devices", "parallel", "validation", "reporting", "trainer_metrics"},
-    {"integrity"},
+    {"integrity", "extras"},
     {"registry"},
     {"auto", "records", "pretrained", "testing"},
     {"cards"},
