@@ -27,6 +27,25 @@ _CHECKOUT = _PACKAGE_DIR.parent if (_PACKAGE_DIR.parent / "pyproject.toml").is_f
 ASSET_ROOTS = ("model_cards", "spaces", "tools")
 
 
+# What each data set read in place is and where it comes from, for the "not found" error (no package ships them).
+DATA_SETS: dict[str, str] = {
+    "multirc": (
+        "MultiRC train/val/test JSONL (SuperGLUE), as FL-LLaMA's authors used it; from the FedSEA-LLaMA repository "
+        "(TAP-LLM/SplitFedLLM, FedSEA-LLaMA/Dataset/MultiRC/; research use via SuperGLUE)"
+    ),
+    "fede4rag": (
+        "FedE4RAG's 1,000 10-K question-passage pairs (train_qa.json) and FinanceBench tests (test_100.json, "
+        "test_50.json); from the FedE4RAG repository (DocAILab/FedE4RAG, FedE/select_data.json and RAGTest/data/; "
+        "CC BY-NC 4.0)"
+    ),
+    "codebc": (
+        "CodeBC's secure contracts (secure_contracts/part_*.csv), Blockchain-HumanEval (blockchain_humaneval/) and "
+        "the released CodeLlama outputs (released_outputs/); from the CodeBC repository "
+        "(wanglingxiang1298/CodeBC, dataset/; MIT)"
+    ),
+}
+
+
 class DataNotFoundError(FileNotFoundError):
     """Raised when a data folder a method needs is not where any of the documented places say."""
 
@@ -74,10 +93,11 @@ def data_dir(name: str, explicit: str | os.PathLike | None = None, *, must_exist
             break  # a folder the caller named that does not exist is an error, never a silent fallback
     if not must_exist and candidates:
         return candidates[0][1]
-    tried = "; ".join(f"{where}: {path}" for where, path in candidates) or "nothing set"
+    tried = "; ".join(f"{where}: {path}" for where, path in candidates) or "no argument, no variable set"
+    what = f" It is {DATA_SETS[name]}." if name in DATA_SETS else ""
     raise DataNotFoundError(
-        f"data set {name!r} not found (tried {tried}). Pass its folder explicitly, or set ${var} to it "
-        f"(or $HF_EXT_DATA to a folder holding {name}/)."
+        f"data set {name!r} not found (tried {tried}).{what} Download it once, then pass its folder explicitly, "
+        f"or set ${var} to it (or $HF_EXT_DATA to a folder holding {name}/)."
     )
 
 

@@ -207,6 +207,12 @@ def test_paths_work_dir_and_data_dir(tmp_path, monkeypatch):
         paths.data_dir("multirc", tmp_path / "also-missing")  # an explicit folder never falls back
     with pytest.raises(paths.DataNotFoundError, match=r"\$HF_EXT_NO_SUCH_SET_DATA"):
         paths.data_dir("no_such_set")
+    # outside the checkout, with nothing set: the error says what the data set is and where it comes from
+    monkeypatch.setattr(paths, "_CHECKOUT", None)
+    monkeypatch.delenv("HF_EXT_DATA")
+    monkeypatch.delenv("HF_EXT_MULTIRC_DATA")
+    with pytest.raises(paths.DataNotFoundError, match=r"no argument, no variable set.*MultiRC.*SplitFedLLM"):
+        paths.data_dir("multirc")
 
 
 @pytest.fixture(scope="module")
