@@ -23,6 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
+from .arguments import underscore_flags
 from .registry import RegistryError, get_method, list_methods
 
 
@@ -243,27 +244,6 @@ def cmd_method(args, extra: list[str]) -> int:
     spec.load(args.script)(script_argv(spec, args.script, extra))
     close_process_group()
     return 0
-
-
-def underscore_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Makes every `--dashed-flag` of `parser` (and of its subparsers) answer to `--dashed_flag` too, the underscore
-    spelling first, as transformers' and TRL's scripts spell flags (`--output_dir`). The dashed spelling stays as an
-    alias, so older commands keep working. Returns `parser`."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in set(action.choices.values()):
-                underscore_flags(sub)
-            continue
-        added = []
-        for option in action.option_strings:
-            if option.startswith("--") and "-" in option[2:]:
-                alias = "--" + option[2:].replace("-", "_")
-                if alias not in parser._option_string_actions:
-                    parser._option_string_actions[alias] = action
-                    added.append(alias)
-        if added:
-            action.option_strings = [*added, *[o for o in action.option_strings if o not in added]]
-    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from hf_ext.core.cli import main, underscore_flags
+from hf_ext.core.arguments import ArgumentParser, underscore_flags
+from hf_ext.core.cli import main
 from hf_ext.core.hub import PushRefusedError, check_repo_id, select_push_files
 
 
@@ -55,3 +56,12 @@ def test_underscore_flags_keeps_the_dashed_alias():
     assert parser.parse_args(["--n-memory", "4"]).n_memory == 4
     assert parser.parse_args(["run", "--output_dir", "x"]).output_dir == "x"
     assert "--n_memory" in parser.format_help()
+
+
+def test_argument_parser_shows_and_accepts_both_spellings():
+    parser = ArgumentParser()
+    group = parser.add_argument_group("g")
+    group.add_argument("--max-new-tokens", type=int, default=1)
+    assert parser.parse_args(["--max_new_tokens", "5"]).max_new_tokens == 5
+    assert parser.parse_args(["--max-new-tokens", "6"]).max_new_tokens == 6
+    assert "--max_new_tokens MAX_NEW_TOKENS, --max-new-tokens" in parser.format_help()
