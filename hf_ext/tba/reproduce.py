@@ -38,7 +38,7 @@ from .dhng import TbaAttackConfig, tba_attack
 from .metrics import body_errors
 from .perceptual import ssim
 from .report import ABLATIONS, BASELINES, METRICS, REGIMES, print_table, summarise
-from .training import TbaTrainingArguments, train_all
+from .train import TbaTrainingArguments, train_all
 
 
 def _resize(x: torch.Tensor) -> torch.Tensor:

@@ -22,10 +22,12 @@ from hf_ext.core.paths import work_dir
 from .components import LM_CONFIGS, VISION_CONFIG, pretrain_lm, pretrain_vision_encoder
 from .configuration_tinyalign import TinyAlignConfig
 from .data import load_digit_captions
+from .evaluation import evaluate_captions
 from .metrics import class_word, steps_to_threshold
 from .modeling_tinyalign import TinyAlignForConditionalGeneration
 from .processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
-from .training import TinyAlignTrainingArguments, evaluate_captions, make_trainer
+from .train import TinyAlignTrainingArguments
+from .trainer import make_trainer
 
 METRICS = ("final_train_loss", "test_loss", "token_accuracy", "class_word_accuracy", "bleu", "neighbour_class_match")
 

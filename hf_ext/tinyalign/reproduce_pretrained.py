@@ -90,9 +90,11 @@ def token_norms(model, batch) -> dict:
 def run_job(run, parts, data, banks, variant, seed, fraction):
     from transformers import PrinterCallback
 
+    from .evaluation import evaluate_captions
     from .pretrained_parts import pretrained_tinyalign
     from .processing_tinyalign import build_memory_bank
-    from .training import TinyAlignTrainingArguments, evaluate_captions, make_trainer
+    from .train import TinyAlignTrainingArguments
+    from .trainer import make_trainer
 
     torch.manual_seed(seed)
     model, processor = pretrained_tinyalign(parts, **variant_kwargs(variant, run.value_num_latents))

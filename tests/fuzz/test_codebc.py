@@ -65,7 +65,7 @@ def _forced(forced_ids, vocab=10):
 
 
 def _stage(**kwargs):
-    from hf_ext.codebc.training import CodeBCStageArguments
+    from hf_ext.codebc.trainer import CodeBCStageArguments
 
     return CodeBCStageArguments(**kwargs)
 
@@ -170,7 +170,7 @@ CASES = [
     BadInput("stage max_steps 0", lambda: _stage(max_steps=0), r"max_steps must be -1"),
     BadInput(
         "encode_pair max_length 0",
-        lambda: __import__("hf_ext.codebc.training", fromlist=["x"]).encode_pair(_tok(), "p", "a", max_length=0),
+        lambda: __import__("hf_ext.codebc.data", fromlist=["x"]).encode_pair(_tok(), "p", "a", max_length=0),
         r"max_length must be an integer >= 1",
     ),
     BadInput("vd tag unknown", lambda: tags.vd_example(CODE, "maybe"), r"security tag must be one of"),

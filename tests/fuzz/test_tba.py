@@ -81,7 +81,7 @@ def _reproduce(*argv):
 
 
 def _train_args(**kwargs):
-    from hf_ext.tba.training import TbaTrainingArguments
+    from hf_ext.tba.train import TbaTrainingArguments
 
     return TbaTrainingArguments(**kwargs)
 

@@ -13,7 +13,7 @@ from hf_ext.core.pretrained import efficientnet_lite0_available
 from hf_ext.tba.body import ProceduralBody
 from hf_ext.tba.configuration_tba import TbaVictimConfig
 from hf_ext.tba.data import render_batch
-from hf_ext.tba.training import prior_mean_errors, victim_error
+from hf_ext.tba.metrics import prior_mean_errors, victim_error
 from hf_ext.tba.victim import (
     extract_features,
     fit_ridge_head,

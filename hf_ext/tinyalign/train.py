@@ -1,17 +1,17 @@
-"""Training of TinyAlign on `transformers.Trainer`: stage 1 (vision tower and LM frozen, connector + connector2
-trained) and stage 2 (LM unfrozen too), next-token cross-entropy on caption tokens; a callback records every
-step's loss."""
+"""`hf-ext train tinyalign`: one Trainer run of a setting and variant, evaluated on the test split and saved as an
+artifact. The arguments are two dataclasses parsed by `transformers.HfArgumentParser` ([`build_parser`]):
+[`TinyAlignTrainScriptArguments`] (what is trained) and [`TinyAlignTrainingArguments`] (the optimiser and schedule,
+a `TrainingArguments` subclass)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import TrainingArguments
 
 from hf_ext.core.devices import use_cpu as _run_uses_cpu
-
-from .metrics import class_word_accuracy, corpus_bleu, token_accuracy
 
 
 @dataclass
@@ -30,105 +30,6 @@ class TinyAlignTrainingArguments(TrainingArguments):
     # the run's --device (auto: TrainingArguments picks CUDA when present); progress bars as HF's default (on)
     use_cpu: bool = field(default_factory=_run_uses_cpu)
     dataloader_num_workers: int = 0
-
-
-class TinyAlignCollator:
-    """Rows `{"pixel_values", "caption"}` → padded model inputs with labels (see `TinyAlignProcessor`)."""
-
-    def __init__(self, processor):
-        self.processor = processor
-
-    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        batch = self.processor([r["pixel_values"] for r in rows], [r["caption"] for r in rows])
-        if "vision_features" in rows[0]:  # precomputed by hf_ext.tinyalign.features: the frozen tower is skipped
-            batch["vision_features"] = torch.as_tensor([r["vision_features"] for r in rows], dtype=torch.float32)
-            del batch["pixel_values"]
-        return batch
-
-
-class LossCurveCallback(TrainerCallback):
-    """Keeps the training loss of every logged step (set `logging_steps=1` for a full curve)."""
-
-    def __init__(self):
-        self.losses: list[float] = []
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and "loss" in logs:
-            self.losses.append(float(logs["loss"]))
-
-
-def make_trainer(
-    model, processor, train_dataset, args: TinyAlignTrainingArguments, stage: str = "pretrain"
-) -> tuple[Trainer, LossCurveCallback]:
-    """A `Trainer` for stage 1 (`"pretrain"`: vision tower and LM frozen) or stage 2 (`"finetune"`: LM and connectors
-    train; the vision tower stays frozen here, unlike the paper's stage 2, to keep CPU runs short)."""
-    if stage == "pretrain":
-        model.freeze_for_stage1()
-    elif stage == "finetune":
-        model.freeze_for_stage2()
-    else:
-        raise ValueError(f"stage must be 'pretrain' or 'finetune', got {stage!r}")
-    curve = LossCurveCallback()
-    from hf_ext.core.trainer_metrics import argmax_logits
-    from hf_ext.core.trainer_metrics import token_accuracy as token_acc_metric
-
-    # trainer.evaluate(eval_dataset) reports `eval_token_acc` (the README's "token acc", teacher-forced caption
-    # tokens); class-word accuracy and BLEU need generation (`evaluate_captions`)
-    trainer = Trainer(
-        model=model,
-        args=args,
-        train_dataset=train_dataset,
-        data_collator=TinyAlignCollator(processor),
-        callbacks=[curve],
-        compute_metrics=token_acc_metric,
-        preprocess_logits_for_metrics=argmax_logits,
-    )
-    return trainer, curve
-
-
-@torch.no_grad()
-def evaluate_captions(
-    model, processor, dataset, batch_size: int = 120, max_new_tokens: int = 10, class_words=None
-) -> dict:
-    """Teacher-forced token accuracy and loss, and greedy captions scored by class-word accuracy and BLEU-4.
-
-    Retrieval is always the prompt-only (honest) query, whatever `config.query_includes_answer`: in eval mode the
-    model's query pools the image and prompt positions only (`text_query_mask`), so the test caption in the
-    teacher-forced `input_ids` never reaches it. `neighbours` lists the retrieved ids per test row.
-    """
-    from .data import DIGIT_WORDS
-
-    class_words = class_words or DIGIT_WORDS
-    model.eval()
-    correct = total = 0
-    loss_sum = 0.0
-    preds, refs, neighbours = [], [], []
-    for start in range(0, len(dataset), batch_size):
-        rows = dataset[start : start + batch_size]
-        batch = {k: v.to(model.device) for k, v in processor(rows["pixel_values"], rows["caption"]).items()}
-        if "vision_features" in rows:  # precomputed frozen-tower features replace the images
-            batch["vision_features"] = torch.as_tensor(rows["vision_features"], dtype=torch.float32).to(model.device)
-            del batch["pixel_values"]
-        out = model(**batch)
-        c, t = token_accuracy(out.logits, batch["labels"])
-        correct, total, loss_sum = correct + c, total + t, loss_sum + float(out.loss) * t
-        prompt = {k: v.to(model.device) for k, v in processor(rows["pixel_values"]).items()}
-        if "vision_features" in batch:
-            prompt["vision_features"] = batch["vision_features"]
-            del prompt["pixel_values"]
-        gen = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False)
-        preds += processor.decode(gen[:, prompt["input_ids"].shape[1] :])
-        refs += list(rows["caption"])
-        if out.retrieved_ids is not None:
-            neighbours += out.retrieved_ids.tolist()
-    return {
-        "token_accuracy": correct / max(total, 1),
-        "test_loss": loss_sum / max(total, 1),
-        "class_word_accuracy": class_word_accuracy(preds, refs, class_words),
-        "bleu": corpus_bleu(preds, refs),
-        "examples": [[p, r] for p, r in zip(preds[:3], refs[:3])],
-        "neighbours": neighbours,
-    }
 
 
 @dataclass
@@ -154,6 +55,36 @@ class TinyAlignTrainScriptArguments:
         default=False,
         metadata={"help": "write the frozen encoder and LM into the artifact too (default: referenced by path)"},
     )
+
+    def __post_init__(self):
+        # flags are checked here, by name, before anything loads: a bad value must not crash deep in the run or be
+        # silently ignored (`--n_memory -3` used to be dropped by the tiny setting without a word)
+        if self.setting not in ("tiny", "pretrained"):
+            raise ValueError(f"--setting must be 'tiny' or 'pretrained', got {self.setting!r}")
+        if self.stage not in ("pretrain", "finetune"):
+            raise ValueError(f"--stage must be 'pretrain' or 'finetune', got {self.stage!r}")
+        check_variant(self.variant)
+        for name in PRETRAINED_ONLY:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"--{name} must be an integer >= 1, got {value!r}")
+            if self.setting == "tiny" and value != _DEFAULTS[name]:
+                raise ValueError(
+                    f"--{name} applies to --setting pretrained only (the tiny setting uses the fixed digits splits); "
+                    f"got --{name} {value} with --setting tiny"
+                )
+
+
+PRETRAINED_ONLY = ("n_memory", "n_train", "n_test", "value_num_latents")
+_DEFAULTS = {"n_memory": 400, "n_train": 128, "n_test": 48, "value_num_latents": 8}
+_VARIANT = re.compile(r"baseline|(released-)?k[1-9][0-9]*")
+
+
+def check_variant(variant) -> str:
+    """`variant` if it is `baseline`, `k<k>` or `released-k<k>` with k >= 1; else a `ValueError` naming `--variant`."""
+    if not isinstance(variant, str) or not _VARIANT.fullmatch(variant):
+        raise ValueError(f"--variant must be baseline, k<k> or released-k<k> (k >= 1), got {variant!r}")
+    return variant
 
 
 class TinyAlignArtifact:
@@ -201,20 +132,24 @@ def _setting(script: TinyAlignTrainScriptArguments, seed: int):
     return model, processor, train, test, FASHION_WORDS
 
 
+def build_parser():
+    """The `transformers.HfArgumentParser` of `hf-ext train tinyalign` ([`TinyAlignTrainScriptArguments`] and
+    [`TinyAlignTrainingArguments`]; underscore flags, the dashed spellings accepted too)."""
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser((TinyAlignTrainScriptArguments, TinyAlignTrainingArguments), prog="hf-ext train tinyalign")
+
+
 def main(argv: list[str] | None = None) -> dict:
     """`hf-ext train tinyalign`: one Trainer run of the chosen setting and variant; evaluates on the test split and
     saves the artifact (weights without the referenced frozen parts, memory bank, processor) atomically."""
     import json
     from pathlib import Path
 
-    from transformers import HfArgumentParser
+    from .evaluation import evaluate_captions
+    from .trainer import make_trainer
 
-    parser = HfArgumentParser(
-        (TinyAlignTrainScriptArguments, TinyAlignTrainingArguments), prog="hf-ext train tinyalign"
-    )
-    script, args = parser.parse_args_into_dataclasses(args=argv)
-    if script.stage not in ("pretrain", "finetune"):
-        raise ValueError(f"--stage must be 'pretrain' or 'finetune', got {script.stage!r}")
+    script, args = build_parser().parse_args_into_dataclasses(args=argv)
     model, processor, train, test, words = _setting(script, args.seed)
     trainer, curve = make_trainer(model, processor, train, args, stage=script.stage)
     result = trainer.train()
