@@ -149,3 +149,13 @@ def load_caption_folder(folder: str | Path, **kwargs):
         {"image": [Image.open(folder / f).copy() for f, _ in pairs], "caption": [c for _, c in pairs]}
     )
     return from_image_caption_dataset(ds, **kwargs)
+
+
+def memory_source(data, variant: str):
+    """The rows a variant's memory bank is built from: the memory split alone (honest: no training row), or, as
+    released (`released-k<k>`), the memory split together with the training split itself."""
+    from datasets import concatenate_datasets
+
+    if variant.startswith("released"):
+        return concatenate_datasets([data["memory"], data["train"]])
+    return data["memory"]

@@ -22,7 +22,7 @@ from hf_ext.core.reporting import VerdictRule, environment, paired_difference, p
 
 from .components import LM_CONFIGS, VISION_CONFIG, pretrain_lm, pretrain_vision_encoder
 from .configuration_tinyalign import TinyAlignConfig
-from .data import DIGIT_WORDS, load_digit_captions
+from .data import DIGIT_WORDS, load_digit_captions, memory_source
 from .evaluation import evaluate_captions
 from .metrics import class_word, constant_references, steps_to_threshold
 from .modeling_tinyalign import TinyAlignForConditionalGeneration
@@ -143,8 +143,6 @@ def variant_config(variant: str) -> dict:
 
 def build_model(lm: str, variant: str, seed: int):
     """A fresh model with the pretrained vision encoder and LM, and (for retrieval variants) its memory bank."""
-    from datasets import concatenate_datasets
-
     data, tokenizer, vision_state, _, lms = setup()
     lm_state, lm_info = lms[lm]
     config = TinyAlignConfig(
@@ -155,10 +153,7 @@ def build_model(lm: str, variant: str, seed: int):
     model.load_components(vision_state, lm_state)
     processor = TinyAlignProcessor(tokenizer, config)
     if config.use_retrieval:
-        bank_data = data["memory"]
-        if variant.startswith("released"):  # as released: the bank was built from the training set itself
-            bank_data = concatenate_datasets([data["memory"], data["train"]])
-        build_memory_bank(model, processor, bank_data, progress=False)
+        build_memory_bank(model, processor, memory_source(data, variant), progress=False)
     return model, processor
 
 

@@ -114,9 +114,9 @@ def run_job(run, parts, data, banks, variant, seed, fraction):
             model.snapshot_retrieval_connector()
             model.set_memory_bank(banks[key][0])
         else:
-            from datasets import concatenate_datasets
+            from .data import memory_source
 
-            source = concatenate_datasets([data["memory"], data["train"]]) if leaky else data["memory"]
+            source = memory_source(data, variant)
             bank = build_memory_bank(
                 model, processor, source.remove_columns("vision_features"), batch_size=32, progress=False
             )

@@ -110,8 +110,7 @@ def _setting(script: TinyAlignTrainScriptArguments, seed: int):
         return model, processor, data["train"], data["test"], DIGIT_WORDS
     if script.setting != "pretrained":
         raise ValueError(f"--setting must be 'tiny' or 'pretrained', got {script.setting!r}")
-    from datasets import concatenate_datasets
-
+    from .data import memory_source
     from .fashion import FASHION_WORDS, load_fashion_captions
     from .pretrained_parts import add_vision_features, pretrained_tinyalign
     from .processing_tinyalign import build_memory_bank
@@ -121,13 +120,7 @@ def _setting(script: TinyAlignTrainScriptArguments, seed: int):
     torch.manual_seed(seed)
     model, processor = pretrained_tinyalign(**variant_kwargs(script.variant, script.value_num_latents))
     if model.config.use_retrieval:
-        leaky = script.variant.startswith("released")
-        build_memory_bank(
-            model,
-            processor,
-            concatenate_datasets([data["memory"], data["train"]]) if leaky else data["memory"],
-            batch_size=32,
-        )
+        build_memory_bank(model, processor, memory_source(data, script.variant), batch_size=32)
     train, test = (add_vision_features(model, processor, data[s]) for s in ("train", "test"))
     return model, processor, train, test, FASHION_WORDS
 
