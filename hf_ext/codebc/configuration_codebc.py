@@ -33,12 +33,12 @@ class CodeBCConfig(LlamaConfig):
     tag_token_ids: dict[str, int] | None = None
 
     def __setattr__(self, name, value):
-        # LlamaConfig's fields are type-checked on assignment by huggingface_hub's strict dataclasses, whose error is
-        # neither a ValueError nor a TypeError: re-raised as one, naming the field (and kept as the cause)
+        # LlamaConfig's fields are type- and range-checked on assignment by huggingface_hub's strict dataclasses, whose
+        # error is neither a ValueError nor a TypeError: re-raised as a ValueError naming the field (kept as the cause)
         try:
             super().__setattr__(name, value)
         except StrictDataclassError as err:
-            raise ValueError(f"CodeBCConfig.{name} got {value!r} of the wrong type: {err}") from err
+            raise ValueError(f"CodeBCConfig.{name}={value!r} is refused: {err}") from err
 
     def __post_init__(self, **kwargs):
         if self.security_tags is None:

@@ -52,10 +52,15 @@ def generate_parser() -> argparse.ArgumentParser:
 def generate_main(argv: list[str] | None = None) -> dict[str, str]:
     """`hf-ext codebc generate`: `{file name or prompt index: code}`."""
     args = generate_parser().parse_args(argv)
-    from hf_ext.core.validation import check_positive_int
+    from hf_ext.core.validation import check_finite_number, check_positive_int
 
     check_positive_int("--samples", args.samples)
     check_positive_int("--tasks", args.tasks)
+    if args.tasks > 41:
+        raise ValueError(f"--tasks must be at most 41 (Blockchain-HumanEval's tasks), got {args.tasks}")
+    check_positive_int("--max-new-tokens", args.max_new_tokens)
+    check_positive_int("--seed", args.seed, minimum=0)
+    check_finite_number("--temperature", args.temperature, low=0.0, low_open=True, high=100.0)
     from .data import humaneval_prompt
     from .pipeline import task_subset
     from .tags import generate_with_tag

@@ -247,8 +247,8 @@ _TINYALIGN_FIELDS = {
                                      "value_num_self_attends", "value_num_heads", "value_text_length")},
     "vision_feature_layer": ("int", -(2**31)),
     "query_prompt_length": ("int", 0),
-    "image_token_id": ("int", 0),
-    "rag_token_id": ("int", 0),
+    "image_token_id": ("int", -(2**31)),  # the range (>= 0) is checked below, with the vocabulary in the message
+    "rag_token_id": ("int", -(2**31)),
     "alpha": ("float", 0.0, 1.0),
     **{name: "bool" for name in ("use_retrieval", "query_includes_answer", "memory_token_norm",
                                  "tie_word_embeddings")},

@@ -59,11 +59,32 @@ class PretrainedRunArguments:
     threads: int = 2
 
 
+def check_run(run: PretrainedRunArguments) -> None:
+    """Refuses, naming the flag, a value that would crash deep in the run or be silently ignored (a negative
+    `--n-memory` used to slice the split without a word)."""
+    from hf_ext.core.validation import check_finite_number, check_positive_int
+
+    if not run.seeds or not run.variants or any(not 0 < f <= 1 for f in run.fractions):
+        raise ValueError("--seeds and --variants need values; --fractions must lie in (0, 1]")
+    for seed in run.seeds:
+        check_positive_int("--seeds", seed, minimum=0)
+    for name in ("n_memory", "n_train", "n_test", "batch_size", "value_num_latents", "max_new_tokens", "threads"):
+        check_positive_int(f"--{name.replace('_', '-')}", getattr(run, name))
+    check_finite_number("--epochs", run.epochs, low=0.0, low_open=True, high=1e6)
+    check_finite_number("--learning-rate", run.learning_rate, low=0.0, low_open=True, high=10.0)
+    for v in [*run.variants, *run.efficiency_variants]:
+        variant_kwargs(v, run.value_num_latents)  # refuses a bad name before anything loads
+
+
 def variant_kwargs(variant: str, value_num_latents: int) -> dict:
+    from .data import check_variant
+
+    try:
+        check_variant(variant)
+    except ValueError:
+        raise ValueError(f"variant must be baseline, k<k> or released-k<k> (k >= 1), got {variant!r}") from None
     if variant == "baseline":
         return {"use_retrieval": False}
-    if not variant.removeprefix("released-").startswith("k"):
-        raise ValueError(f"variant must be baseline, k<k> or released-k<k>, got {variant!r}")
     k = int(variant.rsplit("k", 1)[1])
     return {
         "use_retrieval": True,
@@ -399,11 +420,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(format_table(summary))
         return summary
     run = PretrainedRunArguments(**ns)
+    check_run(run)
     print_rules(RULES)  # stated before anything loads or trains
-    if not run.seeds or not run.variants or any(not 0 < f <= 1 for f in run.fractions):
-        raise ValueError("--seeds and --variants need values; --fractions must lie in (0, 1]")
-    for v in run.variants:
-        variant_kwargs(v, run.value_num_latents)  # refuses a bad name before anything loads
     torch.set_num_threads(run.threads)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -5,13 +5,14 @@ a `TrainingArguments` subclass)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import torch
 from transformers import TrainingArguments
 
 from hf_ext.core.devices import use_cpu as _run_uses_cpu
+
+from .data import check_variant
 
 
 @dataclass
@@ -77,14 +78,6 @@ class TinyAlignTrainScriptArguments:
 
 PRETRAINED_ONLY = ("n_memory", "n_train", "n_test", "value_num_latents")
 _DEFAULTS = {"n_memory": 400, "n_train": 128, "n_test": 48, "value_num_latents": 8}
-_VARIANT = re.compile(r"baseline|(released-)?k[1-9][0-9]*")
-
-
-def check_variant(variant) -> str:
-    """`variant` if it is `baseline`, `k<k>` or `released-k<k>` with k >= 1; else a `ValueError` naming `--variant`."""
-    if not isinstance(variant, str) or not _VARIANT.fullmatch(variant):
-        raise ValueError(f"--variant must be baseline, k<k> or released-k<k> (k >= 1), got {variant!r}")
-    return variant
 
 
 class TinyAlignArtifact:
