@@ -54,6 +54,15 @@ class CodeBCStageArguments:
     def __post_init__(self):
         from hf_ext.core.validation import check_finite_number, check_positive_int
 
+        for name in ("learning_rate", "epochs", "adam_beta2", "weight_decay", "lora_alpha", "lora_dropout"):
+            value = getattr(self, name)  # check_finite_number parses numeric strings: a str field is refused here
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+        if self.trainable_token_ids is not None and (
+            isinstance(self.trainable_token_ids, str)
+            or any(isinstance(i, bool) or not isinstance(i, int) for i in self.trainable_token_ids)
+        ):
+            raise ValueError(f"trainable_token_ids must be a list of integer ids, got {self.trainable_token_ids!r}")
         check_finite_number("learning_rate", self.learning_rate, low=0.0, low_open=True, high=10.0)
         check_finite_number("epochs", self.epochs, low=0.0, low_open=True, high=1e6)
         if (

@@ -89,6 +89,11 @@ class TbaTrainingArguments:
         check_positive_int("image_size", self.image_size, minimum=8)
         check_positive_int("batch_size", self.batch_size)
         check_positive_int("seed", self.seed, minimum=0)
+        for name in ("victim_epochs", "vae_epochs", "denoiser_epochs", "victim_learning_rate", "vae_learning_rate",
+                     "denoiser_learning_rate"):  # fmt: skip
+            value = getattr(self, name)  # check_finite_number parses numeric strings: a str field is refused here
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
         for name in ("victim_epochs", "vae_epochs"):
             check_finite_number(name, getattr(self, name), low=0.0, low_open=True, high=1e6)
         check_finite_number("denoiser_epochs", self.denoiser_epochs, low=0.0, high=1e6)

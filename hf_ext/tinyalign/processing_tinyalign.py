@@ -128,6 +128,8 @@ class TinyAlignImageProcessor(BaseImageProcessor):
             raise ValueError(
                 f"images must become (batch, {self.num_channels}, {self.size}, {self.size}); got {tuple(batch.shape)}"
             )
+        if not bool(torch.isfinite(batch).all()):  # NaN would run through the normalisation to the model unnoticed
+            raise ValueError("images must hold finite pixel values; got NaN or Inf")
         if self.invert:
             batch = 1.0 - batch
         mean = torch.tensor(self.image_mean, dtype=torch.float32)[None, :, None, None]

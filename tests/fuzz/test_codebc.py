@@ -241,6 +241,12 @@ CASES = [
         lambda: _forward(inputs_embeds=torch.zeros(1, 4, 7)),
         r"inputs_embeds must be a float tensor of shape \(batch, length, 32\)",
     ),
+    BadInput("stage learning_rate='1e-3'", lambda: _stage(learning_rate="1e-3"), r"learning_rate must be a number"),
+    BadInput(
+        "stage trainable_token_ids=['a']",
+        lambda: _stage(trainable_token_ids=["a"]),
+        r"trainable_token_ids must be a list of integer ids",
+    ),
     # train / generate flags (refused by name before any work)
     BadInput("train --steps 0", lambda: _train("--steps", "0"), r"--steps must be an integer >= 1"),
     BadInput("train --lr nan", lambda: _train("--lr", "nan"), r"--learning_rate must be a finite number"),

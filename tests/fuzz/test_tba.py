@@ -207,7 +207,7 @@ CASES = [
     ),
     BadInput("tba config noise_gain nan", lambda: _attack_config(noise_gain=float("nan")), r"noise_gain must be"),
     BadInput("tba config w_vae nan", lambda: _attack_config(w_vae=float("nan")), r"w_vae must be a finite"),
-    BadInput("tba config steps 0", lambda: _attack_config(steps=0), r"steps must be >= 1"),
+    BadInput("tba config steps 0", lambda: _attack_config(steps=0), r"steps must be (an integer )?>= 1"),
     BadInput("tba empty clean", lambda: _tba(torch.zeros(0, 3, S, S)), r"empty batch"),
     # training arguments and reproduce flags (refused before any training)
     BadInput("train num_train 0", lambda: _train_args(num_train=0), r"num_train must be an integer >= 2"),
@@ -230,6 +230,17 @@ CASES = [
         "objective detached victim, default weight", lambda: _detached_objective(50.0), r"detached from its input"
     ),
     BadInput("objective detached victim, weight 0", lambda: _detached_objective(0.0), r"detached from its input"),
+    BadInput(
+        "body NaN params",
+        lambda: _body()(torch.full((1, _body().num_params), float("nan"))),
+        r"procedural body parameters must be finite",
+    ),
+    BadInput("attack config steps='3'", lambda: _attack_config(steps="3"), r"steps must be an integer >= 1"),
+    BadInput(
+        "train args victim_learning_rate='1'",
+        lambda: _train_args(victim_learning_rate="1"),
+        r"victim_learning_rate must be a number",
+    ),
     # strict config fields and train flags, issue 38
     BadInput(
         "dhng config vae_mid_attention='no'",

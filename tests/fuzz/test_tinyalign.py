@@ -277,6 +277,11 @@ CASES = [
         lambda: _loaded(query_includes_answer="false"),
         r"query_includes_answer must be a bool",
     ),
+    BadInput(
+        "processor NaN pixels",
+        lambda: tiny_processor(tiny_config())(torch.full((1, 1, 8, 8), float("nan")), ["a thin narrow zero , upright"]),
+        r"images must hold finite pixel values",
+    ),
     # train flags (refused by name while parsing, before anything loads)
     BadInput(
         "train --n_memory -3",
