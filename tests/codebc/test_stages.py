@@ -223,3 +223,30 @@ def test_recipe_stage_datasets_and_the_no_tag_control(tok):
     assert all("[Tag]" not in t for t in plain)  # the control never sees a tag
     with pytest.raises(ValueError, match="stage must be one of"):
         stage_dataset("XX", tok, ex, 512)
+
+
+def test_train_parser_keeps_the_old_dashed_flags():
+    """`hf-ext train codebc` is parsed by HfArgumentParser now: the old spellings (`--lr`, `--batch-size`, `--out`,
+    `--no-tags`) and the underscore ones give the same arguments."""
+    from hf_ext.codebc.train import build_parser
+
+    old = ["--base", "tiny", "--stages", "CI,VD", "--steps", "3", "--lr", "0.01", "--batch-size", "4",
+           "--max-length", "64", "--no-tags", "--npm-corpus", "/x", "--seed", "2", "--out", "/tmp/a",
+           "--device", "cpu"]  # fmt: skip
+    new = ["--base", "tiny", "--stages", "CI,VD", "--steps", "3", "--learning_rate", "0.01", "--batch_size", "4",
+           "--max_length", "64", "--no_tags", "--npm_corpus", "/x", "--seed", "2", "--output_dir", "/tmp/a",
+           "--device", "cpu"]  # fmt: skip
+    (a,) = build_parser().parse_args_into_dataclasses(args=old)
+    (b,) = build_parser().parse_args_into_dataclasses(args=new)
+    assert a == b
+    assert (a.base, a.stage_list, a.steps, a.learning_rate, a.batch_size) == ("tiny", ["CI", "VD"], 3, 0.01, 4)
+    assert (a.max_length, a.no_tags, a.npm_corpus, a.seed, a.output_dir, a.device) == (
+        64,
+        True,
+        "/x",
+        2,
+        "/tmp/a",
+        "cpu",
+    )
+    (d,) = build_parser().parse_args_into_dataclasses(args=[])
+    assert d.learning_rate is None and d.batch_size is None and not d.no_tags  # preset defaults apply
