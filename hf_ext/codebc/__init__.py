@@ -36,11 +36,11 @@ SPEC = register_method(
         pipeline_tag="text-generation",
         library_name="peft",
         status="3-stage LoRA + forced tags + solc-js/Slither scoring (tiny LLaMA or SmolLM2-135M; see model card)",
-        train="hf_ext.codebc.cli:train_main",
+        train="hf_ext.codebc.train:main",
         commands={
             "score": "hf_ext.codebc.scoring:main",
             "setup": "hf_ext.codebc.solidity:setup_main",
-            "generate": "hf_ext.codebc.cli:generate_main",
+            "generate": "hf_ext.codebc.generate:generate_main",
         },
         usage=(
             "from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from huggingface_hub.errors import StrictDataclassError
 from transformers import LlamaConfig
 
 
@@ -30,6 +31,14 @@ class CodeBCConfig(LlamaConfig):
 
     security_tags: list[str] | None = None
     tag_token_ids: dict[str, int] | None = None
+
+    def __setattr__(self, name, value):
+        # LlamaConfig's fields are type- and range-checked on assignment by huggingface_hub's strict dataclasses, whose
+        # error is neither a ValueError nor a TypeError: re-raised as a ValueError naming the field (kept as the cause)
+        try:
+            super().__setattr__(name, value)
+        except StrictDataclassError as err:
+            raise ValueError(f"CodeBCConfig.{name}={value!r} is refused: {err}") from err
 
     def __post_init__(self, **kwargs):
         if self.security_tags is None:
@@ -74,6 +83,12 @@ class CodeBCConfig(LlamaConfig):
                 f"CodeBCConfig.hidden_size={self.hidden_size} must be divisible by num_attention_heads="
                 f"{self.num_attention_heads}"
             )
+        dropout = self.attention_dropout
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:  # NaN fails
+            raise ValueError(f"CodeBCConfig.attention_dropout must be a number in [0, 1), got {dropout!r}")
+        std = self.initializer_range
+        if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 <= std < math.inf:
+            raise ValueError(f"CodeBCConfig.initializer_range must be a finite number >= 0, got {std!r}")
         eps = self.rms_norm_eps
         if not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
             raise ValueError(f"CodeBCConfig.rms_norm_eps must be a finite number > 0, got {eps!r}")

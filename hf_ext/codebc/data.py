@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -163,3 +164,74 @@ def _load_secure(limit: int | None, _folder: str) -> tuple[Contract, ...]:
                 if limit is not None and len(out) >= limit:
                     return tuple(out)
     return tuple(out)
+
+
+# ---- stage datasets: the training examples of each stage (the user's data schema: `input_ids` + `labels`) --------
+
+
+def encode_pair(tokenizer, prompt: str, answer: str, max_length: int, loss_on_prompt: bool = False) -> dict:
+    """Token ids and labels of `prompt + answer`; labels are -100 on the prompt unless `loss_on_prompt`.
+
+    Too-long examples lose the start of the prompt (the authors truncate on the left), never the answer.
+    """
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"max_length must be an integer >= 1, got {max_length!r}")
+    p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    a = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    a = a[:max_length]
+    p = p[max(0, len(p) - (max_length - len(a))) :] if len(p) + len(a) > max_length else p
+    ids = p + a
+    labels = ids[:] if loss_on_prompt else [-100] * len(p) + a
+    return {"input_ids": ids, "labels": labels}
+
+
+def ci_dataset(tokenizer, codes: Sequence[str], max_length: int, samples_per_contract: int = 5):
+    """Code-infilling examples (5 FIM splits per secure contract, seeds 0..4), plain CLM loss."""
+    from datasets import Dataset
+
+    from .tags import ci_text, prompt_style
+
+    rows, style = [], prompt_style(tokenizer)
+    for code in codes:
+        for k in range(samples_per_contract):
+            text = ci_text(code, seed=k, style=style)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"][:max_length]
+            rows.append({"input_ids": ids, "labels": ids[:]})
+    return Dataset.from_list(rows)
+
+
+def vd_dataset(tokenizer, codes: Sequence[str], tags: Sequence[str], max_length: int):
+    """Vulnerability detection as generation: loss on `\\n{tag}\\n[/Tag]\\n` only."""
+    from datasets import Dataset
+
+    from .tags import prompt_style, vd_example
+
+    style = prompt_style(tokenizer)
+    return Dataset.from_list(
+        [encode_pair(tokenizer, *vd_example(c, t, style), max_length) for c, t in zip(codes, tags)]
+    )
+
+
+def ti_dataset(
+    tokenizer, codes: Sequence[str], comments: Sequence[list[str] | str], tags: Sequence[str | None], max_length: int
+):
+    """Tag-guided instruction tuning: loss on the response (tag, code, tag)."""
+    from datasets import Dataset
+
+    from .tags import prompt_style, ti_example
+
+    style = prompt_style(tokenizer)
+    return Dataset.from_list(
+        [encode_pair(tokenizer, *ti_example(c, m, t, style), max_length) for c, m, t in zip(codes, comments, tags)]
+    )
+
+
+def clm_dataset(tokenizer, texts: Sequence[str], block_size: int):
+    """Concatenate `text </s>` and cut into `block_size` blocks (causal-LM pretraining)."""
+    from datasets import Dataset
+
+    stream: list[int] = []
+    for t in texts:
+        stream += tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    blocks = [stream[i : i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
+    return Dataset.from_dict({"input_ids": blocks, "labels": [b[:] for b in blocks]})

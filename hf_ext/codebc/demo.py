@@ -102,9 +102,9 @@ def load_model(root: str | None = None):
             why = f"could not load the linked model repo {root} ({type(err).__name__})"
     import torch
 
-    from .testing import tiny_config
+    from .adapter import add_adapter
+    from .presets import tiny_config
     from .tokenizer import codebc_token_ids, train_tokenizer
-    from .training import add_adapter
 
     tok = train_tokenizer(list(FALLBACK_CONTRACTS) * 4, vocab_size=512)
     config = tiny_config(

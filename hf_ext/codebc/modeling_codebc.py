@@ -17,7 +17,7 @@ class CodeBCForCausalLM(LlamaForCausalLM):
 
     config_class = CodeBCConfig
 
-    def check_inputs(self, input_ids=None, attention_mask=None, labels=None) -> None:
+    def check_inputs(self, input_ids=None, attention_mask=None, labels=None, inputs_embeds=None) -> None:
         """Shapes, dtypes and id ranges of the token inputs: a bad batch fails here with the field and the allowed
         range named, not inside the embedding lookup (`index out of range in self`) or a reshape of 0 elements."""
         vocab = self.config.vocab_size
@@ -35,6 +35,21 @@ class CodeBCForCausalLM(LlamaForCausalLM):
                 raise ValueError(
                     f"input_ids must lie in [0, vocab_size={vocab}), got {input_ids[bad].unique()[:5].tolist()}"
                 )
+        if inputs_embeds is not None:
+            width = self.config.hidden_size
+            if (
+                not isinstance(inputs_embeds, torch.Tensor)
+                or not inputs_embeds.is_floating_point()
+                or inputs_embeds.ndim != 3
+                or inputs_embeds.shape[-1] != width
+            ):
+                raise ValueError(
+                    f"inputs_embeds must be a float tensor of shape (batch, length, {width}), got "
+                    f"{tuple(getattr(inputs_embeds, 'shape', ()))} "
+                    f"{getattr(inputs_embeds, 'dtype', type(inputs_embeds).__name__)}"
+                )
+            if not bool(torch.isfinite(inputs_embeds).all()):  # NaN would run through and give NaN logits silently
+                raise ValueError("inputs_embeds must be finite; got NaN or Inf values")
         ref = input_ids.shape if input_ids is not None else None
         if attention_mask is not None and ref is not None and attention_mask.ndim == 2:
             if attention_mask.shape[0] != ref[0] or attention_mask.shape[1] < ref[1]:
@@ -68,7 +83,7 @@ class CodeBCForCausalLM(LlamaForCausalLM):
         **kwargs,
     ):
         """`LlamaForCausalLM.forward`, after [`check_inputs`]."""
-        self.check_inputs(input_ids, attention_mask, labels)
+        self.check_inputs(input_ids, attention_mask, labels, inputs_embeds)
         return super().forward(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -243,9 +243,10 @@ def pretraining_texts(corpus: list[Contract], heldout: set[str] | list[str]) -> 
 def build_base(scale: ScaleConfig, cache_dir: Path, texts: list[str]):
     """Tokenizer + tiny LLaMA pretrained by causal LM on `texts` (cached by the scale's model/pretrain fields)."""
     from .configuration_codebc import CodeBCConfig
+    from .data import clm_dataset
     from .modeling_codebc import CodeBCForCausalLM
     from .tokenizer import TOKENIZER_VERSION, codebc_token_ids, load_tokenizer, train_tokenizer
-    from .training import CodeBCStageArguments, clm_dataset, train_stage
+    from .trainer import CodeBCStageArguments, train_stage
 
     key = (
         scale.key("vocab_size", "hidden_size", "layers", "heads", "block_size", "pretrain_steps", "pretrain_lr", "seed")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .data import Contract, load_secure_contracts
+from .data import Contract, ci_dataset, load_secure_contracts, ti_dataset, vd_dataset
 from .pipeline import ScaleConfig, build_examples, load_base, pretraining_texts, with_version_line
-from .training import CodeBCStageArguments, ci_dataset, ti_dataset, vd_dataset
+from .trainer import CodeBCStageArguments
 
 STAGES = ("CI", "VD", "TI")
 

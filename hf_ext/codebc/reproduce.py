@@ -35,47 +35,15 @@ from pathlib import Path
 
 from hf_ext.core.paths import work_dir
 
+from .adapter import adapter_state, add_adapter, load_adapter_state, save_codebc
 from .evaluation import brief, constant_tag, steer_heldout, vd_accuracy
 from .external import NPM_ENV, SLITHER_SDIST_ENV, licences
 from .pipeline import ScaleConfig, generate_humaneval, score_generations, with_version_line
+from .presets import FULL, PRETRAINED, QUICK
 from .recipe import STAGES, prepare, stage_arguments, stage_dataset
 from .solidity import SolcServer, toolchain_problem
 from .tags import SECURITY_TAGS
-from .training import adapter_state, add_adapter, load_adapter_state, save_codebc, train_stage
-
-QUICK = ScaleConfig()
-FULL = dataclasses.replace(
-    QUICK,
-    layers=4,
-    block_size=256,
-    pretrain_steps=1500,
-    n_secure=160,
-    n_injected_per_pattern=10,
-    stage_steps=300,
-    samples=5,
-    max_chars=1600,
-    max_length=768,
-    max_new_tokens=256,
-    max_prompt_tokens=768,
-)
-# SmolLM2-135M-Instruct on CPU (issue 28's budget: about 150 training steps): seq 512, batch 2, 8 evaluation tasks.
-# The learning rate is 5x the paper's 1e-4 because 40 steps per stage are ~1 % of the paper's 10 epochs.
-PRETRAINED = dataclasses.replace(
-    QUICK,
-    base="smollm2",
-    n_secure=48,
-    n_injected_per_pattern=4,
-    stage_steps=40,
-    stage_lr=5e-4,
-    stage_batch=2,
-    max_chars=1400,
-    max_length=512,
-    samples=1,
-    max_new_tokens=160,
-    max_prompt_tokens=512,
-    tasks=8,
-    vd_real=48,
-)
+from .trainer import train_stage
 
 
 def make_parser() -> argparse.ArgumentParser:

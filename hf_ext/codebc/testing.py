@@ -1,4 +1,5 @@
-"""A tiny CodeBC model + adapter and the contract fixture for the shared contract test (no downloads, no corpus).
+"""Test helpers (the library never imports this module): a tiny CodeBC model + adapter and the contract fixture for
+the shared contract test (no downloads, no corpus); the tiny config itself is a run-time preset (`presets.py`).
 
 The artifact is the CodeBC adapter on its base: `save` writes the base model (`config.json`, `model.safetensors`) and
 the LoRA adapter (`adapter/adapter_config.json`, `adapter/adapter_model.safetensors`) into one folder; `load` reads the
@@ -14,30 +15,10 @@ import torch
 
 from hf_ext.core.testing import ContractFixture, causal_lm_logits
 
+from .adapter import add_adapter
 from .configuration_codebc import CodeBCConfig
-from .training import CodeBCStageArguments, add_adapter
-
-VOCAB = 96
-BASE_SEED = 1234
-
-
-def tiny_config(**overrides) -> CodeBCConfig:
-    kwargs = dict(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-        tag_token_ids={"[Tag]": 90, "[/Tag]": 91},
-        tie_word_embeddings=True,
-    )
-    kwargs.update(overrides)
-    return CodeBCConfig(**kwargs)
+from .presets import BASE_SEED, VOCAB, tiny_config
+from .trainer import CodeBCStageArguments
 
 
 def tiny_base(config: CodeBCConfig | None = None, seed: int = BASE_SEED):
@@ -66,7 +47,7 @@ def tiny_inputs(batch: int = 2, length: int = 9, seed: int = 0) -> dict[str, tor
 
 
 def save(model, path: Path) -> None:
-    from .training import save_codebc
+    from .adapter import save_codebc
 
     save_codebc(model, path)
 
@@ -79,7 +60,7 @@ def load(path: Path):
 
 
 def _trainer(model, output_dir: Path):
-    from .training import make_trainer
+    from .trainer import make_trainer
 
     ids = tiny_inputs(batch=8, length=12, seed=3)["input_ids"].tolist()
     from datasets import Dataset

@@ -85,7 +85,7 @@ def token_sequences(tokenizer) -> dict[str, list[int]]:
 def add_fim_tokens(model, tokenizer) -> list[int]:
     """Makes `<PRE> <SUF> <MID> <EOT>` atomic special tokens of a pretrained `tokenizer` and grows `model`'s
     embeddings to match; returns the ids of the tokens it added (train them with the adapter, PEFT
-    `trainable_token_indices`, as [`~hf_ext.codebc.training.CodeBCStageArguments.trainable_token_ids`] does).
+    `trainable_token_indices`, as [`~hf_ext.codebc.trainer.CodeBCStageArguments.trainable_token_ids`] does).
 
     A pretrained BPE splits `<PRE>` into `<`, `PRE`, `>` — text a model also sees in ordinary code — so the CI
     stage's markers would be ambiguous. The new rows are drawn around the mean of the existing embeddings

@@ -42,7 +42,7 @@ SPEC = register_method(
             ("hf_ext.tba.configuration_tba:TbaDhngConfig", {"AutoModel": "hf_ext.tba.modeling_tba:TbaDhngModel"}),
         ),
         reproduce="hf_ext.tba.reproduce:main",
-        train="hf_ext.tba.training:main",
+        train="hf_ext.tba.train:main",
         demo="hf_ext.tba.demo:build_demo",
         contract="hf_ext.tba.testing:contract_fixture",
         datasets=("rendered-procedural-body", "rendered-anny-body"),

@@ -72,6 +72,13 @@ class BodyModel(torch.nn.Module):
                 f"{self.name} body expects parameters of shape (batch, {self.num_params}), got {tuple(params.shape)}; "
                 "the victim's output width must match the body model"
             )
+        self.check_finite(params)
+
+    def check_finite(self, params: torch.Tensor) -> None:
+        """NaN / Inf parameters (a diverged victim) would give NaN joints, vertices and errors without a word, and
+        a failed SVD deep in PA-MPJPE: refused here, naming the body."""
+        if not bool(torch.isfinite(params).all()):
+            raise ValueError(f"{self.name} body parameters must be finite; got NaN or Inf (a diverged victim?)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -187,6 +194,7 @@ class ProceduralBody(BodyModel):
         return verts, normal
 
     def forward(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.check_finite(params)
         joints, _ = self._kinematics(params)
         verts, _ = self._surface(joints)
         return joints, verts

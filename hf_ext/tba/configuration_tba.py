@@ -159,6 +159,8 @@ class TbaDhngConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         name = type(self).__name__
+        if not isinstance(self.vae_mid_attention, bool):  # "false" or 0 from a hand-edited config.json is refused
+            raise ValueError(f"{name}.vae_mid_attention must be a bool (true / false), got {self.vae_mid_attention!r}")
         for field in ("vae_block_out_channels", "controlnet_block_out_channels", "conditioning_embedding_out_channels"):
             value = getattr(self, field)
             if value is None:

@@ -33,7 +33,7 @@ def _artifact_folder() -> Path:
         return Path(env)
     from hf_ext.core.paths import cache_dir
 
-    from .training import TbaTrainingArguments, train_all
+    from .train import TbaTrainingArguments, train_all
 
     # a Space reads nothing from runs/: a small victim and generator are trained once into the user cache
     # "-2": the DHNG gained a UNet (issue 21), so a generator cached before it no longer loads (CheckpointError)

@@ -54,8 +54,7 @@ class TbaAttackConfig:
 
     def __post_init__(self):
         check_eps(self.eps)
-        if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        check_positive_int("steps", self.steps)  # first: a string would fail the comparisons below unnamed
         if not (self.use_vae or self.use_controlnet):
             raise ValueError("TBA needs at least one noise branch: use_vae or use_controlnet")
         if self.beta < 0 or self.noise_gain <= 0:
@@ -66,7 +65,6 @@ class TbaAttackConfig:
         check_finite_number("w_controlnet", self.w_controlnet, low=0.0)
         if self.alpha is not None:
             check_finite_number("alpha", self.alpha, low=0.0, low_open=True, high=1.0)
-        check_positive_int("steps", self.steps)
 
     def to_dict(self) -> dict:
         return asdict(self)

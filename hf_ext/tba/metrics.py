@@ -57,4 +57,18 @@ def body_errors(body, pred_params: torch.Tensor, gt_params: torch.Tensor) -> dic
     }
 
 
-__all__ = ["body_errors", "mpjpe", "pa_mpjpe", "procrustes_align", "pve", "smooth_norm"]
+@torch.no_grad()
+def victim_error(model, body, images: torch.Tensor, params: torch.Tensor) -> dict[str, float]:
+    """Mean MPJPE, PA-MPJPE and PVE (mm) of a victim regressor on `images` against the true `params`."""
+    pred = torch.cat([model(pixel_values=images[i : i + 256]).params for i in range(0, len(images), 256)])
+    return {k: float(v.mean()) for k, v in body_errors(body, pred, params).items()}
+
+
+def prior_mean_errors(body, gt: torch.Tensor) -> dict[str, float]:
+    """Errors of the predictor that ignores the image and always outputs the prior mean (the bar's reference)."""
+    prior = body.sample_params(4096, torch.Generator().manual_seed(0)).mean(0, keepdim=True).expand_as(gt)
+    return {k: float(v.mean()) for k, v in body_errors(body, prior, gt).items()}
+
+
+__all__ = ["body_errors", "mpjpe", "pa_mpjpe", "prior_mean_errors", "procrustes_align", "pve", "smooth_norm",
+           "victim_error"]  # fmt: skip

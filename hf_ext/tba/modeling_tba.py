@@ -177,7 +177,7 @@ class TbaDhngModel(PreTrainedModel):
     `ControlNetModel` made from a tiny `UNet2DConditionModel` (`ControlNetModel.from_unet`), conditioned on the image
     (ControlNet branch), as in the spec's "DHNG-lite with diffusers".
 
-    Training (both on `transformers.Trainer`, see [`hf_ext.tba.training.train_dhng`]):
+    Training (both on `transformers.Trainer`, see [`hf_ext.tba.trainer.train_dhng`]):
 
     - `forward(pixel_values)` (`stage="vae"`): the VAE's step, reconstruction + KL; the UNet and ControlNet are
       frozen;

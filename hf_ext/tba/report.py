@@ -1,11 +1,11 @@
-"""Summaries of `hf-ext reproduce tba`: means ± std over seeds, the % increase over clean (the paper's "41 %"),
+"""Summaries of `hf-ext reproduce tba`: means ± sample SD over seeds, the % increase over clean (the paper's "41 %"),
 TBA's relative improvement over each baseline (the paper's "~17 %"), the paired per-image differences pooled over
-seeds and images, and the SSIM of each perturbation; plus the printed tables."""
+seeds and images with a paired bootstrap interval, the SSIM of each perturbation, the verdict rules and the printed
+tables. Every spread and interval comes from [`hf_ext.core.reporting`]."""
 
 from __future__ import annotations
 
-import math
-import statistics
+from hf_ext.core.reporting import VerdictRule, paired_bootstrap, summarize
 
 METRICS = ("mpjpe", "pa_mpjpe", "pve")
 REGIMES = ("white_box", "transfer", "resize", "blur")
@@ -14,21 +14,37 @@ ABLATIONS = ("tba_vae_only", "tba_controlnet_only", "tba_no_generator_grad")
 
 
 def mean_std(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "values": values}  # fmt: skip
+    """Mean ± sample SD over seeds ([`~hf_ext.core.reporting.summarize`]; `std` is `nan` for one seed)."""
+    s = summarize(values)
+    return {"mean": s.mean, "std": s.sd, "values": list(values)}
+
+
+def rules() -> dict[str, VerdictRule]:
+    """Printed before the run: in each regime, does TBA raise the victim's MPJPE above PGD's at the same number of
+    victim gradients? Decided on the per-image paired differences pooled over seeds (paired bootstrap, 95 %)."""
+    return {
+        regime: VerdictRule(
+            claim=f"TBA beats PGD at an equal victim-gradient budget ({regime})",
+            metric="MPJPE under attack, mm per image (higher = stronger attack)",
+            margin=0.0,
+        )
+        for regime in REGIMES
+    }
 
 
 def paired(per_seed_images: list[dict], regime: str, a: str, b: str, metric: str = "mpjpe") -> dict:
-    """Per-image `error(a) - error(b)` (mm) pooled over seeds and images: mean, std, standard error, the share of
-    images where `a` is worse for the victim (higher error), and the per-seed means' spread."""
-    diffs, seed_means = [], []
+    """Per-image `error(a) - error(b)` (mm) pooled over seeds and images: mean, sample SD, a 95 % paired bootstrap
+    interval over the images ([`~hf_ext.core.reporting.paired_bootstrap`]), the share of images where `a` is worse
+    for the victim (higher error), and the per-seed mean differences."""
+    xs, ys, seed_means = [], [], []
     for s in per_seed_images:
-        d = [x - y for x, y in zip(s[regime][a][metric], s[regime][b][metric])]
-        diffs += d
-        seed_means.append(statistics.fmean(d))
-    sd = statistics.stdev(diffs) if len(diffs) > 1 else 0.0
-    return {"mean_mm": statistics.fmean(diffs), "std_mm": sd, "sem_mm": sd / math.sqrt(len(diffs)),
-            "a_higher_share": sum(d > 0 for d in diffs) / len(diffs), "n": len(diffs),
+        x, y = s[regime][a][metric], s[regime][b][metric]
+        xs += x
+        ys += y
+        seed_means.append(summarize([p - q for p, q in zip(x, y)]).mean)
+    d = paired_bootstrap(xs, ys)
+    return {"mean_mm": d.mean, "std_mm": d.sd, "ci95_mm": [d.ci_low, d.ci_high], "difference": d,
+            "a_higher_share": sum(v > 0 for v in d.per_pair) / d.n, "n": d.n,
             "seed_means_mm": seed_means}  # fmt: skip
 
 
@@ -57,6 +73,8 @@ def summarise(per_seed: list[dict], per_seed_images: list[dict] | None = None) -
         }  # fmt: skip
         if per_seed_images is not None:
             reg["tba_minus_paired"] = {o: paired(per_seed_images, regime, "tba", o) for o in others}
+            if "pgd" in reg["tba_minus_paired"]:
+                reg["verdict_vs_pgd"] = rules()[regime].decide(reg["tba_minus_paired"]["pgd"]["difference"])
         summary[regime] = reg
     if per_seed and "ssim" in per_seed[0]:
         summary["ssim"] = {n: mean_std([s["ssim"][n] for s in per_seed]) for n in per_seed[0]["ssim"]}
@@ -65,7 +83,7 @@ def summarise(per_seed: list[dict], per_seed_images: list[dict] | None = None) -
 
 def print_table(summary: dict, eps: float, ns) -> None:
     print(f"\nTBA vs baselines, eps = {eps * 255:.0f}/255, {ns.steps} victim gradients (FGSM: 1), "
-          f"{ns.num_test} test images x {len(ns.seeds)} seeds; errors in mm (mean ± std over seeds)")  # fmt: skip
+          f"{ns.num_test} test images x {len(ns.seeds)} seeds; errors in mm (mean ± sample SD over seeds)")  # fmt: skip
     prior = summary["prior_mean_predictor"]
     print("a victim predicting the prior mean scores " + ", ".join(f"{m} {prior[m]['mean']:.1f}" for m in METRICS))
     ssim = summary.get("ssim", {})
@@ -74,9 +92,9 @@ def print_table(summary: dict, eps: float, ns) -> None:
         print(f"\n[{regime}]")
         print(f"{'attack':<26}{'MPJPE':>16}{'PA-MPJPE':>16}{'PVE':>16}{'MPJPE +%':>12}{'PVE +%':>12}{'SSIM':>8}")
         for name, entry in reg.items():
-            if name in ("tba_improvement_pct", "tba_minus_paired"):
+            if name in ("tba_improvement_pct", "tba_minus_paired", "verdict_vs_pgd"):
                 continue
-            cells = "".join(f"{entry[m]['mean']:>9.1f} ± {entry[m]['std']:<4.1f}" for m in METRICS)
+            cells = "".join(f"{entry[m]['mean']:>9.1f} ± {entry[m]['std']:<4.1f}" for m in METRICS)  # nan: one seed
             inc = "".join(f"{entry[f'{m}_increase_pct']['mean']:>12.1f}" if name != "clean" else f"{'':>12}"
                           for m in ("mpjpe", "pve"))  # fmt: skip
             sim = f"{ssim[name]['mean']:>8.3f}" if name in ssim else ""
@@ -85,9 +103,11 @@ def print_table(summary: dict, eps: float, ns) -> None:
         print("TBA relative to: " + ", ".join(
             f"{b} {imp[b]['mpjpe']['mean']:+.1f}% MPJPE / {imp[b]['pve']['mean']:+.1f}% PVE" for b in imp))  # fmt: skip
         if "tba_minus_paired" in reg:
-            print("paired TBA - other, MPJPE mm per image (mean ± sem, share TBA higher): " + ", ".join(
-                f"{o} {d['mean_mm']:+.2f} ± {d['sem_mm']:.2f} ({d['a_higher_share']:.0%})"
+            print("paired TBA - other, MPJPE mm per image (mean [95 % bootstrap], share TBA higher): " + ", ".join(
+                f"{o} {d['mean_mm']:+.2f} [{d['ci95_mm'][0]:+.2f}, {d['ci95_mm'][1]:+.2f}] ({d['a_higher_share']:.0%})"
                 for o, d in reg["tba_minus_paired"].items()))  # fmt: skip
+        if "verdict_vs_pgd" in reg:
+            print(reg["verdict_vs_pgd"].line())
 
 
-__all__ = ["ABLATIONS", "BASELINES", "METRICS", "REGIMES", "mean_std", "paired", "print_table", "summarise"]
+__all__ = ["ABLATIONS", "BASELINES", "METRICS", "REGIMES", "mean_std", "paired", "print_table", "rules", "summarise"]

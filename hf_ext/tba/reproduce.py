@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import statistics
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -30,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from hf_ext.core.paths import work_dir
+from hf_ext.core.reporting import environment, print_rules, summarize, write_results
 
 from .attacks import AdversarialLossConfig, AdversarialObjective, check_eps, fgsm, mifgsm, pgd
 from .body import build_body
@@ -37,8 +37,8 @@ from .data import render_batch
 from .dhng import TbaAttackConfig, tba_attack
 from .metrics import body_errors
 from .perceptual import ssim
-from .report import ABLATIONS, BASELINES, METRICS, REGIMES, print_table, summarise
-from .training import TbaTrainingArguments, train_all
+from .report import ABLATIONS, BASELINES, METRICS, REGIMES, print_table, rules, summarise
+from .train import TbaTrainingArguments, train_all
 
 
 def _resize(x: torch.Tensor) -> torch.Tensor:
@@ -95,7 +95,7 @@ def _save_records(meta: dict, per_seed: list[dict], setting: dict, ns) -> None:
         held_out = victims.get(key, {}).get("eval")
         if held_out is None:  # an old cache: the clean errors of the attack's test images
             regime = "white_box" if key == "victim_a" else "transfer"
-            held_out = {m: statistics.fmean(s[regime]["clean"][m] for s in per_seed) for m in METRICS}
+            held_out = {m: summarize([s[regime]["clean"][m] for s in per_seed]).mean for m in METRICS}
         metrics = [metric(label, name, held_out[name], dataset=data, higher_is_better=False) for name, label in labels]
         if prior is not None:
             metrics += [metric(f"prior-mean predictor {label}", f"prior_mean_{name}", prior[name], dataset=data,
@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> dict:
     if ns.victim_input_size is None:
         ns.victim_input_size = scale["input_size"]
     check_reproduce_args(ns)
+    print_rules(rules())  # stated before anything trains or attacks
     train_args = TbaTrainingArguments(
         body=ns.body, victim=ns.victim, victim_input_size=ns.victim_input_size, num_train=ns.num_train,
         num_eval=ns.num_eval,
@@ -403,12 +404,14 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
         "summary": main_eps["summary"],
         "per_seed": main_eps["per_seed"],
         "by_eps": by_eps,
-        "attack_time_s": {k: statistics.fmean(t[k] for t in timings) for k in timings[0]},
+        "attack_time_s": {k: summarize([t[k] for t in timings]).mean for k in timings[0]},
         "training_time_s": meta["timings"],
         "artifacts_cached": cached,
         "wall_time_s": time.perf_counter() - t0,
+        "rules": {regime: rule.to_dict() for regime, rule in rules().items()},
+        "environment": environment(),
     }
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    write_results(out / "results.json", results)
     _save_records(meta, main_eps["per_seed"], results["setting"], ns)
     print(f"\nwrote {out / 'results.json'} and {out / 'grid.png'} ({results['wall_time_s']:.0f}s)")
     return results

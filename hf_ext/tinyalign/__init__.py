@@ -30,7 +30,7 @@ SPEC = register_method(
             "AutoModelForImageTextToText": "hf_ext.tinyalign.modeling_tinyalign:TinyAlignForConditionalGeneration",
         },
         reproduce="hf_ext.tinyalign.reproduce:main",
-        train="hf_ext.tinyalign.training:main",
+        train="hf_ext.tinyalign.train:main",
         demo="hf_ext.tinyalign.demo:build_demo",
         contract="hf_ext.tinyalign.testing:contract_fixture",
         datasets=("sklearn-digits-captions",),

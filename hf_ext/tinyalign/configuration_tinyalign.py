@@ -3,6 +3,7 @@ memory-retrieval branch (query pooling, top-k, value connector) and the frozen r
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from transformers import AutoConfig, PreTrainedConfig
@@ -30,10 +31,40 @@ class TinyAlignEfficientNetConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        check_fields(self, {"model_name": "str", "num_channels": ("int", 1), "image_size": ("int", 32),
+                            "hidden_size": ("int", 1)})  # fmt: skip
         if not str(self.model_name).startswith("efficientnet-lite"):
             raise ValueError(f"model_name must be an EfficientNet-Lite variant, got {self.model_name!r}")
         if self.image_size < 32 or self.image_size % 32:
             raise ValueError(f"image_size must be a positive multiple of 32, got {self.image_size}")
+
+
+def check_fields(config, spec: dict) -> None:
+    """Types and ranges of `config`'s fields, naming the field: `spec` maps a name to `"bool"`, `"str"`,
+    `"str?"` (a string or `None`), `("int", low)` (an int >= low, bools refused) or `("float", low, high)` (a finite
+    number in [low, high]). Runs at construction and on load (`from_pretrained` / `from_dict` build the config
+    through the same `__post_init__`). Kept in this file: the configuration travels as remote code without
+    hf_ext."""
+    name = type(config).__name__
+    for field, kind in spec.items():
+        value = getattr(config, field)
+        if kind == "bool":
+            ok, want = isinstance(value, bool), "a bool (true / false)"
+        elif kind in ("str", "str?"):
+            ok = isinstance(value, str) or (kind == "str?" and value is None)
+            want = "a string" + (" or None" if kind == "str?" else "")
+        elif kind[0] == "int":
+            ok = not isinstance(value, bool) and isinstance(value, int) and value >= kind[1]
+            want = f"an integer >= {kind[1]}"
+        else:
+            low, high = kind[1], kind[2]
+            ok = (
+                not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+                and low <= value <= high
+            )  # fmt: skip
+            want = f"a finite number in [{low:g}, {high:g}]"
+        if not ok:
+            raise ValueError(f"{name}.{field} must be {want}, got {value!r}")
 
 
 # Sub-configs are resolved through AutoConfig by model_type: register this one on import (the remote-code copy of
@@ -152,6 +183,7 @@ class TinyAlignConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        check_fields(self, _TINYALIGN_FIELDS)
         for name in (
             "image_size",
             "num_channels",
@@ -207,6 +239,24 @@ class TinyAlignConfig(PreTrainedConfig):
     def num_memory_tokens(self) -> int:
         """Extra tokens placed after the image tokens: `memory_top_k · value_num_latents` (0 for the baseline)."""
         return self.memory_top_k * self.value_num_latents if self.use_retrieval else 0
+
+
+_TINYALIGN_FIELDS = {
+    **{name: ("int", 1) for name in ("image_size", "num_channels", "num_image_tokens", "memory_top_k",
+                                     "value_num_latents", "value_latent_dim", "value_d_model",
+                                     "value_num_self_attends", "value_num_heads", "value_text_length")},
+    "vision_feature_layer": ("int", -(2**31)),
+    "query_prompt_length": ("int", 0),
+    "image_token_id": ("int", -(2**31)),  # the range (>= 0) is checked below, with the vocabulary in the message
+    "rag_token_id": ("int", -(2**31)),
+    "alpha": ("float", 0.0, 1.0),
+    **{name: "bool" for name in ("use_retrieval", "query_includes_answer", "memory_token_norm",
+                                 "tie_word_embeddings")},
+    "connector_type": "str",
+    "vision_feature_select_strategy": "str",
+    "vision_model_name_or_path": "str?",
+    "text_model_name_or_path": "str?",
+}  # fmt: skip
 
 
 __all__ = ["TinyAlignConfig", "TinyAlignEfficientNetConfig"]

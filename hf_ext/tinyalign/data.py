@@ -5,6 +5,7 @@ image–caption `datasets.Dataset` or a local folder of image–caption pairs.""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -149,3 +150,23 @@ def load_caption_folder(folder: str | Path, **kwargs):
         {"image": [Image.open(folder / f).copy() for f, _ in pairs], "caption": [c for _, c in pairs]}
     )
     return from_image_caption_dataset(ds, **kwargs)
+
+
+def memory_source(data, variant: str):
+    """The rows a variant's memory bank is built from: the memory split alone (honest: no training row), or, as
+    released (`released-k<k>`), the memory split together with the training split itself."""
+    from datasets import concatenate_datasets
+
+    if variant.startswith("released"):
+        return concatenate_datasets([data["memory"], data["train"]])
+    return data["memory"]
+
+
+_VARIANT = re.compile(r"baseline|(released-)?k[1-9][0-9]*")
+
+
+def check_variant(variant) -> str:
+    """`variant` if it is `baseline`, `k<k>` or `released-k<k>` with k >= 1; else a `ValueError` naming `--variant`."""
+    if not isinstance(variant, str) or not _VARIANT.fullmatch(variant):
+        raise ValueError(f"--variant must be baseline, k<k> or released-k<k> (k >= 1), got {variant!r}")
+    return variant

@@ -232,6 +232,7 @@ class MemoryBank:
         self.keys = nn.functional.normalize(keys.detach().float().cpu(), dim=-1).contiguous()
         self.values = values.detach().float().cpu().contiguous()
         self.captions = list(captions) if captions is not None else None
+        self.source_ids: list | None = None  # the rows it was built from, when known (see build_memory_bank)
         if index is None:
             try:
                 index = faiss.index_factory(self.key_dim, index_factory, faiss.METRIC_INNER_PRODUCT)

@@ -63,3 +63,54 @@ def steps_to_threshold(losses: list[float], threshold: float, window: int = 5) -
         if len(chunk) == window and sum(chunk) / window <= threshold:
             return i + 1
     return None
+
+
+def constant_references(train_captions: list[str], test_captions: list[str], words=DIGIT_WORDS) -> dict:
+    """What a captioner that ignores the image scores on the test split, with every choice made on the training
+    split (never on the test set it is scored on):
+
+    - the **training-majority class**: the most frequent class word of the training captions (ties: the first in
+      `words` order), its test class-word accuracy;
+    - the **best constant caption**: among the distinct training captions, the one whose corpus BLEU against the
+      training captions is highest (ties: the most frequent, then the first in sorted order), its test BLEU and
+      class-word accuracy.
+    """
+    if not train_captions or not test_captions:
+        raise ValueError("constant_references needs non-empty train and test captions")
+    counts = Counter(class_word(c, words) for c in train_captions)
+    counts.pop(None, None)
+    order = {w: i for i, w in enumerate(words)}
+    majority = min(counts, key=lambda w: (-counts[w], order.get(w, len(order)))) if counts else None
+    test_words = [class_word(c, words) for c in test_captions]
+    majority_acc = sum(w is not None and w == majority for w in test_words) / len(test_words)
+    # corpus BLEU of one constant hypothesis: reference n-gram counts are gathered once, then each candidate is
+    # clipped against them (the same arithmetic as `corpus_bleu`, without re-counting the references per candidate)
+    ref_grams = [[Counter(tuple(r[i : i + n]) for i in range(len(r) - n + 1)) for n in range(1, 5)] for r in
+                 (c.split() for c in train_captions)]  # fmt: skip
+    ref_len = sum(len(c.split()) for c in train_captions)
+    frequency = Counter(train_captions)
+
+    def train_bleu(candidate: str) -> float:
+        hyp = candidate.split()
+        hyp_grams = [Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1)) for n in range(1, 5)]
+        matches = [sum(sum(min(c, g[n][k]) for k, c in hyp_grams[n].items()) for g in ref_grams) for n in range(4)]
+        totals = [max(len(hyp) - n, 0) * len(train_captions) for n in range(4)]
+        hyp_len = len(hyp) * len(train_captions)
+        if hyp_len == 0 or min(matches) == 0:
+            return 0.0
+        log_p = sum(math.log(m / t) for m, t in zip(matches, totals)) / 4
+        bp = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
+        return 100.0 * bp * math.exp(log_p)
+
+    scored = {c: train_bleu(c) for c in sorted(frequency)}
+    best = max(sorted(frequency), key=lambda c: (scored[c], frequency[c]))
+    return {
+        "majority_class": majority,
+        "majority_class_word_accuracy": majority_acc,
+        "best_constant_caption": best,
+        "best_constant_caption_train_bleu": scored[best],
+        "best_constant_caption_test_bleu": corpus_bleu([best] * len(test_captions), test_captions),
+        "best_constant_caption_class_word_accuracy": class_word_accuracy(
+            [best] * len(test_captions), test_captions, words
+        ),
+    }

@@ -128,6 +128,8 @@ class TinyAlignImageProcessor(BaseImageProcessor):
             raise ValueError(
                 f"images must become (batch, {self.num_channels}, {self.size}, {self.size}); got {tuple(batch.shape)}"
             )
+        if not bool(torch.isfinite(batch).all()):  # NaN would run through the normalisation to the model unnoticed
+            raise ValueError("images must hold finite pixel values; got NaN or Inf")
         if self.invert:
             batch = 1.0 - batch
         mean = torch.tensor(self.image_mean, dtype=torch.float32)[None, :, None, None]
@@ -351,6 +353,9 @@ def build_memory_bank(
         values.append(v)
         captions.extend(batch[caption_column])
     bank = MemoryBank(torch.cat(keys), torch.cat(values), captions, index_factory=index_factory)
+    # which rows the bank was built from (the dataset's `index` column when it has one): lets a run check that the
+    # honest bank shares no row with the training split (kept in memory, not saved with the bank)
+    bank.source_ids = list(dataset["index"]) if "index" in dataset.column_names else None
     model.set_memory_bank(bank)
     model.train(was_training)
     return bank

@@ -18,14 +18,18 @@ import torch
 
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
+from hf_ext.core.reporting import VerdictRule, environment, paired_difference, print_rules, write_results
 
 from .components import LM_CONFIGS, VISION_CONFIG, pretrain_lm, pretrain_vision_encoder
 from .configuration_tinyalign import TinyAlignConfig
-from .data import load_digit_captions
-from .metrics import class_word, steps_to_threshold
+from .data import DIGIT_WORDS, load_digit_captions, memory_source
+from .evaluation import evaluate_captions
+from .metrics import class_word, constant_references, steps_to_threshold
 from .modeling_tinyalign import TinyAlignForConditionalGeneration
 from .processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
-from .training import TinyAlignTrainingArguments, evaluate_captions, make_trainer
+from .report import seed_stats, stat_cell
+from .train import TinyAlignTrainingArguments
+from .trainer import make_trainer
 
 METRICS = ("final_train_loss", "test_loss", "token_accuracy", "class_word_accuracy", "bleu", "neighbour_class_match")
 
@@ -139,8 +143,6 @@ def variant_config(variant: str) -> dict:
 
 def build_model(lm: str, variant: str, seed: int):
     """A fresh model with the pretrained vision encoder and LM, and (for retrieval variants) its memory bank."""
-    from datasets import concatenate_datasets
-
     data, tokenizer, vision_state, _, lms = setup()
     lm_state, lm_info = lms[lm]
     config = TinyAlignConfig(
@@ -151,10 +153,7 @@ def build_model(lm: str, variant: str, seed: int):
     model.load_components(vision_state, lm_state)
     processor = TinyAlignProcessor(tokenizer, config)
     if config.use_retrieval:
-        bank_data = data["memory"]
-        if variant.startswith("released"):  # as released: the bank was built from the training set itself
-            bank_data = concatenate_datasets([data["memory"], data["train"]])
-        build_memory_bank(model, processor, bank_data, progress=False)
+        build_memory_bank(model, processor, memory_source(data, variant), progress=False)
     return model, processor
 
 
@@ -207,11 +206,52 @@ def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, 
     return (lm, variant, seed, fraction), stages, losses, seconds, ev["examples"]
 
 
-def _stats(values: list[float]) -> dict[str, float]:
-    values = np.asarray(values, dtype=float)
-    if np.isnan(values).all():  # e.g. neighbour agreement of the baseline, which retrieves nothing
-        return {"mean": float("nan"), "std": float("nan")}
-    return {"mean": float(np.nanmean(values)), "std": float(np.nanstd(values))}
+def rules(run: TinyAlignReproduceArguments) -> dict[str, VerdictRule]:
+    """The verdict rules, printed before the run ([`~hf_ext.core.reporting.VerdictRule`]), paired over seeds.
+
+    `data_efficiency` restates the old criterion ("mean token accuracy of TinyAlign at a fraction >= the baseline's
+    at 100 %") as a paired comparison with a 95 % interval: *confirmed* only when TinyAlign at the smallest fraction
+    (0.4 when run, the paper's) is better with confidence, *refuted* when it is worse with confidence; the smallest
+    fraction whose mean matches is still printed as before."""
+    k, f = run.efficiency_k, _efficiency_fraction(run)
+    return {
+        "tinyalign_vs_baseline": VerdictRule(
+            claim=f"TinyAlign (k = {k}) beats the baseline connector at 100 % of the train split",
+            metric="test token accuracy",
+            margin=0.0,
+        ),
+        "data_efficiency": VerdictRule(
+            claim=f"TinyAlign (k = {k}) trained on {f:.0%} of the train split reaches the baseline trained on 100 %",
+            metric="test token accuracy",
+            margin=0.0,
+        ),
+    }
+
+
+def _efficiency_fraction(run: TinyAlignReproduceArguments) -> float:
+    below = sorted(f for f in run.fractions if f < 1.0)
+    return 0.4 if 0.4 in below else (below[0] if below else 1.0)
+
+
+def verdicts(run: TinyAlignReproduceArguments, done: dict) -> dict:
+    """Each rule's verdict per LM (paired over the seeds both arms finished)."""
+    k, f = f"k{run.efficiency_k}", _efficiency_fraction(run)
+    decided, table = {}, rules(run)
+    for lm in run.lm_sizes:
+        pairs = {
+            "tinyalign_vs_baseline": ((lm, k, 1.0), (lm, "baseline", 1.0)),
+            "data_efficiency": ((lm, k, f), (lm, "baseline", 1.0)),
+        }
+        for name, (a, b) in pairs.items():
+            seeds = [s for s in run.seeds if (*a[:2], s, a[2]) in done and (*b[:2], s, b[2]) in done]
+            if not seeds or (name == "data_efficiency" and (lm not in run.efficiency_lms or f == 1.0)):
+                continue
+            diff = paired_difference(
+                [done[(*a[:2], s, a[2])]["metrics"]["token_accuracy"] for s in seeds],
+                [done[(*b[:2], s, b[2])]["metrics"]["token_accuracy"] for s in seeds],
+            )
+            decided[f"{name} ({lm} LM)"] = table[name].decide(diff)
+    return decided
 
 
 def summarise(run: TinyAlignReproduceArguments, done: dict) -> dict:
@@ -229,10 +269,10 @@ def summarise(run: TinyAlignReproduceArguments, done: dict) -> dict:
             row = {
                 "lm": lm,
                 "variant": v,
-                "metrics": {k: _stats([c["metrics"][k] for c in cells]) for k in METRICS},
+                "metrics": {k: seed_stats([c["metrics"][k] for c in cells]) for k in METRICS},
                 "steps_to_baseline_final_loss": steps,
-                "train_seconds": _stats([c["seconds"] for c in cells]),
-                "stage1_metrics": {k: _stats([c["stage1"][k] for c in cells]) for k in METRICS},
+                "train_seconds": seed_stats([c["seconds"] for c in cells]),
+                "stage1_metrics": {k: seed_stats([c["stage1"][k] for c in cells]) for k in METRICS},
                 "per_seed": [c["metrics"] for c in cells],
                 "examples": cells[0]["examples"],
             }
@@ -244,7 +284,7 @@ def summarise(run: TinyAlignReproduceArguments, done: dict) -> dict:
             for v in ("baseline", f"k{run.efficiency_k}"):
                 eff[v] = {
                     str(f): {
-                        k: _stats([done[(lm, v, s, f)]["metrics"][k] for s in run.seeds])
+                        k: seed_stats([done[(lm, v, s, f)]["metrics"][k] for s in run.seeds])
                         for k in ("token_accuracy", "class_word_accuracy", "bleu", "test_loss")
                     }
                     for f in run.fractions
@@ -304,7 +344,7 @@ def format_table(results: dict) -> str:
         m = row["metrics"]
 
         def cell(k, scale=1.0, d=3):
-            return f"{m[k]['mean'] * scale:.{d}f}±{m[k]['std'] * scale:.{d}f}"
+            return stat_cell(m[k], scale, d)
 
         steps = ",".join("-" if s is None else str(s) for s in row["steps_to_baseline_final_loss"])
         s1 = row["stage1_metrics"]
@@ -313,8 +353,8 @@ def format_table(results: dict) -> str:
                 [
                     row["lm"],
                     row["variant"],
-                    f"{s1['token_accuracy']['mean']:.3f}±{s1['token_accuracy']['std']:.3f}",
-                    f"{s1['class_word_accuracy']['mean']:.3f}±{s1['class_word_accuracy']['std']:.3f}",
+                    stat_cell(s1["token_accuracy"]),
+                    stat_cell(s1["class_word_accuracy"]),
                     cell("final_train_loss"),
                     cell("test_loss"),
                     cell("token_accuracy"),
@@ -331,15 +371,22 @@ def format_table(results: dict) -> str:
             if isinstance(by_f, dict) and v != "criterion":
                 lines.append(
                     f"  {v:>9}: "
-                    + "  ".join(
-                        f"{float(f):.0%} {s['token_accuracy']['mean']:.3f}±{s['token_accuracy']['std']:.3f}"
-                        for f, s in by_f.items()
-                    )
+                    + "  ".join(f"{float(f):.0%} {stat_cell(c['token_accuracy'])}" for f, c in by_f.items())
                 )
         lines.append(
             f"  smallest fraction at which TinyAlign matches baseline-100%: "
             f"{eff['smallest_fraction_matching_baseline_100']} (paper: 0.4)"
         )
+    refs = results.get("references")
+    if refs:
+        lines.append(
+            f"\nreferences (chosen on the train split, scored on test): training-majority class "
+            f"'{refs['majority_class']}' class-word acc {refs['majority_class_word_accuracy']:.3f}; best constant "
+            f"caption '{refs['best_constant_caption']}' BLEU {refs['best_constant_caption_test_bleu']:.1f}, "
+            f"class-word acc {refs['best_constant_caption_class_word_accuracy']:.3f}"
+        )
+    for name, v in results.get("verdict_objects", {}).items():
+        lines.append(f"{name}: paired Δ token acc {v.difference.cell()} -> {v.verdict.upper()}")
     return "\n".join(lines)
 
 
@@ -366,6 +413,7 @@ def main(argv: list[str] | None = None) -> dict:
         run.fractions.append(1.0)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
+    print_rules(rules(run))  # stated before anything trains
     start = time.perf_counter()
     setup()  # pretrain (or load) the frozen parts once, before the workers start
     variants = ["baseline"] + [f"k{k}" for k in run.ks]
@@ -403,6 +451,7 @@ def main(argv: list[str] | None = None) -> dict:
             f.write(json.dumps({"job": key, **done[key]}) + "\n")
     summary = summarise(run, done)
     data, _, _, vision_info, lms = setup()
+    decided = verdicts(run, done)
     results = {
         "method": "tinyalign",
         "scale": "full" if run.full else "quick",
@@ -417,9 +466,13 @@ def main(argv: list[str] | None = None) -> dict:
             "lms": {k: {kk: vv for kk, vv in v[1].items() if kk != "text_config"} for k, v in lms.items()},
         },
         **summary,
+        "references": constant_references(data["train"]["caption"], data["test"]["caption"], DIGIT_WORDS),
+        "rules": {name: rule.to_dict() for name, rule in rules(run).items()},
+        "verdicts": {name: v.to_dict() for name, v in decided.items()},
+        "environment": environment(),
         "seconds": round(time.perf_counter() - start, 1),
     }
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    write_results(out / "results.json", results)
     if artifact_job in done and (out / "artifact").is_dir():  # what `hf-ext push tinyalign` renders the card from
         from hf_ext.core.records import metric, save_training_record
 
@@ -464,7 +517,7 @@ def main(argv: list[str] | None = None) -> dict:
             skip_nonfinite=True,
         )
     plot_curves(summary["curves"], out / "loss_curves.png")
-    table = format_table(results)
+    table = format_table({**results, "verdict_objects": decided})
     print(table)
     print(
         f"\nwrote {out / 'results.json'}, {out / 'loss_curves.png'} and {out / 'artifact'} ({results['seconds']:.0f} s)"

@@ -116,7 +116,8 @@ def _outputs(model, inputs):
 
 
 def _trainer(model, output_dir: Path):
-    from .training import TinyAlignTrainingArguments, make_trainer
+    from .train import TinyAlignTrainingArguments
+    from .trainer import make_trainer
 
     config = model.config
     args = TinyAlignTrainingArguments(

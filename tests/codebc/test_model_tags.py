@@ -98,14 +98,9 @@ def test_untagged_generation_and_bad_arguments(model, tok):
 
 
 def test_stage_datasets_mask_the_prompt_and_a_stage_trains_the_adapter(model, tok, tmp_path):
-    from hf_ext.codebc.training import (
-        CodeBCStageArguments,
-        adapter_state,
-        ci_dataset,
-        encode_pair,
-        train_stage,
-        vd_dataset,
-    )
+    from hf_ext.codebc.adapter import adapter_state
+    from hf_ext.codebc.data import ci_dataset, encode_pair, vd_dataset
+    from hf_ext.codebc.trainer import CodeBCStageArguments, train_stage
 
     row = encode_pair(tok, *vd_example(CODE, "bug", tags.prompt_style(tok)), max_length=512)
     n_answer = len(tok("\nbug\n[/Tag]\n", add_special_tokens=False)["input_ids"])

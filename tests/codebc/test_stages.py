@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from hf_ext.codebc import evaluation, tags
+from hf_ext.codebc.data import ci_dataset, encode_pair, ti_dataset, vd_dataset
 from hf_ext.codebc.tags import PromptStyle, fim_split, prompt_style, tag_block, ti_example, vd_example
-from hf_ext.codebc.training import ci_dataset, encode_pair, ti_dataset, vd_dataset
 
 CODE = "pragma solidity ^0.8.0;\ncontract A {\n    function f(uint a) public pure returns (uint) { return a * 2; }\n}"
 TEMPLATE = (
@@ -169,10 +169,10 @@ def test_vd_accuracy_and_the_constant_predictor(monkeypatch):
 
 
 def test_generate_cli_writes_scoreable_files_from_a_saved_artifact(tok, tmp_path, capsys):
-    from hf_ext.codebc import cli
+    from hf_ext.codebc import generate, train
+    from hf_ext.codebc.adapter import save_codebc
     from hf_ext.codebc.testing import make_adapter, tiny_config
     from hf_ext.codebc.tokenizer import codebc_token_ids
-    from hf_ext.codebc.training import save_codebc
 
     cfg = tiny_config(
         vocab_size=len(tok),
@@ -183,7 +183,7 @@ def test_generate_cli_writes_scoreable_files_from_a_saved_artifact(tok, tmp_path
         max_position_embeddings=512,
     )
     save_codebc(make_adapter(cfg), tmp_path / "art", tok)
-    out = cli.generate_main(
+    out = generate.generate_main(
         [
             "--model",
             str(tmp_path / "art"),
@@ -202,10 +202,10 @@ def test_generate_cli_writes_scoreable_files_from_a_saved_artifact(tok, tmp_path
     assert sorted(out) == ["prompt_0.txt_0.sol", "prompt_1.txt_0.sol"]
     assert sorted(p.name for p in (tmp_path / "gen").iterdir()) == sorted(out)
     with pytest.raises(SystemExit) as err:
-        cli.generate_main(["--model", str(tmp_path / "nothing")])
+        generate.generate_main(["--model", str(tmp_path / "nothing")])
     assert err.value.code == 2 and "not a CodeBC artifact" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="--stages"):
-        cli.train_main(["--stages", "CI,XX"])
+        train.main(["--stages", "CI,XX"])
 
 
 def test_recipe_stage_datasets_and_the_no_tag_control(tok):
@@ -223,3 +223,30 @@ def test_recipe_stage_datasets_and_the_no_tag_control(tok):
     assert all("[Tag]" not in t for t in plain)  # the control never sees a tag
     with pytest.raises(ValueError, match="stage must be one of"):
         stage_dataset("XX", tok, ex, 512)
+
+
+def test_train_parser_keeps_the_old_dashed_flags():
+    """`hf-ext train codebc` is parsed by HfArgumentParser now: the old spellings (`--lr`, `--batch-size`, `--out`,
+    `--no-tags`) and the underscore ones give the same arguments."""
+    from hf_ext.codebc.train import build_parser
+
+    old = ["--base", "tiny", "--stages", "CI,VD", "--steps", "3", "--lr", "0.01", "--batch-size", "4",
+           "--max-length", "64", "--no-tags", "--npm-corpus", "/x", "--seed", "2", "--out", "/tmp/a",
+           "--device", "cpu"]  # fmt: skip
+    new = ["--base", "tiny", "--stages", "CI,VD", "--steps", "3", "--learning_rate", "0.01", "--batch_size", "4",
+           "--max_length", "64", "--no_tags", "--npm_corpus", "/x", "--seed", "2", "--output_dir", "/tmp/a",
+           "--device", "cpu"]  # fmt: skip
+    (a,) = build_parser().parse_args_into_dataclasses(args=old)
+    (b,) = build_parser().parse_args_into_dataclasses(args=new)
+    assert a == b
+    assert (a.base, a.stage_list, a.steps, a.learning_rate, a.batch_size) == ("tiny", ["CI", "VD"], 3, 0.01, 4)
+    assert (a.max_length, a.no_tags, a.npm_corpus, a.seed, a.output_dir, a.device) == (
+        64,
+        True,
+        "/x",
+        2,
+        "/tmp/a",
+        "cpu",
+    )
+    (d,) = build_parser().parse_args_into_dataclasses(args=[])
+    assert d.learning_rate is None and d.batch_size is None and not d.no_tags  # preset defaults apply

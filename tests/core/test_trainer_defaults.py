@@ -18,11 +18,13 @@ from hf_ext.core.trainer_metrics import answer_exact_match, argmax_logits, token
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINING_FILES = [
-    "tba/training.py",
-    "codebc/training.py",
+    "tba/train.py",
+    "tba/trainer.py",
+    "codebc/trainer.py",
     "fede4rag/task.py",
     "h2tune/task.py",
-    "tinyalign/training.py",
+    "tinyalign/train.py",
+    "tinyalign/trainer.py",
 ]
 
 
@@ -44,7 +46,7 @@ def test_device_choice(monkeypatch):
             devices.set_device("cuda")
     with pytest.raises(ValueError, match="device must be one of"):
         devices.set_device("tpu")
-    from hf_ext.tinyalign.training import TinyAlignTrainingArguments
+    from hf_ext.tinyalign.train import TinyAlignTrainingArguments
 
     devices.set_device("cpu")
     assert TinyAlignTrainingArguments(output_dir="x").use_cpu is True
@@ -114,7 +116,8 @@ def test_tinyalign_evaluate_reports_token_acc(tmp_path):
 
     from hf_ext.tinyalign.metrics import token_accuracy as ta_token_accuracy
     from hf_ext.tinyalign.testing import tiny_config, tiny_data, tiny_model, tiny_processor
-    from hf_ext.tinyalign.training import TinyAlignTrainingArguments, make_trainer
+    from hf_ext.tinyalign.train import TinyAlignTrainingArguments
+    from hf_ext.tinyalign.trainer import make_trainer
 
     config = tiny_config()
     model, processor = tiny_model(config), tiny_processor(config)
@@ -135,15 +138,16 @@ def test_tinyalign_evaluate_reports_token_acc(tmp_path):
 def test_tba_victim_evaluate_reports_mpjpe(tmp_path):
     from hf_ext.tba.body import build_body
     from hf_ext.tba.data import make_dataset
+    from hf_ext.tba.metrics import victim_error
     from hf_ext.tba.modeling_tba import TbaPoseRegressor
     from hf_ext.tba.testing import tiny_victim_config
-    from hf_ext.tba.training import _trainer, victim_error
+    from hf_ext.tba.trainer import make_trainer
 
     body = build_body("procedural")
     ds = make_dataset(body, 8, seed=0, image_size=tiny_victim_config().image_size)
     torch.manual_seed(0)
     model = TbaPoseRegressor(tiny_victim_config(num_params=body.num_params)).eval()
-    trainer = _trainer(model, ds, tmp_path, epochs=1, lr=1e-3, batch_size=8, seed=0, body=body)
+    trainer = make_trainer(model, ds, tmp_path, epochs=1, lr=1e-3, batch_size=8, seed=0, body=body)
     result = trainer.evaluate(ds)
     rows = ds.with_format("torch")[:]
     want = victim_error(model, body, rows["pixel_values"], rows["labels"])
@@ -155,7 +159,7 @@ def test_codebc_evaluate_reports_token_acc(tmp_path):
     from datasets import Dataset
 
     from hf_ext.codebc.testing import make_adapter, tiny_config, tiny_inputs
-    from hf_ext.codebc.training import CodeBCStageArguments, make_trainer
+    from hf_ext.codebc.trainer import CodeBCStageArguments, make_trainer
 
     model = make_adapter(tiny_config()).eval()
     ids = tiny_inputs(batch=6, length=10, seed=4)["input_ids"]

@@ -65,7 +65,7 @@ def _forced(forced_ids, vocab=10):
 
 
 def _stage(**kwargs):
-    from hf_ext.codebc.training import CodeBCStageArguments
+    from hf_ext.codebc.trainer import CodeBCStageArguments
 
     return CodeBCStageArguments(**kwargs)
 
@@ -82,6 +82,34 @@ def _reproduce(*argv):
 
     with mock.patch.object(reproduce, "toolchain_problem", reached):
         return reproduce.main(["--out", "/dev/null/hf_ext_fuzz", *argv])
+
+
+def _loaded_config(**changes):
+    from hf_ext.codebc.configuration_codebc import CodeBCConfig
+
+    return CodeBCConfig.from_dict({**tiny_config().to_dict(), **changes})
+
+
+def _train(*argv):
+    """`hf-ext train codebc` with the first expensive step (the data and base preparation) replaced by an error."""
+    from unittest import mock
+
+    from hf_ext.codebc import recipe, train
+
+    def reached(*args, **kwargs):
+        raise RuntimeError(f"bad flags {argv} reached the run (prepare)")
+
+    with mock.patch.object(recipe, "prepare", reached):
+        try:
+            return train.main(["--out", "/dev/null/hf_ext_fuzz/artifact", *argv])
+        except SystemExit as err:  # the script's one-line error, as the CLI prints it
+            raise ValueError(str(err)) from None
+
+
+def _generate(*argv):
+    from hf_ext.codebc.generate import generate_main
+
+    return generate_main(["--model", "/dev/null/hf_ext_fuzz", *argv])
 
 
 CASES = [
@@ -170,7 +198,7 @@ CASES = [
     BadInput("stage max_steps 0", lambda: _stage(max_steps=0), r"max_steps must be -1"),
     BadInput(
         "encode_pair max_length 0",
-        lambda: __import__("hf_ext.codebc.training", fromlist=["x"]).encode_pair(_tok(), "p", "a", max_length=0),
+        lambda: __import__("hf_ext.codebc.data", fromlist=["x"]).encode_pair(_tok(), "p", "a", max_length=0),
         r"max_length must be an integer >= 1",
     ),
     BadInput("vd tag unknown", lambda: tags.vd_example(CODE, "maybe"), r"security tag must be one of"),
@@ -179,6 +207,62 @@ CASES = [
     BadInput("reproduce --samples 0", lambda: _reproduce("--samples", "0"), r"samples must be an integer >= 1"),
     BadInput("reproduce --max-new-tokens -1", lambda: _reproduce("--max-new-tokens", "-1"), r"max_new_tokens must"),
     BadInput("reproduce --pretrain-steps -5", lambda: _reproduce("--pretrain-steps", "-5"), r"pretrain_steps must"),
+    # strict config fields (construction and load), issue 38
+    BadInput("config vocab_size='96'", lambda: tiny_config(vocab_size="96"), r"CodeBCConfig.vocab_size"),
+    BadInput("config hidden_size=None", lambda: tiny_config(hidden_size=None), r"CodeBCConfig.hidden_size"),
+    BadInput(
+        "config attention_dropout=nan",
+        lambda: tiny_config(attention_dropout=float("nan")),
+        r"attention_dropout must be a number in \[0, 1\)",
+    ),
+    BadInput(
+        "config initializer_range=-1",
+        lambda: tiny_config(initializer_range=-1.0),
+        r"CodeBCConfig.initializer_range",
+    ),
+    BadInput(
+        "loaded config num_hidden_layers='2'",
+        lambda: _loaded_config(num_hidden_layers="2"),
+        r"CodeBCConfig.num_hidden_layers",
+    ),
+    BadInput(
+        "loaded config attention_dropout=1.5",
+        lambda: _loaded_config(attention_dropout=1.5),
+        r"attention_dropout must be a number in",
+    ),
+    # forward: NaN embeddings would pass silently to NaN logits
+    BadInput(
+        "forward inputs_embeds nan",
+        lambda: _forward(inputs_embeds=torch.full((1, 4, 32), float("nan"))),
+        r"inputs_embeds must be finite",
+    ),
+    BadInput(
+        "forward inputs_embeds wrong width",
+        lambda: _forward(inputs_embeds=torch.zeros(1, 4, 7)),
+        r"inputs_embeds must be a float tensor of shape \(batch, length, 32\)",
+    ),
+    BadInput("stage learning_rate='1e-3'", lambda: _stage(learning_rate="1e-3"), r"learning_rate must be a number"),
+    BadInput(
+        "stage trainable_token_ids=['a']",
+        lambda: _stage(trainable_token_ids=["a"]),
+        r"trainable_token_ids must be a list of integer ids",
+    ),
+    # train / generate flags (refused by name before any work)
+    BadInput("train --steps 0", lambda: _train("--steps", "0"), r"--steps must be an integer >= 1"),
+    BadInput("train --lr nan", lambda: _train("--lr", "nan"), r"--learning_rate must be a finite number"),
+    BadInput("train --batch-size 0", lambda: _train("--batch-size", "0"), r"--batch_size must be an integer >= 1"),
+    BadInput("train --seed -1", lambda: _train("--seed", "-1"), r"--seed must be an integer >= 0"),
+    BadInput(
+        "generate --max-new-tokens 0",
+        lambda: _generate("--max-new-tokens", "0"),
+        r"--max-new-tokens must be an integer >= 1",
+    ),
+    BadInput(
+        "generate --temperature nan",
+        lambda: _generate("--temperature", "nan"),
+        r"--temperature must be a finite number",
+    ),
+    BadInput("generate --tasks 42", lambda: _generate("--tasks", "42"), r"--tasks must be at most 41"),
 ]
 
 

@@ -81,9 +81,34 @@ def _reproduce(*argv):
 
 
 def _train_args(**kwargs):
-    from hf_ext.tba.training import TbaTrainingArguments
+    from hf_ext.tba.train import TbaTrainingArguments
 
     return TbaTrainingArguments(**kwargs)
+
+
+def _detached_objective(weight):
+    from hf_ext.tba.attacks import AdversarialLossConfig
+
+    victim = _victim()
+
+    def detached(images):
+        with torch.no_grad():
+            return victim(pixel_values=images).params
+
+    cfg = AdversarialLossConfig(lambda_perceptual=weight)
+    return AdversarialObjective(detached, _body(), _images(), 8 / 255, cfg)
+
+
+def _loaded_dhng(**changes):
+    from hf_ext.tba.configuration_tba import TbaDhngConfig
+
+    return TbaDhngConfig.from_dict({**tiny_dhng_config().to_dict(), **changes})
+
+
+def _train_cli(*argv):
+    from hf_ext.tba.train import build_parser
+
+    return build_parser().parse_args_into_dataclasses(args=[*argv, "--out", "/dev/null/hf_ext_fuzz"])
 
 
 CASES = [
@@ -182,7 +207,7 @@ CASES = [
     ),
     BadInput("tba config noise_gain nan", lambda: _attack_config(noise_gain=float("nan")), r"noise_gain must be"),
     BadInput("tba config w_vae nan", lambda: _attack_config(w_vae=float("nan")), r"w_vae must be a finite"),
-    BadInput("tba config steps 0", lambda: _attack_config(steps=0), r"steps must be >= 1"),
+    BadInput("tba config steps 0", lambda: _attack_config(steps=0), r"steps must be (an integer )?>= 1"),
     BadInput("tba empty clean", lambda: _tba(torch.zeros(0, 3, S, S)), r"empty batch"),
     # training arguments and reproduce flags (refused before any training)
     BadInput("train num_train 0", lambda: _train_args(num_train=0), r"num_train must be an integer >= 2"),
@@ -200,6 +225,37 @@ CASES = [
     BadInput("reproduce --beta nan", lambda: _reproduce("--beta", "nan"), r"--beta must be a finite number"),
     BadInput("reproduce --threads 0", lambda: _reproduce("--threads", "0"), r"--threads must be >= 1"),
     BadInput("reproduce --victim-epochs 0", lambda: _reproduce("--victim-epochs", "0"), r"victim_epochs must be"),
+    # issue 41: a victim detached from its input (SSIM alone would be optimised; at weight 0 a raw RuntimeError)
+    BadInput(
+        "objective detached victim, default weight", lambda: _detached_objective(50.0), r"detached from its input"
+    ),
+    BadInput("objective detached victim, weight 0", lambda: _detached_objective(0.0), r"detached from its input"),
+    BadInput(
+        "body NaN params",
+        lambda: _body()(torch.full((1, _body().num_params), float("nan"))),
+        r"procedural body parameters must be finite",
+    ),
+    BadInput("attack config steps='3'", lambda: _attack_config(steps="3"), r"steps must be an integer >= 1"),
+    BadInput(
+        "train args victim_learning_rate='1'",
+        lambda: _train_args(victim_learning_rate="1"),
+        r"victim_learning_rate must be a number",
+    ),
+    # strict config fields and train flags, issue 38
+    BadInput(
+        "dhng config vae_mid_attention='no'",
+        lambda: tiny_dhng_config(vae_mid_attention="no"),
+        r"vae_mid_attention must be a bool",
+    ),
+    BadInput(
+        "loaded dhng config vae_mid_attention=0",
+        lambda: _loaded_dhng(vae_mid_attention=0),
+        r"vae_mid_attention must be a bool",
+    ),
+    BadInput("train --num_train -3", lambda: _train_cli("--num_train", "-3"), r"num_train must be an integer >= 2"),
+    BadInput(
+        "train --vae-epochs nan", lambda: _train_cli("--vae-epochs", "nan"), r"vae_epochs must be a finite number"
+    ),
 ]
 
 

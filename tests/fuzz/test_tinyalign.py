@@ -71,14 +71,48 @@ def _bank(keys=None, values=None):
     )
 
 
+def _loaded(**changes):
+    """A tiny config saved and loaded back with `changes` written into its config dict (as a hand-edited
+    `config.json` would be): loading runs the same checks as construction."""
+    from hf_ext.tinyalign.configuration_tinyalign import TinyAlignConfig
+
+    return TinyAlignConfig.from_dict({**tiny_config().to_dict(), **changes})
+
+
+def _train(*argv):
+    """`hf-ext train tinyalign` argument parsing only (the dataclasses validate; nothing trains)."""
+    from hf_ext.tinyalign.train import build_parser
+
+    return build_parser().parse_args_into_dataclasses(args=[*argv, "--output_dir", "/dev/null/hf_ext_fuzz"])
+
+
+def _pretrained(*argv):
+    """`hf-ext reproduce tinyalign --pretrained` with the frozen parts' loader replaced by an error."""
+    from unittest import mock
+
+    from hf_ext.tinyalign import pretrained_parts
+
+    def reached(*args, **kwargs):
+        raise RuntimeError(f"bad flags {argv} reached the run (load_frozen_parts)")
+
+    with mock.patch.object(pretrained_parts, "load_frozen_parts", reached):
+        from hf_ext.tinyalign.reproduce_pretrained import main
+
+        return main(["--pretrained", "--out", "/dev/null/hf_ext_fuzz", *argv])
+
+
 CASES = [
     # configs
     BadInput(
         "config typo key", lambda: tiny_config(memory_topk=3), r"'memory_topk'.*memory_top_k", UnknownConfigKeyError
     ),
-    BadInput("config memory_top_k=0", lambda: tiny_config(memory_top_k=0), r"memory_top_k must be >= 1"),
-    BadInput("config alpha=nan", lambda: tiny_config(alpha=float("nan")), r"alpha must lie in \[0, 1\]"),
-    BadInput("config alpha=1.5", lambda: tiny_config(alpha=1.5), r"alpha must lie in \[0, 1\]"),
+    BadInput("config memory_top_k=0", lambda: tiny_config(memory_top_k=0), r"memory_top_k must be (an integer )?>= 1"),
+    BadInput(
+        "config alpha=nan",
+        lambda: tiny_config(alpha=float("nan")),
+        r"alpha must (lie in|be a finite number in) \[0, 1\]",
+    ),
+    BadInput("config alpha=1.5", lambda: tiny_config(alpha=1.5), r"alpha must (lie in|be a finite number in) \[0, 1\]"),
     BadInput("config image_size=0", lambda: tiny_config(image_size=0), r"image_size must be an integer >= 1"),
     BadInput("config num_image_tokens=-1", lambda: tiny_config(num_image_tokens=-1), r"num_image_tokens.*>= 1"),
     BadInput("config value_num_latents=0", lambda: tiny_config(value_num_latents=0), r"value_num_latents.*>= 1"),
@@ -207,6 +241,78 @@ CASES = [
     BadInput("reproduce --fractions nan", lambda: _reproduce("--fractions", "nan"), r"--fractions must lie in"),
     BadInput("reproduce --epochs 0", lambda: _reproduce("--epochs", "0"), r"--epochs must be > 0"),
     BadInput("reproduce --workers 0", lambda: _reproduce("--workers", "0"), r"--workers must be >= 1"),
+    # strict config fields (construction and load), issue 38
+    BadInput(
+        "config num_image_tokens='4'", lambda: tiny_config(num_image_tokens="4"), r"num_image_tokens must be an integer"
+    ),
+    BadInput(
+        "config value_text_length=None",
+        lambda: tiny_config(value_text_length=None),
+        r"value_text_length must be an integer",
+    ),
+    BadInput(
+        "config query_prompt_length=nan",
+        lambda: tiny_config(query_prompt_length=float("nan")),
+        r"query_prompt_length must be an integer",
+    ),
+    BadInput(
+        "config vision_feature_layer=True",
+        lambda: tiny_config(vision_feature_layer=True),
+        r"vision_feature_layer must be an integer",
+    ),
+    BadInput("config use_retrieval='no'", lambda: tiny_config(use_retrieval="no"), r"use_retrieval must be a bool"),
+    BadInput(
+        "config memory_token_norm=1", lambda: tiny_config(memory_token_norm=1), r"memory_token_norm must be a bool"
+    ),
+    BadInput("config alpha='0.4'", lambda: tiny_config(alpha="0.4"), r"alpha must be a finite number"),
+    BadInput(
+        "config text_model_name_or_path=3",
+        lambda: tiny_config(text_model_name_or_path=3),
+        r"text_model_name_or_path must be a string",
+    ),
+    BadInput("loaded config memory_top_k='4'", lambda: _loaded(memory_top_k="4"), r"memory_top_k must be an integer"),
+    BadInput("loaded config alpha=inf", lambda: _loaded(alpha=float("inf")), r"alpha must be a finite number"),
+    BadInput(
+        "loaded config query_includes_answer='false'",
+        lambda: _loaded(query_includes_answer="false"),
+        r"query_includes_answer must be a bool",
+    ),
+    BadInput(
+        "processor NaN pixels",
+        lambda: tiny_processor(tiny_config())(torch.full((1, 1, 8, 8), float("nan")), ["a thin narrow zero , upright"]),
+        r"images must hold finite pixel values",
+    ),
+    # train flags (refused by name while parsing, before anything loads)
+    BadInput(
+        "train --n_memory -3",
+        lambda: _train("--setting", "pretrained", "--n_memory", "-3"),
+        r"--n_memory must be an integer >= 1",
+    ),
+    BadInput(
+        "train --n-memory with the tiny setting",
+        lambda: _train("--n-memory", "50"),
+        r"--n_memory applies to --setting pretrained only",
+    ),
+    BadInput(
+        "train --variant k0", lambda: _train("--variant", "k0"), r"--variant must be baseline, k<k> or released-k<k>"
+    ),
+    BadInput(
+        "train --stage pretraining",
+        lambda: _train("--stage", "pretraining"),
+        r"--stage must be 'pretrain' or 'finetune'",
+    ),
+    # pretrained reproduce flags (refused before the frozen parts load)
+    BadInput(
+        "pretrained --n-memory -3", lambda: _pretrained("--n-memory", "-3"), r"--n-memory must be an integer >= 1"
+    ),
+    BadInput("pretrained --epochs nan", lambda: _pretrained("--epochs", "nan"), r"--epochs must be a finite number"),
+    BadInput(
+        "pretrained --learning-rate 0",
+        lambda: _pretrained("--learning-rate", "0"),
+        r"--learning-rate must be a finite number",
+    ),
+    BadInput("pretrained --seeds -1", lambda: _pretrained("--seeds", "-1"), r"--seeds must be an integer >= 0"),
+    BadInput("pretrained --variants kx", lambda: _pretrained("--variants", "kx"), r"variant must be baseline"),
 ]
 
 

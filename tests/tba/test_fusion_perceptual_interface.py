@@ -159,3 +159,75 @@ def test_a_keypoint_regressor_is_attacked_through_the_interface(data):
         KeypointObjective(keypoints, x, EPS, AdversarialLossConfig(targeted=True))
     with pytest.raises(ValueError, match="detached the graph"):
         KeypointObjective(lambda im: keypoints(im).detach(), x, EPS, cfg).gradient(x)
+
+
+def _loss_terms(body, victim, adv, x, ref):
+    """The loss's terms computed here from the metrics and the body model, independently of the objective."""
+    from hf_ext.tba.metrics import mpjpe, pve
+
+    params = victim(adv)
+    joints, verts = body(params)
+    ref_joints, ref_verts = body(ref)
+    root = body.root_joints
+    return {
+        "joint": mpjpe(joints, ref_joints, root),
+        "vertex": pve(verts, ref_verts, joints, ref_joints, root),
+        "param": ((params - ref) ** 2).mean(-1),
+        "perceptual": 1 - ssim(adv, x),
+    }
+
+
+@pytest.mark.parametrize("targeted", [False, True])
+def test_adversarial_loss_is_the_weighted_sum_of_its_four_terms(data, targeted):
+    """Each weight multiplies its own term: the vertex (PVE) term alone, the joint term alone, ... and all four with
+    the defaults (zeroing any one term in the objective fails one of these)."""
+    body, x, p = data
+    victim = _linear_victim(body.num_params, seed=1)
+    adv = (x + EPS * torch.sign(torch.randn(x.shape, generator=torch.Generator().manual_seed(5)))).clamp(0, 1)
+    ref = p + 0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(6))
+    terms = _loss_terms(body, victim, adv, x, ref)
+    assert all(float(t.min()) > 0 for t in terms.values())  # every term is live on this batch
+    sign = -1.0 if targeted else 1.0
+    weights = {"joint": "lambda_joint", "vertex": "lambda_vertex", "param": "lambda_param"}
+    zero = dict(lambda_joint=0.0, lambda_vertex=0.0, lambda_param=0.0, lambda_perceptual=0.0, targeted=targeted)
+    for term, name in weights.items():
+        cfg = AdversarialLossConfig(**{**zero, name: 3.0})
+        got = AdversarialObjective(victim, body, x, EPS, cfg, reference_params=ref)(adv)
+        torch.testing.assert_close(got, sign * 3.0 * terms[term], msg=f"the {term} term")
+    cfg = AdversarialLossConfig(targeted=targeted)
+    want = sign * (cfg.lambda_joint * terms["joint"] + cfg.lambda_vertex * terms["vertex"]
+                   + cfg.lambda_param * terms["param"]) - cfg.lambda_perceptual * terms["perceptual"]  # fmt: skip
+    torch.testing.assert_close(AdversarialObjective(victim, body, x, EPS, cfg, reference_params=ref)(adv), want)
+
+
+@pytest.mark.parametrize("weight", [0.0, 50.0])
+def test_a_detached_victim_is_refused_with_a_value_error(data, weight):
+    """A victim whose prediction carries no gradient to the images is refused when the objective is built: at the
+    default perceptual weight the attack would otherwise optimise SSIM alone, at weight 0 autograd failed deep
+    inside the attack with a RuntimeError."""
+    body, x, p = data
+    victim = _linear_victim(body.num_params)
+    cfg = AdversarialLossConfig(lambda_perceptual=weight)
+    detached = [
+        lambda im: victim(im).detach(),
+        lambda im: victim(im.detach()),
+        lambda im: torch.from_numpy(victim(im).detach().numpy()),
+    ]
+    for bad in detached:
+        with pytest.raises(ValueError, match="detached from its input"):
+            AdversarialObjective(bad, body, x, EPS, cfg, reference_params=p)
+
+    def no_grad_victim(im):
+        with torch.no_grad():
+            return victim(im)
+
+    with pytest.raises(ValueError, match="detached from its input"):
+        AdversarialObjective(no_grad_victim, body, x, EPS, cfg, reference_params=p)
+    trainable = torch.nn.Linear(3 * 16, body.num_params)  # parameters that require grad, the input cut off
+
+    def cut(im):
+        return trainable(torch.nn.functional.adaptive_avg_pool2d(im.detach(), 4).flatten(1))
+
+    with pytest.raises(ValueError, match="detached from its input"):
+        AdversarialObjective(cut, body, x, EPS, cfg, reference_params=p)
+    AdversarialObjective(victim, body, x, EPS, cfg, reference_params=p)  # the differentiable victim is accepted

@@ -65,7 +65,7 @@ def test_dhng_denoiser_stage_trains_unet_and_controlnet_not_the_vae(tmp_path):
     leaves the VAE as it was, and logs its loss; the returned model is frozen."""
     from datasets import Dataset
 
-    from hf_ext.tba.training import train_dhng
+    from hf_ext.tba.trainer import train_dhng
 
     batch = tiny_images(16, seed=2)
     ds = Dataset.from_dict({k: v.numpy() for k, v in batch.items()}).with_format("torch")

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from hf_ext.core.pretrained import efficientnet_lite0_available
+from hf_ext.core.reporting import VERDICTS
 from hf_ext.tba.reproduce import BASELINES, METRICS, REGIMES, main
 
 TOY = ["--num-train", "48", "--num-eval", "8", "--victim-input-size", "64", "--vae-epochs", "0.5", "--num-test", "3",
@@ -34,6 +35,9 @@ def test_reproduce_writes_all_attacks_in_all_regimes(tmp_path):
         assert set(summary[regime]["tba_improvement_pct"]) == set(BASELINES) | {"pgd_3_steps"}
         pairs = summary[regime]["tba_minus_paired"]
         assert set(pairs) == attacks - {"clean", "tba"} and all(d["n"] == 6 for d in pairs.values())
+        lo, hi = pairs["pgd"]["ci95_mm"]  # a paired bootstrap interval around the mean difference
+        assert lo <= pairs["pgd"]["mean_mm"] <= hi
+        assert on_disk["summary"][regime]["verdict_vs_pgd"]["verdict"] in VERDICTS
     assert set(summary["ssim"]) == attacks - {"clean"} and all(0 < v["mean"] <= 1 for v in summary["ssim"].values())
     evals = results["victim_gradient_evaluations"]
     assert evals["fgsm"] == 1 and evals["pgd"] == evals["mifgsm"] == evals["tba"] == evals["tba_vae_only"] == 2

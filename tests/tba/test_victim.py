@@ -13,7 +13,7 @@ from hf_ext.core.pretrained import efficientnet_lite0_available
 from hf_ext.tba.body import ProceduralBody
 from hf_ext.tba.configuration_tba import TbaVictimConfig
 from hf_ext.tba.data import render_batch
-from hf_ext.tba.training import prior_mean_errors, victim_error
+from hf_ext.tba.metrics import prior_mean_errors, victim_error
 from hf_ext.tba.victim import (
     extract_features,
     fit_ridge_head,
@@ -133,3 +133,21 @@ def test_efficientnet_config_validation():
         TbaVictimConfig(backbone="efficientnet-lite0", backbone_kwargs=dict(input_size=100))
     with pytest.raises(ValueError, match="pixel_pool"):
         TbaVictimConfig(backbone="efficientnet-lite0", image_size=16, backbone_kwargs=dict(pixel_pool=32))
+
+
+def test_train_parser_keeps_the_old_dashed_flags():
+    """`hf-ext train tba` is parsed by HfArgumentParser now: every old flag still works (`--out`, dashed names,
+    fractional epochs) and lands in `TbaTrainingArguments`."""
+    from hf_ext.tba.train import build_parser
+
+    old = ["--out", "/tmp/t", "--body", "anny", "--victim", "vit", "--victim-input-size", "64",
+           "--num-train", "40", "--victim-epochs", "1.5", "--vae-epochs", "0.5", "--denoiser-epochs", "0",
+           "--seed", "3", "--full"]  # fmt: skip
+    script, args = build_parser().parse_args_into_dataclasses(args=old)
+    assert script.output_dir == "/tmp/t" and script.full
+    assert (args.body, args.victim, args.victim_input_size, args.num_train) == ("anny", "vit", 64, 40)
+    assert (args.victim_epochs, args.vae_epochs, args.denoiser_epochs, args.seed) == (1.5, 0.5, 0.0, 3)
+    script, args = build_parser().parse_args_into_dataclasses(args=["--output_dir", "/tmp/t", "--num_train", "40"])
+    assert args.num_train == 40 and args.victim == "efficientnet-lite0"
+    with pytest.raises(SystemExit):  # argparse refuses a body model it does not know
+        build_parser().parse_args_into_dataclasses(args=["--body", "smpl"])

@@ -101,3 +101,47 @@ def test_class_word_accuracy_and_steps_to_threshold():
     assert class_word_accuracy(["a thin seven , upright", "a one"], ["a thick seven , upright", "a two"]) == 0.5
     assert steps_to_threshold([3, 2, 1, 1, 1, 1, 1], 1.5, window=3) == 4
     assert steps_to_threshold([3, 3, 3], 1.0, window=2) is None
+
+
+def test_constant_references_are_chosen_on_train_and_scored_on_test():
+    """The training-majority class (not the test split's own) and the best constant caption by training BLEU, which
+    equals a brute-force search with `corpus_bleu`; both scored on the test captions."""
+    from hf_ext.tinyalign.metrics import constant_references, corpus_bleu
+
+    words = ["five", "two", "seven"]
+    train = ["a thin five , upright"] * 3 + ["a thick two , slanted", "a thin two , upright", "a thin seven , upright"]
+    test = ["a thin two , upright", "a thick two , upright", "a thin five , slanted", "a thin seven , upright"]
+    refs = constant_references(train, test, words)
+    assert refs["majority_class"] == "five"  # the test split's own majority is "two"
+    assert refs["majority_class_word_accuracy"] == 0.25
+    brute = max(sorted(set(train)), key=lambda c: corpus_bleu([c] * len(train), train))
+    assert refs["best_constant_caption"] == brute
+    assert refs["best_constant_caption_train_bleu"] == pytest.approx(corpus_bleu([brute] * len(train), train))
+    assert refs["best_constant_caption_test_bleu"] == pytest.approx(corpus_bleu([brute] * len(test), test))
+    with pytest.raises(ValueError, match="non-empty"):
+        constant_references([], test, words)
+
+
+def test_quick_reproduce_verdicts_are_paired_over_seeds():
+    from hf_ext.core.reporting import CONFIRMED, INCONCLUSIVE, REFUTED
+    from hf_ext.tinyalign.reproduce import TinyAlignReproduceArguments, rules, verdicts
+
+    run = TinyAlignReproduceArguments(lm_sizes=["small"], seeds=[0, 1], fractions=[0.4, 1.0])
+    assert set(rules(run)) == {"tinyalign_vs_baseline", "data_efficiency"}
+
+    def cell(acc):
+        return {"metrics": {"token_accuracy": acc}}
+
+    done = {
+        ("small", "baseline", 0, 1.0): cell(0.80),
+        ("small", "baseline", 1, 1.0): cell(0.70),
+        ("small", "k4", 0, 1.0): cell(0.85),  # +0.05 in both seeds: confirmed
+        ("small", "k4", 1, 1.0): cell(0.75),
+        ("small", "k4", 0, 0.4): cell(0.60),  # -0.2 in both seeds: refuted
+        ("small", "k4", 1, 0.4): cell(0.50),
+    }
+    got = verdicts(run, done)
+    assert got["tinyalign_vs_baseline (small LM)"].verdict == CONFIRMED
+    assert got["data_efficiency (small LM)"].verdict == REFUTED
+    done[("small", "k4", 1, 1.0)] = cell(0.65)  # +0.05 and -0.05: the interval spans 0
+    assert verdicts(run, done)["tinyalign_vs_baseline (small LM)"].verdict == INCONCLUSIVE

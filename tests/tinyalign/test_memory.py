@@ -100,3 +100,46 @@ def test_approximate_hnsw_bank_finds_clustered_neighbours_and_roundtrips(tmp_pat
         MemoryBank(keys, values, index_factory="NoSuchIndex")
     with pytest.raises(MemoryBankError, match="needs training"):
         MemoryBank(keys, values, index_factory="IVF16,Flat")
+
+
+def _tiny_setup(monkeypatch):
+    """`reproduce.setup()` replaced by tiny splits (with an `index` column, as the digits splits have) and tiny frozen
+    parts, so `build_model` runs its real bank-building path in a second."""
+    from datasets import DatasetDict
+
+    from hf_ext.tinyalign import reproduce
+    from hf_ext.tinyalign.modeling_tinyalign import TinyAlignForConditionalGeneration
+    from hf_ext.tinyalign.processing_tinyalign import build_tokenizer
+    from hf_ext.tinyalign.testing import TINY_CAPTIONS, tiny_config, tiny_data
+
+    config = tiny_config(use_retrieval=False)
+    parts = TinyAlignForConditionalGeneration(config)
+    splits = {}
+    for i, (name, n) in enumerate((("memory", 12), ("train", 10), ("test", 6))):
+        rows = tiny_data(n, seed=i)
+        splits[name] = rows.add_column("index", list(range(100 * i, 100 * i + n)))
+    data = DatasetDict(splits)
+    lms = {"small": (parts.language_model.state_dict(), {"text_config": config.text_config.to_dict()})}
+    monkeypatch.setattr(reproduce, "VISION_CONFIG", config.vision_config.to_dict())
+    monkeypatch.setattr(
+        reproduce, "setup", lambda: (data, build_tokenizer(TINY_CAPTIONS), parts.vision_tower.state_dict(), {}, lms)
+    )
+    return data
+
+
+def test_the_honest_memory_bank_shares_no_row_with_training(monkeypatch):
+    """TinyAlign's honest bank is built from the memory split only: no id of the training split is in it. The
+    released (leaky) variant's bank holds the training rows: the positive control that the check can fail."""
+    from hf_ext.tinyalign import reproduce
+    from hf_ext.tinyalign.data import memory_source
+
+    data = _tiny_setup(monkeypatch)
+    train_ids = set(data["train"]["index"])
+    model, _ = reproduce.build_model("small", "k1", seed=0)
+    bank_ids = model.memory_bank.source_ids
+    assert bank_ids is not None and len(bank_ids) == len(model.memory_bank) == len(data["memory"])
+    assert train_ids.isdisjoint(bank_ids)
+    leaky, _ = reproduce.build_model("small", "released-k1", seed=0)
+    assert train_ids <= set(leaky.memory_bank.source_ids)
+    assert train_ids.isdisjoint(memory_source(data, "k4")["index"])
+    assert train_ids <= set(memory_source(data, "released-k4")["index"])

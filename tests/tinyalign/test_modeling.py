@@ -107,7 +107,7 @@ def test_processor_rejects_a_wrong_prompt_length():
 def test_released_ablation_leaks_in_training_only_and_evaluation_uses_the_prompt_query():
     """`query_includes_answer=True` pools the caption in training-mode forwards; evaluation (teacher-forced and
     generation) must retrieve exactly the neighbours of the prompt-only query."""
-    from hf_ext.tinyalign.training import evaluate_captions
+    from hf_ext.tinyalign.evaluation import evaluate_captions
 
     leaky = tiny_model(tiny_config(query_includes_answer=True))
     batch = tiny_batch(leaky.config, n=8)

@@ -122,7 +122,7 @@ def test_retrieval_cache_hits_are_exact_and_a_changed_weight_drops_them():
 
 def test_train_entry_point_refuses_a_bad_setting_and_saves_model_with_processor(tmp_path):
     from hf_ext.core.hub import save_artifact
-    from hf_ext.tinyalign.training import TinyAlignArtifact, main
+    from hf_ext.tinyalign.train import TinyAlignArtifact, main
 
     with pytest.raises(ValueError, match="--setting must be 'tiny' or 'pretrained'"):
         main(["--setting", "imagenet", "--output_dir", str(tmp_path / "x")])

@@ -46,7 +46,8 @@ def test_summary_pairs_by_seed_and_reports_data_efficiency():
     paired = s["rows"]["k4"]["paired_minus_baseline"]
     assert paired["test_loss"] == pytest.approx([-0.5, -1.0])  # seed 1 then seed 0, each against its own seed
     assert paired["token_accuracy"] == pytest.approx([0.05, 0.2])
-    assert s["rows"]["baseline"]["test_loss"] == {"mean": 2.5, "std": 0.5, "n": 2}
+    # mean ± sample SD (ddof = 1): [2.0, 3.0] -> 0.5 * sqrt(2)
+    assert s["rows"]["baseline"]["test_loss"] == {"mean": 2.5, "std": pytest.approx(0.5**0.5), "n": 2}
     assert s["rows"]["k4"]["steps_to_baseline_final_loss"] == [None, 5]
     assert s["data_efficiency_token_accuracy"]["baseline"] == {"1.0": pytest.approx(0.45), "0.5": 0.3}
     table = format_table(s)
@@ -58,7 +59,7 @@ def test_data_efficiency_match_curve_and_verdict():
         _job("baseline", 0, 2.0, 0.60),
         _job("baseline", 1, 2.2, 0.62),
         _job("k4", 0, 1.9, 0.63),
-        _job("k4", 1, 2.1, 0.64),
+        _job("k4", 1, 2.1, 0.65),
         _job("k4", 0, 2.5, 0.55, fraction=0.2),
         _job("k4", 1, 2.5, 0.57, fraction=0.2),
         _job("k4", 0, 2.2, 0.61, fraction=0.4),
@@ -70,15 +71,20 @@ def test_data_efficiency_match_curve_and_verdict():
     eff = s["data_efficiency"]
     assert eff["k4"]["reaches_baseline_full_at"] == 0.4  # 0.62 >= 0.61 (the baseline's 100 % mean); 0.2 gives 0.56
     assert eff["baseline"]["reaches_baseline_full_at"] == 1.0
-    assert eff["k4"]["token_accuracy"]["0.2"] == {"mean": pytest.approx(0.56), "std": pytest.approx(0.01), "n": 2}
+    sd = pytest.approx(0.02**0.5 / 10)  # sample SD of [0.55, 0.57]
+    assert eff["k4"]["token_accuracy"]["0.2"] == {"mean": pytest.approx(0.56), "std": sd, "n": 2}
+    # paired k4 - baseline: test CE -0.1, -0.1 and token accuracy +0.03, +0.03 (both intervals exclude 0)
     assert s["verdict"]["k4"].startswith("confirmed")
     assert s["verdict"]["paired_test_ce"]["mean"] == pytest.approx(-0.1)
+    assert s["verdict"]["data_efficiency"]["fraction"] == 0.2  # k4 at 20 % is 0.05 below the baseline: refuted
+    assert s["verdict"]["data_efficiency"]["verdict"] == "refuted"
     assert s["loss_curve"]["k4"] == {"1": 3.0}  # 6-step curves: only step 1 is listed; the 5-step mean ending there
     assert "k4 reaches the baseline's 100 % token accuracy at: 40% of the train split" in format_table(s)
     jobs[2]["metrics"]["test_loss"] = 2.5  # seed 0 now worse than its baseline on test CE, seed 1 better
     assert summarise(jobs)["verdict"]["k4"].startswith("inconclusive")
-    for j in jobs[2:4]:
-        j["metrics"]["test_loss"] = 3.0
+    jobs[3]["metrics"]["test_loss"] = 2.1 + 0.3  # seed 0 +0.5, seed 1 +0.3: interval [-2.0, +2.8] spans 0
+    assert summarise(jobs)["verdict"]["k4"].startswith("inconclusive")  # the old sign rule said "refuted" here
+    jobs[2]["metrics"]["test_loss"], jobs[3]["metrics"]["test_loss"] = 3.0, 3.2  # +1.0 in both seeds
     assert summarise(jobs)["verdict"]["k4"].startswith("refuted")
 
 

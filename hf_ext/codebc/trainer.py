@@ -1,4 +1,5 @@
-"""CodeBC training on `transformers.Trainer`: CLM pretraining of the tiny base, then CI → VD → TI with one LoRA.
+"""CodeBC's Trainer: the stage arguments, the padding collator, `make_trainer` and `train_stage` (CLM pretraining of
+the tiny base, then CI → VD → TI with one LoRA adapter, see [`~hf_ext.codebc.adapter`]).
 
 The paper's recipe ([`CodeBCStageArguments`] defaults, from `train_seq_cl.sh` / `main.py`): LoRA r 8, α 32,
 dropout 0.1 on `q_proj, v_proj`; Adam betas (0.9, 0.95), lr 1e-4, weight decay 0, a **constant** schedule (the
@@ -9,13 +10,9 @@ tiny random-init base needs larger steps; see `reproduce.py`).
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-
-from .tags import ci_text, prompt_style, ti_example, vd_example
 
 
 @dataclass
@@ -57,6 +54,15 @@ class CodeBCStageArguments:
     def __post_init__(self):
         from hf_ext.core.validation import check_finite_number, check_positive_int
 
+        for name in ("learning_rate", "epochs", "adam_beta2", "weight_decay", "lora_alpha", "lora_dropout"):
+            value = getattr(self, name)  # check_finite_number parses numeric strings: a str field is refused here
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+        if self.trainable_token_ids is not None and (
+            isinstance(self.trainable_token_ids, str)
+            or any(isinstance(i, bool) or not isinstance(i, int) for i in self.trainable_token_ids)
+        ):
+            raise ValueError(f"trainable_token_ids must be a list of integer ids, got {self.trainable_token_ids!r}")
         check_finite_number("learning_rate", self.learning_rate, low=0.0, low_open=True, high=10.0)
         check_finite_number("epochs", self.epochs, low=0.0, low_open=True, high=1e6)
         if (
@@ -80,89 +86,6 @@ class CodeBCStageArguments:
             raise ValueError("lora_targets must name at least one module (e.g. ['q_proj', 'v_proj'])")
         if self.trainable_token_ids is not None and any(int(i) < 0 for i in self.trainable_token_ids):
             raise ValueError(f"trainable_token_ids must be ids >= 0, got {self.trainable_token_ids}")
-
-
-def lora_config(args: CodeBCStageArguments):
-    from peft import LoraConfig
-
-    extra = {"trainable_token_indices": list(args.trainable_token_ids)} if args.trainable_token_ids else {}
-    return LoraConfig(
-        r=args.lora_r,
-        lora_alpha=args.lora_alpha,
-        lora_dropout=args.lora_dropout,
-        target_modules=list(args.lora_targets),
-        task_type="CAUSAL_LM",
-        **extra,
-    )
-
-
-def add_adapter(model, args: CodeBCStageArguments | None = None):
-    """Wraps the base model with the one CodeBC LoRA adapter (carried through CI → VD → TI)."""
-    from peft import get_peft_model
-
-    return get_peft_model(model, lora_config(args or CodeBCStageArguments()))
-
-
-def encode_pair(tokenizer, prompt: str, answer: str, max_length: int, loss_on_prompt: bool = False) -> dict:
-    """Token ids and labels of `prompt + answer`; labels are -100 on the prompt unless `loss_on_prompt`.
-
-    Too-long examples lose the start of the prompt (the authors truncate on the left), never the answer.
-    """
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-        raise ValueError(f"max_length must be an integer >= 1, got {max_length!r}")
-    p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    a = tokenizer(answer, add_special_tokens=False)["input_ids"]
-    a = a[:max_length]
-    p = p[max(0, len(p) - (max_length - len(a))) :] if len(p) + len(a) > max_length else p
-    ids = p + a
-    labels = ids[:] if loss_on_prompt else [-100] * len(p) + a
-    return {"input_ids": ids, "labels": labels}
-
-
-def ci_dataset(tokenizer, codes: Sequence[str], max_length: int, samples_per_contract: int = 5):
-    """Code-infilling examples (5 FIM splits per secure contract, seeds 0..4), plain CLM loss."""
-    from datasets import Dataset
-
-    rows, style = [], prompt_style(tokenizer)
-    for code in codes:
-        for k in range(samples_per_contract):
-            text = ci_text(code, seed=k, style=style)
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"][:max_length]
-            rows.append({"input_ids": ids, "labels": ids[:]})
-    return Dataset.from_list(rows)
-
-
-def vd_dataset(tokenizer, codes: Sequence[str], tags: Sequence[str], max_length: int):
-    """Vulnerability detection as generation: loss on `\\n{tag}\\n[/Tag]\\n` only."""
-    from datasets import Dataset
-
-    style = prompt_style(tokenizer)
-    return Dataset.from_list(
-        [encode_pair(tokenizer, *vd_example(c, t, style), max_length) for c, t in zip(codes, tags)]
-    )
-
-
-def ti_dataset(
-    tokenizer, codes: Sequence[str], comments: Sequence[list[str] | str], tags: Sequence[str | None], max_length: int
-):
-    """Tag-guided instruction tuning: loss on the response (tag, code, tag)."""
-    from datasets import Dataset
-
-    style = prompt_style(tokenizer)
-    return Dataset.from_list(
-        [encode_pair(tokenizer, *ti_example(c, m, t, style), max_length) for c, m, t in zip(codes, comments, tags)]
-    )
-
-
-def clm_dataset(tokenizer, texts: Sequence[str], block_size: int):
-    """Concatenate `text </s>` and cut into `block_size` blocks (causal-LM pretraining)."""
-    from datasets import Dataset
-
-    stream: list[int] = []
-    for t in texts:
-        stream += tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    blocks = [stream[i : i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
-    return Dataset.from_dict({"input_ids": blocks, "labels": [b[:] for b in blocks]})
 
 
 class PadCollator:
@@ -237,49 +160,3 @@ def train_stage(
     if log is not None:
         log.extend({"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h)
     return float(out.training_loss)
-
-
-def adapter_state(model) -> dict[str, torch.Tensor]:
-    """A copy of the LoRA weights (to evaluate each stage's checkpoint of the one sequential adapter)."""
-    from peft import get_peft_model_state_dict
-
-    return copy.deepcopy({k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()})
-
-
-def load_adapter_state(model, state: dict[str, torch.Tensor]) -> None:
-    from peft import set_peft_model_state_dict
-
-    set_peft_model_state_dict(model, state)
-
-
-def base_state_dict(peft_model) -> dict[str, torch.Tensor]:
-    """The base model's own weights under their original names (LoRA tensors dropped, `base_layer.` unwrapped)."""
-    state = {}
-    for name, tensor in peft_model.get_base_model().state_dict().items():
-        if "lora_" in name or "trainable_tokens_delta" in name:
-            continue
-        state[name.replace(".token_adapter.base_layer.", ".").replace(".base_layer.", ".")] = tensor
-    return state
-
-
-def save_codebc(peft_model, out_dir, tokenizer=None, spec=None):
-    """Saves base model + CodeBC adapter (+ tokenizer, + card with `spec`) into one folder, atomically.
-
-    The base goes to the folder itself through `save_pretrained(state_dict=...)` with the LoRA tensors removed; the
-    adapter goes to `adapter/` (an `adapter_config.json` beside the base's `config.json` would make transformers
-    attach the adapter while loading the base, and `PeftModel` would then add it a second time). Load with
-    `PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(folder), folder / "adapter")`.
-    """
-    from hf_ext.core.hub import atomic_write_dir
-
-    def write(tmp):
-        peft_model.get_base_model().save_pretrained(tmp, state_dict=base_state_dict(peft_model))
-        peft_model.save_pretrained(tmp / "adapter")
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
-        if spec is not None:
-            from hf_ext.core.cards import render_card
-
-            render_card(spec).save(tmp / "README.md")
-
-    return atomic_write_dir(out_dir, write)

@@ -1,5 +1,5 @@
 """Training TBA's artifacts: the victim regressors (the EHPS models under attack) and the DHNG's VAE, on images
-rendered from the body model; `hf-ext tba train`.
+rendered from the body model; the `hf-ext train tba` script ([`build_parser`], [`main`]).
 
 Default victims (`victim="efficientnet-lite0"`): two frozen ImageNet EfficientNet-Lite0 trunks with closed-form
 ridge heads ([`~hf_ext.tba.victim`]): victim A on the first 8 MBConv blocks (stride 16, 80 channels) + 16x16 pooled
@@ -11,11 +11,11 @@ DHNG's VAE trains on `Trainer` either way, its loss curve recorded.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -23,8 +23,9 @@ from hf_ext.core.paths import work_dir
 
 from .body import build_body
 from .configuration_tba import TbaDhngConfig, TbaVictimConfig
-from .data import collate
-from .modeling_tba import TbaDhngModel, TbaPoseRegressor
+from .metrics import prior_mean_errors, victim_error
+from .modeling_tba import TbaPoseRegressor
+from .trainer import train_dhng, train_victim
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,9 @@ class TbaTrainingArguments:
         num_eval (`int`, defaults to 500): held-out renders (another seed) the victims are scored on.
         num_train (`int`, defaults to 3000): rendered training images.
         image_size (`int`, defaults to 64): image side.
-        victim_epochs (`int`, defaults to 12): epochs of each victim.
+        victim_epochs (`float`, defaults to 12): epochs of each victim.
         victim_learning_rate (`float`, defaults to 3e-3): AdamW learning rate of the victims (linear decay).
-        vae_epochs (`int`, defaults to 3): epochs of the DHNG's VAE.
+        vae_epochs (`float`, defaults to 3): epochs of the DHNG's VAE.
         vae_learning_rate (`float`, defaults to 1e-3): AdamW learning rate of the VAE.
         denoiser_epochs (`float`, defaults to 2): epochs of the DHNG's latent denoiser (UNet + ControlNet,
             ε-prediction on the trained VAE's latents, condition = the image); 0 leaves them untrained.
@@ -53,21 +54,26 @@ class TbaTrainingArguments:
         seed (`int`, defaults to 0): data and initialisation seed (victim B uses `seed + 1`).
     """
 
-    body: str = "procedural"
-    victim: str = "efficientnet-lite0"
-    victim_input_size: int = 128
-    num_eval: int = 500
-    num_train: int = 3000
-    image_size: int = 64
-    victim_epochs: int = 12
-    victim_learning_rate: float = 3e-3
-    vae_epochs: int = 3
-    vae_learning_rate: float = 1e-3
-    denoiser_epochs: float = 2.0
-    denoiser_learning_rate: float = 1e-3
-    dhng_num_train: int = 2000
-    batch_size: int = 32
-    seed: int = 0
+    body: Literal["procedural", "anny"] = field(default="procedural", metadata={"help": "body model of the renders"})
+    victim: Literal["efficientnet-lite0", "vit"] = field(
+        default="efficientnet-lite0",
+        metadata={"help": "victim pair: EfficientNet-Lite0 ridge (default) or ViT/ConvNext"},
+    )
+    victim_input_size: int = field(default=128, metadata={"help": "side the EfficientNet victims resize images to"})
+    num_eval: int = field(default=500, metadata={"help": "held-out renders the victims are scored on"})
+    num_train: int = field(default=3000, metadata={"help": "rendered training images"})
+    image_size: int = field(default=64, metadata={"help": "image side"})
+    victim_epochs: float = field(default=12, metadata={"help": "epochs of the from-scratch victims (--victim vit)"})
+    victim_learning_rate: float = field(default=3e-3, metadata={"help": "AdamW learning rate of the victims"})
+    vae_epochs: float = field(default=3, metadata={"help": "epochs of the DHNG's VAE"})
+    vae_learning_rate: float = field(default=1e-3, metadata={"help": "AdamW learning rate of the VAE"})
+    denoiser_epochs: float = field(
+        default=2.0, metadata={"help": "epochs of the DHNG's latent denoiser (0: untrained)"}
+    )
+    denoiser_learning_rate: float = field(default=1e-3, metadata={"help": "AdamW learning rate of the denoiser"})
+    dhng_num_train: int = field(default=2000, metadata={"help": "training renders the DHNG trains on (the first)"})
+    batch_size: int = field(default=32, metadata={"help": "batch size"})
+    seed: int = field(default=0, metadata={"help": "data and initialisation seed (victim B: seed + 1)"})
 
     def __post_init__(self):
         from hf_ext.core.validation import check_finite_number, check_positive_int
@@ -83,114 +89,16 @@ class TbaTrainingArguments:
         check_positive_int("image_size", self.image_size, minimum=8)
         check_positive_int("batch_size", self.batch_size)
         check_positive_int("seed", self.seed, minimum=0)
+        for name in ("victim_epochs", "vae_epochs", "denoiser_epochs", "victim_learning_rate", "vae_learning_rate",
+                     "denoiser_learning_rate"):  # fmt: skip
+            value = getattr(self, name)  # check_finite_number parses numeric strings: a str field is refused here
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
         for name in ("victim_epochs", "vae_epochs"):
             check_finite_number(name, getattr(self, name), low=0.0, low_open=True, high=1e6)
         check_finite_number("denoiser_epochs", self.denoiser_epochs, low=0.0, high=1e6)
         for name in ("victim_learning_rate", "vae_learning_rate", "denoiser_learning_rate"):
             check_finite_number(name, getattr(self, name), low=0.0, low_open=True, high=10.0)
-
-
-def victim_metrics(body):
-    """`compute_metrics` of a victim regressor's `Trainer`: mean MPJPE, PA-MPJPE and PVE in millimetres (the README
-    table's columns; lower is better) of the predicted against the true body parameters, through `body`."""
-
-    def compute_metrics(eval_pred) -> dict[str, float]:
-        from .metrics import body_errors
-
-        preds = eval_pred.predictions[0] if isinstance(eval_pred.predictions, tuple) else eval_pred.predictions
-        with torch.no_grad():
-            errors = body_errors(body, torch.as_tensor(preds).float(), torch.as_tensor(eval_pred.label_ids).float())
-        return {k: float(v.mean()) for k, v in errors.items()}
-
-    return compute_metrics
-
-
-def _trainer(
-    model,
-    dataset,
-    output_dir: Path,
-    epochs: float,
-    lr: float,
-    batch_size: int,
-    seed: int,
-    max_steps=-1,
-    body=None,
-    logging_steps: int = 0,
-    data_collator=collate,
-):
-    from transformers import Trainer, TrainingArguments
-
-    from hf_ext.core.devices import use_cpu
-
-    args = TrainingArguments(
-        output_dir=str(output_dir), num_train_epochs=epochs, max_steps=max_steps,
-        per_device_train_batch_size=batch_size,
-        learning_rate=lr, weight_decay=0.01, warmup_steps=0, use_cpu=use_cpu(), report_to="none", save_strategy="no",
-        logging_strategy="steps" if logging_steps else "no", logging_steps=logging_steps or 500,
-        dataloader_num_workers=0, remove_unused_columns=False, seed=seed,
-    )  # fmt: skip
-    return Trainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        data_collator=data_collator,
-        compute_metrics=victim_metrics(body) if body is not None else None,
-    )
-
-
-def train_victim(config: TbaVictimConfig, dataset, output_dir: Path, *, epochs: float, lr: float, batch_size: int,
-                 seed: int, body=None) -> TbaPoseRegressor:  # fmt: skip
-    """Trains one victim regressor with `Trainer` (MSE on the body parameters) and returns it in eval mode."""
-    torch.manual_seed(seed)
-    model = TbaPoseRegressor(config)
-    _trainer(model, dataset, output_dir, epochs, lr, batch_size, seed, body=body).train()
-    return model.cpu().eval()  # Trainer moved it to CUDA when present; the attacks and metrics run on CPU tensors
-
-
-def _denoiser_collate(rows: list[dict]) -> dict:
-    """The Trainer's batches for the denoiser stage: the images plus `stage="denoiser"` for the model's forward."""
-    return {**collate(rows), "stage": "denoiser"}
-
-
-def _logged(trainer) -> list[dict]:
-    return [{"step": r["step"], "loss": r["loss"]} for r in trainer.state.log_history if "loss" in r]
-
-
-def train_dhng(config: TbaDhngConfig, dataset, output_dir: Path, *, epochs: float, lr: float, batch_size: int,
-               seed: int, history: list | None = None, denoiser_epochs: float = 0.0, denoiser_lr: float = 1e-3,
-               denoiser_history: list | None = None) -> TbaDhngModel:  # fmt: skip
-    """Trains the DHNG with `Trainer` in two stages: the VAE (reconstruction + KL; UNet and ControlNet frozen),
-    then the latent denoiser (the UNet and its ControlNet, ε-prediction on the VAE's latent means with the image as
-    the condition; the VAE frozen). With `history` / `denoiser_history`, the logged training losses
-    `{"step", "loss"}` (about 8 per stage) are appended to them. Returns the model frozen and in eval mode."""
-    torch.manual_seed(seed)
-    model = TbaDhngModel(config)
-    images = dataset.remove_columns("labels") if dataset is not None and "labels" in dataset.column_names else dataset
-    if epochs > 0:
-        steps = max(1, int(epochs * len(images) / batch_size))
-        trainer = _trainer(model, images, output_dir, epochs, lr, batch_size, seed, logging_steps=max(1, steps // 8))
-        trainer.train()
-        if history is not None:
-            history.extend(_logged(trainer))
-    if denoiser_epochs > 0:
-        model.vae.requires_grad_(False)
-        model.unet.requires_grad_(True)
-        model.controlnet.requires_grad_(True)
-        steps = max(1, int(denoiser_epochs * len(images) / batch_size))
-        trainer = _trainer(model, images, output_dir, denoiser_epochs, denoiser_lr, batch_size, seed + 1,
-                           logging_steps=max(1, steps // 8), data_collator=_denoiser_collate)  # fmt: skip
-        trainer.train()
-        if denoiser_history is not None:
-            denoiser_history.extend(_logged(trainer))
-    return model.cpu().eval().requires_grad_(False)
-
-
-@torch.no_grad()
-def victim_error(model: TbaPoseRegressor, body, images: torch.Tensor, params: torch.Tensor) -> dict[str, float]:
-    from .metrics import body_errors
-
-    pred = torch.cat([model(pixel_values=images[i : i + 256]).params for i in range(0, len(images), 256)])
-    return {k: float(v.mean()) for k, v in body_errors(body, pred, params).items()}
 
 
 # The EfficientNet victim pair: A (attacked white-box) and B (the transfer target), different trunk depths and
@@ -203,14 +111,6 @@ EFFICIENTNET_VICTIMS = (
     ("victim_b", dict(num_blocks=12, pixel_pool=16)),
 )
 CURVE_SIZES = (500, 1000, 2000, 4000, 8000, 12000)
-
-
-def prior_mean_errors(body, gt: torch.Tensor) -> dict[str, float]:
-    """Errors of the predictor that ignores the image and always outputs the prior mean (the bar's reference)."""
-    from .metrics import body_errors
-
-    prior = body.sample_params(4096, torch.Generator().manual_seed(0)).mean(0, keepdim=True).expand_as(gt)
-    return {k: float(v.mean()) for k, v in body_errors(body, prior, gt).items()}
 
 
 def train_efficientnet_victim(name_kwargs: dict, args: TbaTrainingArguments, body, images, params, eval_images,
@@ -309,37 +209,42 @@ def train_all(args: TbaTrainingArguments, out_dir: Path, log=print) -> dict:
     return meta
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext tba train", description="Train TBA's victims and noise generator.")
-    p.add_argument("--out", default=str(work_dir("tba", "artifacts")), help="output folder")
-    p.add_argument("--body", default="procedural", choices=["procedural", "anny"])
-    p.add_argument("--victim", default=TbaTrainingArguments.victim, choices=["efficientnet-lite0", "vit"])
-    p.add_argument("--victim-input-size", type=int, default=TbaTrainingArguments.victim_input_size)
-    p.add_argument("--num-train", type=int, default=TbaTrainingArguments.num_train)
-    p.add_argument("--victim-epochs", type=float, default=TbaTrainingArguments.victim_epochs)
-    p.add_argument("--vae-epochs", type=float, default=TbaTrainingArguments.vae_epochs)
-    p.add_argument("--denoiser-epochs", type=float, default=TbaTrainingArguments.denoiser_epochs)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--full", action="store_true", help="accepted for symmetry with reproduce; same as the defaults")
-    return p
+@dataclass
+class TbaTrainScriptArguments:
+    """Where `hf-ext train tba` writes (the knobs are [`TbaTrainingArguments`])."""
+
+    output_dir: str = field(
+        default_factory=lambda: str(work_dir("tba", "artifacts")),
+        metadata={"aliases": ["--out"], "help": "output folder (victim_a/, victim_b/, dhng/, training.json)"},
+    )
+    full: bool = field(default=False, metadata={"help": "accepted for symmetry with reproduce; same as the defaults"})
+
+
+def build_parser():
+    """The `transformers.HfArgumentParser` of `hf-ext train tba` ([`TbaTrainScriptArguments`] and
+    [`TbaTrainingArguments`]: every knob is a flag; underscore style, dashed spellings accepted). A plain dataclass,
+    not `TrainingArguments`: the victims are ridge fits and each Trainer stage takes its own epochs and rate."""
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser(
+        (TbaTrainScriptArguments, TbaTrainingArguments),
+        prog="hf-ext train tba",
+        description="Train TBA's victims and noise generator.",
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
-    a = build_parser().parse_args(argv)
-    args = TbaTrainingArguments(body=a.body, victim=a.victim, victim_input_size=a.victim_input_size,
-                                num_train=a.num_train, victim_epochs=a.victim_epochs,
-                                vae_epochs=a.vae_epochs, denoiser_epochs=a.denoiser_epochs, seed=a.seed)  # fmt: skip
-    return train_all(args, Path(a.out))
+    """`hf-ext train tba`: trains and saves victims A and B and the DHNG; returns [`train_all`]'s record."""
+    script, args = build_parser().parse_args_into_dataclasses(args=argv)
+    return train_all(args, Path(script.output_dir))
 
 
 __all__ = [
     "EFFICIENTNET_VICTIMS",
+    "TbaTrainScriptArguments",
     "TbaTrainingArguments",
+    "build_parser",
     "main",
-    "prior_mean_errors",
     "train_all",
-    "train_dhng",
     "train_efficientnet_victim",
-    "train_victim",
-    "victim_error",
 ]

@@ -1,0 +1,67 @@
+"""Configs CodeBC uses at run time: the reproduction scales (`QUICK`, `FULL`, `PRETRAINED`, also the bases of
+`hf-ext train codebc`) and the tiny LLaMA config of the Space's offline fallback (also the contract fixture's base,
+see `testing.py`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .configuration_codebc import CodeBCConfig
+from .pipeline import ScaleConfig
+
+QUICK = ScaleConfig()
+FULL = dataclasses.replace(
+    QUICK,
+    layers=4,
+    block_size=256,
+    pretrain_steps=1500,
+    n_secure=160,
+    n_injected_per_pattern=10,
+    stage_steps=300,
+    samples=5,
+    max_chars=1600,
+    max_length=768,
+    max_new_tokens=256,
+    max_prompt_tokens=768,
+)
+# SmolLM2-135M-Instruct on CPU (issue 28's budget: about 150 training steps): seq 512, batch 2, 8 evaluation tasks.
+# The learning rate is 5x the paper's 1e-4 because 40 steps per stage are ~1 % of the paper's 10 epochs.
+PRETRAINED = dataclasses.replace(
+    QUICK,
+    base="smollm2",
+    n_secure=48,
+    n_injected_per_pattern=4,
+    stage_steps=40,
+    stage_lr=5e-4,
+    stage_batch=2,
+    max_chars=1400,
+    max_length=512,
+    samples=1,
+    max_new_tokens=160,
+    max_prompt_tokens=512,
+    tasks=8,
+    vd_real=48,
+)
+
+
+VOCAB = 96
+BASE_SEED = 1234
+
+
+def tiny_config(**overrides) -> CodeBCConfig:
+    kwargs = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tag_token_ids={"[Tag]": 90, "[/Tag]": 91},
+        tie_word_embeddings=True,
+    )
+    kwargs.update(overrides)
+    return CodeBCConfig(**kwargs)

@@ -1,0 +1,148 @@
+"""`hf-ext train codebc` (also `hf-ext codebc train`): the staged recipe (CI → VD → TI with one LoRA adapter) on a base,
+saved as the artifact that `hf-ext codebc generate`, `hf-ext push codebc` and the Space load (base + `adapter/` +
+tokenizer).
+
+The arguments are one plain dataclass, [`CodeBCTrainArguments`], parsed by `transformers.HfArgumentParser`
+([`build_parser`]). It is not a `TrainingArguments` subclass on purpose: each stage's `TrainingArguments` is built
+from a reproduction preset ([`~hf_ext.codebc.presets`]) by [`~hf_ext.codebc.trainer.make_trainer`], so the ~100
+`TrainingArguments` flags would be accepted here and silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from hf_ext.core.devices import DEVICE_ENV
+from hf_ext.core.paths import work_dir
+
+from .external import NPM_ENV
+
+
+@dataclass
+class CodeBCTrainArguments:
+    """What `hf-ext train codebc` trains. Flags are underscore style; the dashed spellings (`--batch-size`) and the
+    old short names (`--out`, `--lr`) keep working."""
+
+    base: Literal["smollm2", "tiny"] = field(
+        default="smollm2",
+        metadata={"help": "smollm2: SmolLM2-135M-Instruct (default); tiny: a tiny LLaMA pretrained on the corpus"},
+    )
+    stages: str = field(default="CI,VD,TI", metadata={"help": "comma-separated stages, in order (default CI,VD,TI)"})
+    steps: int = field(default=40, metadata={"help": "optimiser steps per stage (default 40)"})
+    learning_rate: float | None = field(
+        default=None, metadata={"aliases": ["--lr"], "help": "learning rate (default: 5e-4 smollm2, 1e-2 tiny)"}
+    )
+    batch_size: int | None = field(default=None, metadata={"help": "per-device batch (default: 2 smollm2, 8 tiny)"})
+    max_length: int | None = field(default=None, metadata={"help": "tokens of prompt + answer (default 512 / 384)"})
+    no_tags: bool = field(default=False, metadata={"help": "TI without the security tags (the control)"})
+    npm_corpus: str | None = field(
+        default_factory=lambda: os.environ.get(NPM_ENV),
+        metadata={"help": f"node_modules with more Solidity (default ${NPM_ENV})"},
+    )
+    seed: int = field(default=0, metadata={"help": "seed of the adapter's training (default 0)"})
+    output_dir: str = field(
+        default_factory=lambda: str(work_dir("codebc") / "artifact"),
+        metadata={"aliases": ["--out"], "help": "artifact folder to write"},
+    )
+    device: Literal["auto", "cpu", "cuda"] | None = field(
+        default=None,
+        metadata={
+            "help": f"training device: auto (CUDA when present, as TrainingArguments decides), cpu or cuda "
+            f"(default ${DEVICE_ENV} or auto)"
+        },
+    )
+
+    def __post_init__(self):
+        from hf_ext.core.validation import check_finite_number, check_positive_int
+
+        from .recipe import STAGES
+
+        stages = [s.strip().upper() for s in str(self.stages).split(",") if s.strip()]
+        bad = [s for s in stages if s not in STAGES]
+        if bad or not stages:
+            raise ValueError(f"--stages must name stages among {', '.join(STAGES)}, got {self.stages!r}")
+        check_positive_int("--steps", self.steps)
+        check_positive_int("--seed", self.seed, minimum=0)
+        if self.learning_rate is not None:
+            check_finite_number("--learning_rate", self.learning_rate, low=0.0, low_open=True, high=10.0)
+        if self.batch_size is not None:
+            check_positive_int("--batch_size", self.batch_size)
+        if self.max_length is not None:
+            check_positive_int("--max_length", self.max_length, minimum=2)
+
+    @property
+    def stage_list(self) -> list[str]:
+        return [s.strip().upper() for s in self.stages.split(",") if s.strip()]
+
+
+def build_parser():
+    """The `transformers.HfArgumentParser` of `hf-ext train codebc` ([`CodeBCTrainArguments`])."""
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser(
+        CodeBCTrainArguments,
+        prog="hf-ext train codebc",
+        description="Train the CodeBC stages CI -> VD -> TI with one LoRA adapter and save base + adapter + tokenizer.",
+    )
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """`hf-ext train codebc`: trains the stages and returns the artifact folder it wrote."""
+    try:
+        (args,) = build_parser().parse_args_into_dataclasses(args=argv)
+    except ValueError as err:  # a flag out of range: one line naming it, as argparse does for a malformed one
+        raise SystemExit(f"hf-ext train codebc: error: {err}") from None
+    from hf_ext.core.devices import set_device
+
+    from . import SPEC
+    from .adapter import add_adapter, save_codebc
+    from .presets import PRETRAINED, QUICK
+    from .recipe import prepare, stage_arguments, stage_dataset
+    from .trainer import train_stage
+
+    stages = args.stage_list
+    preset = PRETRAINED if args.base == "smollm2" else QUICK
+    overrides = {
+        k: v
+        for k, v in (
+            ("stage_lr", args.learning_rate),
+            ("stage_batch", args.batch_size),
+            ("max_length", args.max_length),
+        )
+        if v is not None
+    }
+    scale = dataclasses.replace(preset, stage_steps=args.steps, seed=args.seed, **overrides)  # validates
+    set_device(args.device or os.environ.get(DEVICE_ENV, "auto"))
+    out = Path(args.output_dir)
+    prep = prepare(scale, out.parent / "cache", args.npm_corpus)
+    stage_args = stage_arguments(scale, prep.trainable)
+    model = add_adapter(prep.model, stage_args)
+    losses = {}
+    for stage in stages:
+        ds = stage_dataset(stage, prep.tokenizer, prep.examples, scale.max_length, tags=not args.no_tags)
+        curve: list = []
+        losses[stage] = train_stage(model, ds, prep.tokenizer, stage_args, str(out.parent / "tmp"), curve)
+        print(
+            f"{stage}: mean loss {losses[stage]:.4f} over {scale.stage_steps} steps; logged "
+            + ", ".join(f"{p['step']}:{p['loss']:.3f}" for p in curve),
+            flush=True,
+        )
+    save_codebc(model, out, prep.tokenizer, SPEC)
+    record = {
+        "base": args.base,
+        "stages": stages,
+        "losses": losses,
+        "tags": not args.no_tags,
+        "scale": dataclasses.asdict(scale),
+    }
+    (out / "codebc_training.json").write_text(json.dumps(record, indent=2))
+    print(f"wrote {out}")
+    return out
+
+
+__all__ = ["CodeBCTrainArguments", "build_parser", "main"]

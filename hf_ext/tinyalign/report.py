@@ -1,0 +1,27 @@
+"""Table cells of TinyAlign's reproductions, over seeds through [`hf_ext.core.reporting.summarize`] (mean ± sample
+SD); no spread is computed here."""
+
+from __future__ import annotations
+
+import math
+
+from hf_ext.core.reporting import summarize
+
+
+def seed_stats(values) -> dict:
+    """`{"mean", "std", "n"}` of the finite `values` (one per seed): the mean and the **sample** SD (ddof = 1, `nan`
+    for a single seed); NaN / `None` entries (a metric a variant does not have) are dropped and `n` counts the rest."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not finite:  # e.g. neighbour agreement of the baseline, which retrieves nothing
+        return {"mean": float("nan"), "std": float("nan"), "n": 0}
+    s = summarize(finite)
+    return {"mean": s.mean, "std": s.sd, "n": s.n}
+
+
+def stat_cell(stat: dict, scale: float = 1.0, digits: int = 3) -> str:
+    """`mean±sd`; `mean (n = 1)` for one seed; `n/a` when nothing was measured."""
+    if not stat.get("n", 0):
+        return "n/a"
+    if stat["n"] < 2:
+        return f"{stat['mean'] * scale:.{digits}f} (n = 1)"
+    return f"{stat['mean'] * scale:.{digits}f}±{stat['std'] * scale:.{digits}f}"
