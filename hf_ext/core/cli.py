@@ -17,6 +17,7 @@ is accepted everywhere as an alias.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -151,6 +152,7 @@ def _default_artifact(spec) -> Path:
 
 
 def cmd_push(args) -> int:
+    from .cards import CardError
     from .hub import CheckpointError, PushRefusedError, check_repo_id
 
     spec = get_method(args.method)
@@ -162,7 +164,7 @@ def cmd_push(args) -> int:
         if args.space_repo_id is not None:
             check_repo_id(args.space_repo_id, "--space_repo_id")
         return _push(spec, args)
-    except (PushRefusedError, CheckpointError) as err:  # bad input: one line, no traceback
+    except (PushRefusedError, CheckpointError, CardError) as err:  # bad input: one line, no traceback
         raise SystemExit(f"hf-ext push {spec.name}: {err}") from None
 
 
@@ -325,6 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     try:
         return _dispatch(parser, args, extra)
+    except (ValueError, TypeError) as err:  # bad input (a flag, a field, a file) names itself: one line
+        if os.environ.get("HF_EXT_DEBUG"):
+            raise
+        print(f"hf-ext {args.command}: error: {err} (HF_EXT_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 2
     except ImportError as err:  # a missing optional dependency: the fix in one line, no traceback
         method = getattr(args, "method", None) or getattr(args, "method_name", None)
         try:
