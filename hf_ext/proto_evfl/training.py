@@ -1,5 +1,6 @@
-"""Training Proto-EVFL: the training knobs ([`ProtoEvflTrainingArguments`]), the in-process runner
-([`run_federation`], Flower's `ServerApp` and `ClientApp` on an in-process grid) and `hf-ext train proto_evfl`.
+"""Training Proto-EVFL: the training knobs ([`ProtoEvflTrainingArguments`]) and the in-process runner
+([`run_federation`], Flower's `ServerApp` and `ClientApp` on an in-process grid); `hf-ext train proto_evfl` is
+`train.py`.
 
 The bi-level schedule itself is the federated protocol in `task.py`: per round, (a) every party runs `local_steps`
 OT-prototype steps on its unaligned data (lower level) and reports prototypes and prior, then (b) the active party
@@ -10,11 +11,8 @@ upper-level batch crosses the wire twice), so the loop is hand-written; the top 
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from hf_ext.core.federated import LocalGrid
@@ -221,107 +219,12 @@ class RecordingGrid(LocalGrid):
         return replies
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# `hf-ext train proto_evfl`
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="hf-ext train proto_evfl",
-        description="Train one Proto-EVFL federation in-process (Flower ServerApp + one ClientApp per party on an "
-                    "in-process grid) and save the top model and every party's model as Hub artifacts.",
-    )  # fmt: skip
-    d, t = VerticalDataDefaults, ProtoEvflTrainingArguments
-    g = p.add_argument_group("output")
-    g.add_argument("--output_dir", default=None, help="folder for metrics.json (default $HF_EXT_HOME/proto_evfl/train)")
-    g.add_argument("--artifact_dir", default=None, help="where to save the top model (default OUTPUT_DIR/artifact); "
-                   "party models go inside it as parties/party-<k>/ (what `hf-ext push` uploads)")  # fmt: skip
-    g = p.add_argument_group("data (simulated split)")
-    g.add_argument(
-        "--dataset",
-        default="digits",
-        choices=["digits", "breast_cancer", "fashion_mnist"],
-        help="fashion_mnist needs the Debian package dataset-fashion-mnist",
-    )
-    g.add_argument("--num_parties", type=int, default=d.num_parties)
-    g.add_argument("--unseen_class", type=int, default=None, help="class without any labelled sample (zero-shot)")
-    g.add_argument("--imbalance_ratio", type=float, default=d.imbalance_ratio)
-    g.add_argument("--aligned_per_class", type=int, default=d.aligned_per_class)
-    g.add_argument("--max_unaligned_per_class", type=int, default=d.max_unaligned_per_class)
-    g.add_argument("--test_per_class", type=int, default=d.test_per_class)
-    g = p.add_argument_group("parties' own data (party_data.py format)")
-    g.add_argument(
-        "--party_data_dir", default="", help="folder with party-<k>/ datasets; each party reads only its own"
-    )
-    g.add_argument("--labels_path", default="", help="the active party's label dataset")
-    g.add_argument("--feature_widths", default="", help="agreed widths, comma-separated, e.g. 32,32")
-    g.add_argument("--num_labels", type=int, default=0, help="number of classes (0: from --dataset)")
-    g = p.add_argument_group("training")
-    g.add_argument("--rounds", type=int, default=t.rounds)
-    g.add_argument("--warmup_rounds", type=int, default=None, help="default min(15, rounds // 2)")
-    g.add_argument("--local_steps", type=int, default=t.local_steps)
-    g.add_argument("--selection", default=t.selection, choices=SELECTIONS)
-    g.add_argument("--prior", default=t.prior, choices=PRIORS)
-    g.add_argument("--prior_mix", type=float, default=t.prior_mix, help="λ of the mixed prior")
-    g.add_argument("--sinkhorn_epsilon", type=float, default=t.sinkhorn_epsilon)
-    g.add_argument("--novelty_quantile", type=float, default=t.novelty_quantile)
-    g.add_argument("--unseen_weighting", default=t.unseen_weighting, choices=UNSEEN_WEIGHTINGS)
-    g.add_argument("--seed", type=int, default=0)
-    g = p.add_argument_group("models")
-    g.add_argument("--aggregation", default="gate", choices=["gate", "concat"])
-    g.add_argument("--classifier", default="prototype", choices=["prototype", "linear"])
-    g.add_argument(
-        "--local_loss_weight",
-        type=float,
-        default=1.0,
-        help="μ of the label-tying term; > 0 lets passive parties read aligned labels from ∂L/∂s^k",
-    )
-    return p
-
-
-class VerticalDataDefaults:
-    """The data defaults shown by `--help` (those of `VerticalDataConfig`, without importing it at parse time)."""
-
-    num_parties, imbalance_ratio, aligned_per_class, max_unaligned_per_class, test_per_class = 2, 50.0, 10, 120, 30
-
-
-def main(argv: list[str] | None = None) -> dict:
-    """Trains one federation in-process and saves every party's model and the top model as Hub artifacts."""
-    from hf_ext.core.paths import work_dir
-
-    from . import SPEC
-    from .data import VerticalDataConfig
-    from .inference import save_federation
-    from .task import ProtoEvflRunConfig
-
-    ns = make_parser().parse_args(argv)
-    warmup = ns.warmup_rounds if ns.warmup_rounds is not None else min(15, ns.rounds // 2)
-    settings = ProtoEvflRunConfig(
-        data=VerticalDataConfig(dataset=ns.dataset, num_parties=ns.num_parties, unseen_class=ns.unseen_class,
-                                imbalance_ratio=ns.imbalance_ratio, aligned_per_class=ns.aligned_per_class,
-                                max_unaligned_per_class=ns.max_unaligned_per_class,
-                                test_per_class=ns.test_per_class, seed=ns.seed),
-        training=ProtoEvflTrainingArguments(rounds=ns.rounds, warmup_rounds=warmup, local_steps=ns.local_steps,
-                                            selection=ns.selection, prior=ns.prior, prior_mix=ns.prior_mix,
-                                            sinkhorn_epsilon=ns.sinkhorn_epsilon,
-                                            novelty_quantile=ns.novelty_quantile,
-                                            unseen_weighting=ns.unseen_weighting, seed=ns.seed),
-        aggregation=ns.aggregation, classifier=ns.classifier, local_loss_weight=ns.local_loss_weight,
-        party_data_dir=ns.party_data_dir, labels_path=ns.labels_path, feature_widths=ns.feature_widths,
-        num_labels=ns.num_labels,
-    )  # fmt: skip
-    result = run_federation(settings)
-    out = Path(ns.output_dir) if ns.output_dir else work_dir("proto_evfl", "train")
-    artifact = Path(ns.artifact_dir) if ns.artifact_dir else out / "artifact"
-    save_federation(result.top_model, result.party_models, artifact, SPEC)
-    report = {"metrics": result.metrics, "settings": asdict(settings), "artifact_dir": str(artifact),
-              "seconds": round(result.seconds, 1), "rejections": result.rejections}  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(report, indent=1, default=str))
-    print(json.dumps(report["metrics"], indent=1))
-    return report
-
-
-if __name__ == "__main__":
-    main()
+__all__ = [
+    "FederationResult",
+    "PRIORS",
+    "ProtoEvflTrainingArguments",
+    "RecordingGrid",
+    "SELECTIONS",
+    "UNSEEN_WEIGHTINGS",
+    "run_federation",
+]
