@@ -355,7 +355,12 @@ def main(argv: list[str] | None = None) -> dict:
         fashion_mnist_dir()  # fail now, naming the Debian package, not inside a worker
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
-    rules = [RULES[s] for s in run.settings] + [ablation_rule(v) for v in ABLATIONS if v in run.variants]
+    rules = [RULES[s] for s in run.settings] + [
+        ablation_rule(v, "unseen_accuracy" if s == "zero_shot" else "accuracy")
+        for s in run.settings
+        for v in ABLATIONS
+        if v in run.variants
+    ]
     print_rules(rules)  # the criteria, stated before any run starts
     start = time.perf_counter()
     jobs = [(d, v, s, seed, r) for d in run.datasets for s in run.settings for r in run.ratios(d)
