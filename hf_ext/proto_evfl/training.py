@@ -11,11 +11,13 @@ upper-level batch crosses the wire twice), so the loop is hand-written; the top 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from hf_ext.core.federated import LocalGrid
+from hf_ext.core.validation import check_positive_int
 
 SELECTIONS = ("ot", "threshold", "none")
 PRIORS = ("mixed", "uniform", "local")
@@ -89,28 +91,39 @@ class ProtoEvflTrainingArguments:
     def __post_init__(self):
         from .ot_selection import SELECTION_MODES
 
-        if self.rounds < 1 or self.warmup_rounds < 0 or self.local_steps < 0:
-            raise ValueError("rounds must be >= 1, warmup_rounds and local_steps >= 0")
-        if self.unaligned_batch_size < 2 or self.aligned_batch_size < 1:
-            raise ValueError("unaligned_batch_size must be >= 2 and aligned_batch_size >= 1")
-        if self.selection not in SELECTIONS:
-            raise ValueError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
-        if self.selection_mode not in SELECTION_MODES:
-            raise ValueError(f"selection_mode must be one of {SELECTION_MODES}, got {self.selection_mode!r}")
-        if self.prior not in PRIORS:
-            raise ValueError(f"prior must be one of {PRIORS}, got {self.prior!r}")
-        if not 0.0 <= self.prior_mix <= 1.0:
-            raise ValueError(f"prior_mix λ must be in [0, 1], got {self.prior_mix}")
-        if not 0.0 <= self.prototype_momentum < 1.0:
-            raise ValueError(f"prototype_momentum must be in [0, 1), got {self.prototype_momentum}")
-        if not self.sinkhorn_epsilon > 0 or self.sinkhorn_iterations < 1:
-            raise ValueError("sinkhorn_epsilon must be > 0 and sinkhorn_iterations >= 1")
-        if self.unseen_weighting not in UNSEEN_WEIGHTINGS:
-            raise ValueError(f"unseen_weighting must be one of {UNSEEN_WEIGHTINGS}, got {self.unseen_weighting!r}")
-        if not 0.0 < self.novelty_quantile < 1.0:
-            raise ValueError(f"novelty_quantile must be in (0, 1), got {self.novelty_quantile}")
-        if min(self.party_learning_rate, self.top_learning_rate) <= 0:
-            raise ValueError("learning rates must be > 0")
+        owner = type(self).__name__
+        for name, low in (("rounds", 1), ("warmup_rounds", 0), ("local_steps", 0), ("unaligned_batch_size", 2),
+                          ("aligned_batch_size", 1), ("sinkhorn_iterations", 1), ("seed", 0)):  # fmt: skip
+            check_positive_int(f"{owner}.{name}", getattr(self, name), low)
+        for name, low, high, low_open, high_open in (
+            ("party_learning_rate", 0.0, math.inf, True, False),
+            ("top_learning_rate", 0.0, math.inf, True, False),
+            ("selection_threshold", 0.0, 1.0, False, False),
+            ("confidence_threshold", 0.0, 1.0, False, False),
+            ("prior_mix", 0.0, 1.0, False, False),
+            ("sinkhorn_epsilon", 0.0, math.inf, True, False),
+            ("prototype_momentum", 0.0, 1.0, False, True),
+            ("unaligned_loss_weight", 0.0, math.inf, False, False),
+            ("novelty_quantile", 0.0, 1.0, True, True),
+        ):
+            _strict_number(f"{owner}.{name}", getattr(self, name), low, high, low_open, high_open)
+        for name in ("prototype_ema", "discover_unseen"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{owner}.{name} must be a bool, got {getattr(self, name)!r}")
+        for name, allowed in (("selection", SELECTIONS), ("selection_mode", SELECTION_MODES), ("prior", PRIORS),
+                              ("unseen_weighting", UNSEEN_WEIGHTINGS)):  # fmt: skip
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{owner}.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+
+
+def _strict_number(name: str, value: Any, low: float, high: float, low_open: bool, high_open: bool) -> float:
+    """A finite number in range; a string, `None` or a bool is refused (not converted), naming the field."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not ok:
+        bracket = ("(" if low_open else "[") + f"{low:g}, {high:g}" + (")" if high_open else "]")
+        raise ValueError(f"{name} must be a finite number in {bracket}, got {value!r}")
+    return float(value)
 
 
 @dataclass
