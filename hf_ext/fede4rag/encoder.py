@@ -227,20 +227,66 @@ def encode_texts(
     return out
 
 
+# sentence-transformers' own layout: the Transformer module is a plain BERT in `0_Transformer/` (model_type "bert",
+# so `SentenceTransformer(path)` loads it with no remote code and no hf_ext), then masked mean pooling and L2
+# normalisation. The root holds the hf_ext artifact (FedE4RAGConfig with auto_map, the same encoder weights).
+ST_TRANSFORMER_DIR = "0_Transformer"
 ST_MODULES = [
-    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 0, "name": "0", "path": ST_TRANSFORMER_DIR, "type": "sentence_transformers.models.Transformer"},
     {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
     {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
 ]
+# Config fields that are FedE4RAG's (or hf_ext's), not BERT's: dropped from the plain BERT config.
+_RETRIEVER_KEYS = ("pooling", "normalize", "max_query_length", "max_passage_length", "auto_map", "architectures")
+
+
+def plain_bert(retriever):
+    """The retriever's encoder as a plain `transformers.BertModel` (BertConfig, no pooler), equal weights."""
+    from transformers import BertConfig, BertModel
+
+    fields = {k: v for k, v in retriever.config.to_dict().items() if k not in _RETRIEVER_KEYS and k != "model_type"}
+    bert = BertModel(BertConfig(**fields), add_pooling_layer=False)
+    bert.load_state_dict(retriever.bert.state_dict(), strict=True)
+    return bert.eval()
+
+
+def write_sentence_transformers_files(retriever, tokenizer, folder: Path) -> None:
+    """sentence-transformers' module files for `retriever` (Transformer → mean pooling → normalise) under `folder`."""
+    config = retriever.config
+    st = folder / ST_TRANSFORMER_DIR
+    plain_bert(retriever).save_pretrained(st)
+    tokenizer.save_pretrained(st)
+    (st / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": config.max_passage_length, "do_lower_case": False}, indent=2)
+    )
+    (folder / "modules.json").write_text(json.dumps(ST_MODULES, indent=2))
+    (folder / "config_sentence_transformers.json").write_text(
+        json.dumps({"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, indent=2)
+    )
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps(
+            {
+                "word_embedding_dimension": config.hidden_size,
+                "pooling_mode_mean_tokens": True,
+                "pooling_mode_cls_token": False,
+                "pooling_mode_max_tokens": False,
+            },
+            indent=2,
+        )
+    )
+    (folder / "2_Normalize").mkdir()
 
 
 def save_retriever(model, tokenizer, out_dir: str | os.PathLike, spec=None, **card_kwargs) -> Path:
     """Saves a retriever (a LoRA adapter is merged first) as one Hub folder that loads with
-    `AutoModel.from_pretrained` (hf_ext imported, or `trust_remote_code=True`) and with `SentenceTransformer(path)`.
+    `AutoModel.from_pretrained` (hf_ext imported, or `trust_remote_code=True`) and, without remote code or hf_ext,
+    with `SentenceTransformer(path)`.
 
-    Written atomically: safetensors weights, `config.json` with `auto_map`, the tokenizer, and the
-    sentence-transformers module files (Transformer → mean pooling → normalise, matching [`FedE4RAGConfig.pooling`]
-    `"mean"`).
+    Written atomically: safetensors weights, `config.json` with `auto_map` and the tokenizer at the root (hf_ext's
+    artifact), and sentence-transformers' own layout next to it: `modules.json`, `0_Transformer/` (a plain BERT
+    config + weights + tokenizer + `sentence_bert_config.json`), `1_Pooling/` (mask-aware mean, matching
+    [`FedE4RAGConfig.pooling`] `"mean"`) and `2_Normalize/`. The encoder weights are stored twice (once per layout).
     """
     import copy
 
@@ -259,23 +305,7 @@ def save_retriever(model, tokenizer, out_dir: str | os.PathLike, spec=None, **ca
     def write(tmp: Path) -> None:
         retriever.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / "modules.json").write_text(json.dumps(ST_MODULES, indent=2))
-        (tmp / "sentence_bert_config.json").write_text(
-            json.dumps({"max_seq_length": config.max_passage_length, "do_lower_case": False}, indent=2)
-        )
-        (tmp / "1_Pooling").mkdir()
-        (tmp / "1_Pooling" / "config.json").write_text(
-            json.dumps(
-                {
-                    "word_embedding_dimension": config.hidden_size,
-                    "pooling_mode_mean_tokens": True,
-                    "pooling_mode_cls_token": False,
-                    "pooling_mode_max_tokens": False,
-                },
-                indent=2,
-            )
-        )
-        (tmp / "2_Normalize").mkdir()
+        write_sentence_transformers_files(retriever, tokenizer, tmp)
         if spec is not None:
             from hf_ext.core.cards import render_card
 
@@ -294,6 +324,8 @@ __all__ = [
     "load_trainable_state",
     "lora_config",
     "minilm_path",
+    "plain_bert",
     "save_retriever",
+    "write_sentence_transformers_files",
     "trainable_state",
 ]

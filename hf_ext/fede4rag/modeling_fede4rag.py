@@ -102,6 +102,7 @@ class FedE4RAGRetriever(BertPreTrainedModel):
             [`~transformers.modeling_outputs.BaseModelOutputWithPooling`]: `last_hidden_state` (token states) and
             `pooler_output` (the pooled, optionally normalised sentence vectors).
         """
+        self._check_inputs(input_ids, attention_mask, hidden_states)
         if hidden_states is None:
             if input_ids is None:
                 raise ValueError("FedE4RAGRetriever needs input_ids or hidden_states")
@@ -125,6 +126,43 @@ class FedE4RAGRetriever(BertPreTrainedModel):
         if self.config.normalize:
             pooled = F.normalize(pooled, p=2, dim=-1)
         return BaseModelOutputWithPooling(last_hidden_state=tokens, pooler_output=pooled)
+
+    def _check_inputs(self, input_ids, attention_mask, hidden_states) -> None:
+        """Refuses what would crash deep inside torch (ids outside the vocabulary, mismatched shapes) or pass through
+        silently (NaN / inf in cached hidden states): a `ValueError` naming the argument."""
+        if input_ids is not None:
+            if not isinstance(input_ids, torch.Tensor) or input_ids.dtype.is_floating_point or input_ids.dim() != 2:
+                got = (
+                    f"{input_ids.dtype} {tuple(input_ids.shape)}" if isinstance(input_ids, torch.Tensor) else input_ids
+                )
+                raise ValueError(f"input_ids must be an integer tensor of shape (batch, length), got {got!r}")
+            vocab = self.config.vocab_size
+            if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab):
+                raise ValueError(
+                    f"input_ids must be token ids in [0, {vocab}), got values in "
+                    f"[{int(input_ids.min())}, {int(input_ids.max())}]"
+                )
+        if hidden_states is not None:
+            if not isinstance(hidden_states, torch.Tensor) or not hidden_states.dtype.is_floating_point:
+                got = getattr(hidden_states, "dtype", type(hidden_states).__name__)
+                raise ValueError(f"hidden_states must be a floating-point tensor, got {got}")
+            if hidden_states.dim() != 3:
+                raise ValueError(
+                    f"hidden_states must have shape (batch, length, hidden), got {tuple(hidden_states.shape)}"
+                )
+            if not torch.isfinite(hidden_states).all():
+                raise ValueError("hidden_states contains NaN or inf")
+        if attention_mask is not None:
+            ref = input_ids if input_ids is not None else hidden_states
+            if not isinstance(attention_mask, torch.Tensor):
+                raise ValueError(f"attention_mask must be a tensor, got {type(attention_mask).__name__}")
+            if ref is not None and tuple(attention_mask.shape) != tuple(ref.shape[:2]):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(ref.shape[:2])} "
+                    "(batch, length)"
+                )
+            if attention_mask.dtype.is_floating_point and not torch.isfinite(attention_mask).all():
+                raise ValueError("attention_mask contains NaN or inf")
 
     def encode(self, **inputs) -> torch.Tensor:
         """The sentence vectors only (`forward(...).pooler_output`)."""

@@ -14,15 +14,19 @@ adapter on the top encoder layer(s) of all-MiniLM-L6-v2 with AdamW and τ = 0.05
 lower layers are computed once and cached under `--out/cache`. The table states each setting's gradient-step
 budget (total over clients, and the sequential chain) and the paired per-seed differences to zero-shot.
 
+Seed spreads are sample SDs and the paired differences carry 95 % t intervals (`hf_ext.core.reporting`, via
+`report.py`); the criteria stated before the runs are printed as verdict rules before the first job starts and
+decided at the end (confirmed / refuted / inconclusive / premise absent; one seed gives no interval: inconclusive).
+
 Quick scale (the default; a smoke-scale run sized for a 2-core CPU): 1 seed, 2 rounds, 8% of each client's pairs,
 passages truncated to 64 tokens, the settings up to `centralized-tau1`. `--full`: 3 seeds, 3 rounds, all pairs, 128
 tokens, every setting. Writes `--out/results.json` and the first seed's FedE4RAG retriever as a Hub artifact under
 `--out/retriever`.
 
 `--leave-out COMPANY... --loco-settings fedavg fede4rag` adds the leave-one-company-out transfer split
-([`~hf_ext.fede4rag.loco`]): each named company's held-out questions scored after a federation of the four others,
-next to the same seed's zero-shot and 5-client runs. `--merge DIR...` trains nothing and summarises runs made seed by
-seed (`--cache-dir` lets them share one frozen-layer cache).
+([`~hf_ext.fede4rag.leave_one_company_out`]): each named company's held-out questions scored after a federation of
+the four others, next to the same seed's zero-shot and 5-client runs. `--merge DIR...` trains nothing and summarises
+runs made seed by seed (`--cache-dir` lets them share one frozen-layer cache).
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ import numpy as np
 
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
+from hf_ext.core.reporting import environment, print_rules, write_results
 
-from .loco import LOCO_SETTINGS, company_index, format_loco, summarize_loco
+from .leave_one_company_out import LOCO_SETTINGS, company_index, format_loco, summarize_loco
+from .report import cell, decide, rules_for, seed_differences, seed_summary
 from .task import FEDERATED, SETTINGS, RunConfig
 
 QUICK_SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "fede4rag-ckks", "centralized", "centralized-tau1")
@@ -163,7 +169,7 @@ def _setting_job(setting: str, run: RunConfig, engine: str = "simulation") -> tu
 
 
 def _loco_job(setting: str, run: RunConfig, left_out: int, engine: str = "simulation"):
-    from .loco import run_loco
+    from .leave_one_company_out import run_loco
 
     t0 = time.perf_counter()
     res = run_loco(setting, run, left_out, _suite(run), engine=engine)
@@ -181,44 +187,33 @@ def flat_metrics(m: dict) -> dict[str, float]:
     return out
 
 
-def _mean_std(rows: list[dict[str, float]]) -> tuple[dict, dict]:
-    keys = [k for k in rows[0] if all(k in r for r in rows)]
-    return (
-        {k: float(np.mean([r[k] for r in rows])) for k in keys},
-        {k: float(np.std([r[k] for r in rows])) for k in keys},
-    )
-
-
 def summarize(done: dict, settings, seeds) -> dict:
-    """Mean ± std over seeds per setting, and the paired per-seed differences against zero-shot and FedAvg."""
+    """Mean ± sample SD over seeds per setting, and the paired per-seed differences (with 95 % t intervals) against
+    zero-shot, FedAvg and centralized (through [`hf_ext.core.reporting`], see `report.py`)."""
     out = {}
     flat = {(s, seed): flat_metrics(done[(s, seed)]["metrics"]) for s in settings for seed in seeds}
     for s in settings:
         per_seed = [flat[(s, seed)] for seed in seeds]
-        mean, std = _mean_std(per_seed)
-        out[s] = {"mean": mean, "std": std, "per_seed": per_seed, "steps": [done[(s, seed)]["steps"] for seed in seeds]}
+        out[s] = {**seed_summary(per_seed), "steps": [done[(s, seed)]["steps"] for seed in seeds]}
         for base in ("zero-shot", "fedavg", "centralized"):
             if base in settings and base != s:
-                diffs = [
-                    {k: flat[(s, seed)][k] - flat[(base, seed)][k] for k in flat[(s, seed)] if k in flat[(base, seed)]}
-                    for seed in seeds
-                ]
-                d_mean, d_std = _mean_std(diffs)
-                out[s][f"minus_{base}"] = {"mean": d_mean, "std": d_std}
+                out[s][f"minus_{base}"] = seed_differences(per_seed, [flat[(base, seed)] for seed in seeds])
         extra = done[(s, seeds[0])]
         for key in ("sampled", "rejected"):
             if key in extra:
                 out[s][f"{key}_seed0"] = extra[key]
         if "round_stats" in extra:
             rows = [r for seed in seeds for r in done[(s, seed)]["round_stats"]]
-            out[s]["round_stats_mean"] = _mean_std(rows)[0]
+            out[s]["round_stats_mean"] = seed_summary(rows)["mean"]
         if "max_abs_vs_plaintext" in extra:
             out[s]["he_max_abs_error"] = float(max(done[(s, seed)]["max_abs_vs_plaintext"] for seed in seeds))
     return out
 
 
-def _cell(r: dict, key: str) -> str:
-    return f"{r['mean'][key]:.3f}±{r['std'][key]:.3f}"
+def verdicts(done: dict, settings, seeds) -> list:
+    """The stated rules ([`~hf_ext.fede4rag.report.RULES`]) decided on this run's seeds."""
+    flat = {(s, seed): flat_metrics(done[(s, seed)]["metrics"]) for s in settings for seed in seeds}
+    return decide(flat, settings, seeds)
 
 
 def format_table(results: dict) -> str:
@@ -227,7 +222,7 @@ def format_table(results: dict) -> str:
         f"in-domain: {st['in_domain']['heldout_questions']} held-out questions of the 5 clients over their own "
         f"company's references (own) and all {st['in_domain']['references']} references (union); FinanceBench: "
         f"{st['financebench']['test_questions']} questions over {st['financebench']['passages']} passages; "
-        f"mean ± std over {n} seed(s) {results['seeds']}; steps = gradient steps, total over clients "
+        f"mean ± sample SD over {n} seed(s) {results['seeds']}; steps = gradient steps, total over clients "
         f"(sequential chain)",
         f"{'setting':<20}{'steps':>12}"
         + "".join(
@@ -248,7 +243,7 @@ def format_table(results: dict) -> str:
     for s, r in results["settings"].items():
         steps = r["steps"][0]
         lines.append(
-            f"{s:<20}{steps['total']:>6} ({steps['sequential']:>3})" + "".join(f"{_cell(r, c):>14}" for c in cols)
+            f"{s:<20}{steps['total']:>6} ({steps['sequential']:>3})" + "".join(f"{cell(r, c):>14}" for c in cols)
         )
     rag = results.get("rag")
     if results.get("loco"):
@@ -266,13 +261,16 @@ def format_table(results: dict) -> str:
                 + (f" (passages hit {sc['retrieval_hit']:.2f})" if "retrieval_hit" in sc else "")
                 + (f" | {ho['chrf']:.3f} (hit {ho['retrieval_hit']:.2f})" if ho else "")
             )
-    lines.append("paired per-seed difference, mean ± std: setting − zero-shot (own MRR, union MRR, FB MRR)")
+    lines.append(
+        "paired per-seed difference, mean ± sample SD [95 % t interval]: setting − zero-shot (own MRR, union MRR, "
+        "FB MRR)"
+    )
     for s, r in results["settings"].items():
         d = r.get("minus_zero-shot")
         if d:
             lines.append(
                 f"  {s:<20}"
-                + "".join(f"{d['mean'][c]:>+10.3f}±{d['std'][c]:.3f}" for c in ("own.mrr", "union.mrr", "fb.mrr"))
+                + "".join(f"{cell(d, c, signed=True, interval=True):>32}" for c in ("own.mrr", "union.mrr", "fb.mrr"))
             )
     ckks = results["settings"].get("fede4rag-ckks")
     if ckks and "round_stats_mean" in ckks:
@@ -283,6 +281,7 @@ def format_table(results: dict) -> str:
             f"decrypt {c['decrypt-s']:.3f} s, {c['bytes-up'] / 2**20:.2f} MiB up per client"
             + (f", max |final adapter − plaintext FedE4RAG| {err:.2e}" if err is not None else "")
         )
+    lines.extend(f"{v['claim']}: {v['verdict'].upper()} ({v['reason']})" for v in results.get("verdicts", []))
     return "\n".join(lines)
 
 
@@ -337,6 +336,7 @@ def merge_results(folders) -> dict:
         "eval": first["eval"],
         "settings": summary,
         "settings_missing_a_seed": sorted(s for s, r in summary.items() if r["seeds"] != seeds),
+        "verdicts": [v.to_dict() for v in verdicts(done, [s for s in summary if summary[s]["seeds"] == seeds], seeds)],
         "rerun_max_abs_difference": reruns,
     }
     # leave-one-out: every left-out company seen, over the seeds that have all of them (a cut run's partial seed
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> dict:
         out = Path(ns.out)
         out.mkdir(parents=True, exist_ok=True)
         results = merge_results(ns.merge)
-        (out / "results.json").write_text(json.dumps(results, indent=2))
+        write_results(out / "results.json", results)
         results["table"] = format_table(results)
         print(results["table"])
         return results
@@ -404,6 +404,8 @@ def main(argv: list[str] | None = None) -> dict:
             if s not in settings:
                 settings.insert(0 if s == "zero-shot" else len(settings), s)
     out.mkdir(parents=True, exist_ok=True)
+    rules = rules_for(settings)
+    print_rules(rules)  # the criteria stated before the runs, printed before they start
     start = time.perf_counter()
     # phase 1: frozen-layer caches (test sets, then each client's pairs per seed: the holdout depends on it).
     # In this process: once the caches exist (every run after the first) this is a few loads, cheaper than spawning.
@@ -447,6 +449,9 @@ def main(argv: list[str] | None = None) -> dict:
         "seeds": seeds,
         "eval": suite.stats(),
         "settings": summarize(done, settings, seeds),
+        "rules": [r.to_dict() for r in rules],
+        "verdicts": [v.to_dict() for v in verdicts(done, settings, seeds)],
+        "environment": environment(),
         "seconds_per_setting": seconds,
         "optimizer": "adamw_torch (LoRA factors only); the released code uses SGD lr 1e-5 on all weights",
         "pooling": "mask-aware mean (the released code averages padding too)",
@@ -493,7 +498,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     def write():  # after each phase, so a run cut short keeps what finished
         results["seconds"] = time.perf_counter() - start
-        (out / "results.json").write_text(json.dumps(results, indent=2))
+        write_results(out / "results.json", results)
 
     write()
     if leave_out:  # phase 3: leave-one-company-out federations, scored on the left-out company

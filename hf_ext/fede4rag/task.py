@@ -19,7 +19,7 @@ from hf_ext.core.paths import work_dir
 
 from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdout_split
 from .encoder import HiddenCache, adapter_arrays, load_pretrained_retriever, load_trainable_state, lora_config
-from .training import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, compute_metrics, frozen_teacher
+from .trainer import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, compute_metrics, frozen_teacher
 
 SETTINGS = (
     "zero-shot",
@@ -87,7 +87,7 @@ class RunConfig:
     data_path: str = field(default="", metadata={"help": "train_qa.json (default: the shared data folder)"})
 
     def __post_init__(self):
-        from .validation import check_run_config
+        from .run_config_checks import check_run_config
 
         check_run_config(self)
         if self.rounds < 1 or self.batch_size < 2:
@@ -108,7 +108,7 @@ class RunConfig:
     @property
     def companies(self) -> tuple[int, ...]:
         """Company index of each node (`partition-id` order)."""
-        from .validation import convert
+        from .run_config_checks import convert
 
         if not self.client_companies.strip():
             return tuple(range(len(COMPANIES)))
@@ -122,7 +122,7 @@ class RunConfig:
     @classmethod
     def from_run_config(cls, run_config) -> RunConfig:
         """Parses a Flower run config (keys are the field names with '-' for '_'; `lora-layers` is "4,5")."""
-        from .validation import convert
+        from .run_config_checks import convert
 
         kwargs = {}
         for f in fields(cls):

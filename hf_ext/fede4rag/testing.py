@@ -87,7 +87,7 @@ def _load(path: Path):
 def _trainer(model, output_dir: Path):
     from datasets import Dataset
 
-    from .training import FedE4RAGTrainer, FedE4RAGTrainingArguments, TokenPairCollator, frozen_teacher
+    from .trainer import FedE4RAGTrainer, FedE4RAGTrainingArguments, TokenPairCollator, frozen_teacher
 
     g = torch.Generator().manual_seed(3)
     q = torch.randint(1, VOCAB, (8, 6), generator=g).tolist()

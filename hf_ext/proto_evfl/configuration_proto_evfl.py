@@ -9,10 +9,41 @@ artifacts held by different organisations, and `AutoModel` maps one model class 
 
 from __future__ import annotations
 
+import math
+
 from transformers import PreTrainedConfig
 
 AGGREGATIONS = ("gate", "concat")
 CLASSIFIERS = ("prototype", "linear")
+
+
+# Strict checks shared by both configs (kept in this file: it is shipped as remote code and imports nothing from
+# hf_ext). A string, `None`, a bool or a non-integral float where an integer is needed is refused, naming the field;
+# so is a non-finite or out-of-range number.
+def _check_int(owner: str, field: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{owner}.{field} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def _check_float(owner: str, field: str, value, low: float, high: float = math.inf, *, open_low=False, open_high=False):
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
+    if not ok:
+        bracket = ("(" if open_low else "[") + f"{low:g}, {high:g}" + (")" if open_high else "]")
+        raise ValueError(f"{owner}.{field} must be a finite number in {bracket}, got {value!r}")
+    return float(value)
+
+
+def _check_widths(owner: str, field: str, values, *, allow_empty: bool) -> list[int]:
+    if isinstance(values, str | bytes) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{owner}.{field} must be a list of integer widths >= 1, got {values!r}")
+    values = list(values)
+    if not values and not allow_empty:
+        raise ValueError(f"{owner}.{field} must list at least one width, got []")
+    for v in values:
+        _check_int(owner, field, v, 1)
+    return values
 
 
 class ProtoEvflPartyConfig(PreTrainedConfig):
@@ -44,24 +75,22 @@ class ProtoEvflPartyConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         if self.hidden_dims is None:
             self.hidden_dims = [64]
-        self.hidden_dims = [int(v) for v in self.hidden_dims]
+        # an empty list is allowed: the encoder is then one linear map to the embedding
+        self.hidden_dims = _check_widths(type(self).__name__, "hidden_dims", self.hidden_dims, allow_empty=True)
         super().__post_init__(**kwargs)
         self.validate_party()
 
     def validate_party(self):
-        """Checks the fields; every failure is a `ValueError` that names the field."""
+        """Checks every field's type and range (at construction and on load); a failure is a `ValueError` naming
+        the field."""
         name = type(self).__name__
         for field in ("input_dim", "embed_dim"):
-            if int(getattr(self, field)) < 1:
-                raise ValueError(f"{name}.{field} must be >= 1, got {getattr(self, field)}")
-        if any(v < 1 for v in self.hidden_dims):
-            raise ValueError(f"{name}.hidden_dims must be positive widths, got {self.hidden_dims}")
-        if self.num_classes < 2:
-            raise ValueError(f"{name}.num_classes must be >= 2, got {self.num_classes}")
-        if not self.temperature > 0:
-            raise ValueError(f"{name}.temperature must be > 0, got {self.temperature}")
-        if self.party_index < 0:
-            raise ValueError(f"{name}.party_index must be >= 0, got {self.party_index}")
+            _check_int(name, field, getattr(self, field), 1)
+        self.hidden_dims = _check_widths(name, "hidden_dims", self.hidden_dims, allow_empty=True)
+        _check_int(name, "num_classes", self.num_classes, 2)
+        _check_float(name, "temperature", self.temperature, 0.0, open_low=True)
+        _check_int(name, "party_index", self.party_index, 0)
+        _check_float(name, "initializer_range", self.initializer_range, 0.0, open_low=True)
 
 
 class ProtoEvflConfig(PreTrainedConfig):
@@ -103,35 +132,32 @@ class ProtoEvflConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         if self.party_input_dims is not None:
-            self.party_input_dims = [int(v) for v in self.party_input_dims]
+            name = type(self).__name__
+            self.party_input_dims = _check_widths(name, "party_input_dims", self.party_input_dims, allow_empty=False)
         super().__post_init__(**kwargs)
         self.validate_top()
 
     def validate_top(self):
-        """Checks the fields; every failure is a `ValueError` that names the field."""
+        """Checks every field's type and range (at construction and on load); a failure is a `ValueError` naming
+        the field."""
         name = type(self).__name__
         for field in ("num_parties", "embed_dim", "fused_dim"):
-            if int(getattr(self, field)) < 1:
-                raise ValueError(f"{name}.{field} must be >= 1, got {getattr(self, field)}")
-        if self.num_classes < 2:
-            raise ValueError(f"{name}.num_classes must be >= 2, got {self.num_classes}")
+            _check_int(name, field, getattr(self, field), 1)
+        _check_int(name, "num_classes", self.num_classes, 2)
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(f"{name}.aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
         if self.classifier not in CLASSIFIERS:
             raise ValueError(f"{name}.classifier must be one of {CLASSIFIERS}, got {self.classifier!r}")
-        if not self.temperature > 0:
-            raise ValueError(f"{name}.temperature must be > 0, got {self.temperature}")
-        if not 0.0 <= self.prototype_momentum < 1.0:
-            raise ValueError(f"{name}.prototype_momentum must be in [0, 1), got {self.prototype_momentum}")
-        if self.local_loss_weight < 0:
-            raise ValueError(f"{name}.local_loss_weight must be >= 0, got {self.local_loss_weight}")
+        _check_float(name, "temperature", self.temperature, 0.0, open_low=True)
+        _check_float(name, "prototype_momentum", self.prototype_momentum, 0.0, 1.0, open_high=True)
+        _check_float(name, "local_loss_weight", self.local_loss_weight, 0.0)
+        _check_float(name, "initializer_range", self.initializer_range, 0.0, open_low=True)
         if self.party_input_dims is not None:
+            self.party_input_dims = _check_widths(name, "party_input_dims", self.party_input_dims, allow_empty=False)
             if len(self.party_input_dims) != self.num_parties:
                 raise ValueError(
                     f"{name}.party_input_dims has {len(self.party_input_dims)} widths for {self.num_parties} parties"
                 )
-            if any(v < 1 for v in self.party_input_dims):
-                raise ValueError(f"{name}.party_input_dims must be positive widths, got {self.party_input_dims}")
 
 
 __all__ = ["ProtoEvflConfig", "ProtoEvflPartyConfig", "AGGREGATIONS", "CLASSIFIERS"]

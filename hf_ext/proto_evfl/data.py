@@ -63,8 +63,20 @@ class VerticalDataConfig:
     seed: int = 0
 
     def __post_init__(self):
+        from hf_ext.core.validation import check_positive_int
+
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
+        for name, low in (("num_parties", 1), ("aligned_per_class", 1), ("test_per_class", 1),
+                          ("max_unaligned_per_class", 1), ("seed", 0)):  # fmt: skip
+            check_positive_int(f"VerticalDataConfig.{name}", getattr(self, name), low)
+        if self.unseen_class is not None:
+            check_positive_int("VerticalDataConfig.unseen_class", self.unseen_class, 0)
+        ratio = self.imbalance_ratio
+        if ratio is None or isinstance(ratio, bool | str) or not isinstance(ratio, int | float) or ratio != ratio:
+            raise ValueError(f"VerticalDataConfig.imbalance_ratio must be a finite number >= 1, got {ratio!r}")
+        if ratio == float("inf"):
+            raise ValueError(f"VerticalDataConfig.imbalance_ratio must be a finite number >= 1, got {ratio!r}")
         if self.num_parties < 2:
             raise ValueError(f"vertical FL needs at least 2 parties, got num_parties={self.num_parties}")
         if self.aligned_per_class < 1 or self.test_per_class < 1:

@@ -44,8 +44,12 @@ def _check_features(x, width: int, what: str) -> None:
 
 
 def _check_labels(labels, batch: int, num_classes: int) -> None:
+    if not isinstance(labels, torch.Tensor):
+        raise ValueError(f"labels must be an integer tensor of shape ({batch},), got {type(labels).__name__}")
     if labels.shape != (batch,) or labels.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"labels must be an integer tensor of shape ({batch},), got {labels.dtype} {labels.shape}")
+    if batch == 0:  # a mean over no samples: the loss would be NaN without a word
+        raise ValueError("labels: the batch is empty (0 samples); a loss needs at least one labelled sample")
     if labels.numel() and (labels.min() < 0 or labels.max() >= num_classes):
         low, high = int(labels.min()), int(labels.max())
         raise ValueError(f"labels must be classes in [0, {num_classes}), got values in [{low}, {high}]")
@@ -263,11 +267,17 @@ class ProtoEvflForClassification(ProtoEvflPreTrainedModel):
             raise ValueError("party_embeddings contains NaN or inf")
         if labels is not None:
             _check_labels(labels, z.shape[0], cfg.num_classes)
-        if party_logits is not None and party_logits.shape != (z.shape[0], cfg.num_parties, cfg.num_classes):
-            raise ValueError(
-                f"party_logits must have shape ({z.shape[0]}, {cfg.num_parties}, {cfg.num_classes}), "
-                f"got {tuple(party_logits.shape)}"
-            )
+        if party_logits is not None:
+            if not isinstance(party_logits, torch.Tensor) or not party_logits.dtype.is_floating_point:
+                got = getattr(party_logits, "dtype", type(party_logits).__name__)
+                raise ValueError(f"party_logits must be a floating-point tensor, got {got}")
+            if party_logits.shape != (z.shape[0], cfg.num_parties, cfg.num_classes):
+                raise ValueError(
+                    f"party_logits must have shape ({z.shape[0]}, {cfg.num_parties}, {cfg.num_classes}), "
+                    f"got {tuple(party_logits.shape)}"
+                )
+            if not torch.isfinite(party_logits).all():  # would turn the label-tying loss into NaN silently
+                raise ValueError("party_logits contains NaN or inf")
 
     def classify(self, fused: torch.Tensor) -> torch.Tensor:
         if self.classifier is not None:

@@ -1,5 +1,6 @@
-"""Training Proto-EVFL: the training knobs ([`ProtoEvflTrainingArguments`]), the in-process runner
-([`run_federation`], Flower's `ServerApp` and `ClientApp` on an in-process grid) and `hf-ext train proto_evfl`.
+"""Training Proto-EVFL: the training knobs ([`ProtoEvflTrainingArguments`]) and the in-process runner
+([`run_federation`], Flower's `ServerApp` and `ClientApp` on an in-process grid); `hf-ext train proto_evfl` is
+`train.py`.
 
 The bi-level schedule itself is the federated protocol in `task.py`: per round, (a) every party runs `local_steps`
 OT-prototype steps on its unaligned data (lower level) and reports prototypes and prior, then (b) the active party
@@ -10,14 +11,13 @@ upper-level batch crosses the wire twice), so the loop is hand-written; the top 
 
 from __future__ import annotations
 
-import argparse
-import json
+import math
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from hf_ext.core.federated import LocalGrid
+from hf_ext.core.validation import check_positive_int
 
 SELECTIONS = ("ot", "threshold", "none")
 PRIORS = ("mixed", "uniform", "local")
@@ -91,28 +91,39 @@ class ProtoEvflTrainingArguments:
     def __post_init__(self):
         from .ot_selection import SELECTION_MODES
 
-        if self.rounds < 1 or self.warmup_rounds < 0 or self.local_steps < 0:
-            raise ValueError("rounds must be >= 1, warmup_rounds and local_steps >= 0")
-        if self.unaligned_batch_size < 2 or self.aligned_batch_size < 1:
-            raise ValueError("unaligned_batch_size must be >= 2 and aligned_batch_size >= 1")
-        if self.selection not in SELECTIONS:
-            raise ValueError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
-        if self.selection_mode not in SELECTION_MODES:
-            raise ValueError(f"selection_mode must be one of {SELECTION_MODES}, got {self.selection_mode!r}")
-        if self.prior not in PRIORS:
-            raise ValueError(f"prior must be one of {PRIORS}, got {self.prior!r}")
-        if not 0.0 <= self.prior_mix <= 1.0:
-            raise ValueError(f"prior_mix λ must be in [0, 1], got {self.prior_mix}")
-        if not 0.0 <= self.prototype_momentum < 1.0:
-            raise ValueError(f"prototype_momentum must be in [0, 1), got {self.prototype_momentum}")
-        if not self.sinkhorn_epsilon > 0 or self.sinkhorn_iterations < 1:
-            raise ValueError("sinkhorn_epsilon must be > 0 and sinkhorn_iterations >= 1")
-        if self.unseen_weighting not in UNSEEN_WEIGHTINGS:
-            raise ValueError(f"unseen_weighting must be one of {UNSEEN_WEIGHTINGS}, got {self.unseen_weighting!r}")
-        if not 0.0 < self.novelty_quantile < 1.0:
-            raise ValueError(f"novelty_quantile must be in (0, 1), got {self.novelty_quantile}")
-        if min(self.party_learning_rate, self.top_learning_rate) <= 0:
-            raise ValueError("learning rates must be > 0")
+        owner = type(self).__name__
+        for name, low in (("rounds", 1), ("warmup_rounds", 0), ("local_steps", 0), ("unaligned_batch_size", 2),
+                          ("aligned_batch_size", 1), ("sinkhorn_iterations", 1), ("seed", 0)):  # fmt: skip
+            check_positive_int(f"{owner}.{name}", getattr(self, name), low)
+        for name, low, high, low_open, high_open in (
+            ("party_learning_rate", 0.0, math.inf, True, False),
+            ("top_learning_rate", 0.0, math.inf, True, False),
+            ("selection_threshold", 0.0, 1.0, False, False),
+            ("confidence_threshold", 0.0, 1.0, False, False),
+            ("prior_mix", 0.0, 1.0, False, False),
+            ("sinkhorn_epsilon", 0.0, math.inf, True, False),
+            ("prototype_momentum", 0.0, 1.0, False, True),
+            ("unaligned_loss_weight", 0.0, math.inf, False, False),
+            ("novelty_quantile", 0.0, 1.0, True, True),
+        ):
+            _strict_number(f"{owner}.{name}", getattr(self, name), low, high, low_open, high_open)
+        for name in ("prototype_ema", "discover_unseen"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{owner}.{name} must be a bool, got {getattr(self, name)!r}")
+        for name, allowed in (("selection", SELECTIONS), ("selection_mode", SELECTION_MODES), ("prior", PRIORS),
+                              ("unseen_weighting", UNSEEN_WEIGHTINGS)):  # fmt: skip
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{owner}.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+
+
+def _strict_number(name: str, value: Any, low: float, high: float, low_open: bool, high_open: bool) -> float:
+    """A finite number in range; a string, `None` or a bool is refused (not converted), naming the field."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not ok:
+        bracket = ("(" if low_open else "[") + f"{low:g}, {high:g}" + (")" if high_open else "]")
+        raise ValueError(f"{name} must be a finite number in {bracket}, got {value!r}")
+    return float(value)
 
 
 @dataclass
@@ -221,107 +232,12 @@ class RecordingGrid(LocalGrid):
         return replies
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# `hf-ext train proto_evfl`
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="hf-ext train proto_evfl",
-        description="Train one Proto-EVFL federation in-process (Flower ServerApp + one ClientApp per party on an "
-                    "in-process grid) and save the top model and every party's model as Hub artifacts.",
-    )  # fmt: skip
-    d, t = VerticalDataDefaults, ProtoEvflTrainingArguments
-    g = p.add_argument_group("output")
-    g.add_argument("--output_dir", default=None, help="folder for metrics.json (default $HF_EXT_HOME/proto_evfl/train)")
-    g.add_argument("--artifact_dir", default=None, help="where to save the top model (default OUTPUT_DIR/artifact); "
-                   "party models go inside it as parties/party-<k>/ (what `hf-ext push` uploads)")  # fmt: skip
-    g = p.add_argument_group("data (simulated split)")
-    g.add_argument(
-        "--dataset",
-        default="digits",
-        choices=["digits", "breast_cancer", "fashion_mnist"],
-        help="fashion_mnist needs the Debian package dataset-fashion-mnist",
-    )
-    g.add_argument("--num_parties", type=int, default=d.num_parties)
-    g.add_argument("--unseen_class", type=int, default=None, help="class without any labelled sample (zero-shot)")
-    g.add_argument("--imbalance_ratio", type=float, default=d.imbalance_ratio)
-    g.add_argument("--aligned_per_class", type=int, default=d.aligned_per_class)
-    g.add_argument("--max_unaligned_per_class", type=int, default=d.max_unaligned_per_class)
-    g.add_argument("--test_per_class", type=int, default=d.test_per_class)
-    g = p.add_argument_group("parties' own data (party_data.py format)")
-    g.add_argument(
-        "--party_data_dir", default="", help="folder with party-<k>/ datasets; each party reads only its own"
-    )
-    g.add_argument("--labels_path", default="", help="the active party's label dataset")
-    g.add_argument("--feature_widths", default="", help="agreed widths, comma-separated, e.g. 32,32")
-    g.add_argument("--num_labels", type=int, default=0, help="number of classes (0: from --dataset)")
-    g = p.add_argument_group("training")
-    g.add_argument("--rounds", type=int, default=t.rounds)
-    g.add_argument("--warmup_rounds", type=int, default=None, help="default min(15, rounds // 2)")
-    g.add_argument("--local_steps", type=int, default=t.local_steps)
-    g.add_argument("--selection", default=t.selection, choices=SELECTIONS)
-    g.add_argument("--prior", default=t.prior, choices=PRIORS)
-    g.add_argument("--prior_mix", type=float, default=t.prior_mix, help="λ of the mixed prior")
-    g.add_argument("--sinkhorn_epsilon", type=float, default=t.sinkhorn_epsilon)
-    g.add_argument("--novelty_quantile", type=float, default=t.novelty_quantile)
-    g.add_argument("--unseen_weighting", default=t.unseen_weighting, choices=UNSEEN_WEIGHTINGS)
-    g.add_argument("--seed", type=int, default=0)
-    g = p.add_argument_group("models")
-    g.add_argument("--aggregation", default="gate", choices=["gate", "concat"])
-    g.add_argument("--classifier", default="prototype", choices=["prototype", "linear"])
-    g.add_argument(
-        "--local_loss_weight",
-        type=float,
-        default=1.0,
-        help="μ of the label-tying term; > 0 lets passive parties read aligned labels from ∂L/∂s^k",
-    )
-    return p
-
-
-class VerticalDataDefaults:
-    """The data defaults shown by `--help` (those of `VerticalDataConfig`, without importing it at parse time)."""
-
-    num_parties, imbalance_ratio, aligned_per_class, max_unaligned_per_class, test_per_class = 2, 50.0, 10, 120, 30
-
-
-def main(argv: list[str] | None = None) -> dict:
-    """Trains one federation in-process and saves every party's model and the top model as Hub artifacts."""
-    from hf_ext.core.paths import work_dir
-
-    from . import SPEC
-    from .data import VerticalDataConfig
-    from .inference import save_federation
-    from .task import ProtoEvflRunConfig
-
-    ns = make_parser().parse_args(argv)
-    warmup = ns.warmup_rounds if ns.warmup_rounds is not None else min(15, ns.rounds // 2)
-    settings = ProtoEvflRunConfig(
-        data=VerticalDataConfig(dataset=ns.dataset, num_parties=ns.num_parties, unseen_class=ns.unseen_class,
-                                imbalance_ratio=ns.imbalance_ratio, aligned_per_class=ns.aligned_per_class,
-                                max_unaligned_per_class=ns.max_unaligned_per_class,
-                                test_per_class=ns.test_per_class, seed=ns.seed),
-        training=ProtoEvflTrainingArguments(rounds=ns.rounds, warmup_rounds=warmup, local_steps=ns.local_steps,
-                                            selection=ns.selection, prior=ns.prior, prior_mix=ns.prior_mix,
-                                            sinkhorn_epsilon=ns.sinkhorn_epsilon,
-                                            novelty_quantile=ns.novelty_quantile,
-                                            unseen_weighting=ns.unseen_weighting, seed=ns.seed),
-        aggregation=ns.aggregation, classifier=ns.classifier, local_loss_weight=ns.local_loss_weight,
-        party_data_dir=ns.party_data_dir, labels_path=ns.labels_path, feature_widths=ns.feature_widths,
-        num_labels=ns.num_labels,
-    )  # fmt: skip
-    result = run_federation(settings)
-    out = Path(ns.output_dir) if ns.output_dir else work_dir("proto_evfl", "train")
-    artifact = Path(ns.artifact_dir) if ns.artifact_dir else out / "artifact"
-    save_federation(result.top_model, result.party_models, artifact, SPEC)
-    report = {"metrics": result.metrics, "settings": asdict(settings), "artifact_dir": str(artifact),
-              "seconds": round(result.seconds, 1), "rejections": result.rejections}  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(report, indent=1, default=str))
-    print(json.dumps(report["metrics"], indent=1))
-    return report
-
-
-if __name__ == "__main__":
-    main()
+__all__ = [
+    "FederationResult",
+    "PRIORS",
+    "ProtoEvflTrainingArguments",
+    "RecordingGrid",
+    "SELECTIONS",
+    "UNSEEN_WEIGHTINGS",
+    "run_federation",
+]

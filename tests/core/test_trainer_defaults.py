@@ -176,7 +176,7 @@ def test_fede4rag_evaluate_reports_inbatch_retrieval(tmp_path):
     from datasets import Dataset
 
     from hf_ext.fede4rag.testing import VOCAB, tiny_config, tiny_retriever
-    from hf_ext.fede4rag.training import (
+    from hf_ext.fede4rag.trainer import (
         FedE4RAGTrainer,
         FedE4RAGTrainingArguments,
         TokenPairCollator,

@@ -185,7 +185,7 @@ def test_a_non_finite_or_huge_global_adapter_is_refused_by_the_client():
 def test_train_command_trains_on_flower_and_saves_a_retriever(setup, tmp_path):
     import json
 
-    from hf_ext.fede4rag.train_command import main
+    from hf_ext.fede4rag.train import main
 
     run, _, root = setup
     out = tmp_path / "retriever"

@@ -224,7 +224,11 @@ def test_paired_differences_are_per_seed_and_local_only_scores_each_company_with
     }
     out = summarize(done, ["zero-shot", "fedavg"], [0, 1])
     d = out["fedavg"]["minus_zero-shot"]
-    assert d["mean"]["own.mrr"] == pytest.approx(0.05) and d["std"]["own.mrr"] == pytest.approx(0.05)
+    assert d["mean"]["own.mrr"] == pytest.approx(0.05) and d["sd"]["own.mrr"] == pytest.approx(0.05 * 2**0.5)
+    # per-seed differences 0.1 and 0.0: 95 % t interval 0.05 ± t(0.975, 1) · SD / √2 with t = 12.706
+    assert d["ci_low"]["own.mrr"] == pytest.approx(0.05 - 12.7062047 * 0.05, abs=1e-6)
+    assert d["ci_high"]["own.mrr"] == pytest.approx(0.05 + 12.7062047 * 0.05, abs=1e-6)
+    assert d["per_seed"][0]["own.mrr"] == pytest.approx(0.1) and d["per_seed"][1]["own.mrr"] == pytest.approx(0.0)
     assert out["fedavg"]["mean"]["fb.hit@1"] == pytest.approx(0.65)
     per_model = {c: _metrics(0.1 * (i + 1)) for i, c in enumerate(COMPANIES)}
     per_model["AES"]["in_domain"]["own"]["PEPSICO"]["mrr"] = 99.0  # another company's score must not be used
@@ -236,3 +240,29 @@ def test_paired_differences_are_per_seed_and_local_only_scores_each_company_with
     assert local["in_domain"]["own_mean"]["mrr"] == pytest.approx(0.3)
     assert local["in_domain"]["union_micro"]["mrr"] == pytest.approx((0.4 + 0.2 + 0.3 + 0.4 + 0.5) / 8)
     assert local["financebench"]["mrr"] == pytest.approx(0.3)
+
+
+def test_the_stated_rules_are_decided_on_paired_own_mrr():
+    """Centralized +0.1 over zero-shot on every seed (premise holds), FedE4RAG −0.03 ± 0.01 below FedAvg → refuted;
+    FedAvg vs local-only within noise → inconclusive; one seed → inconclusive (no interval)."""
+    from hf_ext.fede4rag.report import RULES, decide, rules_for
+
+    own = {
+        "zero-shot": [0.50, 0.52, 0.48],
+        "centralized": [0.60, 0.62, 0.58],
+        "fedavg": [0.55, 0.56, 0.57],
+        "fede4rag": [0.52, 0.52, 0.55],
+        "local-only": [0.56, 0.55, 0.57],
+    }
+    flat = {(s, seed): {"own.mrr": v[seed]} for s, v in own.items() for seed in range(3)}
+    out = {v.claim: v for v in decide(flat, list(own), [0, 1, 2])}
+    assert len(out) == len(RULES) == len(rules_for(own))
+    assert out[RULES[("centralized", "zero-shot")].claim].verdict == "confirmed"
+    assert out[RULES[("fede4rag", "fedavg")].claim].verdict == "refuted"
+    assert out[RULES[("fedavg", "local-only")].claim].verdict == "inconclusive"
+    one = {v.claim: v for v in decide(flat, list(own), [0])}
+    assert {v.verdict for v in one.values()} == {"inconclusive"}
+    flat.update({("centralized", seed): {"own.mrr": 0.4} for seed in range(3)})  # training hurts: no premise
+    out = {v.claim: v for v in decide(flat, list(own), [0, 1, 2])}
+    assert out[RULES[("fede4rag", "fedavg")].claim].verdict == "premise absent"
+    assert rules_for(["zero-shot", "fedavg"]) == [RULES[("fedavg", "zero-shot")]]

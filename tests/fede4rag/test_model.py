@@ -101,3 +101,47 @@ def test_lora_retriever_saves_as_one_artifact_for_transformers_and_sentence_tran
     unmasked.config.pooling = "mean_unmasked"
     with pytest.raises(ValueError, match="masked mean pooling"):
         save_retriever(unmasked, tokenizer, tmp_path / "bad")
+
+
+def test_sentence_transformers_loads_the_saved_retriever_without_hf_ext_or_remote_code(minilm, tmp_path):
+    """Issue 36: `SentenceTransformer(path)` in a process that never imports hf_ext (and passes no
+    `trust_remote_code`) gives the embeddings hf_ext computes, for a retriever with a trained-looking LoRA merged."""
+    import copy
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from peft import get_peft_model
+
+    from hf_ext.fede4rag.encoder import encode_texts, lora_config, save_retriever
+
+    model, tokenizer = minilm
+    peft_model = get_peft_model(copy.deepcopy(model), lora_config(4, layers=[5]))
+    with torch.no_grad():
+        for n, p in peft_model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.05)
+    expected = encode_texts(peft_model, tokenizer, TEXTS)
+    save_retriever(peft_model, tokenizer, tmp_path / "r")
+    modules = json.loads((tmp_path / "r" / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling", "Normalize"]
+    assert json.loads((tmp_path / "r" / "0_Transformer" / "config.json").read_text())["model_type"] == "bert"
+    assert json.loads((tmp_path / "r" / "1_Pooling" / "config.json").read_text())["pooling_mode_mean_tokens"]
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["model_type"] == "hf_ext_fede4rag"
+    code = (
+        "import json, sys\n"
+        "from sentence_transformers import SentenceTransformer\n"
+        f"st = SentenceTransformer({str(tmp_path / 'r')!r}, device='cpu')\n"
+        f"emb = st.encode({TEXTS!r})\n"
+        "assert not any(m == 'hf_ext' or m.startswith('hf_ext.') for m in sys.modules), 'hf_ext was imported'\n"
+        "print(json.dumps(emb.tolist()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # hf_ext not importable from the checkout
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = np.asarray(json.loads(proc.stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(got, expected, atol=1e-5)

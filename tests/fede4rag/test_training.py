@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hf_ext.fede4rag.training import kd_contrastive_loss, similarity, split_sides
+from hf_ext.fede4rag.trainer import kd_contrastive_loss, similarity, split_sides
 
 
 def test_loss_is_contrastive_plus_lambda_mse():
@@ -36,7 +36,7 @@ def _train_tiny(tmp_path, kd_lambda: float, steps: int = 4):
 
     from hf_ext.fede4rag.encoder import lora_config
     from hf_ext.fede4rag.testing import VOCAB, tiny_retriever
-    from hf_ext.fede4rag.training import FedE4RAGTrainer, FedE4RAGTrainingArguments, TokenPairCollator, frozen_teacher
+    from hf_ext.fede4rag.trainer import FedE4RAGTrainer, FedE4RAGTrainingArguments, TokenPairCollator, frozen_teacher
 
     g = torch.Generator().manual_seed(1)
     ds = Dataset.from_dict(
@@ -78,7 +78,7 @@ def _train_tiny(tmp_path, kd_lambda: float, steps: int = 4):
 
 
 def _sim(model, batch) -> torch.Tensor:
-    from hf_ext.fede4rag.training import SIDES
+    from hf_ext.fede4rag.trainer import SIDES
 
     model.eval()
     with torch.no_grad():

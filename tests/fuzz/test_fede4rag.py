@@ -96,7 +96,94 @@ def _lora(rank):
     return lora_config(rank)
 
 
+def _config(**kw):
+    from hf_ext.fede4rag.testing import tiny_config
+
+    return tiny_config(**kw)
+
+
+def _config_loaded(tmp_path_factory=None, **changes):
+    """A saved tiny config whose config.json was edited by hand: the same checks run on load."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from hf_ext.fede4rag import FedE4RAGConfig
+
+    folder = Path(tempfile.mkdtemp(prefix="fede4rag_cfg_"))
+    _config().save_pretrained(folder)
+    data = json.loads((folder / "config.json").read_text())
+    data.update(changes)
+    (folder / "config.json").write_text(json.dumps(data))
+    return FedE4RAGConfig.from_pretrained(folder)
+
+
+def _forward(**inputs):
+    import torch
+
+    from hf_ext.fede4rag.testing import tiny_inputs, tiny_retriever
+
+    batch = tiny_inputs()
+    batch.update(inputs)
+    with torch.no_grad():
+        return tiny_retriever()(**batch)
+
+
+def _forward_hidden(fill):
+    import torch
+
+    from hf_ext.fede4rag.testing import tiny_retriever
+
+    model = tiny_retriever()
+    hidden = torch.zeros(2, 5, model.config.hidden_size)
+    hidden[0, 1, 3] = fill
+    with torch.no_grad():
+        return model(hidden_states=hidden, attention_mask=torch.ones(2, 5, dtype=torch.long), start_layer=1)
+
+
+def _nan():
+    return float("nan")
+
+
 CASES = [
+    # the retriever's config: types and ranges at construction and on load (issue 38)
+    BadInput("config hidden_dropout_prob 1.5", lambda: _config(hidden_dropout_prob=1.5), r"hidden_dropout_prob.*\[0"),
+    BadInput("config normalize text", lambda: _config(normalize="yes"), r"normalize must be a bool"),
+    BadInput("config layer_norm_eps NaN", lambda: _config(layer_norm_eps=_nan()), r"layer_norm_eps.*finite"),
+    BadInput("config heads do not divide width", lambda: _config(hidden_size=30), r"multiple of num_attention_heads"),
+    BadInput("config vocab_size 0", lambda: _config(vocab_size=0), r"vocab_size must be an integer >= 1"),
+    BadInput("config num_hidden_layers -1", lambda: _config(num_hidden_layers=-1), r"num_hidden_layers.*>= 1"),
+    BadInput("config initializer_range negative", lambda: _config(initializer_range=-1.0), r"initializer_range.*> 0"),
+    BadInput("config max_query_length None", lambda: _config(max_query_length=None), r"max_query_length.*int"),
+    BadInput("config pooling number", lambda: _config(pooling=3), r"pooling must be one of"),
+    BadInput("loaded config pooling unknown", lambda: _config_loaded(pooling="max"), r"pooling must be one of"),
+    BadInput(
+        "loaded config dropout text", lambda: _config_loaded(attention_probs_dropout_prob="0.1"), r"attention_probs"
+    ),
+    BadInput("loaded config normalize null", lambda: _config_loaded(normalize=None), r"normalize must be a bool"),
+    BadInput("loaded config max_passage_length 1e9", lambda: _config_loaded(max_passage_length=10**9), r"max_passage"),
+    # forwards: what would pass silently or crash deep inside torch
+    BadInput("forward hidden_states NaN", lambda: _forward_hidden(float("nan")), r"hidden_states contains NaN or inf"),
+    BadInput("forward hidden_states inf", lambda: _forward_hidden(float("inf")), r"hidden_states contains NaN or inf"),
+    BadInput(
+        "forward input_ids beyond vocab",
+        lambda: _forward(input_ids=__import__("torch").full((3, 9), 10**6)),
+        r"input_ids must be token ids in \[0, 100\)",
+    ),  # fmt: skip
+    BadInput("forward float input_ids", lambda: _forward(input_ids=__import__("torch").zeros(3, 9)), r"input_ids"),
+    BadInput("forward mask shape", lambda: _forward(attention_mask=__import__("torch").ones(3, 4)), r"attention_mask"),
+    BadInput(
+        "forward NaN mask",
+        lambda: _forward(attention_mask=__import__("torch").full((3, 9), float("nan"))),
+        r"attention_mask contains NaN",
+    ),
+    # the run config: types (a string / None / bool where a number or flag is needed)
+    BadInput("rounds text", lambda: _run(rounds="3"), r"rounds must be an integer"),
+    BadInput("learning_rate None", lambda: _run(learning_rate=None), r"learning_rate.*finite"),
+    BadInput("temperature text", lambda: _run(temperature="0.05"), r"temperature.*finite"),
+    BadInput("seed negative", lambda: _run(seed=-1), r"seed must be an integer >= 0"),
+    BadInput("encrypt text", lambda: _run(encrypt="no"), r"encrypt must be a bool"),
+    BadInput("cache_dir None", lambda: _run(cache_dir=None), r"cache_dir must be a string"),
     BadInput("rounds zero", lambda: _run(rounds=0), r"rounds.*>= 1"),
     BadInput("batch_size one (no in-batch negative)", lambda: _run(batch_size=1), r"batch_size.*>= 2"),
     BadInput("lora_rank zero", lambda: _run(lora_rank=0), r"lora_rank.*>= 1"),

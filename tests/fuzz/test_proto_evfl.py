@@ -114,18 +114,30 @@ def _tmp():
 
 
 CASES = [
-    BadInput("party embed_dim 0", lambda: _party_config(embed_dim=0), r"embed_dim must be >= 1"),
-    BadInput("party num_classes 1", lambda: _party_config(num_classes=1), r"num_classes must be >= 2"),
-    BadInput("party temperature 0", lambda: _party_config(temperature=0.0), r"temperature must be > 0"),
-    BadInput("party hidden width 0", lambda: _party_config(hidden_dims=[0]), r"hidden_dims must be positive"),
-    BadInput("top aggregation unknown", lambda: _top_config(aggregation="mean"), r"aggregation must be one of"),
-    BadInput("top momentum 1", lambda: _top_config(prototype_momentum=1.0), r"prototype_momentum must be in \[0, 1\)"),
-    BadInput("top party widths count", lambda: _top_config(party_input_dims=[3]), r"party_input_dims has 1 widths"),
-    BadInput("training rounds 0", lambda: _training(rounds=0), r"rounds must be >= 1"),
-    BadInput("training selection unknown", lambda: _training(selection="greedy"), r"selection must be one of"),
-    BadInput("training prior_mix 2", lambda: _training(prior_mix=2.0), r"prior_mix .* must be in \[0, 1\]"),
+    BadInput("party embed_dim 0", lambda: _party_config(embed_dim=0), r"embed_dim must be an integer >= 1"),
+    BadInput("party num_classes 1", lambda: _party_config(num_classes=1), r"num_classes must be an integer >= 2"),
     BadInput(
-        "training novelty_quantile 0", lambda: _training(novelty_quantile=0.0), r"novelty_quantile must be in \(0, 1\)"
+        "party temperature 0",
+        lambda: _party_config(temperature=0.0),
+        r"temperature must be a finite number in \(0, inf\]",
+    ),
+    BadInput("party hidden width 0", lambda: _party_config(hidden_dims=[0]), r"hidden_dims must be an integer >= 1"),
+    BadInput("top aggregation unknown", lambda: _top_config(aggregation="mean"), r"aggregation must be one of"),
+    BadInput(
+        "top momentum 1",
+        lambda: _top_config(prototype_momentum=1.0),
+        r"prototype_momentum must be a finite number in \[0, 1\)",
+    ),
+    BadInput("top party widths count", lambda: _top_config(party_input_dims=[3]), r"party_input_dims has 1 widths"),
+    BadInput("training rounds 0", lambda: _training(rounds=0), r"rounds must be an integer >= 1"),
+    BadInput("training selection unknown", lambda: _training(selection="greedy"), r"selection must be one of"),
+    BadInput(
+        "training prior_mix 2", lambda: _training(prior_mix=2.0), r"prior_mix must be a finite number in \[0, 1\]"
+    ),
+    BadInput(
+        "training novelty_quantile 0",
+        lambda: _training(novelty_quantile=0.0),
+        r"novelty_quantile must be a finite number in \(0, 1\)",
     ),
     BadInput(
         "training unseen_weighting unknown",
@@ -203,7 +215,74 @@ CASES = [
     BadInput("inference wrong party count", lambda: _score([np.zeros((2, 4))]), r"need embeddings from 2 parties"),
     BadInput("reproduce unknown variant", lambda: _reproduce({"variants": ["magic"]}), r"unknown variant 'magic'"),
     BadInput("reproduce rounds 0", lambda: _reproduce({"rounds": 0}), r"need rounds >= 1"),
+    # strict types and ranges at construction and on load (issue 38)
+    BadInput("party input_dim text", lambda: _party_config(input_dim="3"), r"input_dim must be an integer >= 1"),
+    BadInput("party hidden_dims float", lambda: _party_config(hidden_dims=[2.7]), r"hidden_dims must be an integer"),
+    BadInput("party hidden_dims text", lambda: _party_config(hidden_dims="64"), r"hidden_dims must be a list"),
+    BadInput("party num_classes float", lambda: _party_config(num_classes=2.0), r"num_classes must be an integer"),
+    BadInput("party index None", lambda: _party_config(party_index=None), r"party_index must be an integer >= 0"),
+    BadInput("party init NaN", lambda: _party_config(initializer_range=float("nan")), r"initializer_range.*finite"),
+    BadInput("top num_parties text", lambda: _top_config(num_parties="2"), r"num_parties must be an integer"),
+    BadInput("top num_parties bool", lambda: _top_config(num_parties=True), r"num_parties must be an integer"),
+    BadInput("top temperature None", lambda: _top_config(temperature=None), r"temperature must be a finite number"),
+    BadInput("top temperature text", lambda: _top_config(temperature="0.1"), r"temperature must be a finite number"),
+    BadInput("top temperature inf", lambda: _top_config(temperature=float("inf")), r"temperature must be a finite"),
+    BadInput("top embed_dim float", lambda: _top_config(embed_dim=2.5), r"embed_dim must be an integer"),
+    BadInput("top local weight NaN", lambda: _top_config(local_loss_weight=float("nan")), r"local_loss_weight"),
+    BadInput("top initializer negative", lambda: _top_config(initializer_range=-1.0), r"initializer_range"),
+    BadInput("top party widths text", lambda: _top_config(party_input_dims=["a", "b"]), r"party_input_dims"),
+    BadInput("top loaded temperature text", lambda: _top_loaded(temperature="hot"), r"temperature must be a finite"),
+    BadInput("party loaded hidden null", lambda: _party_loaded(hidden_dims=[None]), r"hidden_dims must be an integer"),
+    BadInput("training rounds text", lambda: _training(rounds="40"), r"rounds must be an integer >= 1"),
+    BadInput("training lr None", lambda: _training(party_learning_rate=None), r"party_learning_rate must be a finite"),
+    BadInput("training epsilon text", lambda: _training(sinkhorn_epsilon="0.1"), r"sinkhorn_epsilon must be a finite"),
+    BadInput("training momentum NaN", lambda: _training(prototype_momentum=float("nan")), r"prototype_momentum"),
+    BadInput("training ema text", lambda: _training(prototype_ema="yes"), r"prototype_ema must be a bool"),
+    BadInput("data parties text", lambda: _data(num_parties="2"), r"num_parties must be an integer"),
+    BadInput("data ratio None", lambda: _data(imbalance_ratio=None), r"imbalance_ratio must be a finite number"),
+    BadInput("data ratio inf", lambda: _data(imbalance_ratio=float("inf")), r"imbalance_ratio must be a finite"),
+    # forwards: NaN / inf or a wrong type where it would pass silently or crash deep
+    BadInput(
+        "top party_logits NaN",
+        lambda: _top_forward(party_logits=torch.full((12, 2, 3), float("nan"))),
+        r"party_logits contains NaN or inf",
+    ),
+    BadInput("top party_logits list", lambda: _top_forward(party_logits=[[0.0]]), r"party_logits must be a float"),
+    BadInput("top labels list", lambda: _top_forward(labels=[0, 1]), r"labels must be an integer tensor"),
+    BadInput(
+        "top empty labelled batch",
+        lambda: _top_forward(
+            party_embeddings=torch.zeros(0, 2, 4), labels=torch.zeros(0, dtype=torch.long), party_logits=None
+        ),  # fmt: skip
+        r"batch is empty",
+    ),
+    BadInput("party features inf", lambda: _party_forward(torch.full((2, 5), float("inf"))), r"NaN or inf"),
 ]
+
+
+def _loaded(config, changes):
+    import json
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp(prefix="proto_evfl_cfg_"))
+    config.save_pretrained(folder)
+    data = json.loads((folder / "config.json").read_text())
+    data.update(changes)
+    (folder / "config.json").write_text(json.dumps(data))
+    return type(config).from_pretrained(folder)
+
+
+def _top_loaded(**changes):
+    from hf_ext.proto_evfl.testing import tiny_config
+
+    return _loaded(tiny_config(), changes)
+
+
+def _party_loaded(**changes):
+    from hf_ext.proto_evfl.testing import tiny_party_config
+
+    return _loaded(tiny_party_config(), changes)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

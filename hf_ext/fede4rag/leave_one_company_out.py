@@ -3,17 +3,17 @@ held-out questions — over its own references (`own`) and over all five compani
 seed's zero-shot MiniLM and the 5-client federation on that company (in-domain, where the company was a client).
 
 The left-out company is never a node: the run's `client_companies` lists the four others, so its pairs are in no
-client's training data (`tests/fede4rag/test_loco.py` pins it); its held-out questions are the same ones the in-domain
-evaluation uses, so the three rows of a company's table score the same questions over the same corpora.
+client's training data (`tests/fede4rag/test_leave_one_company_out.py` pins it); its held-out questions are the same
+ones the in-domain evaluation uses, so the three rows of a company's table score the same questions over the same
+corpora. Called by `hf-ext reproduce fede4rag --leave-out ...`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from .data import COMPANIES
+from .report import cell, seed_differences, seed_summary
 from .task import RunConfig
 
 LOCO_SETTINGS = ("fedavg", "fede4rag")  # federated settings that may be trained without the left-out company
@@ -80,21 +80,13 @@ def run_loco(setting: str, run: RunConfig, left_out: int, suite, engine: str = "
     }
 
 
-def _row(values: list[dict[str, float]]) -> dict:
-    return {
-        "mean": {k: float(np.mean([v[k] for v in values])) for k in values[0]},
-        "std": {k: float(np.std([v[k] for v in values])) for k in values[0]},
-        "per_seed": values,
-    }
-
-
 def _flat(own: dict, union: dict) -> dict[str, float]:
     return {**{f"own.{k}": own[k] for k in LOCO_METRICS}, **{f"union.{k}": union[k] for k in LOCO_METRICS}}
 
 
 def summarize_loco(done: dict, loco_done: dict, seeds, left_out, settings) -> dict:
-    """Per left-out company: zero-shot, each 5-client setting and its LOCO variant on that company (mean ± std over
-    seeds, per seed kept), the paired per-seed differences LOCO − zero-shot (transfer gain) and LOCO − 5-client
+    """Per left-out company: zero-shot, each 5-client setting and its LOCO variant on that company (mean ± sample SD
+    over seeds, per seed kept), the paired per-seed differences LOCO − zero-shot (transfer gain) and LOCO − 5-client
     (what leaving the company out costs); then the macro mean over the left-out companies.
 
     Args:
@@ -122,30 +114,27 @@ def summarize_loco(done: dict, loco_done: dict, seeds, left_out, settings) -> di
         entry = {
             "n_questions": loco_done[(settings[0], seeds[0], c)]["n_questions"],
             "reference_also_trained": loco_done[(settings[0], seeds[0], c)]["reference_also_trained"],
-            "rows": {k: _row(v) for k, v in rows.items()},
+            "rows": {k: seed_summary(v) for k, v in rows.items()},
             "differences": {},
         }
         for setting in settings:
             loco = rows[f"{setting} (LOCO)"]
             for base in ("zero-shot", f"{setting} (5 clients)"):
                 if base in rows:
-                    entry["differences"][f"{setting} (LOCO) - {base}"] = _row(
-                        [{k: a[k] - b[k] for k in a} for a, b in zip(loco, rows[base])]
-                    )
+                    entry["differences"][f"{setting} (LOCO) - {base}"] = seed_differences(loco, rows[base])
         out["per_company"][name] = entry
     first = next(iter(out["per_company"].values()))
+    # the macro mean over the left-out companies (of their means over seeds)
     out["mean"] = {
-        key: {
-            k: float(np.mean([e["rows"][key]["mean"][k] for e in out["per_company"].values()]))
-            for k in first["rows"][key]["mean"]
-        }
+        key: seed_summary([e["rows"][key]["mean"] for e in out["per_company"].values()])["mean"]
         for key in first["rows"]
     }
-    # paired over (company, seed): one difference per left-out company and seed
-    out["mean_differences"] = {
-        key: _row([v for e in out["per_company"].values() for v in e["differences"][key]["per_seed"]])
-        for key in first["differences"]
-    }
+    # paired over (company, seed): one difference per left-out company and seed, summarised with its sample SD and
+    # 95 % t interval
+    out["mean_differences"] = {}
+    for key in first["differences"]:
+        d = [v for e in out["per_company"].values() for v in e["differences"][key]["per_seed"]]
+        out["mean_differences"][key] = seed_differences(d, [dict.fromkeys(v, 0.0) for v in d])
     return out
 
 
@@ -153,26 +142,22 @@ def format_loco(loco: dict) -> str:
     """A plain-text table per left-out company and the mean (own hit@1, own MRR, union hit@1, union MRR)."""
     cols = ("own.hit@1", "own.mrr", "union.hit@1", "union.mrr")
     lines = [
-        f"leave-one-company-out (trained on the 4 other companies), seeds {loco['seeds']}; mean ± std over seeds",
-        f"  {'left out / row':<42}" + "".join(f"{c:>16}" for c in cols),
+        f"leave-one-company-out (trained on the 4 other companies), seeds {loco['seeds']}; mean ± sample SD over "
+        "seeds, differences paired per seed [95 % t interval]",
+        f"  {'left out / row':<42}" + "".join(f"{c:>32}" for c in cols),
     ]
     for name, e in loco["per_company"].items():
         lines.append(f"  {name} ({e['n_questions']} held-out questions)")
         for key, r in {**e["rows"], **e["differences"]}.items():
             lines.append(
                 f"    {key:<40}"
-                + "".join(
-                    f"{r['mean'][c]:>+10.3f}±{r['std'][c]:.3f}"
-                    if " - " in key
-                    else f"{r['mean'][c]:>10.3f}±{r['std'][c]:.3f}"
-                    for c in cols
-                )
+                + "".join(f"{cell(r, c, signed=' - ' in key, interval=' - ' in key):>32}" for c in cols)
             )
     lines.append(f"  mean over {len(loco['per_company'])} left-out companies")
     for key, m in loco["mean"].items():
-        lines.append(f"    {key:<40}" + "".join(f"{m[c]:>16.3f}" for c in cols))
+        lines.append(f"    {key:<40}" + "".join(f"{m[c]:>32.3f}" for c in cols))
     for key, r in loco["mean_differences"].items():
-        lines.append(f"    {key:<40}" + "".join(f"{r['mean'][c]:>+10.3f}±{r['std'][c]:.3f}" for c in cols))
+        lines.append(f"    {key:<40}" + "".join(f"{cell(r, c, signed=True, interval=True):>32}" for c in cols))
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
-"""Input validation of FedE4RAG's `RunConfig` (field ranges; a run-config value that does not convert names its
-key). Every failure is a `ValueError` naming the field and its allowed range (pinned by
-`tests/fuzz/test_fede4rag.py`)."""
+"""Input checks of FedE4RAG's `RunConfig` (called by `RunConfig.__post_init__` in `task.py`): the type and range of
+every field (a string, `None` or a bool where a number is needed is refused, not converted), and the conversion of a
+Flower run-config value, naming its key. Every failure is a `ValueError` naming the field and its allowed range
+(pinned by `tests/fuzz/test_fede4rag.py`). Not a validation split: the held-out questions are in `evaluation.py`."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ def _number(name: str, value: Any, low: float, high: float = math.inf, *, open_l
 def check_run_config(run: Any) -> None:
     """Ranges of every numeric field of a FedE4RAG `RunConfig`."""
     _int("rounds", run.rounds, 1)
+    _int("seed", run.seed, 0)
+    for name in ("one_client", "encrypt"):
+        if not isinstance(getattr(run, name), bool):
+            raise ValueError(f"RunConfig.{name} must be a bool, got {getattr(run, name)!r}")
+    for name in ("client_companies", "cache_dir", "encoder_path", "data_path"):
+        if not isinstance(getattr(run, name), str):
+            raise ValueError(f"RunConfig.{name} must be a string, got {getattr(run, name)!r}")
     _int("batch_size", run.batch_size, 2)
     _int("lora_rank", run.lora_rank, 1)
     _int("max_query_length", run.max_query_length, 2)
@@ -34,7 +42,11 @@ def check_run_config(run: Any) -> None:
     _number("temperature", run.temperature, 0.0, 10.0, open_low=True)
     _number("holdout", run.holdout, 0.0, 0.9)
     _number("train_fraction", run.train_fraction, 0.0, 1.0, open_low=True)
-    if not run.lora_layers or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in run.lora_layers):
+    if (
+        not isinstance(run.lora_layers, tuple | list)
+        or not run.lora_layers
+        or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in run.lora_layers)
+    ):
         raise ValueError(
             f"RunConfig.lora_layers must name at least one encoder layer (integers >= 0), got {run.lora_layers!r}"
         )
