@@ -37,8 +37,10 @@ from hf_ext.core.federated.guard import (
     TooFewRounds,
     array_problem,
     reply_arrays,
+    reply_content,
     reply_metric,
     require_rounds,
+    sender,
 )
 from hf_ext.core.federated.local import ClientAppError, LocalGrid, run_local
 from hf_ext.core.federated.records import (
@@ -80,6 +82,7 @@ __all__ = [
     "TooFewRounds",
     "array_problem",
     "reply_arrays",
+    "reply_content",
     "reply_metric",
     "require_rounds",
     "ClientAppError",
@@ -94,6 +97,7 @@ __all__ = [
     "run_local",
     "run_simulation",
     "save_result",
+    "sender",
     "state_dict_to_arrays",
     "weighted_average",
 ]
