@@ -4,8 +4,9 @@
 A method subclasses [`GuardedStrategy`] and overrides only what differs; every round goes through the same steps:
 
 1. **`configure_train`** keeps the global arrays it sends as the round's **reference** (`self.reference`, numpy by
-   name: the server's *own* model, never a client's reply) and sends every sampled node a fresh **round nonce** in
-   the instruction's config (`round-nonce`), bound to that node and that round.
+   name: the server's *own* model, never a client's reply; [`GuardedStrategy.begin_round`]) and sends every sampled
+   node a fresh **round nonce** in the instruction's config (`round-nonce`), bound to that node and that round
+   ([`GuardedStrategy.with_nonces`]; a strategy with its own node sampling calls both around it).
 2. **`aggregate_train`**, for every reply:
    * an error reply (a crashed or timed-out client) is *failed*, not rejected: `record.failed[node]`;
    * a second reply from one node rejects both; a reply whose `guard` record does not echo the nonce sent to *that*
@@ -270,13 +271,27 @@ class GuardedStrategy(FedAvg):
     # --- Flower's strategy interface -----------------------------------------------------------------------------
 
     def configure_train(self, server_round, arrays, config, grid) -> Iterable[Message]:
+        # A subclass that samples nodes its own way overrides this and keeps the two calls around its sampling:
+        # `begin_round` (the reference) first, `with_nonces` (one nonce per node) on the messages it built.
+        self.begin_round(server_round, arrays)
+        return self.with_nonces(server_round, super().configure_train(server_round, arrays, config, grid))
+
+    def begin_round(self, server_round: int, arrays: ArrayRecord) -> None:
+        """Keeps the global arrays about to be sent as the round's reference ([`reference_arrays`])."""
         self.reference = self.reference_arrays(arrays)
-        messages = list(super().configure_train(server_round, arrays, config, grid))
+        self.record(server_round)
+
+    def with_nonces(self, server_round: int, messages: Iterable[Message]) -> list[Message]:
+        """The instructions with the round nonce of each one's destination node in its config (one copy per node:
+        Flower's FedAvg sends every node the same `RecordDict`); records whom the round was sent to."""
         out = []
         for message in messages:
             node = int(message.metadata.dst_node_id)
             content = RecordDict({k: message.content[k] for k in message.content.keys()})
-            node_config = ConfigRecord(dict(content[self.configrecord_key]))
+            if self.configrecord_key in content:
+                node_config = ConfigRecord(dict(content[self.configrecord_key]))
+            else:
+                node_config = ConfigRecord()
             if self.replay_protection:
                 node_config[NONCE_KEY] = self.round_nonce(server_round, node)
             content[self.configrecord_key] = node_config
