@@ -20,9 +20,9 @@ LAYERS: list[set[str]] = [
     {"auto", "records", "pretrained", "testing"},
     {"cards"},
     {"hub", "demo"},
-    {"federated.results"},
-    {"federated.guard", "federated.records", "federated.local", "federated.simulation", "federated.deployment"},
-    {"federated.strategy", "federated.config"},
+    {"federated.results", "federated.records", "federated.run_config"},
+    {"federated.guard", "federated.local", "federated.simulation", "federated.deployment"},
+    {"federated.strategy"},
     {"federated"},
     {"cli"},
 ]
