@@ -8,9 +8,10 @@ client processes over gRPC alike (`hf-ext fl_llama serve --mode client_batch|ser
   `backward` that completes its `k`-th step with `k % sync_every == 0` waits until every one of the `M` clients has
   done `k` steps, and the last to arrive FedAvg-averages the sub-servers ([`SplitServer.aggregate`]).
 
-Both block a caller while others have not arrived, so over gRPC they run with `serialize=False` (they lock the server
-themselves and wait outside the lock) and need `max_workers >= M`. A wait longer than `timeout` raises
-[`PeerDisconnected`] in every waiting client.
+Both block a caller while others have not arrived, so over gRPC they run with `serialize=False` (the server is
+thread-safe; the hubs lock only their own bookkeeping) and need `max_workers >= M`. In server-hierarchical mode the
+sub-servers compute in parallel: a client's step holds only its own sub-server's lock. A wait longer than `timeout`
+raises [`PeerDisconnected`] in every waiting client.
 """
 
 from __future__ import annotations
@@ -55,9 +56,8 @@ class ClientBatchHub:
             method = decode(data)[0]
         except Exception:  # noqa: BLE001  (the server answers a malformed message with its own error)
             method = None
-        if method not in ("forward", "backward"):  # hello, save, generation: this client alone
-            with self._cv:
-                return self.server.handle_bytes(data, principal)
+        if method not in ("forward", "backward"):  # hello, save, generation: this client alone (the server locks)
+            return self.server.handle_bytes(data, principal)
         with self._cv:
             self._pending[key] = (data, principal)
             if len(self._pending) == self.n:
@@ -102,22 +102,24 @@ class HierarchicalSync:
         self.rounds = 0
 
     def handle_bytes(self, data: bytes, principal=None) -> bytes:
+        # The step itself runs outside the condition: each client's sub-server has its own lock, so the clients'
+        # forwards and backwards compute in parallel; only the round bookkeeping and the FedAvg are serialised.
+        reply = self.server.handle_bytes(data, principal)
+        try:
+            method, _, meta = decode(data)
+        except Exception:  # noqa: BLE001  (the server already answered the malformed message)
+            return reply
+        if method != "backward" or decode(reply)[0] == "error":
+            return reply
+        owner = principal.name if principal is not None else str(meta.get("client_id", "0"))
         with self._cv:
-            reply = self.server.handle_bytes(data, principal)
-            try:
-                method, meta = decode(data)[0], decode(data)[2]
-            except Exception:  # noqa: BLE001
-                return reply
-            if method != "backward" or decode(reply)[0] == "error":
-                return reply
-            owner = principal.name if principal is not None else str(meta.get("client_id", "0"))
             done = self._steps[owner] = self._steps.get(owner, 0) + 1
             if done % self.sync_every:
                 return reply
             target = done // self.sync_every
             arrived = lambda: len(self._steps) == self.n and min(self._steps.values()) >= done  # noqa: E731
             if arrived():
-                self.server.aggregate()
+                self.server.aggregate()  # every other client waits at this boundary: no sub-server is mid-step
                 self.rounds = target
                 self._cv.notify_all()
             elif not self._cv.wait_for(lambda: self.rounds >= target, self.timeout):
