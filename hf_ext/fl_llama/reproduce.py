@@ -62,6 +62,15 @@ class FlLlamaReproduceArguments:
     context_lengths: list[int] = field(default_factory=lambda: [64, 256])
 
     def __post_init__(self):
+        for name in ("seed",):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"FlLlamaReproduceArguments.{name} must be an integer >= 0, got {value!r}")
+        for name in ("train_passages", "val_passages", "max_length", "batch_size", "steps", "attack_steps",
+                     "attack_rows", "mode_steps"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"FlLlamaReproduceArguments.{name} must be an integer >= 1, got {value!r}")
         if self.full:
             self.train_passages, self.val_passages, self.steps, self.attack_steps = 456, 83, 600, 600
             self.depths, self.noise_multipliers = [1, 2, 3], [0.0, 0.5, 1.0, 2.0, 5.0]
@@ -197,7 +206,13 @@ def _modes(tok, train_ex, args: FlLlamaReproduceArguments) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ns = make_parser().parse_args(argv)
+    parser = make_parser()
+    ns = parser.parse_args(argv)
+    if ns.seed < 0:
+        parser.error(f"--seed must be an integer >= 0, got {ns.seed}")
+    for flag, value in (("--steps", ns.steps), ("--finetune-steps", ns.finetune_steps)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be an integer >= 1, got {value}")
     args = FlLlamaReproduceArguments(full=ns.full, out=ns.out, seed=ns.seed)
     if ns.steps:
         args.steps = ns.steps

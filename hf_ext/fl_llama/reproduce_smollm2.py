@@ -65,6 +65,8 @@ class SmolLM2Arguments:
     finetune_noise_multipliers: list[float] = field(default_factory=lambda: [1.0, 5.0])
 
     def __post_init__(self):
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"SmolLM2Arguments.seed must be an integer >= 0, got {self.seed!r}")
         if self.full:
             self.lm_rows, self.attack_rows, self.victim_rows, self.attack_steps = 8, 128, 32, 150
 

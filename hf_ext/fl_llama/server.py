@@ -194,10 +194,11 @@ class SplitServer:
 
     Methods on the wire: `hello` (the handshake: `(a, c)`, model hash, sizes and, to train, the schedule length
     `max_steps`), `forward` (`hidden`, `n_real` or the uncompressed `mask`, `position_ids`), `backward` (`grad`),
-    `save` (checkpoint part B and its optimiser), `prefill` / `decode` / `end` (split generation with a KV cache per
-    session, any batch, left padding), `forward_full` (the FL-GLM-style no-cache step: the whole prefix and its 4-D
-    mask), `partition` (move `(a, c)`). Training messages (`forward` with `train`, `backward`) are refused from a
-    client that has not completed a training `hello`.
+    `step` (with `global_clip`: the optimiser step after a `backward` that returned B's squared gradient norm,
+    scaled by the client's common clip factor), `save` (checkpoint part B and its optimiser), `prefill` / `decode` /
+    `end` (split generation with a KV cache per session, any batch, left padding), `forward_full` (the FL-GLM-style
+    no-cache step: the whole prefix and its 4-D mask), `partition` (move `(a, c)`). Training messages (`forward` with
+    `train`, `backward`, `step`) are refused from a client that has not completed a training `hello`.
 
     The learning-rate schedule's length: `args.max_steps` when given (a client asking another length is refused),
     else the first training client's `max_steps`, fixed from then on (and saved in checkpoints).
@@ -235,6 +236,7 @@ class SplitServer:
         self._turn_since = 0.0
         self._queue: deque[str] = deque()  # training forwards waiting for the turn, in arrival order
         self._expired: set[str] = set()  # owners whose step was dropped after step_timeout
+        self._awaiting_step: dict[str, _Body] = {}  # global clip: gradients computed, waiting for the clip factor
         self._batch_parts = 1
         self.steps = 0
         self.step_log: list[str] = []
@@ -272,7 +274,7 @@ class SplitServer:
         principal) the message's `client_id`."""
         handlers = {"hello": self._hello, "forward": self._forward, "backward": self._backward, "save": self._save,
                     "prefill": self._prefill, "decode": self._decode, "end": self._end,
-                    "forward_full": self._forward_full, "partition": self._partition}  # fmt: skip
+                    "forward_full": self._forward_full, "partition": self._partition, "step": self._step}  # fmt: skip
         if method not in handlers:
             raise ProtocolError(f"unknown method {method!r}; expected one of {sorted(handlers)}")
         if not isinstance(meta, dict):
@@ -384,8 +386,15 @@ class SplitServer:
         holder = self._turn_owner
         if holder is not None and now - self._turn_since > self.limits.step_timeout:
             self._pending.pop(holder, None)
+            self._drop_awaiting(holder)
             self._expired.add(holder)
             self._release_turn(holder)
+
+    def _drop_awaiting(self, owner: str) -> None:
+        """(holding `_lock`) Forgets a global-clip step that never got its `step` message (its gradients too)."""
+        body = self._awaiting_step.pop(owner, None)
+        if body is not None:
+            body.optimizer.zero_grad()
 
     def _acquire_turn(self, owner: str) -> None:
         """(holding `_lock`) Waits, first come first served, until the shared part B is free or already `owner`'s."""
@@ -491,6 +500,7 @@ class SplitServer:
             if not self.hierarchical:
                 self._acquire_turn(owner)
             self._pending.pop(client_id, None)  # a repeated forward replaces this client's unfinished step
+            self._drop_awaiting(client_id)
         body = self._body_for(client_id)
         leaf = hidden.clone().requires_grad_(True)
         try:
@@ -511,6 +521,9 @@ class SplitServer:
 
     def _backward(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         client_id = owner
+        global_clip = meta.get("global_clip", False)
+        if not isinstance(global_clip, bool):
+            raise ProtocolError(f"meta field 'global_clip' must be true or false, got {global_clip!r}")
         with self._lock:
             self._require_training_hello(owner)
             self._expire_stale_turn(time.monotonic())
@@ -527,18 +540,46 @@ class SplitServer:
             _finite("grad", grad)
             del self._pending[client_id]
         body = self._body_for(client_id)
+        keep_turn = False
         try:
             with body.lock.read(), torch.enable_grad():
                 out.backward(grad.to(out.dtype))
+            if global_clip:  # the client adds the parts' norms and sends the common factor in `step`
+                with self._lock:
+                    self._awaiting_step[client_id] = body
+                keep_turn = True
+                return {"grad": leaf.grad}, {"grad_sq_norm": body.optimizer.grad_sq_norm()}
             with body.lock.write():  # no forward reads B while the optimiser changes it in place
                 body.optimizer.step()
         finally:
-            with self._lock:
-                self._release_turn(owner)
+            if not keep_turn:
+                with self._lock:
+                    self._release_turn(owner)
         with self._lock:
             self.steps += 1
             self.step_log.append(owner)
         return {"grad": leaf.grad}, {}
+
+    def _step(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
+        """The optimiser step of a global-clip training step: part B's gradients times the client's `clip_coef`
+        (`min(1, max_grad_norm / (‖(g_A, g_B, g_C)‖ + 1e-6))`, as torch's `clip_grad_norm_` over the whole model)."""
+        coef = meta.get("clip_coef")
+        if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not math.isfinite(coef) or not 0 < coef <= 1:
+            raise ProtocolError(f"meta field 'clip_coef' must be a number in (0, 1], got {coef!r}")
+        with self._lock:
+            self._require_training_hello(owner)
+            body = self._awaiting_step.pop(owner, None)
+            if body is None:
+                raise ProtocolError(f"'step' from client {owner!r} without a global-clip backward awaiting it")
+        try:
+            with body.lock.write():
+                body.optimizer.step(clip_coef=float(coef))
+        finally:
+            with self._lock:
+                self._release_turn(owner)
+                self.steps += 1
+                self.step_log.append(owner)
+        return {}, {"steps": self.steps}
 
     def save_checkpoint(self, path: str | os.PathLike) -> Path:
         """Part B's weights (adapters included), its optimiser and schedule position, the step count and the
@@ -583,9 +624,10 @@ class SplitServer:
         if self.output_dir is None:
             raise ProtocolError("this server has no output directory (start it with --output-dir) to save into")
         with self._lock:
-            if self._pending:
+            if self._pending or self._awaiting_step:
                 raise ProtocolError(
-                    f"cannot save between a forward and its backward (pending: {sorted(self._pending)})"
+                    "cannot save between a forward and its optimiser step (pending: "
+                    f"{sorted(set(self._pending) | set(self._awaiting_step))})"
                 )
             path = self.save_checkpoint(self.output_dir / f"checkpoint-{self.steps}")
             kept = sorted(self.output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
@@ -723,6 +765,7 @@ class SplitServer:
                 raise ProtocolError(str(exc)) from exc
             self._main = _Body(self.model, self.args, self._main.lock)
             self._subs.clear(), self._pending.clear(), self._sessions.clear(), self._trainers.clear()
+            self._awaiting_step.clear()
             self._release_turn(self._turn_owner)
         return {}, {"a": self.model.config.num_input_blocks, "c": self.model.config.num_output_blocks}
 
