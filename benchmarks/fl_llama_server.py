@@ -177,7 +177,7 @@ def main(argv=None):
             p.error(f"{flag} must be >= 1, got {value}")
     if min(ns.clients + ns.speedup_clients) < 1:
         p.error("client counts must be >= 1")
-    from hf_ext.fl_llama.training import tiny_llama
+    from hf_ext.fl_llama.presets import tiny_llama
 
     torch.set_num_threads(1)
     vocab = 1000

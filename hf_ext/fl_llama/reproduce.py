@@ -36,8 +36,10 @@ from .data import (
     partition_by_passage,
     train_tokenizer,  # fmt: skip
 )
+from .evaluation import evaluate, mean_abs_hidden
 from .modeling_fl_llama import causal_mask_4d, merge_parts, position_ids_from_mask
-from .training import MODES, build_setup, evaluate, mean_abs_hidden, tiny_llama, train, train_centralized
+from .parallel import MODES, build_setup, train, train_centralized
+from .presets import tiny_llama
 
 
 @dataclass

@@ -27,10 +27,11 @@ import torch
 from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
 from .attack import InversionDecoder, attack_rouge, train_inversion
 from .data import answer_token_ids, encode_cloze_window, iter_batches, load_multirc
+from .evaluation import evaluate
 from .modeling_fl_llama import position_ids_from_mask, split_llama
+from .parallel import build_setup, train
 from .server import SplitServer
 from .split_model import FlLlamaSplitForCausalLM
-from .training import build_setup, evaluate, train
 from .transport import InProcessTransport
 
 

@@ -14,9 +14,9 @@ import torch
 from hf_ext.fl_llama import split_llama
 from hf_ext.fl_llama.auth import TokenStore, generate_tokens, read_token
 from hf_ext.fl_llama.auth import main as tokens_main
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.server import ServerLimits, SplitServer
 from hf_ext.fl_llama.testing import hello_meta
-from hf_ext.fl_llama.training import tiny_llama
 from hf_ext.fl_llama.transport import AccessDenied, GrpcTransport, ProtocolError, serve_grpc
 
 D, MAX_POS = 32, 64

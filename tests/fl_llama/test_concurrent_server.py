@@ -21,10 +21,10 @@ from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
 from hf_ext.fl_llama.auth import TokenStore, generate_tokens
 from hf_ext.fl_llama.modeling_fl_llama import FlLlamaServerModel
 from hf_ext.fl_llama.parallel import HierarchicalSync
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.server import ServerLimits, SplitServer
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
 from hf_ext.fl_llama.testing import hello_meta, tiny_batch
-from hf_ext.fl_llama.training import tiny_llama
 from hf_ext.fl_llama.transport import GrpcTransport, InProcessTransport, ProtocolError, serve_grpc
 
 D = 32

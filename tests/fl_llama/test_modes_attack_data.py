@@ -15,8 +15,9 @@ from hf_ext.fl_llama.data import (
     partition_by_passage,
     train_tokenizer,  # fmt: skip
 )
+from hf_ext.fl_llama.parallel import build_setup, train
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.testing import tiny_batch
-from hf_ext.fl_llama.training import build_setup, tiny_llama, train
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,7 @@ def test_margin_auc_matches_sklearn_with_ties_and_names_the_one_class_case():
 
     from sklearn.metrics import roc_auc_score
 
-    from hf_ext.fl_llama.training import margin_auc
+    from hf_ext.fl_llama.evaluation import margin_auc
 
     scores = torch.tensor([0.3, -1.0, 0.3, 2.0, 0.1, 0.3, -0.2])
     labels = torch.tensor([1, 0, 0, 1, 0, 1, 1])

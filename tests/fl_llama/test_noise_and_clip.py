@@ -16,10 +16,11 @@ import torch
 
 from hf_ext.fl_llama import merge_parts, split_llama
 from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
+from hf_ext.fl_llama.parallel import build_setup, train, train_centralized
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.server import SplitServer
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
 from hf_ext.fl_llama.testing import tiny_batch
-from hf_ext.fl_llama.training import build_setup, tiny_llama, train, train_centralized
 from hf_ext.fl_llama.transport import GrpcTransport, InProcessTransport, decode, serve_grpc
 
 D, S = 32, 0.5

@@ -17,8 +17,8 @@ D, MAX_POS = 32, 64
 @functools.lru_cache(maxsize=1)
 def _server():
     from hf_ext.fl_llama import split_llama
+    from hf_ext.fl_llama.presets import tiny_llama
     from hf_ext.fl_llama.server import ServerLimits, SplitServer
-    from hf_ext.fl_llama.training import tiny_llama
 
     model = tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS, seed=0)
     from hf_ext.fl_llama.testing import hello_meta
@@ -113,7 +113,7 @@ def _token_file(text):
 
 def _split(a, c):
     from hf_ext.fl_llama import split_llama
-    from hf_ext.fl_llama.training import tiny_llama
+    from hf_ext.fl_llama.presets import tiny_llama
 
     return split_llama(tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS), a, c)
 
@@ -144,7 +144,7 @@ def _config_load(**fields):
 
 def _server_model_forward(hidden):
     from hf_ext.fl_llama import split_llama
-    from hf_ext.fl_llama.training import tiny_llama
+    from hf_ext.fl_llama.presets import tiny_llama
 
     _, server = split_llama(tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS), 1, 1)
     return server(hidden)
@@ -152,7 +152,7 @@ def _server_model_forward(hidden):
 
 def _client_forward(**kw):
     from hf_ext.fl_llama import split_llama
-    from hf_ext.fl_llama.training import tiny_llama
+    from hf_ext.fl_llama.presets import tiny_llama
 
     client, _ = split_llama(tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS), 1, 1)
     args = {"input_ids": torch.tensor([[5, 6, 7]]), **kw}
