@@ -325,6 +325,12 @@ NEW_CASES = [
     BadInput("serve --port 70000", lambda: _serve_cli("--port", "70000"), r"--port must lie in \[0, 65535\]"),
     BadInput("serve --lr nan", lambda: _serve_cli("--lr", "nan"), r"--lr must be a finite number > 0"),
     BadInput("serve --step-timeout -1", lambda: _serve_cli("--step-timeout", "-1"), r"--step-timeout must be"),
+    BadInput(
+        "serve --output-dir under a file",
+        lambda: _serve_cli("--output-dir", __file__ + "/sub"),
+        r"--output-dir .*cannot write there",
+    ),  # fmt: skip
+    BadInput("serve --a 0", lambda: _serve_cli("--a", "0"), r"--a must be >= 1"),
     BadInput("reproduce --seed -1", lambda: _reproduce_cli("--seed", "-1"), r"--seed must be an integer >= 0"),
     BadInput("reproduce --steps 0", lambda: _reproduce_cli("--steps", "0"), r"--steps must be"),
 ]
