@@ -27,9 +27,9 @@ import torch
 
 from hf_ext.fl_llama import split_llama
 from hf_ext.fl_llama.auth import generate_tokens
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.serve import READY
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
-from hf_ext.fl_llama.training import tiny_llama
 from hf_ext.fl_llama.transport import GrpcTransport
 
 

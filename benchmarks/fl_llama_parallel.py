@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     from hf_ext.fl_llama import split_llama
     from hf_ext.fl_llama.auth import generate_tokens
-    from hf_ext.fl_llama.training import tiny_llama
+    from hf_ext.fl_llama.presets import tiny_llama
 
     torch.set_num_threads(1)
     rows = []

@@ -28,6 +28,10 @@ class FlLlamaTrainingArguments:
             client's `σ` before it is sent.
         dp_grad_clip (`float`): per-sample L2 bound of `g_B` (0.04 in the official code).
         seed (`int`): seed of the client's noise generator and of the data order.
+        global_clip (`bool`): clip the gradient norm of all three parts together (`max_grad_norm` over A, B and C, as
+            a centralised optimiser clips the whole model) instead of each part by itself (the official code's
+            per-part clip). The parties then exchange their squared gradient norms (one float each way per step); with
+            `s = 0` the split run then equals centralised training with the same clip.
     """
 
     learning_rate: float = 1e-3
@@ -40,19 +44,32 @@ class FlLlamaTrainingArguments:
     dp_gradient: bool = False
     dp_grad_clip: float = 0.04
     seed: int = 0
+    global_clip: bool = False
 
     def __post_init__(self):
-        if self.learning_rate <= 0:
-            raise ValueError(f"FlLlamaTrainingArguments.learning_rate must be > 0, got {self.learning_rate}")
+        from .configuration_fl_llama import _check_int, _check_real
+
+        name = type(self).__name__
+        _check_real(name, "learning_rate", self.learning_rate, 0.0, low_open=True)
+        _check_real(name, "adam_beta1", self.adam_beta1, 0.0, 1.0)
+        _check_real(name, "adam_beta2", self.adam_beta2, 0.0, 1.0)
+        _check_real(name, "adam_epsilon", self.adam_epsilon, 0.0, low_open=True)
+        _check_real(name, "weight_decay", self.weight_decay, 0.0)
+        if self.max_grad_norm is not None:
+            _check_real(name, "max_grad_norm", self.max_grad_norm, 0.0, low_open=True)
         if self.max_steps is not None and (
-            isinstance(self.max_steps, bool) or int(self.max_steps) != self.max_steps or self.max_steps < 1
+            isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1
         ):
             raise ValueError(
-                f"FlLlamaTrainingArguments.max_steps must be >= 1 (an integer; None keeps the learning "
-                f"rate constant), got {self.max_steps}"
+                f"{name}.max_steps must be >= 1 (an integer; None keeps the learning rate constant), "
+                f"got {self.max_steps!r}"
             )
-        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
-            raise ValueError("FlLlamaTrainingArguments.max_grad_norm must be > 0 or None")
+        if not isinstance(self.dp_gradient, bool):
+            raise TypeError(f"{name}.dp_gradient must be True or False, got {self.dp_gradient!r}")
+        _check_real(name, "dp_grad_clip", self.dp_grad_clip, 0.0, low_open=True)
+        _check_int(name, "seed", self.seed, 0)
+        if not isinstance(self.global_clip, bool):
+            raise TypeError(f"{name}.global_clip must be True or False, got {self.global_clip!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,8 +99,16 @@ class PartOptimizer:
     def last_epoch(self) -> int:
         return self._epoch
 
-    def step(self) -> float:
-        """Clips, steps, advances the schedule and zeroes the gradients; returns the pre-clip gradient norm."""
+    def grad_sq_norm(self) -> float:
+        """The squared L2 norm of this part's gradients (what a global clip adds up over the parts)."""
+        grads = [p.grad for p in self.params if p.grad is not None]
+        return float(torch.nn.utils.get_total_norm(grads, norm_type=2.0)) ** 2 if grads else 0.0
+
+    def step(self, clip_coef: float | None = None) -> float:
+        """Clips, steps, advances the schedule and zeroes the gradients; returns the pre-clip gradient norm.
+
+        `clip_coef` (a global clip decided over every part, see `FlLlamaTrainingArguments.global_clip`) multiplies
+        the gradients instead of this part's own clip."""
         self._epoch += 1
         if self.args.max_steps is not None and self._epoch > self.args.max_steps and not self._warned:
             self._warned = True
@@ -96,7 +121,10 @@ class PartOptimizer:
             return 0.0
         grads = [p for p in self.params if p.grad is not None]
         norm = float(torch.nn.utils.get_total_norm([p.grad for p in grads])) if grads else 0.0
-        if self.args.max_grad_norm is not None and grads:
+        if clip_coef is not None:
+            if clip_coef < 1.0:
+                torch._foreach_mul_([p.grad for p in grads], clip_coef)
+        elif self.args.max_grad_norm is not None and grads:
             torch.nn.utils.clip_grads_with_norm_(grads, self.args.max_grad_norm, torch.tensor(norm))
         self.optimizer.step()
         if self.scheduler is not None:

@@ -8,7 +8,7 @@ ROUGE-1/2/L F against that client's true text. Expected: ROUGE falls as the nois
 
 from __future__ import annotations
 
-from collections import Counter
+import functools
 
 import torch
 from torch import nn
@@ -17,37 +17,22 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 from .modeling_fl_llama import causal_mask_4d, position_ids_from_mask, run_blocks
 
 
-def _ngrams(tokens: list[str], n: int) -> Counter:
-    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
-
-
-def _f1(overlap: int, n_pred: int, n_ref: int) -> float:
-    if overlap == 0 or n_pred == 0 or n_ref == 0:
-        return 0.0
-    p, r = overlap / n_pred, overlap / n_ref
-    return 2 * p * r / (p + r)
-
-
-def _lcs(a: list[str], b: list[str]) -> int:
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b):
-            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
-        prev = cur
-    return prev[-1]
+@functools.lru_cache(maxsize=1)
+def _scorer():
+    try:
+        from rouge_score import rouge_scorer
+    except ImportError as err:  # pragma: no cover - the fl_llama extra installs it
+        raise ImportError("the inversion attack's ROUGE needs `rouge-score` (pip install 'hf_ext[fl_llama]')") from err
+    return rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=False)
 
 
 def rouge(prediction: str, reference: str) -> dict[str, float]:
-    """ROUGE-1, ROUGE-2 and ROUGE-L F-measures on lower-cased whitespace tokens (the `rouge` package's defaults
-    without stemming)."""
-    p, r = prediction.lower().split(), reference.lower().split()
-    out = {}
-    for n in (1, 2):
-        pn, rn = _ngrams(p, n), _ngrams(r, n)
-        out[f"rouge{n}"] = _f1(sum((pn & rn).values()), sum(pn.values()), sum(rn.values()))
-    out["rougeL"] = _f1(_lcs(p, r), len(p), len(r))
-    return out
+    """ROUGE-1, ROUGE-2 and ROUGE-L F-measures from Google's `rouge-score` package (the ROUGE-1.5.5 re-implementation
+    that HF `evaluate` uses; its tokeniser lower-cases and keeps `[a-z0-9]` runs; no stemming)."""
+    if not isinstance(prediction, str) or not isinstance(reference, str):
+        raise TypeError(f"rouge takes two strings, got {type(prediction).__name__} and {type(reference).__name__}")
+    scores = _scorer().score(reference, prediction)  # rouge-score's order: (target, prediction)
+    return {key: float(scores[key].fmeasure) for key in ("rouge1", "rouge2", "rougeL")}
 
 
 class InversionDecoder(nn.Module):

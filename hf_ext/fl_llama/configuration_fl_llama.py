@@ -16,6 +16,41 @@ import math
 from transformers import LlamaConfig, PreTrainedConfig
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_int(owner: str, name: str, value, low: int, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not _is_int(value) or value < low:
+        extra = " or None" if optional else ""
+        raise (TypeError if not _is_int(value) else ValueError)(
+            f"{owner}.{name} must be an integer >= {low}{extra}, got {value!r}"
+        )
+
+
+def _check_real(owner: str, name: str, value, low: float, high: float | None = None, low_open: bool = False) -> None:
+    if not _is_real(value):
+        raise (TypeError if not isinstance(value, (int, float)) or isinstance(value, bool) else ValueError)(
+            f"{owner}.{name} must be a finite number, got {value!r}"
+        )
+    if value < low or (low_open and value == low) or (high is not None and value >= high):
+        bounds = f"{'>' if low_open else '>='} {low}" + (f" and < {high}" if high is not None else "")
+        raise ValueError(f"{owner}.{name} must be {bounds}, got {value!r}")
+
+
+def _check_str_list(owner: str, name: str, value, allowed: set[str] | None = None) -> None:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise TypeError(f"{owner}.{name} must be a list of non-empty strings, got {value!r}")
+    if allowed is not None and set(value) - allowed:
+        raise ValueError(f"{owner}.{name} must be a subset of {sorted(allowed)}, got {sorted(set(value) - allowed)}")
+
+
 class FlLlamaConfig(PreTrainedConfig):
     r"""Partition of a LLaMA causal LM between a client and a server
     ([FL-LLaMA / FedSEA-LLaMA, arXiv 2505.15683](https://arxiv.org/abs/2505.15683)).
@@ -60,6 +95,11 @@ class FlLlamaConfig(PreTrainedConfig):
     base_model_hash: str | None = None
 
     def __post_init__(self, **kwargs):
+        if self.llama_config is not None and not isinstance(self.llama_config, dict):
+            raise TypeError(
+                f"{type(self).__name__}.llama_config must be a dict (LlamaConfig.to_dict()), "
+                f"got {type(self.llama_config).__name__}"
+            )
         if self.llama_config is None:
             self.llama_config = LlamaConfig(
                 vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
@@ -67,6 +107,7 @@ class FlLlamaConfig(PreTrainedConfig):
             ).to_dict()  # fmt: skip
         # JSON-canonical (int dict keys become strings) so the config is the same before and after a save/load
         self.llama_config = json.loads(json.dumps(dict(self.llama_config)))
+        self._check_fields()
         if self.client_stored_blocks is None:
             self.client_stored_blocks = max(int(self.num_input_blocks), int(self.num_output_blocks))
         if self.lora_target_modules is None:
@@ -77,6 +118,28 @@ class FlLlamaConfig(PreTrainedConfig):
         self.tie_word_embeddings = bool(self.llama_config.get("tie_word_embeddings", False))
         super().__post_init__(**kwargs)
         self.validate_partition()
+
+    def _check_fields(self) -> None:
+        """Types and ranges of every field, at construction and on load (`from_pretrained` builds the config through
+        `__init__`); each error names the field."""
+        name = type(self).__name__
+        for key in ("num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads"):
+            value = self.llama_config.get(key)
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"{name}.llama_config[{key!r}] must be an integer >= 1, got {value!r}")
+        _check_int(name, "num_input_blocks", self.num_input_blocks, 1)
+        _check_int(name, "num_output_blocks", self.num_output_blocks, 1)
+        _check_int(name, "client_stored_blocks", self.client_stored_blocks, 1, optional=True)
+        _check_real(name, "noise_scale", self.noise_scale, 0.0)
+        _check_int(name, "lora_rank", self.lora_rank, 0)
+        _check_real(name, "lora_alpha", self.lora_alpha, 0.0, low_open=True)
+        _check_real(name, "lora_dropout", self.lora_dropout, 0.0, 1.0)
+        if self.lora_target_modules is not None:
+            _check_str_list(name, "lora_target_modules", self.lora_target_modules)
+        if self.lora_parts is not None:
+            _check_str_list(name, "lora_parts", self.lora_parts, {"head", "body", "tail"})
+        if self.base_model_hash is not None and not isinstance(self.base_model_hash, str):
+            raise TypeError(f"{name}.base_model_hash must be a string or None, got {self.base_model_hash!r}")
 
     @property
     def base(self) -> LlamaConfig:
@@ -94,6 +157,7 @@ class FlLlamaConfig(PreTrainedConfig):
     @property
     def noise_std(self) -> float:
         """`σ = s·sqrt(π/2)`: the half-normal mean identity `E|N(0, σ²)| = σ·sqrt(2/π)` makes `E|ε| = s`."""
+        _check_real(type(self).__name__, "noise_scale", self.noise_scale, 0.0)  # also after an attribute assignment
         return float(self.noise_scale) * math.sqrt(math.pi / 2)
 
     def model_hash(self) -> str:
@@ -106,8 +170,10 @@ class FlLlamaConfig(PreTrainedConfig):
     def validate_partition(self, a: int | None = None, c: int | None = None) -> None:
         """Checks a partition (this config's, or `(a, c)`); every failure is a `ValueError` naming the field."""
         name = type(self).__name__
-        a = int(self.num_input_blocks if a is None else a)
-        c = int(self.num_output_blocks if c is None else c)
+        a = self.num_input_blocks if a is None else a
+        c = self.num_output_blocks if c is None else c
+        _check_int(name, "num_input_blocks (a)", a, -(2**62))
+        _check_int(name, "num_output_blocks (c)", c, -(2**62))
         n = self.num_layers
         if a < 1 or c < 1:
             raise ValueError(f"{name}: num_input_blocks (a={a}) and num_output_blocks (c={c}) must both be >= 1")
@@ -122,13 +188,7 @@ class FlLlamaConfig(PreTrainedConfig):
                 f"{name}: the client stores only its first and last client_stored_blocks={k} blocks; "
                 f"a={a}, c={c} needs a new client artifact with client_stored_blocks >= {max(a, c)}"
             )
-        if not self.noise_scale >= 0:
-            raise ValueError(f"{name}.noise_scale must be >= 0, got {self.noise_scale}")
-        if self.lora_rank < 0:
-            raise ValueError(f"{name}.lora_rank must be >= 0, got {self.lora_rank}")
-        bad = set(self.lora_parts) - {"head", "body", "tail"}
-        if bad:
-            raise ValueError(f"{name}.lora_parts must be a subset of ['head', 'body', 'tail'], got {sorted(bad)}")
+        self._check_fields()
 
 
 class FlLlamaClientConfig(FlLlamaConfig):

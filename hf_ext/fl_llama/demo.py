@@ -47,7 +47,7 @@ def _parts():
         except Exception as err:  # noqa: BLE001 - offline or missing: the tiny split below, and the page says so
             why = f"could not load the linked model repo {repo} ({type(err).__name__})"
     from .data import train_tokenizer
-    from .training import tiny_llama
+    from .presets import tiny_llama
 
     tok = train_tokenizer(list(FALLBACK_TEXT) * 4, vocab_size=400)
     torch.manual_seed(0)

@@ -24,6 +24,33 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 from .configuration_fl_llama import FlLlamaClientConfig, FlLlamaConfig, FlLlamaServerConfig
 
 
+def check_token_ids(input_ids, vocab_size: int) -> None:
+    """Token ids must be an integer tensor inside the vocabulary (an id out of range would crash deep inside the
+    embedding, or on some devices read another row silently)."""
+    if not torch.is_tensor(input_ids) or input_ids.is_floating_point() or input_ids.is_complex() or \
+            input_ids.dtype == torch.bool:  # fmt: skip
+        got = input_ids.dtype if torch.is_tensor(input_ids) else type(input_ids).__name__
+        raise TypeError(f"input_ids must be an integer tensor, got {got}")
+    if input_ids.ndim != 2:
+        raise ValueError(f"input_ids must have shape (batch, length), got {tuple(input_ids.shape)}")
+    if input_ids.numel() and bool((input_ids < 0).any() or (input_ids >= vocab_size).any()):
+        raise ValueError(
+            f"input_ids must lie in [0, {vocab_size}) (the vocabulary), got values in "
+            f"[{int(input_ids.min())}, {int(input_ids.max())}]"
+        )
+
+
+def check_hidden_states(name: str, hidden, hidden_size: int) -> None:
+    """A hidden-state tensor `(batch, length, hidden_size)` of finite floats (NaN/Inf would flow on silently)."""
+    if not torch.is_tensor(hidden) or not hidden.is_floating_point():
+        got = hidden.dtype if torch.is_tensor(hidden) else type(hidden).__name__
+        raise TypeError(f"{name} must be a floating-point tensor, got {got}")
+    if hidden.ndim != 3 or hidden.shape[-1] != hidden_size:
+        raise ValueError(f"{name} must have shape (batch, length, {hidden_size}), got {tuple(hidden.shape)}")
+    if not bool(torch.isfinite(hidden).all()):
+        raise ValueError(f"{name} holds {int((~torch.isfinite(hidden)).sum())} NaN/Inf value(s)")
+
+
 def padding_mask_from_counts(n_real: torch.Tensor, length: int) -> torch.Tensor:
     """Rebuilds the left-padded 2-D mask `m[i, j] = 1[j >= L - n_real[i]]` from the per-row real-token counts."""
     cols = torch.arange(length, device=n_real.device)
@@ -142,6 +169,7 @@ class FlLlamaClientModel(FlLlamaPreTrainedModel):
     def head(self, input_ids: torch.LongTensor, mask4d: torch.Tensor, position_ids: torch.LongTensor,
              cache=None) -> torch.Tensor:  # fmt: skip
         """Part A: embeddings and the first `a` blocks; returns `h_A` `(B, q, d)`."""
+        check_token_ids(input_ids, self.embed_tokens.num_embeddings)
         hidden = self.embed_tokens(input_ids)
         return run_blocks(self.active_head_layers, self.rotary_emb, hidden, mask4d, position_ids, cache)
 
@@ -161,6 +189,9 @@ class FlLlamaClientModel(FlLlamaPreTrainedModel):
                 **kwargs) -> CausalLMOutputWithPast:  # fmt: skip
         """Local forward of the client alone: `hidden_states` = `h_A`; with `server_hidden` (the body's output for
         the same batch) also the tail's `logits` and `loss`."""
+        check_token_ids(input_ids, self.embed_tokens.num_embeddings)
+        if server_hidden is not None:
+            check_hidden_states("server_hidden", server_hidden, self.config.hidden_size)
         mask2d = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
         mask4d = causal_mask_4d(mask2d, input_ids.shape[1])
         pos = position_ids_from_mask(mask2d)
@@ -200,7 +231,12 @@ class FlLlamaServerModel(FlLlamaPreTrainedModel):
     def forward(self, hidden_states: torch.Tensor, n_real: torch.LongTensor | None = None,
                 position_ids: torch.LongTensor | None = None, **kwargs) -> CausalLMOutputWithPast:  # fmt: skip
         """`h_B` from `h̃_A` and the per-row real-token counts (the compressed mask); full rows when omitted."""
+        check_hidden_states("hidden_states", hidden_states, self.config.hidden_size)
         b, length = hidden_states.shape[:2]
+        if n_real is not None and (
+            not torch.is_tensor(n_real) or n_real.shape != (b,) or bool((n_real < 1).any() or (n_real > length).any())
+        ):
+            raise ValueError(f"n_real must be a ({b},) tensor of counts in [1, {length}], got {n_real!r}")
         if n_real is None:
             n_real = torch.full((b,), length, dtype=torch.long)
         mask2d = padding_mask_from_counts(n_real, length)

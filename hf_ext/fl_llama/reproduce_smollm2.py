@@ -27,10 +27,11 @@ import torch
 from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
 from .attack import InversionDecoder, attack_rouge, train_inversion
 from .data import answer_token_ids, encode_cloze_window, iter_batches, load_multirc
+from .evaluation import evaluate
 from .modeling_fl_llama import position_ids_from_mask, split_llama
+from .parallel import build_setup, train
 from .server import SplitServer
 from .split_model import FlLlamaSplitForCausalLM
-from .training import build_setup, evaluate, train
 from .transport import InProcessTransport
 
 
@@ -65,6 +66,8 @@ class SmolLM2Arguments:
     finetune_noise_multipliers: list[float] = field(default_factory=lambda: [1.0, 5.0])
 
     def __post_init__(self):
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"SmolLM2Arguments.seed must be an integer >= 0, got {self.seed!r}")
         if self.full:
             self.lm_rows, self.attack_rows, self.victim_rows, self.attack_steps = 8, 128, 32, 150
 

@@ -8,7 +8,9 @@ Clients authenticate with per-client tokens (`--tokens server_tokens.json`, made
 loopback host, for one trusted client process. Limits ([`~hf_ext.fl_llama.server.ServerLimits`]) bound sequence
 length (default: the model's), batch, message size, sessions and pending forwards.
 
-Training state: `--output-dir DIR` lets clients send `save` (part B, its optimiser and schedule position written
+Training state: training needs `--output-dir DIR` (created and checked writable at start; without it a client's training
+handshake is refused, so no step is trained that could not be saved; generation is still served). It lets clients send
+`save` (part B, its optimiser and schedule position written
 atomically to `DIR/checkpoint-<step>`, safetensors + JSON), and the server saves once more when it is terminated
 (SIGTERM) after training steps; `--resume-from DIR/checkpoint-<step>` continues from such a checkpoint. The schedule
 length is `--max-steps` when given (clients asking another are refused at the handshake), else the first training
@@ -69,7 +71,61 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message-mb", type=float, default=ServerLimits.max_message_bytes / 2**20)
     p.add_argument("--max-sessions", type=int, default=ServerLimits.max_sessions)
     p.add_argument("--max-pending", type=int, default=ServerLimits.max_pending)
+    p.add_argument(
+        "--step-timeout",
+        type=float,
+        default=ServerLimits.step_timeout,
+        help="seconds a client may hold the shared part B between its training forward and backward",
+    )
+    p.add_argument(
+        "--queue-timeout",
+        type=float,
+        default=ServerLimits.queue_timeout,
+        help="seconds a training forward waits for its turn on the shared part B",
+    )
+    p.add_argument(
+        "--max-workers", type=int, default=32, help="gRPC worker threads (>= the clients: a waiting client holds one)"
+    )
     return p
+
+
+def _check_ranges(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
+    """Every number within its range, naming the flag (argparse checks only the type)."""
+    import math
+
+    at_least_one = {"--clients": ns.clients, "--sync-every": ns.sync_every, "--threads": ns.threads,
+                    "--max-batch": ns.max_batch, "--max-sessions": ns.max_sessions, "--max-pending": ns.max_pending,
+                    "--save-total-limit": ns.save_total_limit, "--max-workers": ns.max_workers}  # fmt: skip
+    for flag, value in at_least_one.items():
+        if value < 1:
+            parser.error(f"{flag} must be >= 1, got {value}")
+    for flag, value in (("--a", ns.a), ("--c", ns.c), ("--max-seq-len", ns.max_seq_len), ("--max-steps", ns.max_steps)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be >= 1, got {value}")
+    if not 0 <= ns.port <= 65535:
+        parser.error(f"--port must lie in [0, 65535], got {ns.port}")
+    positive = {"--lr": ns.lr, "--max-message-mb": ns.max_message_mb, "--step-timeout": ns.step_timeout,
+                "--queue-timeout": ns.queue_timeout}  # fmt: skip
+    for flag, value in positive.items():
+        if not math.isfinite(value) or value <= 0:
+            parser.error(f"{flag} must be a finite number > 0, got {value}")
+    if not math.isfinite(ns.max_grad_norm):
+        parser.error(f"--max-grad-norm must be finite, got {ns.max_grad_norm}")
+
+
+def _prepare_output_dir(parser: argparse.ArgumentParser, path: str) -> None:
+    """Creates `--output-dir` and checks that a file can be written there now, not at the first save."""
+    import os
+    from pathlib import Path
+
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write_probe_{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        parser.error(f"--output-dir {path}: cannot write there ({err})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,18 +135,26 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("pass --tokens (see `hf-ext fl_llama tokens`) or, on a loopback host only, --insecure")
     if bool(ns.tls_cert) != bool(ns.tls_key):
         parser.error("--tls-cert and --tls-key go together")
+    _check_ranges(parser, ns)
+    if ns.output_dir:
+        _prepare_output_dir(parser, ns.output_dir)
     limits = ServerLimits(
         max_seq_len=ns.max_seq_len,
         max_batch=ns.max_batch,
         max_message_bytes=int(ns.max_message_mb * 2**20),
         max_sessions=ns.max_sessions,
         max_pending=ns.max_pending,
+        step_timeout=ns.step_timeout,
+        queue_timeout=ns.queue_timeout,
     )
     tokens = None
     if ns.tokens:
         from .auth import TokenStore
 
-        tokens = TokenStore.load(ns.tokens)
+        try:
+            tokens = TokenStore.load(ns.tokens)
+        except ValueError as err:
+            parser.error(f"--tokens: {err}")
     tls = None
     if ns.tls_cert:
         from pathlib import Path
@@ -99,11 +163,15 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(ns.threads)
     model = FlLlamaServerModel.from_pretrained(ns.server_dir)
     if ns.a is not None or ns.c is not None:
-        model.set_partition(ns.a or model.config.num_input_blocks, ns.c or model.config.num_output_blocks)
+        try:  # the partition is checked at start, not at the first client's handshake
+            model.set_partition(ns.a or model.config.num_input_blocks, ns.c or model.config.num_output_blocks)
+        except (KeyError, ValueError) as err:
+            parser.error(f"--a/--c: {err}")
     args = FlLlamaTrainingArguments(learning_rate=ns.lr, max_steps=ns.max_steps,
                                     max_grad_norm=ns.max_grad_norm if ns.max_grad_norm > 0 else None)  # fmt: skip
     split_server = SplitServer(model, args, hierarchical=ns.mode == "server_hierarchical", limits=limits,
-                               output_dir=ns.output_dir, save_total_limit=ns.save_total_limit)  # fmt: skip
+                               output_dir=ns.output_dir, save_total_limit=ns.save_total_limit,
+                               require_output_dir=True)  # fmt: skip
     if ns.resume_from:
         try:
             state = split_server.load_checkpoint(ns.resume_from)
@@ -111,23 +179,22 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--resume-from: {err}")
         print(f"resumed from {ns.resume_from} at step {state['steps']}", file=sys.stderr, flush=True)
     resumed_steps = split_server.steps
-    handler, serialize = split_server.handle_bytes, True
+    handler = split_server.handle_bytes  # thread-safe: it orders the training steps on part B itself
     if ns.mode != "sequential":
         from .parallel import ClientBatchHub, HierarchicalSync
 
         hub = ClientBatchHub(split_server, ns.clients) if ns.mode == "client_batch" else \
             HierarchicalSync(split_server, ns.clients, ns.sync_every)  # fmt: skip
-        handler, serialize = hub.handle_bytes, False
+        handler = hub.handle_bytes
     server, port = serve_grpc(
         handler,
         port=ns.port,
         host=ns.host,
-        max_workers=max(4, ns.clients + 2),
+        max_workers=max(ns.max_workers, ns.clients + 2),
         tokens=tokens,
         tls=tls,
         insecure=ns.insecure and tokens is None,
         max_message_bytes=limits.max_message_bytes,
-        serialize=serialize,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -10,6 +10,20 @@ Who owns what: over gRPC with client tokens ([`~hf_ext.fl_llama.auth`]) every ca
 gradients), the hierarchical sub-server, the generation sessions — is keyed by its name; a `client_id` in the message
 is ignored, so no message can touch another client's state. Only admin principals may send `partition` (which resets
 everyone's state). In-process (no principal), the caller is the trusted local code and `client_id` names the client.
+
+Concurrency (many clients on one server, gRPC worker threads): the server is thread-safe by itself
+(`serve_grpc(..., serialize=False)`). Part B's autograd graph from a client's training `forward` is consumed by that
+client's `backward`, and the backward's optimiser step changes B in place; a second client's forward in between would
+see its saved tensors modified. So on the shared part B a training step (`forward` ... `backward` + optimiser step)
+is a *turn*: one client holds it at a time, the others' training forwards wait in arrival order (FIFO) and then run on
+the parameters the previous step left. Every step is therefore exactly the step that client would take alone on a
+server that had already taken the steps before it, in the order recorded in [`SplitServer.step_log`]; replaying that
+log one client at a time gives the same parameters (tested with 16 clients over gRPC). A client that holds the turn
+longer than `ServerLimits.step_timeout` without its backward loses it (its step is dropped, its late backward is
+refused with a message saying so); a forward that waited longer than `ServerLimits.queue_timeout` is refused, naming
+the holder. Inference (`forward` without `train`, `prefill`, `decode`, `forward_full`) needs no turn and runs in
+parallel with everything but an optimiser step (a readers-writer lock per copy of B). Server-hierarchical sub-servers
+each have their own lock, so different clients' steps compute in parallel.
 """
 
 from __future__ import annotations
@@ -17,99 +31,25 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import os
 import shutil
 import threading
-from dataclasses import dataclass
+import time
+from collections import deque
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
 from transformers import DynamicCache
 
-from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
+from .arguments import FlLlamaTrainingArguments
 from .checkpoint import load_party_checkpoint, save_party_checkpoint
 from .modeling_fl_llama import FlLlamaServerModel, causal_mask_4d, padding_mask_from_counts, position_ids_from_mask
+from .server_state import ServerLimits, _Body, _finite, _meta_int, prepare_body
 from .transport import FLOAT_DTYPES, AccessDenied, Meta, ProtocolError, Tensors, decode, encode, expect_tensor
 
 _BATCH = "__batch__"  # the owner of a client-batch step (each client's hello is checked in handle_batch)
-
-
-@dataclass(frozen=True)
-class ServerLimits:
-    """What one message, and all clients together, may ask of the server (a 1.6 MiB message with L = 12,000 used to
-    take 13 s and 680 MB).
-
-    Args:
-        max_seq_len (`int`, *optional*): longest sequence (and largest position + 1); defaults to the model's
-            `max_position_embeddings`.
-        max_batch (`int`, defaults to 64): largest batch of one message.
-        max_message_bytes (`int`, defaults to 64 MiB): largest request.
-        max_sessions (`int`, defaults to 64): open generation sessions, all clients together.
-        max_sessions_per_client (`int`, defaults to 8): open sessions of one client.
-        max_pending (`int`, defaults to 64): clients with a pending forward (and hierarchical sub-servers).
-    """
-
-    max_seq_len: int | None = None
-    max_batch: int = 64
-    max_message_bytes: int = 64 * 1024 * 1024
-    max_sessions: int = 64
-    max_sessions_per_client: int = 8
-    max_pending: int = 64
-
-    def __post_init__(self):
-        for name in ("max_batch", "max_message_bytes", "max_sessions", "max_sessions_per_client", "max_pending"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ServerLimits.{name} must be an integer >= 1, got {value!r}")
-        if self.max_seq_len is not None and (
-            isinstance(self.max_seq_len, bool) or not isinstance(self.max_seq_len, int) or self.max_seq_len < 1
-        ):
-            raise ValueError(f"ServerLimits.max_seq_len must be an integer >= 1 or None, got {self.max_seq_len!r}")
-
-
-def _finite(name: str, t: torch.Tensor) -> torch.Tensor:
-    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-        bad = int((~torch.isfinite(t)).sum())
-        raise ProtocolError(f"tensor {name!r} holds {bad} NaN/Inf value(s); refused, server state unchanged")
-    return t
-
-
-def _meta_int(meta: Meta, key: str, default: int | None = None) -> int:
-    value = meta.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ProtocolError(f"meta field {key!r} must be an integer, got {value!r}")
-    return value
-
-
-def prepare_body(model: FlLlamaServerModel) -> list[torch.nn.Parameter]:
-    """Marks what part B trains and returns those parameters.
-
-    With LoRA on (`lora_rank > 0`) only the adapters train, and only when "body" is in `lora_parts`; a body left out
-    of `lora_parts` is frozen (it still back-propagates `g_A` to the client). Without LoRA the active blocks train.
-    """
-    cfg = model.config
-    a, n = cfg.num_input_blocks, cfg.num_layers
-    active = [f"layers.{i - 1}" for i in range(a, n - cfg.num_output_blocks)]
-    model.requires_grad_(False)
-    if cfg.lora_rank > 0:
-        if "body" not in cfg.lora_parts:
-            return []
-        existing = [p for n, p in model.named_parameters() if "lora_" in n]  # a sub-server copy already has LoRA
-        params = existing or apply_lora(model, active, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout,
-                                        cfg.lora_target_modules)  # fmt: skip
-    else:
-        params = [p for layer in model.active_layers for p in layer.parameters()]
-    for p in params:
-        p.requires_grad_(True)
-    return params
-
-
-class _Body:
-    """One copy of part B with its optimiser (the server has one, or one per client in hierarchical mode)."""
-
-    def __init__(self, model: FlLlamaServerModel, args: FlLlamaTrainingArguments):
-        self.model = model
-        self.optimizer = PartOptimizer(prepare_body(model), args)
 
 
 class SplitServer:
@@ -120,40 +60,62 @@ class SplitServer:
         args ([`FlLlamaTrainingArguments`], *optional*): optimisation of part B.
         hierarchical (`bool`): server-hierarchical mode: one sub-server copy of B per client id, trained
             independently and averaged by [`aggregate`] (FedAvg), which also broadcasts the mean back.
-
         limits ([`ServerLimits`], *optional*): what one message and all clients together may ask.
         output_dir (`str` or `os.PathLike`, *optional*): where `save` writes checkpoints (`checkpoint-<step>`);
             without it `save` is refused.
         save_total_limit (`int`): checkpoints kept in `output_dir` (the oldest are deleted).
+        require_output_dir (`bool`): refuse training at the handshake unless `output_dir` is set and writable
+            (`hf-ext fl_llama serve` sets it: a server process that cannot save would lose every trained step when it
+            ends). In-process callers hold the model object themselves and may leave it off.
 
     Methods on the wire: `hello` (the handshake: `(a, c)`, model hash, sizes and, to train, the schedule length
     `max_steps`), `forward` (`hidden`, `n_real` or the uncompressed `mask`, `position_ids`), `backward` (`grad`),
-    `save` (checkpoint part B and its optimiser), `prefill` / `decode` / `end` (split generation with a KV cache per
-    session, any batch, left padding), `forward_full` (the FL-GLM-style no-cache step: the whole prefix and its 4-D
-    mask), `partition` (move `(a, c)`). Training messages (`forward` with `train`, `backward`) are refused from a
-    client that has not completed a training `hello`.
+    `step` (with `global_clip`: the optimiser step after a `backward` that returned B's squared gradient norm,
+    scaled by the client's common clip factor), `save` (checkpoint part B and its optimiser), `prefill` / `decode` /
+    `end` (split generation with a KV cache per session, any batch, left padding), `forward_full` (the FL-GLM-style
+    no-cache step: the whole prefix and its 4-D mask), `partition` (move `(a, c)`). Training messages (`forward` with
+    `train`, `backward`, `step`) are refused from a client that has not completed a training `hello`.
 
     The learning-rate schedule's length: `args.max_steps` when given (a client asking another length is refused),
     else the first training client's `max_steps`, fixed from then on (and saved in checkpoints).
+
+    `step_log` lists, in order, the owner of every optimiser step of part B (`"__batch__"` for a client-batch step);
+    with the shared part B (not hierarchical) replaying it one client at a time reproduces the run exactly.
     """
 
     def __init__(self, model: FlLlamaServerModel, args: FlLlamaTrainingArguments | None = None,
                  hierarchical: bool = False, limits: ServerLimits | None = None,
-                 output_dir: str | os.PathLike | None = None, save_total_limit: int = 2):  # fmt: skip
+                 output_dir: str | os.PathLike | None = None, save_total_limit: int = 2,
+                 require_output_dir: bool = False):  # fmt: skip
+        if args is not None and not isinstance(args, FlLlamaTrainingArguments):
+            raise TypeError(f"SplitServer: args must be FlLlamaTrainingArguments, got {type(args).__name__}")
+        if limits is not None and not isinstance(limits, ServerLimits):
+            raise TypeError(f"SplitServer: limits must be ServerLimits, got {type(limits).__name__}")
+        if isinstance(save_total_limit, bool) or not isinstance(save_total_limit, int) or save_total_limit < 1:
+            raise ValueError(f"SplitServer: save_total_limit must be an integer >= 1, got {save_total_limit!r}")
         self.args = args or FlLlamaTrainingArguments()
-        self.model, self.hierarchical = model, hierarchical
+        self.model, self.hierarchical = model, bool(hierarchical)
         self.limits = limits or ServerLimits()
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.save_total_limit = int(save_total_limit)
+        self.require_output_dir = bool(require_output_dir)
         self._main = _Body(model, self.args)
         self._subs: dict[str, _Body] = {}
         self._pending: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._sessions: dict[tuple[str, str], tuple[DynamicCache, torch.Tensor]] = {}
+        self._busy_sessions: set[tuple[str, str]] = set()
         self._trainers: set[str] = set()  # owners whose training handshake succeeded
         self._schedule_fixed = self.args.max_steps is not None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # every dictionary and counter above; never held while B computes
+        self._turn_cv = threading.Condition(self._lock)
+        self._turn_owner: str | None = None  # who holds the shared part B between a training forward and backward
+        self._turn_since = 0.0
+        self._queue: deque[str] = deque()  # training forwards waiting for the turn, in arrival order
+        self._expired: set[str] = set()  # owners whose step was dropped after step_timeout
+        self._awaiting_step: dict[str, _Body] = {}  # global clip: gradients computed, waiting for the clip factor
         self._batch_parts = 1
         self.steps = 0
+        self.step_log: list[str] = []
 
     @property
     def max_seq_len(self) -> int:
@@ -188,7 +150,7 @@ class SplitServer:
         principal) the message's `client_id`."""
         handlers = {"hello": self._hello, "forward": self._forward, "backward": self._backward, "save": self._save,
                     "prefill": self._prefill, "decode": self._decode, "end": self._end,
-                    "forward_full": self._forward_full, "partition": self._partition}  # fmt: skip
+                    "forward_full": self._forward_full, "partition": self._partition, "step": self._step}  # fmt: skip
         if method not in handlers:
             raise ProtocolError(f"unknown method {method!r}; expected one of {sorted(handlers)}")
         if not isinstance(meta, dict):
@@ -225,8 +187,8 @@ class SplitServer:
 
     # ---- handshake ---------------------------------------------------------------------------------------------
     def _hello(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
-        """Refuses a client whose partition, model or sizes differ from this server's, and (to train) agrees the
-        schedule length; every refusal names both values."""
+        """Refuses a client whose partition, model or sizes differ from this server's, and (to train) a server that
+        could not save what it trains, and agrees the schedule length; every refusal names both values."""
         cfg = self.model.config
         mine = {"a": int(cfg.num_input_blocks), "c": int(cfg.num_output_blocks), "model_hash": cfg.model_hash(),
                 "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers}  # fmt: skip
@@ -237,29 +199,49 @@ class SplitServer:
                     f"{value!r} (both parties must split the same model at the same (a, c); "
                     "restart one of them with consistent settings)"
                 )
-        if meta.get("purpose", "train") == "train":
-            steps = meta.get("max_steps")
-            if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-                raise ProtocolError(f"handshake: max_steps must be an integer >= 1 or null, got {steps!r}")
-            if not self._schedule_fixed:  # the first training client sets the schedule's length
-                if self.steps:
-                    raise ProtocolError("handshake: this server has trained without an agreed schedule")
-                self._set_schedule(steps)
-            elif steps != self.args.max_steps:
-                raise ProtocolError(
-                    f"handshake refused: this server's learning-rate schedule runs over max_steps="
-                    f"{self.args.max_steps}, the client's over max_steps={steps}; start both with the "
-                    "same max_steps"
-                )
-            self._trainers.add(owner)
-        return {}, {**mine, "max_steps": self.args.max_steps, "steps": self.steps}
+        purpose = meta.get("purpose", "train")
+        if purpose not in ("train", "generate"):
+            raise ProtocolError(f"handshake: purpose must be 'train' or 'generate', got {purpose!r}")
+        with self._lock:
+            if purpose == "train":
+                self._check_can_save()
+                steps = meta.get("max_steps")
+                if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+                    raise ProtocolError(f"handshake: max_steps must be an integer >= 1 or null, got {steps!r}")
+                if not self._schedule_fixed:  # the first training client sets the schedule's length
+                    if self.steps:
+                        raise ProtocolError("handshake: this server has trained without an agreed schedule")
+                    self._set_schedule(steps)
+                elif steps != self.args.max_steps:
+                    raise ProtocolError(
+                        f"handshake refused: this server's learning-rate schedule runs over max_steps="
+                        f"{self.args.max_steps}, the client's over max_steps={steps}; start both with the "
+                        "same max_steps"
+                    )
+                self._trainers.add(owner)
+            return {}, {**mine, "max_steps": self.args.max_steps, "steps": self.steps}
+
+    def _check_can_save(self) -> None:
+        if not self.require_output_dir:
+            return
+        if self.output_dir is None:
+            raise ProtocolError(
+                "handshake refused: this server was started without --output-dir, so the part B a client trains "
+                "could not be saved and would be lost when the server ends; restart it with --output-dir DIR "
+                "(generation is still served)"
+            )
+        if not self.output_dir.is_dir() or not os.access(self.output_dir, os.W_OK):
+            raise ProtocolError(
+                f"handshake refused: the server's output directory {self.output_dir} is not a writable folder, "
+                "so the part B a client trains could not be saved"
+            )
 
     def _set_schedule(self, max_steps: int | None) -> None:
         self.args = dataclasses.replace(self.args, max_steps=max_steps)
         self._schedule_fixed = True
-        self._main = _Body(self.model, self.args)
+        self._main = _Body(self.model, self.args, self._main.lock)
         for key, sub in self._subs.items():
-            self._subs[key] = _Body(sub.model, self.args)
+            self._subs[key] = _Body(sub.model, self.args, sub.lock)
 
     def _require_training_hello(self, owner: str) -> None:
         if owner != _BATCH and owner not in self._trainers:
@@ -268,13 +250,65 @@ class SplitServer:
                 "(a, c, model hash, max_steps) handshake)"
             )
 
+    # ---- the training turn on the shared part B ----------------------------------------------------------------
+    def _release_turn(self, owner: str) -> None:
+        """(holding `_lock`) Gives up `owner`'s turn, if it holds it, and wakes the queue."""
+        if self._turn_owner == owner:
+            self._turn_owner = None
+            self._turn_cv.notify_all()
+
+    def _expire_stale_turn(self, now: float) -> None:
+        """(holding `_lock`) Drops the step of a holder that has not sent its backward within `step_timeout`."""
+        holder = self._turn_owner
+        if holder is not None and now - self._turn_since > self.limits.step_timeout:
+            self._pending.pop(holder, None)
+            self._drop_awaiting(holder)
+            self._expired.add(holder)
+            self._release_turn(holder)
+
+    def _drop_awaiting(self, owner: str) -> None:
+        """(holding `_lock`) Forgets a global-clip step that never got its `step` message (its gradients too)."""
+        body = self._awaiting_step.pop(owner, None)
+        if body is not None:
+            body.optimizer.zero_grad()
+
+    def _acquire_turn(self, owner: str) -> None:
+        """(holding `_lock`) Waits, first come first served, until the shared part B is free or already `owner`'s."""
+        if self._turn_owner == owner:
+            self._turn_since = time.monotonic()
+            return
+        deadline = time.monotonic() + self.limits.queue_timeout
+        self._queue.append(owner)
+        try:
+            while True:
+                now = time.monotonic()
+                self._expire_stale_turn(now)
+                if self._turn_owner is None and self._queue[0] == owner:
+                    break
+                if now >= deadline:
+                    raise ProtocolError(
+                        f"training forward of client {owner!r} waited {self.limits.queue_timeout:.0f} s "
+                        f"(queue_timeout) for its turn on the shared part B (held by {self._turn_owner!r}, "
+                        f"{len(self._queue) - 1} other client(s) waiting); refused, try again"
+                    )
+                wake = deadline
+                if self._turn_owner is not None:
+                    wake = min(wake, self._turn_since + self.limits.step_timeout + 1e-3)
+                self._turn_cv.wait(max(1e-3, wake - now))
+        finally:
+            self._queue.remove(owner)
+            self._turn_cv.notify_all()  # the next in line re-checks
+        self._turn_owner, self._turn_since = owner, time.monotonic()
+        self._expired.discard(owner)
+
     # ---- training ----------------------------------------------------------------------------------------------
     def _body_for(self, client_id: str) -> _Body:
         if not self.hierarchical:
             return self._main
         with self._lock:
             if client_id not in self._subs:
-                sub = copy.deepcopy(self.model)
+                with self._main.lock.read():
+                    sub = copy.deepcopy(self.model)
                 self._subs[client_id] = _Body(sub, self.args)
             return self._subs[client_id]
 
@@ -322,38 +356,106 @@ class SplitServer:
         mask = self._mask(tensors, b, length)
         client_id = owner
         train = meta.get("train", True)
-        if train:
-            self._require_training_hello(owner)
-        if train and client_id not in self._pending and len(self._pending) >= self.limits.max_pending:
-            raise ProtocolError(
-                f"{len(self._pending)} clients already have a pending forward (max_pending={self.limits.max_pending})"
-            )
-        if self.hierarchical and client_id not in self._subs and len(self._subs) >= self.limits.max_pending:
-            raise ProtocolError(f"{len(self._subs)} sub-servers exist already (max_pending={self.limits.max_pending})")
-        body = self._body_for(client_id)
+        if not isinstance(train, bool):
+            raise ProtocolError(f"meta field 'train' must be true or false, got {train!r}")
         if not train:
-            with torch.no_grad():
+            body = self._body_for(client_id) if client_id in self._subs else self._main
+            with body.lock.read(), torch.no_grad():
                 return {"hidden": body.model.body(hidden, mask, pos)}, {}
+        with self._lock:
+            self._require_training_hello(owner)
+            if client_id not in self._pending and len(self._pending) >= self.limits.max_pending:
+                raise ProtocolError(
+                    f"{len(self._pending)} clients already have a pending forward "
+                    f"(max_pending={self.limits.max_pending})"
+                )
+            if self.hierarchical and client_id not in self._subs and len(self._subs) >= self.limits.max_pending:
+                raise ProtocolError(
+                    f"{len(self._subs)} sub-servers exist already (max_pending={self.limits.max_pending})"
+                )
+            if not self.hierarchical:
+                self._acquire_turn(owner)
+            self._pending.pop(client_id, None)  # a repeated forward replaces this client's unfinished step
+            self._drop_awaiting(client_id)
+        body = self._body_for(client_id)
         leaf = hidden.clone().requires_grad_(True)
-        with torch.enable_grad():  # in-process, the call arrives from inside the client's autograd.Function
-            out = body.model.body(leaf, mask, pos)
-        self._pending[client_id] = (leaf, out)
+        try:
+            with body.lock.read(), torch.enable_grad():  # in-process, the call comes from the client's autograd
+                out = body.model.body(leaf, mask, pos)
+        except BaseException:
+            with self._lock:
+                self._release_turn(owner)
+            raise
+        with self._lock:
+            if not self.hierarchical and self._turn_owner != owner:
+                raise ProtocolError(
+                    f"client {owner!r}'s training step was dropped while it computed (step_timeout or a partition "
+                    "reset); send the forward again"
+                )
+            self._pending[client_id] = (leaf, out)
         return {"hidden": out.detach()}, {}
 
     def _backward(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         client_id = owner
-        self._require_training_hello(owner)
-        if client_id not in self._pending:
-            raise ProtocolError(f"backward from client {client_id!r} without a pending forward")
-        leaf, out = self._pending[client_id]
-        grad = expect_tensor(tensors, "grad", ndim=3, dtype=FLOAT_DTYPES, shape=dict(enumerate(out.shape)))
-        _finite("grad", grad)
-        del self._pending[client_id]
-        with torch.enable_grad():
-            out.backward(grad.to(out.dtype))
-        self._body_for(client_id).optimizer.step()
-        self.steps += 1
+        global_clip = meta.get("global_clip", False)
+        if not isinstance(global_clip, bool):
+            raise ProtocolError(f"meta field 'global_clip' must be true or false, got {global_clip!r}")
+        with self._lock:
+            self._require_training_hello(owner)
+            self._expire_stale_turn(time.monotonic())
+            if client_id not in self._pending:
+                if client_id in self._expired:
+                    raise ProtocolError(
+                        f"client {client_id!r}'s step expired: its backward came more than "
+                        f"{self.limits.step_timeout:.0f} s (step_timeout) after its forward, and the shared part B "
+                        "went to the next client; send the forward again"
+                    )
+                raise ProtocolError(f"backward from client {client_id!r} without a pending forward")
+            leaf, out = self._pending[client_id]
+            grad = expect_tensor(tensors, "grad", ndim=3, dtype=FLOAT_DTYPES, shape=dict(enumerate(out.shape)))
+            _finite("grad", grad)
+            del self._pending[client_id]
+        body = self._body_for(client_id)
+        keep_turn = False
+        try:
+            with body.lock.read(), torch.enable_grad():
+                out.backward(grad.to(out.dtype))
+            if global_clip:  # the client adds the parts' norms and sends the common factor in `step`
+                with self._lock:
+                    self._awaiting_step[client_id] = body
+                keep_turn = True
+                return {"grad": leaf.grad}, {"grad_sq_norm": body.optimizer.grad_sq_norm()}
+            with body.lock.write():  # no forward reads B while the optimiser changes it in place
+                body.optimizer.step()
+        finally:
+            if not keep_turn:
+                with self._lock:
+                    self._release_turn(owner)
+        with self._lock:
+            self.steps += 1
+            self.step_log.append(owner)
         return {"grad": leaf.grad}, {}
+
+    def _step(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
+        """The optimiser step of a global-clip training step: part B's gradients times the client's `clip_coef`
+        (`min(1, max_grad_norm / (‖(g_A, g_B, g_C)‖ + 1e-6))`, as torch's `clip_grad_norm_` over the whole model)."""
+        coef = meta.get("clip_coef")
+        if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not math.isfinite(coef) or not 0 < coef <= 1:
+            raise ProtocolError(f"meta field 'clip_coef' must be a number in (0, 1], got {coef!r}")
+        with self._lock:
+            self._require_training_hello(owner)
+            body = self._awaiting_step.pop(owner, None)
+            if body is None:
+                raise ProtocolError(f"'step' from client {owner!r} without a global-clip backward awaiting it")
+        try:
+            with body.lock.write():
+                body.optimizer.step(clip_coef=float(coef))
+        finally:
+            with self._lock:
+                self._release_turn(owner)
+                self.steps += 1
+                self.step_log.append(owner)
+        return {}, {"steps": self.steps}
 
     def save_checkpoint(self, path: str | os.PathLike) -> Path:
         """Part B's weights (adapters included), its optimiser and schedule position, the step count and the
@@ -362,7 +464,8 @@ class SplitServer:
         cfg = self.model.config
         state = {"steps": self.steps, "max_steps": self.args.max_steps, "a": int(cfg.num_input_blocks),
                  "c": int(cfg.num_output_blocks), "model_hash": cfg.model_hash()}  # fmt: skip
-        return save_party_checkpoint(path, self.model, "server.safetensors", {"body": self._main.optimizer}, state)
+        with self._main.lock.read():
+            return save_party_checkpoint(path, self.model, "server.safetensors", {"body": self._main.optimizer}, state)
 
     def load_checkpoint(self, path: str | os.PathLike) -> dict:
         """Resumes from [`save_checkpoint`]: the same partition and model are required, and the checkpoint's
@@ -377,42 +480,58 @@ class SplitServer:
                 raise ValueError(
                     f"checkpoint {path} was saved with {key}={state.get(key)!r}, this server has {value!r}"
                 )
-        if self._schedule_fixed and state["max_steps"] != self.args.max_steps:
+        steps = state.get("steps")
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"checkpoint {path}: trainer_state.json 'steps' must be an integer >= 0, got {steps!r}")
+        if self._schedule_fixed and state.get("max_steps") != self.args.max_steps:
             raise ValueError(
-                f"checkpoint {path} runs its schedule over max_steps={state['max_steps']}, this server "
+                f"checkpoint {path} runs its schedule over max_steps={state.get('max_steps')}, this server "
                 f"was started with max_steps={self.args.max_steps}"
             )
-        self._set_schedule(state["max_steps"])
-        load_party_checkpoint(path, self.model, "server.safetensors", {"body": self._main.optimizer})
-        self.steps = int(state["steps"])
-        self._pending.clear(), self._sessions.clear()
+        with self._lock, self._main.lock.write():
+            self._set_schedule(state["max_steps"])
+            load_party_checkpoint(path, self.model, "server.safetensors", {"body": self._main.optimizer})
+            self.steps = steps
+            self._pending.clear(), self._sessions.clear()
+            self._release_turn(self._turn_owner)
         return state
 
     def _save(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         if self.output_dir is None:
             raise ProtocolError("this server has no output directory (start it with --output-dir) to save into")
-        if self._pending:
-            raise ProtocolError(f"cannot save between a forward and its backward (pending: {sorted(self._pending)})")
-        path = self.save_checkpoint(self.output_dir / f"checkpoint-{self.steps}")
-        kept = sorted(self.output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
-                      if p.name.split("-")[1].isdigit() else -1)  # fmt: skip
-        for old in kept[: max(0, len(kept) - self.save_total_limit)]:
-            shutil.rmtree(old, ignore_errors=True)
-        return {}, {"checkpoint": path.name, "steps": self.steps}
+        with self._lock:
+            if self._pending or self._awaiting_step:
+                raise ProtocolError(
+                    "cannot save between a forward and its optimiser step (pending: "
+                    f"{sorted(set(self._pending) | set(self._awaiting_step))})"
+                )
+            path = self.save_checkpoint(self.output_dir / f"checkpoint-{self.steps}")
+            kept = sorted(self.output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
+                          if p.name.split("-")[1].isdigit() else -1)  # fmt: skip
+            for old in kept[: max(0, len(kept) - self.save_total_limit)]:
+                shutil.rmtree(old, ignore_errors=True)
+            return {}, {"checkpoint": path.name, "steps": self.steps}
 
     def aggregate(self, weights: dict[str, float] | None = None) -> None:
         """FedAvg of the sub-servers' parameters (weighted by `weights`, e.g. samples seen), broadcast to every
         sub-server and to the main copy. Optimiser states stay per sub-server."""
-        if not self._subs:
-            return
-        ids = sorted(self._subs)
+        with self._lock:
+            if not self._subs:
+                return
+            ids = sorted(self._subs)
+            bodies = [self._main] + [self._subs[i] for i in ids]
         w = torch.tensor([float((weights or {}).get(i, 1.0)) for i in ids], dtype=torch.float64)
+        if not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or float(w.sum()) <= 0:
+            raise ValueError(f"aggregate: weights must be finite, >= 0 and not all 0, got {weights}")
         w = w / w.sum()
-        states = [self._subs[i].model.state_dict() for i in ids]
-        mean = {k: sum(wi * s[k].double() for wi, s in zip(w, states)).to(states[0][k].dtype) for k in states[0]}
-        with torch.no_grad():
-            for body in [self._main] + [self._subs[i] for i in ids]:
-                body.model.load_state_dict(mean)
+        with ExitStack() as stack:
+            for body in bodies:  # every copy at once: no step runs on a half-averaged sub-server
+                stack.enter_context(body.lock.write())
+            states = [self._subs[i].model.state_dict() for i in ids]
+            mean = {k: sum(wi * s[k].double() for wi, s in zip(w, states)).to(states[0][k].dtype) for k in states[0]}
+            with torch.no_grad():
+                for body in bodies:
+                    body.model.load_state_dict(mean)
 
     # ---- split generation --------------------------------------------------------------------------------------
     def _session(self, meta: Meta, owner: str) -> tuple[str, str]:
@@ -421,64 +540,88 @@ class SplitServer:
             raise ProtocolError(f"meta field 'session' must be a string of at most 128 characters, got {session!r}")
         return owner, str(session)  # a session belongs to its owner: another client's name finds nothing
 
+    def _take_session(self, key: tuple[str, str]) -> None:
+        if key in self._busy_sessions:
+            raise ProtocolError(f"session {key[1]!r} of client {key[0]!r} is busy with another call; wait for it")
+        self._busy_sessions.add(key)
+
     def _prefill(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         hidden = self._check_hidden(tensors)
         b, length = hidden.shape[:2]
         key = self._session(meta, owner)
-        if key not in self._sessions:
-            mine = sum(1 for o, _ in self._sessions if o == owner)
-            if mine >= self.limits.max_sessions_per_client:
-                raise ProtocolError(
-                    f"client {owner!r} has {mine} open sessions (max_sessions_per_client="
-                    f"{self.limits.max_sessions_per_client}); end one first"
-                )
-            if len(self._sessions) >= self.limits.max_sessions:
-                raise ProtocolError(
-                    f"{len(self._sessions)} sessions are open (max_sessions={self.limits.max_sessions})"
-                )
         n_real = tensors.get("n_real", torch.full((b,), length, dtype=torch.long))
         mask2d = padding_mask_from_counts(self._check_counts(n_real, b, length), length)
         pos = position_ids_from_mask(mask2d)
         if "position_ids" in tensors:
             pos = self._check_positions(expect_tensor(tensors, "position_ids", ndim=2, dtype=torch.int64,
                                                       shape={0: b, 1: length}))  # fmt: skip
-        cache = DynamicCache()
-        with torch.no_grad():
-            out = self.model.body(hidden, causal_mask_4d(mask2d, length), pos, cache)
-        self._sessions[key] = (cache, mask2d)
+        with self._lock:
+            if key not in self._sessions:
+                mine = sum(1 for o, _ in set(self._sessions) | self._busy_sessions if o == owner)
+                if mine >= self.limits.max_sessions_per_client:
+                    raise ProtocolError(
+                        f"client {owner!r} has {mine} open sessions (max_sessions_per_client="
+                        f"{self.limits.max_sessions_per_client}); end one first"
+                    )
+                if len(set(self._sessions) | self._busy_sessions) >= self.limits.max_sessions:
+                    raise ProtocolError(
+                        f"{len(self._sessions)} sessions are open (max_sessions={self.limits.max_sessions})"
+                    )
+            self._take_session(key)
+        try:
+            cache = DynamicCache()
+            with self._main.lock.read(), torch.no_grad():
+                out = self.model.body(hidden, causal_mask_4d(mask2d, length), pos, cache)
+            with self._lock:
+                self._sessions[key] = (cache, mask2d)
+        finally:
+            with self._lock:
+                self._busy_sessions.discard(key)
         return {"hidden": out}, {}
 
     def _decode(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         session = self._session(meta, owner)
-        if session not in self._sessions:
-            raise ProtocolError(f"decode for unknown session {session[1]!r} of client {owner!r}: send prefill first")
-        cache, mask2d = self._sessions[session]
-        b, d = mask2d.shape[0], self.model.config.hidden_size
-        hidden = _finite(
-            "hidden", expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES, shape={0: b, 1: 1, 2: d})
-        )
-        expected = mask2d.sum(-1, keepdim=True)  # a new token's position = the real tokens before it (left pads)
-        if "position_ids" in tensors:
-            pos = expect_tensor(tensors, "position_ids", ndim=2, dtype=torch.int64, shape={0: b, 1: 1})
-        else:
-            pos = torch.full((b, 1), _meta_int(meta, "position", int(mask2d.shape[1])), dtype=torch.long)
-        if not torch.equal(pos, expected):
-            raise ProtocolError(
-                f"decode position {pos.flatten().tolist()} does not follow the cached "
-                f"{expected.flatten().tolist()} tokens"
+        with self._lock:
+            if session not in self._sessions:
+                raise ProtocolError(
+                    f"decode for unknown session {session[1]!r} of client {owner!r}: send prefill first"
+                )
+            self._take_session(session)
+            cache, mask2d = self._sessions[session]
+        try:
+            b, d = mask2d.shape[0], self.model.config.hidden_size
+            hidden = _finite(
+                "hidden", expect_tensor(tensors, "hidden", ndim=3, dtype=FLOAT_DTYPES, shape={0: b, 1: 1, 2: d})
             )
-        if mask2d.shape[1] >= self.max_seq_len:
-            raise ProtocolError(
-                f"decode position {mask2d.shape[1]} reaches max_seq_len={self.max_seq_len}; end the session"
-            )
-        mask2d = torch.cat([mask2d, torch.ones(b, 1, dtype=torch.bool)], dim=1)  # one more visible column
-        with torch.no_grad():
-            out = self.model.body(hidden, causal_mask_4d(mask2d, 1), pos, cache)
-        self._sessions[session] = (cache, mask2d)
+            expected = mask2d.sum(-1, keepdim=True)  # a new token's position = the real tokens before it (left pads)
+            if "position_ids" in tensors:
+                pos = expect_tensor(tensors, "position_ids", ndim=2, dtype=torch.int64, shape={0: b, 1: 1})
+            else:
+                pos = torch.full((b, 1), _meta_int(meta, "position", int(mask2d.shape[1])), dtype=torch.long)
+            if not torch.equal(pos, expected):
+                raise ProtocolError(
+                    f"decode position {pos.flatten().tolist()} does not follow the cached "
+                    f"{expected.flatten().tolist()} tokens"
+                )
+            if mask2d.shape[1] >= self.max_seq_len:
+                raise ProtocolError(
+                    f"decode position {mask2d.shape[1]} reaches max_seq_len={self.max_seq_len}; end the session"
+                )
+            mask2d = torch.cat([mask2d, torch.ones(b, 1, dtype=torch.bool)], dim=1)  # one more visible column
+            with self._main.lock.read(), torch.no_grad():
+                out = self.model.body(hidden, causal_mask_4d(mask2d, 1), pos, cache)
+            with self._lock:
+                if session in self._sessions:  # not ended or reset meanwhile
+                    self._sessions[session] = (cache, mask2d)
+        finally:
+            with self._lock:
+                self._busy_sessions.discard(session)
         return {"hidden": out}, {}
 
     def _end(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
-        self._sessions.pop(self._session(meta, owner), None)
+        key = self._session(meta, owner)
+        with self._lock:
+            self._sessions.pop(key, None)
         return {}, {}
 
     def _forward_full(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
@@ -486,17 +629,20 @@ class SplitServer:
         hidden = self._check_hidden(tensors)
         b, length = hidden.shape[:2]
         mask = self._mask(tensors, b, length)
-        with torch.no_grad():
+        with self._main.lock.read(), torch.no_grad():
             return {"hidden": self.model.body(hidden, mask, torch.arange(length)[None].expand(b, -1))}, {}
 
     def _partition(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         a, c = _meta_int(meta, "a"), _meta_int(meta, "c")
-        try:
-            self.model.set_partition(a, c)
-        except (KeyError, ValueError, TypeError) as exc:
-            raise ProtocolError(str(exc)) from exc
-        self._main = _Body(self.model, self.args)
-        self._subs.clear(), self._pending.clear(), self._sessions.clear(), self._trainers.clear()
+        with self._lock, self._main.lock.write():
+            try:
+                self.model.set_partition(a, c)
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ProtocolError(str(exc)) from exc
+            self._main = _Body(self.model, self.args, self._main.lock)
+            self._subs.clear(), self._pending.clear(), self._sessions.clear(), self._trainers.clear()
+            self._awaiting_step.clear()
+            self._release_turn(self._turn_owner)
         return {}, {"a": self.model.config.num_input_blocks, "c": self.model.config.num_output_blocks}
 
 

@@ -11,6 +11,7 @@ which autograd carries into part A (the noise is additive, so the Jacobian of `h
 from __future__ import annotations
 
 import copy
+import math
 import uuid
 from pathlib import Path
 
@@ -37,9 +38,12 @@ def _reply_tensor(tensors: Tensors, name: str, method: str, shape: tuple[int, ..
     """The server's reply tensor `name`, checked like the server checks what it receives (rank, float dtype, every
     size): a server that answers with the wrong shape fails here, naming the message, not deep inside part C."""
     try:
-        return expect_tensor(tensors, name, ndim=len(shape), dtype=FLOAT_DTYPES, shape=dict(enumerate(shape)))
+        t = expect_tensor(tensors, name, ndim=len(shape), dtype=FLOAT_DTYPES, shape=dict(enumerate(shape)))
     except ProtocolError as exc:
         raise ProtocolError(f"server's reply to {method!r} is malformed: {exc}") from exc
+    if not bool(torch.isfinite(t).all()):  # part C (or A's gradient) would carry it on silently
+        raise ProtocolError(f"server's reply to {method!r}: tensor {name!r} holds NaN/Inf values; refused")
+    return t
 
 
 class _Boundary(torch.autograd.Function):
@@ -54,7 +58,11 @@ class _Boundary(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_b):
         split = ctx.split
-        out = split._call("backward", {"grad": split.privatize_gradient(grad_b)}, {"client_id": split.client_id})
+        meta = {"client_id": split.client_id}
+        if split.args.global_clip:
+            meta["global_clip"] = True
+        out = split._call("backward", {"grad": split.privatize_gradient(grad_b)}, meta)
+        split._server_grad_sq_norm = split._last_meta.get("grad_sq_norm") if split.args.global_clip else None
         return _reply_tensor(out, "grad", "backward", ctx.shape).to(grad_b.dtype), None, None, None
 
 
@@ -111,6 +119,8 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
         self.tail_optimizer = PartOptimizer(self.tail_params, self.args)
         self.steps = 0
         self.agreed: set[str] = set()  # handshakes done with the current server ("generate", "train")
+        self._last_meta: dict = {}  # the meta of the last reply (a global-clip backward carries B's gradient norm)
+        self._server_grad_sq_norm: float | None = None
         llama = self.config.llama_config
         self.generation_config = copy.deepcopy(generation_config) if generation_config is not None else \
             GenerationConfig(bos_token_id=llama.get("bos_token_id"), eos_token_id=llama.get("eos_token_id"),
@@ -134,11 +144,12 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
     def _call(self, method: str, tensors: Tensors, meta: dict) -> Tensors:
         """One call to the server, after the handshake its purpose needs (made on first use, and again after a lost
         server: a restarted one has not seen this client)."""
-        purpose = "train" if method == "backward" or (method == "forward" and meta.get("train")) else "generate"
+        training = method in ("backward", "step") or (method == "forward" and meta.get("train"))
+        purpose = "train" if training else "generate"
         if purpose not in self.agreed and "train" not in self.agreed:
             self.handshake(purpose)
         try:
-            out, _ = self.transport.call(method, tensors, meta)
+            out, self._last_meta = self.transport.call(method, tensors, meta)
         except PeerDisconnected:
             self.agreed.clear()
             raise
@@ -296,16 +307,33 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
         `logits_to_keep > 0` takes the loss over the last positions only (see `FlLlamaClientModel.tail`).
         """
         self.client.train()
+        self._server_grad_sq_norm = None
+        coef = None
         try:
             out = self(batch["input_ids"], batch.get("attention_mask"), batch["labels"], logits_to_keep=logits_to_keep)
             out.loss.backward()
+            if self.args.global_clip:
+                coef = self._global_clip_coef()
+                self._call("step", {}, {"client_id": self.client_id, "clip_coef": coef})
         except BaseException:
             self.head_optimizer.zero_grad(), self.tail_optimizer.zero_grad()
             raise
-        self.tail_optimizer.step()
-        self.head_optimizer.step()
+        self.tail_optimizer.step(clip_coef=coef)
+        self.head_optimizer.step(clip_coef=coef)
         self.steps += 1
         return float(out.loss.detach())
+
+    def _global_clip_coef(self) -> float:
+        """`min(1, max_grad_norm / (‖g‖ + 1e-6))` over the gradients of A, B and C together (torch's
+        `clip_grad_norm_` rule over the whole model); 1.0 without `max_grad_norm`."""
+        server_sq = self._server_grad_sq_norm
+        if isinstance(server_sq, bool) or not isinstance(server_sq, (int, float)) or not math.isfinite(server_sq) \
+                or server_sq < 0:  # fmt: skip
+            raise ProtocolError(f"the server's backward reply carries no valid 'grad_sq_norm' (got {server_sq!r})")
+        if self.args.max_grad_norm is None:
+            return 1.0
+        total = math.sqrt(self.head_optimizer.grad_sq_norm() + self.tail_optimizer.grad_sq_norm() + server_sq)
+        return min(1.0, self.args.max_grad_norm / (total + 1e-6))
 
     # ---- checkpoints -------------------------------------------------------------------------------------------
     def save_server(self) -> str:

@@ -234,7 +234,7 @@ def serve_grpc(
     tls: tuple[bytes, bytes] | None = None,
     max_message_bytes: int = 64 * 1024 * 1024,
     insecure: bool = False,
-    serialize: bool = True,
+    serialize: bool = False,
 ):
     """Starts a gRPC server routing `Call(bytes)` to `handler`; returns `(server, port)`.
 
@@ -244,10 +244,11 @@ def serve_grpc(
     the server is unauthenticated and clients name themselves: allowed only with `insecure=True` and on a loopback
     host (one trusted client process, e.g. tests), and `handler(request)` is called alone.
 
-    Calls are serialised by a lock (the parts hold per-client autograd state between forward and backward) unless
-    `serialize=False`, for a handler that locks itself and makes callers wait for each other
-    ([`~hf_ext.fl_llama.parallel.ClientBatchHub`]; it needs `max_workers` >= the clients); gRPC
-    refuses messages above `max_message_bytes` (`RESOURCE_EXHAUSTED`) and queues at most `4 * max_workers` calls.
+    Calls run concurrently on `max_workers` threads: a [`~hf_ext.fl_llama.server.SplitServer`] (and the parallel
+    hubs in front of it) is thread-safe and orders the training steps on its shared part B itself; a waiting client
+    holds a worker, so `max_workers` should be at least the number of clients. `serialize=True` puts one lock around
+    every call (for a handler that is not thread-safe). gRPC refuses messages above `max_message_bytes`
+    (`RESOURCE_EXHAUSTED`) and queues at most `4 * max_workers` calls.
     `tls=(cert_pem, key_pem)` serves TLS (keeps tokens secret on a network).
     """
     import grpc

@@ -14,9 +14,9 @@ import torch
 from hf_ext.fl_llama import split_llama
 from hf_ext.fl_llama.auth import TokenStore, generate_tokens, read_token
 from hf_ext.fl_llama.auth import main as tokens_main
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.server import ServerLimits, SplitServer
 from hf_ext.fl_llama.testing import hello_meta
-from hf_ext.fl_llama.training import tiny_llama
 from hf_ext.fl_llama.transport import AccessDenied, GrpcTransport, ProtocolError, serve_grpc
 
 D, MAX_POS = 32, 64
@@ -245,3 +245,75 @@ def test_serve_refuses_to_start_without_tokens_and_tokens_is_a_command(capsys):
     with pytest.raises(SystemExit):
         serve_main(["/nonexistent"])
     assert "--tokens" in capsys.readouterr().err
+
+
+def _table(path, clients):
+    path.write_text(json.dumps({"format": "hf_ext.fl_llama.tokens/1", "clients": clients}))
+    return path
+
+
+def test_token_file_types_are_strict(tmp_path):
+    digest = "a" * 64
+    bad = [
+        ({"x": {"sha256": digest, "admin": "no"}}, r"'admin' must be true or false, got 'no'"),
+        ({"x": {"sha256": digest, "admin": 1}}, r"'admin' must be true or false"),
+        ({"x": {"sha256": digest, "expires_at": "tomorrow"}}, r"'expires_at' must be seconds"),
+        ({"x": {"sha256": digest, "expires_at": True}}, r"'expires_at' must be seconds"),
+        ({"x": {"sha256": digest, "role": "admin"}}, r"unknown field\(s\) \['role'\]"),
+        ({"x": {"sha256": 7}}, r"'sha256' must be 64"),
+        ({"x": ["a" * 64]}, r"must be an object"),
+        ({"x": {"sha256": digest}, "y": {"sha256": digest}}, "share one token"),
+    ]
+    for clients, match in bad:
+        with pytest.raises(ValueError, match=match):
+            TokenStore.load(_table(tmp_path / "t.json", clients))
+    with pytest.raises(ValueError, match="expires_in"):
+        generate_tokens(tmp_path / "e", ["a"], expires_in=-1)
+
+
+def test_a_removed_token_stops_working_without_a_restart(tmp_path):
+    tokens = generate_tokens(tmp_path, ["alice", "bob"], ["ops"])
+    store = TokenStore.load(tmp_path / "server_tokens.json")
+    assert store.authenticate(tokens["alice"]).name == "alice"
+    tokens_main([str(tmp_path), "--revoke", "alice"])  # the CLI rewrites the file atomically
+    assert store.authenticate(tokens["alice"]) is None and store.authenticate(tokens["bob"]).name == "bob"
+    table = json.loads((tmp_path / "server_tokens.json").read_text())
+    table["clients"]["bob"]["admin"] = "no"  # a hand edit with a wrong type: everyone is locked out, nobody is admin
+    (tmp_path / "server_tokens.json").write_text(json.dumps(table))
+    assert store.authenticate(tokens["bob"]) is None and store.authenticate(tokens["ops"]) is None
+    table["clients"]["bob"]["admin"] = False
+    (tmp_path / "server_tokens.json").write_text(json.dumps(table) + " ")  # fixed: works again
+    principal = store.authenticate(tokens["bob"])
+    assert principal.name == "bob" and principal.admin is False
+    with pytest.raises(SystemExit):
+        tokens_main([str(tmp_path), "--revoke", "nobody"])
+
+
+def test_tokens_expire(tmp_path):
+    now = [1_000.0]
+    tokens = generate_tokens(tmp_path, ["alice"], expires_in=60)
+    table = json.loads((tmp_path / "server_tokens.json").read_text())
+    table["clients"]["alice"]["expires_at"] = 1_060.0
+    (tmp_path / "server_tokens.json").write_text(json.dumps(table))
+    store = TokenStore.load(tmp_path / "server_tokens.json", clock=lambda: now[0])
+    assert store.authenticate(tokens["alice"]).name == "alice"
+    now[0] = 1_060.0
+    assert store.authenticate(tokens["alice"]) is None
+
+
+def test_revocation_over_grpc_takes_effect_at_the_next_call(tmp_path):
+    tokens = generate_tokens(tmp_path, ["alice", "bob"])
+    model = tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS, seed=0)
+    _, server_model = split_llama(model, 1, 1)
+    server = SplitServer(server_model)
+    grpc_server, port = serve_grpc(server.handle_bytes, tokens=TokenStore.load(tmp_path / "server_tokens.json"))
+    try:
+        alice = GrpcTransport(f"127.0.0.1:{port}", token=tokens["alice"], wait_ready=10)
+        alice.call("hello", meta=hello_meta(server_model))
+        tokens_main([str(tmp_path), "--revoke", "alice"])
+        with pytest.raises(AccessDenied, match="UNAUTHENTICATED"):
+            alice.call("hello", meta=hello_meta(server_model))
+        bob = GrpcTransport(f"127.0.0.1:{port}", token=tokens["bob"], wait_ready=10)
+        bob.call("hello", meta=hello_meta(server_model))
+    finally:
+        grpc_server.stop(grace=0.5)

@@ -29,10 +29,10 @@ from hf_ext.fl_llama.client_command import load_examples
 from hf_ext.fl_llama.client_command import main as client_main
 from hf_ext.fl_llama.data import iter_batches, train_tokenizer
 from hf_ext.fl_llama.modeling_fl_llama import position_ids_from_mask
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.server import SplitServer
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
 from hf_ext.fl_llama.testing import start_serve
-from hf_ext.fl_llama.training import tiny_llama
 from hf_ext.fl_llama.transport import InProcessTransport, serve_grpc
 
 LR, STEPS, BATCH, SEED, NOISE = 1e-2, 4, 4, 3, 0.01

@@ -9,9 +9,10 @@ import torch
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 from transformers.generation.streamers import BaseStreamer
 
+from hf_ext.fl_llama.parallel import build_setup
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.split_model import FlLlamaSplitCache
 from hf_ext.fl_llama.testing import tiny_batch, tiny_llama_config
-from hf_ext.fl_llama.training import build_setup, tiny_llama
 
 D = 32
 

@@ -10,10 +10,10 @@ import torch
 from hf_ext.fl_llama import FlLlamaClientModel, FlLlamaServerModel, split_llama
 from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
 from hf_ext.fl_llama.auth import generate_tokens, read_token
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.server import SplitServer
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
 from hf_ext.fl_llama.testing import start_serve, tiny_batch
-from hf_ext.fl_llama.training import tiny_llama
 from hf_ext.fl_llama.transport import GrpcTransport, InProcessTransport, PeerDisconnected
 
 ARGS = dict(learning_rate=1e-2, max_steps=10, seed=3)

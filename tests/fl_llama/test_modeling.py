@@ -14,8 +14,8 @@ from hf_ext.fl_llama.modeling_fl_llama import (
     position_ids_from_mask,
     to_additive,  # fmt: skip
 )
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.testing import tiny_batch, tiny_llama_config
-from hf_ext.fl_llama.training import tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ import torch
 from hf_ext.fl_llama import split_llama
 from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
 from hf_ext.fl_llama.auth import TokenStore, generate_tokens
-from hf_ext.fl_llama.parallel import ClientBatchHub, HierarchicalSync
+from hf_ext.fl_llama.parallel import ClientBatchHub, HierarchicalSync, build_setup, train
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.server import SplitServer
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
 from hf_ext.fl_llama.testing import tiny_batch
-from hf_ext.fl_llama.training import build_setup, tiny_llama, train
 from hf_ext.fl_llama.transport import GrpcTransport, serve_grpc
 
 ARGS = FlLlamaTrainingArguments(learning_rate=1e-2, max_steps=8)

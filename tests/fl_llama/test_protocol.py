@@ -11,8 +11,9 @@ import torch
 
 from hf_ext.fl_llama import merge_parts
 from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
+from hf_ext.fl_llama.parallel import build_setup, train, train_centralized
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.testing import tiny_batch
-from hf_ext.fl_llama.training import build_setup, tiny_llama, train, train_centralized
 from hf_ext.fl_llama.transport import ProtocolError, decode, encode
 
 L, D = 10, 32

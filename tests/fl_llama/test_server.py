@@ -12,10 +12,11 @@ import torch
 
 from hf_ext.fl_llama import split_llama
 from hf_ext.fl_llama.arguments import FlLlamaTrainingArguments
+from hf_ext.fl_llama.parallel import build_setup
+from hf_ext.fl_llama.presets import tiny_llama
 from hf_ext.fl_llama.server import SplitServer
 from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
 from hf_ext.fl_llama.testing import hello_meta, tiny_batch
-from hf_ext.fl_llama.training import build_setup, tiny_llama
 from hf_ext.fl_llama.transport import InProcessTransport, ProtocolError, decode, encode
 
 D = 32
@@ -195,7 +196,7 @@ def test_client_batch_training_matches_each_clients_own_loss(model):
         with torch.no_grad():
             b = batches[m][0]
             expected.append(float(reference(b["input_ids"], b["attention_mask"], b["labels"]).loss))
-    from hf_ext.fl_llama.training import train
+    from hf_ext.fl_llama.parallel import train
 
     setup = build_setup(copy.deepcopy(model), 1, 1, num_clients=2, mode="client_batch", args=args)
     losses = train(setup, batches, mode="client_batch")["losses"]

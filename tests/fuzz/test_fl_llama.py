@@ -17,8 +17,8 @@ D, MAX_POS = 32, 64
 @functools.lru_cache(maxsize=1)
 def _server():
     from hf_ext.fl_llama import split_llama
+    from hf_ext.fl_llama.presets import tiny_llama
     from hf_ext.fl_llama.server import ServerLimits, SplitServer
-    from hf_ext.fl_llama.training import tiny_llama
 
     model = tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS, seed=0)
     from hf_ext.fl_llama.testing import hello_meta
@@ -113,9 +113,227 @@ def _token_file(text):
 
 def _split(a, c):
     from hf_ext.fl_llama import split_llama
-    from hf_ext.fl_llama.training import tiny_llama
+    from hf_ext.fl_llama.presets import tiny_llama
 
     return split_llama(tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS), a, c)
+
+
+def _config(**kw):
+    from hf_ext.fl_llama.configuration_fl_llama import FlLlamaServerConfig
+    from hf_ext.fl_llama.testing import tiny_llama_config
+
+    return FlLlamaServerConfig(**{"llama_config": tiny_llama_config(), **kw})
+
+
+def _config_load(**fields):
+    """A saved client config edited on disk, then loaded (the checks run on load as at construction)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from hf_ext.fl_llama.configuration_fl_llama import FlLlamaClientConfig
+    from hf_ext.fl_llama.testing import tiny_config
+
+    folder = Path(tempfile.mkdtemp(prefix="fl_llama_fuzz_"))
+    tiny_config().save_pretrained(folder)
+    data = json.loads((folder / "config.json").read_text())
+    data.update(fields)
+    (folder / "config.json").write_text(json.dumps(data))
+    return FlLlamaClientConfig.from_pretrained(folder)
+
+
+def _server_model_forward(hidden):
+    from hf_ext.fl_llama import split_llama
+    from hf_ext.fl_llama.presets import tiny_llama
+
+    _, server = split_llama(tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS), 1, 1)
+    return server(hidden)
+
+
+def _client_forward(**kw):
+    from hf_ext.fl_llama import split_llama
+    from hf_ext.fl_llama.presets import tiny_llama
+
+    client, _ = split_llama(tiny_llama(vocab_size=64, hidden_size=D, num_layers=4, max_positions=MAX_POS), 1, 1)
+    args = {"input_ids": torch.tensor([[5, 6, 7]]), **kw}
+    return client(**args)
+
+
+def _split_forward(input_ids):
+    from hf_ext.fl_llama.split_model import FlLlamaSplitForCausalLM
+    from hf_ext.fl_llama.transport import InProcessTransport
+
+    client, _ = _split(1, 1)
+    split = FlLlamaSplitForCausalLM(client, InProcessTransport(_server().handle_bytes))
+    with torch.no_grad():
+        return split(input_ids)
+
+
+def _serve_cli(*flags):
+    from hf_ext.fl_llama.serve import main
+
+    return _exit_message(main, ["/nonexistent-server-dir", "--insecure", *flags])
+
+
+def _exit_message(main, argv):
+    """argparse exits with status 2 after printing the message; raise it as a ValueError for the fuzz harness."""
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as exc:
+            raise ValueError(err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else str(exc)) from None
+
+
+def _reproduce_cli(*flags):
+    from hf_ext.fl_llama.reproduce import main
+
+    return _exit_message(main, list(flags))
+
+
+def _token_entry(entry):
+    import json
+
+    return _token_file(
+        json.dumps({"format": "hf_ext.fl_llama.tokens/1", "clients": {"a": {"sha256": "a" * 64, **entry}}})
+    )
+
+
+NEW_CASES = [
+    # configs: types and ranges at construction, naming the field
+    BadInput(
+        "config noise_scale text",
+        lambda: _config(noise_scale="0.1"),
+        r"noise_scale must be a finite number",
+        error=TypeError,
+    ),  # fmt: skip
+    BadInput(
+        "config noise_scale None",
+        lambda: _config(noise_scale=None),
+        r"noise_scale must be a finite number",
+        error=TypeError,
+    ),  # fmt: skip
+    BadInput("config noise_scale NaN", lambda: _config(noise_scale=float("nan")), r"noise_scale must be a finite"),
+    BadInput("config noise_scale negative", lambda: _config(noise_scale=-1.0), r"noise_scale must be >= 0"),
+    BadInput(
+        "config a text", lambda: _config(num_input_blocks="1"), r"num_input_blocks must be an integer", error=TypeError
+    ),  # fmt: skip
+    BadInput(
+        "config a float", lambda: _config(num_input_blocks=1.0), r"num_input_blocks must be an integer", error=TypeError
+    ),  # fmt: skip
+    BadInput(
+        "config a bool", lambda: _config(num_input_blocks=True), r"num_input_blocks must be an integer", error=TypeError
+    ),  # fmt: skip
+    BadInput("config stored blocks zero", lambda: _config(client_stored_blocks=0), r"client_stored_blocks.*>= 1"),
+    BadInput(
+        "config lora_rank float", lambda: _config(lora_rank=2.5), r"lora_rank must be an integer", error=TypeError
+    ),  # fmt: skip
+    BadInput("config lora_alpha zero", lambda: _config(lora_alpha=0), r"lora_alpha must be > 0"),
+    BadInput("config lora_dropout one", lambda: _config(lora_dropout=1.0), r"lora_dropout must be >= 0.0 and < 1.0"),
+    BadInput(
+        "config lora_parts text", lambda: _config(lora_parts="head"), r"lora_parts must be a list", error=TypeError
+    ),  # fmt: skip
+    BadInput(
+        "config lora targets empty name",
+        lambda: _config(lora_target_modules=[""]),
+        r"lora_target_modules",
+        error=TypeError,
+    ),  # fmt: skip
+    BadInput(
+        "config llama_config list",
+        lambda: _config(llama_config=[1, 2]),
+        r"llama_config must be a dict",
+        error=TypeError,
+    ),  # fmt: skip
+    BadInput(
+        "config llama layers text",
+        lambda: _config(
+            llama_config={"num_hidden_layers": "4", "hidden_size": 8, "vocab_size": 8, "num_attention_heads": 2}
+        ),
+        r"llama_config\['num_hidden_layers'\]",
+    ),  # fmt: skip
+    BadInput(
+        "config base hash int", lambda: _config(base_model_hash=5), r"base_model_hash must be a string", error=TypeError
+    ),  # fmt: skip
+    # ... and on load
+    BadInput(
+        "loaded config noise text",
+        lambda: _config_load(noise_scale="high"),
+        r"noise_scale must be a finite",
+        error=TypeError,
+    ),  # fmt: skip
+    BadInput(
+        "loaded config a null", lambda: _config_load(num_input_blocks=None), r"num_input_blocks", error=TypeError
+    ),  # fmt: skip
+    BadInput("loaded config dropout 2", lambda: _config_load(lora_dropout=2), r"lora_dropout must be"),
+    # training arguments
+    BadInput(
+        "training lr text",
+        lambda: _args(learning_rate="1e-3"),
+        r"learning_rate must be a finite number",
+        error=TypeError,
+    ),  # fmt: skip
+    BadInput("training lr None", lambda: _args(learning_rate=None), r"learning_rate", error=TypeError),
+    BadInput("training lr inf", lambda: _args(learning_rate=float("inf")), r"learning_rate must be a finite"),
+    BadInput("training beta2 one", lambda: _args(adam_beta2=1.0), r"adam_beta2 must be >= 0.0 and < 1.0"),
+    BadInput("training eps zero", lambda: _args(adam_epsilon=0.0), r"adam_epsilon must be > 0"),
+    BadInput("training weight decay negative", lambda: _args(weight_decay=-0.1), r"weight_decay must be >= 0"),
+    BadInput("training clip text", lambda: _args(max_grad_norm="1"), r"max_grad_norm", error=TypeError),
+    BadInput("training max_steps float", lambda: _args(max_steps=2.0), r"max_steps must be >= 1 \(an integer"),
+    BadInput(
+        "training dp flag text", lambda: _args(dp_gradient="yes"), r"dp_gradient must be True or False", error=TypeError
+    ),  # fmt: skip
+    BadInput("training dp clip zero", lambda: _args(dp_grad_clip=0), r"dp_grad_clip must be > 0"),
+    BadInput("training seed negative", lambda: _args(seed=-1), r"seed must be an integer >= 0"),
+    BadInput(
+        "training global clip text", lambda: _args(global_clip=1), r"global_clip must be True or False", error=TypeError
+    ),  # fmt: skip
+    # server limits
+    BadInput("server limit step_timeout zero", lambda: _limits(step_timeout=0), r"step_timeout must be a finite"),
+    BadInput("server limit queue_timeout NaN", lambda: _limits(queue_timeout=float("nan")), r"queue_timeout"),
+    BadInput("server limit max_pending text", lambda: _limits(max_pending="8"), r"max_pending must be an integer"),
+    # token file types
+    BadInput("token admin 'no'", lambda: _token_entry({"admin": "no"}), r"'admin' must be true or false, got 'no'"),
+    BadInput("token expires text", lambda: _token_entry({"expires_at": "soon"}), r"'expires_at' must be seconds"),
+    BadInput("token unknown field", lambda: _token_entry({"role": "admin"}), r"unknown field"),
+    # forwards refuse NaN/Inf and out-of-range ids instead of passing them on
+    BadInput("server part forward NaN", lambda: _server_model_forward(_nan((1, 3, D))), r"hidden_states.*NaN/Inf"),
+    BadInput(
+        "client forward NaN server hidden",
+        lambda: _client_forward(server_hidden=_nan((1, 3, D), float("inf"))),
+        r"server_hidden.*NaN/Inf",
+    ),  # fmt: skip
+    BadInput(
+        "client forward id beyond vocab",
+        lambda: _client_forward(input_ids=torch.tensor([[5, 64]])),
+        r"input_ids must lie in \[0, 64\)",
+    ),  # fmt: skip
+    BadInput(
+        "split forward negative id", lambda: _split_forward(torch.tensor([[-1, 5]])), r"input_ids must lie in \[0, 64\)"
+    ),  # fmt: skip
+    BadInput(
+        "split forward float ids",
+        lambda: _split_forward(torch.tensor([[1.0, 5.0]])),
+        r"input_ids must be",
+        error=TypeError,
+    ),  # fmt: skip
+    # CLI numbers: a range error naming the flag
+    BadInput("serve --max-workers 0", lambda: _serve_cli("--max-workers", "0"), r"--max-workers must be >= 1"),
+    BadInput("serve --port 70000", lambda: _serve_cli("--port", "70000"), r"--port must lie in \[0, 65535\]"),
+    BadInput("serve --lr nan", lambda: _serve_cli("--lr", "nan"), r"--lr must be a finite number > 0"),
+    BadInput("serve --step-timeout -1", lambda: _serve_cli("--step-timeout", "-1"), r"--step-timeout must be"),
+    BadInput(
+        "serve --output-dir under a file",
+        lambda: _serve_cli("--output-dir", __file__ + "/sub"),
+        r"--output-dir .*cannot write there",
+    ),  # fmt: skip
+    BadInput("serve --a 0", lambda: _serve_cli("--a", "0"), r"--a must be >= 1"),
+    BadInput("reproduce --seed -1", lambda: _reproduce_cli("--seed", "-1"), r"--seed must be an integer >= 0"),
+    BadInput("reproduce --steps 0", lambda: _reproduce_cli("--steps", "0"), r"--steps must be"),
+]
 
 
 CASES = [
@@ -225,7 +443,7 @@ CASES = [
     ),
     BadInput("partition a zero", lambda: _call("partition", meta={"a": 0, "c": 1}), r"a=0.*>= 1"),
     BadInput("partition a text", lambda: _call("partition", meta={"a": "two", "c": 1}), r"'a' must be an integer"),
-    BadInput("split with c zero", lambda: _split(1, 0), r"c=0.*>= 1"),
+    BadInput("split with c zero", lambda: _split(1, 0), r"num_output_blocks must be an integer >= 1, got 0"),
     BadInput("split leaving the server no block", lambda: _split(2, 2), r"a \+ c must be <"),
     BadInput("training learning_rate zero", lambda: _args(learning_rate=0.0), r"learning_rate must be > 0"),
     BadInput("training max_steps zero", lambda: _args(max_steps=0), r"max_steps must be >= 1"),
@@ -237,8 +455,9 @@ CASES = [
     BadInput(
         "token file with a malformed hash",
         lambda: _token_file('{"format": "hf_ext.fl_llama.tokens/1", "clients": {"a": {"sha256": "xyz"}}}'),
-        r"malformed entry",
+        r"'sha256' must be 64",
     ),
+    *NEW_CASES,
 ]
 
 
