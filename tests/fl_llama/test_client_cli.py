@@ -286,7 +286,7 @@ def test_push_of_the_train_output_publishes_both_parts_as_the_space_loads_them(t
     assert [r.metric_value for r in card.data.eval_results] == [m["value"] for m in record["metrics"]]
     # a corrupt part is refused like a corrupt artifact
     (artifact / "server" / "model.safetensors").write_bytes(b"\0" * 16)
-    with pytest.raises(Exception, match="server"):
+    with pytest.raises(SystemExit, match="server"):  # one line naming the part, no traceback
         cli_main(["push", "fl_llama", "--repo-id", "tester/fl-llama", "--dry-run", "--out", str(tmp_path / "p2")])
 
 
