@@ -7,7 +7,9 @@ Paper: [GPMFS](https://arxiv.org/abs/2504.12740).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -261,3 +263,45 @@ def to_hf_dataset(data: MultiLabelData, layout: str = "vector"):
     if layout == "columns":
         return datasets.Dataset.from_pandas(data.frame(), preserve_index=False)
     raise ValueError(f"layout must be 'vector' or 'columns', got {layout!r}")
+
+
+# Size caps, checked before the data is parsed: GPMFS builds d x d matrices (redundancy, normal equations) and an
+# n x n sparse graph, so a 10^6-column table would exhaust memory long before it finished.
+MAX_CSV_BYTES = 2 * 2**30
+MAX_COLUMNS = 5_000
+MAX_ROWS = 200_000
+
+
+def read_table(path: str | os.PathLike, labels: str | None) -> MultiLabelData:
+    """Reads a user's CSV (numeric feature columns, 0/1 label columns named by `labels` or the trailing 0/1
+    columns) with the size caps checked first; errors name `--csv`. Returns a [`MultiLabelData`]."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--csv: {path} is not a file")
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError(f"--csv: {path} is empty")
+    if size > MAX_CSV_BYTES:
+        raise ValueError(f"--csv: {path} is {size / 2**30:.1f} GiB; at most {MAX_CSV_BYTES // 2**30} GiB is read")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        header = f.readline()
+    n_cols = header.count(",") + 1
+    if n_cols > MAX_COLUMNS:
+        raise ValueError(
+            f"--csv: {n_cols} columns; GPMFS supports at most {MAX_COLUMNS} (it builds d x d "
+            "matrices): pre-select columns first"
+        )
+    try:
+        df = pd.read_csv(path, nrows=MAX_ROWS + 1)
+    except Exception as err:  # noqa: BLE001 - every parse failure becomes one readable error
+        raise ValueError(f"--csv: could not parse {path}: {err}") from err
+    if len(df) > MAX_ROWS:
+        raise ValueError(f"--csv: more than {MAX_ROWS} rows; subsample the table first")
+    if len(df) < 2:
+        raise ValueError(f"--csv: {path} has {len(df)} data rows; at least 2 are needed")
+    names = [c.strip() for c in labels.split(",") if c.strip()] if labels else None
+    data = split_frame(df, names, name=path.stem)
+    if np.isnan(data.X).any():
+        bad = [data.feature_names[i] for i in np.flatnonzero(np.isnan(data.X).any(axis=0))[:5]]
+        raise ValueError(f"--csv: feature columns {bad} have missing values (NaN); impute or drop them first")
+    return data
