@@ -1,4 +1,5 @@
-"""`hf-ext train gpmfs` (alias `hf-ext gpmfs fit`) on a small CSV: the artifact it writes loads and selects what the report says."""
+"""`hf-ext train gpmfs` (alias `hf-ext gpmfs fit`) on a small CSV: the artifact it writes loads and selects what
+the report says."""
 
 import json
 
