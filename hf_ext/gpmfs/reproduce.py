@@ -42,9 +42,10 @@ from .baselines import (
     scls_order,
 )
 from .config import GPMFSConfig
-from .data import REAL_DATASETS, MultiLabelData, load_yeast, make_planted
+from .data import REAL_DATASETS, MultiLabelData, load_yeast
 from .metrics import METRICS, evaluate_all
 from .mlknn import SplitScorer
+from .planted import make_planted
 from .selector import GPMFSSelector
 from .tuning import HYPER, SPEC_GRID, tune
 

@@ -14,7 +14,7 @@ def contract_fixture():
     an unfitted selector, `fit` on small planted data, and outputs compared across a save/load round trip."""
     from hf_ext.core.testing import ContractFixture
 
-    from .data import make_planted
+    from .planted import make_planted
     from .selector import GPMFSSelector
 
     data = make_planted(n_samples=80, n_features=30, n_shared=3, n_labels=3, n_private=2, seed=0)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hf_ext.gpmfs import reproduce as R
-from hf_ext.gpmfs.data import make_planted
+from hf_ext.gpmfs.planted import make_planted
 
 TINY = {"folds": 2, "budgets": (0.1, 0.3), "thetas": (0.4, 1.0), "seeds": 1, "hyper": {"lam": (0.1, 10.0)}, "sweeps": 1}
 
