@@ -434,6 +434,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.markdown:
         print(format_markdown(json.loads(Path(args.markdown).read_text())))
         return {}
+    if not 0 <= args.seed < 2**32:  # before any work: NumPy would fail deep inside the first split
+        raise ValueError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
     grid = FULL if args.full else QUICK
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = sorted(set(names) - set(REAL_DATASETS) - {"planted"})

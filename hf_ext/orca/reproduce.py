@@ -349,8 +349,35 @@ def run_synthetic(run: OrcaReproduceArguments) -> dict:
     return {"cells": cells, "heatmaps": heatmaps}
 
 
+def check_arguments(ns: argparse.Namespace) -> None:
+    """Every number of `hf-ext reproduce orca` by range, before any work; a `ValueError` names the flag."""
+    import math
+
+    def bad(flag: str, rule: str, value) -> ValueError:
+        return ValueError(f"{flag} must be {rule}, got {value!r}")
+
+    for seed in ns.seeds or []:
+        if not 0 <= seed < 2**32:
+            raise bad("--seeds", "integers in [0, 2**32)", seed)
+    if ns.seeds is not None and len(set(ns.seeds)) != len(ns.seeds):
+        raise bad("--seeds", "distinct (paired differences need one run per seed)", ns.seeds)
+    for s in ns.strengths or []:
+        if not math.isfinite(s) or s < 0:
+            raise bad("--strengths", "finite numbers >= 0", s)
+    if ns.test_strength is not None and (not math.isfinite(ns.test_strength) or ns.test_strength < 0):
+        raise bad("--test-strength", "a finite number >= 0", ns.test_strength)
+    for flag, value in (("--num-impressions", ns.num_impressions), ("--test-impressions", ns.test_impressions)):
+        if value is not None and value < 1_000:
+            raise bad(flag, ">= 1000 (smaller logs leave too few clicked rows to score)", value)
+    if ns.epochs is not None and (not math.isfinite(ns.epochs) or ns.epochs <= 0):
+        raise bad("--epochs", "a finite number > 0", ns.epochs)
+    if ns.workers is not None and ns.workers < 1:
+        raise bad("--workers", ">= 1", ns.workers)
+
+
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
+    check_arguments(ns)
     run = OrcaReproduceArguments(full=ns.full, **({"out": ns.out} if ns.out else {}))
     for key in (
         "backbones",

@@ -220,6 +220,11 @@ CASES = [
     BadInput("fit 10^6-column csv", lambda: _fit_cli("--csv", _wide_csv())(), r"1000000 columns.*at most 5000"),
     # reproduce arguments
     BadInput(
+        "reproduce negative seed",
+        lambda: __import__("hf_ext.gpmfs.reproduce", fromlist=["main"]).main(["--seed", "-1", "--out", str(_tmp())]),
+        r"--seed must be an integer in \[0, 2\*\*32\)",
+    ),
+    BadInput(
         "reproduce unknown dataset",
         lambda: __import__("hf_ext.gpmfs.reproduce", fromlist=["main"]).main(
             ["--datasets", "mnist", "--out", str(_tmp())]

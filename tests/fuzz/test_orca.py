@@ -69,6 +69,14 @@ def _train_cli(*flags):
     return call
 
 
+def _reproduce(*flags):
+    import tempfile
+
+    from hf_ext.orca.reproduce import main
+
+    return main(["--out", tempfile.mkdtemp(prefix="orca_repro_"), *flags])
+
+
 def _frame(**columns):
     base = {
         "user_id": [0, 1, 2],
@@ -164,6 +172,14 @@ CASES = [
     BadInput("train: --per_device_train_batch_size 0", _train_cli("--per_device_train_batch_size", "0"), r"batch_size"),
     BadInput("train: --nde_lr_ratio 0", _train_cli("--nde_lr_ratio", "0"), r"--nde_lr_ratio.*> 0"),
     BadInput("train: --weight_decay -1", _train_cli("--weight_decay", "-1"), r"--weight_decay.*>= 0"),
+    # CLI numbers by range, naming the flag (`hf-ext reproduce orca`), checked before any work.
+    BadInput("reproduce: --seeds -1", lambda: _reproduce("--seeds", "-1"), r"--seeds.*\[0, 2\*\*32\)"),
+    BadInput("reproduce: --seeds 0 0", lambda: _reproduce("--seeds", "0", "0"), r"--seeds.*distinct"),
+    BadInput("reproduce: --strengths nan", lambda: _reproduce("--strengths", "nan"), r"--strengths.*finite"),
+    BadInput("reproduce: --test-strength -1", lambda: _reproduce("--test-strength", "-1"), r"--test-strength"),
+    BadInput("reproduce: --num-impressions 10", lambda: _reproduce("--num-impressions", "10"), r"--num-impressions"),
+    BadInput("reproduce: --epochs 0", lambda: _reproduce("--epochs", "0"), r"--epochs.*> 0"),
+    BadInput("reproduce: --workers 0", lambda: _reproduce("--workers", "0"), r"--workers.*>= 1"),
     # Data entry points.
     BadInput(
         "float field ids",
