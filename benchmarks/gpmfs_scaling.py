@@ -26,7 +26,7 @@ from threadpoolctl import threadpool_limits
 from timing import best_of
 
 from hf_ext.gpmfs.baselines import l21_regression
-from hf_ext.gpmfs.data import make_planted
+from hf_ext.gpmfs.planted import make_planted
 from hf_ext.gpmfs.selector import GPMFSSelector, knn_laplacian, minmax_scale
 
 ITERS = 20

@@ -14,7 +14,8 @@ import argparse
 import numpy as np
 from timing import best_of
 
-from hf_ext.orca.data import FIELD_NAMES, SyntheticOrcaConfig, field_vocab_sizes, generate_synthetic, to_model_features
+from hf_ext.orca.causal_generator import FIELD_NAMES, SyntheticOrcaConfig, field_vocab_sizes, generate_synthetic
+from hf_ext.orca.data import to_model_features
 
 
 def main(argv=None) -> dict:

@@ -17,8 +17,8 @@ import torch
 from timing import timed
 
 from hf_ext.orca import OrcaConfig, OrcaModel
-from hf_ext.orca.data import FIELD_NAMES, POST_CLICK_FIELDS, SyntheticOrcaConfig, field_vocab_sizes
-from hf_ext.orca.training import counterfactual_nde_step
+from hf_ext.orca.causal_generator import FIELD_NAMES, POST_CLICK_FIELDS, SyntheticOrcaConfig, field_vocab_sizes
+from hf_ext.orca.trainer import counterfactual_nde_step
 
 
 def make_batch(config: OrcaConfig, n: int, seed: int = 0) -> dict[str, torch.Tensor]:

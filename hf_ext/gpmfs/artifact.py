@@ -110,7 +110,7 @@ def save_pretrained(selector, save_directory: str | os.PathLike, extra_files: di
         selector ([`GPMFSSelector`]): a fitted selector.
         save_directory (`str` or `os.PathLike`): target folder (an existing artifact there is replaced whole).
         extra_files (`dict[str, str]`, *optional*): more text files written in the same swap (e.g. the
-            `selection.json` report of `hf-ext gpmfs fit`); names must be in the replaceable set.
+            `selection.json` report of `hf-ext train gpmfs`); names must be in the replaceable set.
     """
     bad = sorted(set(extra_files or {}) - (_REPLACEABLE - set(ARTIFACT_FILES)))
     if bad:
@@ -294,36 +294,3 @@ def select_dataset_columns(dataset, selector, label: int | None = None, keep: tu
     if missing:
         raise ValueError(f"dataset lacks columns {missing[:5]}")
     return dataset.select_columns(chosen + [c for c in keep if c not in chosen])
-
-
-def contract_fixture():
-    """The [`~hf_ext.core.testing.ContractFixture`] for the shared contract test (kind `estimator`): a tiny config,
-    an unfitted selector, `fit` on small planted data, and outputs compared across a save/load round trip."""
-    from hf_ext.core.testing import ContractFixture
-
-    from .data import make_planted
-    from .selector import GPMFSSelector
-
-    data = make_planted(n_samples=80, n_features=30, n_shared=3, n_labels=3, n_private=2, seed=0)
-
-    def fit(sel):
-        return sel.fit(data.X, data.Y)
-
-    def outputs(sel, X):
-        return {
-            "global": sel.transform(X),
-            "label0": sel.transform(X, label=0),
-            "W": sel.W_,
-            "label_sets": _pad(sel.label_indices_),
-        }
-
-    return ContractFixture(
-        make_config=lambda: GPMFSConfig(budget=6, theta=0.5, max_iter=10),
-        make_artifact=GPMFSSelector.from_config,
-        example_inputs=lambda: data.X[:10],
-        outputs=outputs,
-        save=lambda sel, path: sel.save_pretrained(path),
-        load=GPMFSSelector.from_pretrained,
-        fit=fit,
-        fitted_state=lambda sel: {"W_": sel.W_},
-    )

@@ -114,8 +114,8 @@ class GPMFSConfig:
             )
         if not isinstance(self.equal_budget, bool):
             raise ValueError(f"GPMFSConfig.equal_budget must be a bool, got {self.equal_budget!r}")
-        if not _is_int(self.seed):
-            raise ValueError(f"GPMFSConfig.seed must be an integer, got {self.seed!r}")
+        if not _is_int(self.seed) or not 0 <= self.seed < 2**32:  # NumPy's seed range
+            raise ValueError(f"GPMFSConfig.seed must be an integer in [0, 2**32), got {self.seed!r}")
 
     def budget_for(self, n_features: int) -> int:
         """Number of features per label for data with `n_features` columns.

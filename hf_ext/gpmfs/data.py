@@ -1,13 +1,15 @@
-"""Multi-label data for GPMFS: MULAN Yeast (bundled in the `river` wheel, offline), a synthetic generator with planted
-shared and per-label informative features, scikit-learn's `make_multilabel_classification`, CSV files, and the
-bridge to `datasets.Dataset`.
+"""Multi-label data for GPMFS: the data schema ([`MultiLabelData`]), MULAN Yeast (bundled in the `river` wheel,
+offline) and the other real sets, scikit-learn's `make_multilabel_classification`, users' CSV files, and the bridge to
+`datasets.Dataset`. The planted synthetic generator is in [`~hf_ext.gpmfs.planted`].
 
 Paper: [GPMFS](https://arxiv.org/abs/2504.12740).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -117,71 +119,6 @@ REAL_DATASETS = {
 }
 
 
-def make_planted(
-    n_samples: int = 600,
-    n_features: int = 200,
-    n_shared: int = 10,
-    n_labels: int = 8,
-    n_private: int = 5,
-    n_blocks: int = 4,
-    shared_strength: float = 1.5,
-    private_strength: float = 1.5,
-    block_noise: float = 0.5,
-    prevalence: float = 0.35,
-    seed: int = 0,
-) -> MultiLabelData:
-    """Synthetic multi-label data with planted shared and per-label (private) informative features.
-
-    Labels come from logistic models. Labels in the same block share one direction over the shared features and a
-    latent block factor (correlated label blocks); each label also depends on its own `n_private` features.
-    Everything else is Gaussian noise. Defaults follow the spec: d = 200, 10 shared, q = 8 labels, 5 private each.
-
-    Args:
-        n_samples (`int`), n_features (`int`), n_shared (`int`), n_labels (`int`), n_private (`int`): sizes.
-        n_blocks (`int`): number of correlated label blocks.
-        shared_strength (`float`), private_strength (`float`): standard deviation of each part of the logit.
-        block_noise (`float`): standard deviation of the latent block factor (shared by a block's labels).
-        prevalence (`float`): target fraction of positives per label (sets each intercept).
-        seed (`int`): random seed.
-
-    Returns:
-        [`MultiLabelData`] with `shared_features` and `private_features` set.
-    """
-    n_inf = n_shared + n_labels * n_private
-    if n_inf > n_features:
-        raise ValueError(f"n_features={n_features} is smaller than the {n_inf} planted informative features")
-    if not 0 < prevalence < 1:
-        raise ValueError(f"prevalence must be in (0, 1), got {prevalence}")
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n_samples, n_features))
-    perm = rng.permutation(n_features)
-    shared = np.sort(perm[:n_shared])
-    private = [np.sort(perm[n_shared + j * n_private : n_shared + (j + 1) * n_private]) for j in range(n_labels)]
-    block_of = np.arange(n_labels) % n_blocks
-    directions = rng.standard_normal((n_blocks, n_shared))
-    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    latent = rng.standard_normal((n_samples, n_blocks)) * block_noise
-    Y = np.zeros((n_samples, n_labels), dtype=np.int64)
-    for j in range(n_labels):
-        signs = rng.choice([-1.0, 1.0], size=n_private)
-        logit = (
-            shared_strength * X[:, shared] @ directions[block_of[j]]
-            + private_strength * X[:, private[j]] @ signs / np.sqrt(n_private)
-            + latent[:, block_of[j]]
-        )
-        logit = 2.0 * (logit - np.quantile(logit, 1 - prevalence))  # sharpened so the planted signal is learnable
-        Y[:, j] = rng.random(n_samples) < 1.0 / (1.0 + np.exp(-logit))
-    return MultiLabelData(
-        X=X,
-        Y=Y,
-        feature_names=[f"f{i}" for i in range(n_features)],
-        label_names=[f"label{j}" for j in range(n_labels)],
-        name="planted",
-        shared_features=shared,
-        private_features=private,
-    )
-
-
 def make_sklearn_multilabel(
     n_samples: int = 500, n_features: int = 50, n_classes: int = 6, n_labels: int = 2, seed: int = 0
 ) -> MultiLabelData:
@@ -261,3 +198,45 @@ def to_hf_dataset(data: MultiLabelData, layout: str = "vector"):
     if layout == "columns":
         return datasets.Dataset.from_pandas(data.frame(), preserve_index=False)
     raise ValueError(f"layout must be 'vector' or 'columns', got {layout!r}")
+
+
+# Size caps, checked before the data is parsed: GPMFS builds d x d matrices (redundancy, normal equations) and an
+# n x n sparse graph, so a 10^6-column table would exhaust memory long before it finished.
+MAX_CSV_BYTES = 2 * 2**30
+MAX_COLUMNS = 5_000
+MAX_ROWS = 200_000
+
+
+def read_table(path: str | os.PathLike, labels: str | None) -> MultiLabelData:
+    """Reads a user's CSV (numeric feature columns, 0/1 label columns named by `labels` or the trailing 0/1
+    columns) with the size caps checked first; errors name `--csv`. Returns a [`MultiLabelData`]."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--csv: {path} is not a file")
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError(f"--csv: {path} is empty")
+    if size > MAX_CSV_BYTES:
+        raise ValueError(f"--csv: {path} is {size / 2**30:.1f} GiB; at most {MAX_CSV_BYTES // 2**30} GiB is read")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        header = f.readline()
+    n_cols = header.count(",") + 1
+    if n_cols > MAX_COLUMNS:
+        raise ValueError(
+            f"--csv: {n_cols} columns; GPMFS supports at most {MAX_COLUMNS} (it builds d x d "
+            "matrices): pre-select columns first"
+        )
+    try:
+        df = pd.read_csv(path, nrows=MAX_ROWS + 1)
+    except Exception as err:  # noqa: BLE001 - every parse failure becomes one readable error
+        raise ValueError(f"--csv: could not parse {path}: {err}") from err
+    if len(df) > MAX_ROWS:
+        raise ValueError(f"--csv: more than {MAX_ROWS} rows; subsample the table first")
+    if len(df) < 2:
+        raise ValueError(f"--csv: {path} has {len(df)} data rows; at least 2 are needed")
+    names = [c.strip() for c in labels.split(",") if c.strip()] if labels else None
+    data = split_frame(df, names, name=path.stem)
+    if np.isnan(data.X).any():
+        bad = [data.feature_names[i] for i in np.flatnonzero(np.isnan(data.X).any(axis=0))[:5]]
+        raise ValueError(f"--csv: feature columns {bad} have missing values (NaN); impute or drop them first")
+    return data

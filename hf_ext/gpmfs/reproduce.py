@@ -30,6 +30,7 @@ import numpy as np
 from sklearn.model_selection import KFold, train_test_split
 
 from hf_ext.core.paths import work_dir
+from hf_ext.core.reporting import Results, VerdictRule, paired_difference, print_rules, summarize, write_results
 
 from .baselines import (
     ftest_per_label,
@@ -41,13 +42,32 @@ from .baselines import (
     scls_order,
 )
 from .config import GPMFSConfig
-from .data import REAL_DATASETS, MultiLabelData, load_yeast, make_planted
+from .data import REAL_DATASETS, MultiLabelData, load_yeast
 from .metrics import METRICS, evaluate_all
 from .mlknn import SplitScorer
+from .planted import make_planted
 from .selector import GPMFSSelector
 from .tuning import HYPER, SPEC_GRID, tune
 
 METHODS = ("gpmfs", "gpmfs_global", "all", "random", "ftest", "rfs", "lrfs", "scls", "prior")
+
+# The claims, decided per data set x budget on average precision paired over the same folds / seeds. Stated before
+# the run (the script printed these comparisons before, with no rule). Caveat printed with them: CV folds share
+# training rows, so their differences are not independent and the t interval is optimistic on the real sets.
+RULES = {
+    "global": VerdictRule(
+        claim="GPMFS with tuned theta beats its global-only ablation (theta = 1), the paper's key ablation",
+        metric="average precision, GPMFS − gpmfs_global (paired over folds / seeds)",
+    ),
+    "ftest": VerdictRule(
+        claim="GPMFS beats per-label F-test selection (the strongest quick-run baseline)",
+        metric="average precision, GPMFS − ftest (paired over folds / seeds)",
+    ),
+}
+RULE_NOTE = (
+    "[note] real data sets: k-fold CV folds share training rows, so the fold differences are correlated and the t "
+    "interval is optimistic; planted data: independent seeds"
+)
 QUICK = {
     "folds": 5,
     "budgets": (0.1, 0.3, 0.5),
@@ -173,7 +193,9 @@ def _run_split(Xtr, Ytr, Xte, Yte, budgets, grid, seed, truth: MultiLabelData | 
 
 
 def _aggregate(runs: list[dict], budgets_pct: dict[int, float]) -> dict:
-    """mean / std / per-run values of every metric; keys are budget percentages."""
+    """Mean ± sample SD ([`summarize`]) and per-run values of every metric, and the paired differences of GPMFS
+    against its global-only ablation and the F-test ([`paired_difference`], with a 95 % t interval); keys are
+    budget percentages."""
     agg: dict = {
         "results": {},
         "tuned_theta": {},
@@ -186,14 +208,12 @@ def _aggregate(runs: list[dict], budgets_pct: dict[int, float]) -> dict:
         for k, pct in budgets_pct.items():
             metrics = runs[0]["results"][method][k].keys()
             agg["results"][method][f"{pct:.0f}%"] = {
-                m: {"mean": float(np.mean(v)), "std": float(np.std(v)), "values": v}
-                for m in metrics
-                for v in [[r["results"][method][k][m] for r in runs]]
+                m: summarize(v).to_dict() for m in metrics for v in [[r["results"][method][k][m] for r in runs]]
             }
     for k, pct in budgets_pct.items():
         agg["tuned_theta"][f"{pct:.0f}%"] = [r["theta"][k] for r in runs]
         s = [r["strength"][k] for r in runs]
-        agg["label_specific_strength"][f"{pct:.0f}%"] = {"mean": float(np.mean(s)), "std": float(np.std(s))}
+        agg["label_specific_strength"][f"{pct:.0f}%"] = summarize(s).to_dict()
     agg["label_specific_strength"]["overall"] = float(np.mean([r["strength"][k] for r in runs for k in budgets_pct]))
     # The paper's key ablation as paired differences (same folds / seeds): tuned theta minus global-only.
     # ... and against the per-label F-test, the strongest baseline of the quick runs.
@@ -203,12 +223,13 @@ def _aggregate(runs: list[dict], budgets_pct: dict[int, float]) -> dict:
         for k, pct in budgets_pct.items():
             cell = {}
             for m in ("average_precision", "macro_f1", "micro_f1", "ranking_loss"):
-                diff = [r["results"]["gpmfs"][k][m] - r["results"][other][k][m] for r in runs]
+                pair = paired_difference(
+                    [r["results"]["gpmfs"][k][m] for r in runs], [r["results"][other][k][m] for r in runs]
+                )
                 cell[m] = {
-                    "mean": float(np.mean(diff)),
-                    "std": float(np.std(diff)),
-                    "better_in": int(sum((x < 0) if m == "ranking_loss" else (x > 0) for x in diff)),
-                    "runs": len(diff),
+                    **pair.to_dict(),
+                    "better_in": int(sum((x < 0) if m == "ranking_loss" else (x > 0) for x in pair.per_pair)),
+                    "runs": pair.n,
                 }
             agg[key][f"{pct:.0f}%"] = cell
     return agg
@@ -248,6 +269,42 @@ def run_planted(grid: dict, seed: int) -> dict:
     return {"n": n, "d": d, "q": q, "protocol": f"70/30 split x {grid['seeds']} seeds", **_aggregate(runs, budgets)}
 
 
+def _sd(cell: dict) -> float:
+    # a single run has no sample SD (stored as None)
+    return float("nan") if cell.get("sd") is None else cell["sd"]
+
+
+def _diff_cell(c: dict, digits: int = 4) -> str:
+    """`+0.0021 ± 0.0038 [-0.0026, +0.0068]` from a stored [`PairedDifference`] dict."""
+    if c.get("ci_low") is None:
+        return f"{c['mean']:+.{digits}f} (n = {c['n']})"
+    return f"{c['mean']:+.{digits}f} ± {c['sd']:.{digits}f} [{c['ci_low']:+.{digits}f}, {c['ci_high']:+.{digits}f}]"
+
+
+def verdicts(results: dict) -> list:
+    """[`RULES`] decided on every data set x budget (average precision); returns the [`Verdict`]s."""
+    from hf_ext.core.reporting import PairedDifference
+
+    out = []
+    for name, ds in results["datasets"].items():
+        for b in ds["results"]["gpmfs"]:
+            for rule_key, key in (("global", "gpmfs_minus_global"), ("ftest", "gpmfs_minus_ftest")):
+                c = ds[key][b]["average_precision"]
+                nan = float("nan")
+                diff = PairedDifference(
+                    c["mean"],
+                    nan if c["sd"] is None else c["sd"],
+                    c["n"],
+                    nan if c["ci_low"] is None else c["ci_low"],
+                    nan if c["ci_high"] is None else c["ci_high"],
+                    c["confidence"],
+                    tuple(c["per_pair"]),
+                )
+                v = RULES[rule_key].decide(diff)
+                out.append(type(v)(f"{name} {b}: {v.claim}", v.verdict, v.reason, v.difference))
+    return out
+
+
 def format_table(results: dict) -> str:
     """Plain-text table: average precision and macro-F1 (and planted private recall) per method and budget."""
     lines = []
@@ -255,13 +312,13 @@ def format_table(results: dict) -> str:
         budgets = list(next(iter(ds["results"].values())).keys())
         metrics = ["average_precision", "macro_f1"] + (["recall_private"] if name == "planted" else [])
         lines.append(
-            f"\n{name} ({ds['n']}x{ds['d']}, q={ds['q']}, {ds['protocol']}, {ds.get('runtime_s', '?')} s); mean ± std"
+            f"\n{name} ({ds['n']}x{ds['d']}, q={ds['q']}, {ds['protocol']}, {ds.get('runtime_s', '?')} s); mean ± SD"
         )
         for metric in metrics:
             lines.append(f"  {metric:<18}" + "".join(f"{b:>16}" for b in budgets))
             for method in METHODS:
                 cells = [ds["results"][method][b][metric] for b in budgets]
-                lines.append(f"    {method:<16}" + "".join(f"{c['mean']:>9.4f}±{c['std']:.4f}" for c in cells))
+                lines.append(f"    {method:<16}" + "".join(f"{c['mean']:>9.4f}±{_sd(c):.4f}" for c in cells))
         lines.append(
             "  tuned theta per run "
             + "  ".join(f"{b}: {'/'.join(f'{t:g}' for t in ds['tuned_theta'][b])}" for b in budgets)
@@ -270,8 +327,8 @@ def format_table(results: dict) -> str:
             ap_diff = [ds[key][b]["average_precision"] for b in budgets]
             wins = ", ".join(f"{c['better_in']}/{c['runs']}" for c in ap_diff)
             lines.append(
-                f"  {key.replace('_minus_', ' - ')} AP "
-                + "".join(f"{c['mean']:>+9.4f}±{c['std']:.4f}" for c in ap_diff)
+                f"  {key.replace('_minus_', ' - ')} AP (mean ± SD [95 % CI]) "
+                + "  ".join(_diff_cell(c) for c in ap_diff)
                 + f"   (gpmfs better in {wins} runs)"
             )
         params = ds["tuned_params"]
@@ -288,7 +345,7 @@ def format_table(results: dict) -> str:
 
 
 def format_markdown(results: dict, metrics=("average_precision", "macro_f1")) -> str:
-    """The README / model-card tables from `results.json`: data x budget x method (mean ± std over folds or seeds),
+    """The README / model-card tables from `results.json`: data x budget x method (mean ± SD over folds or seeds),
     then per data set the paired GPMFS differences, the tuned weights and the label-specific strength."""
     head = "| data | metric | budget | " + " | ".join(METHODS) + " |"
     lines = [head, "|" + "---|" * (3 + len(METHODS))]
@@ -297,9 +354,7 @@ def format_markdown(results: dict, metrics=("average_precision", "macro_f1")) ->
             for b in ds["results"]["gpmfs"]:
                 cells = [ds["results"][m][b][metric] for m in METHODS]
                 lines.append(
-                    f"| {name} | {metric} | {b} | "
-                    + " | ".join(f"{c['mean']:.4f}±{c['std']:.4f}" for c in cells)
-                    + " |"
+                    f"| {name} | {metric} | {b} | " + " | ".join(f"{c['mean']:.4f}±{_sd(c):.4f}" for c in cells) + " |"
                 )
     lines += [
         "",
@@ -312,9 +367,9 @@ def format_markdown(results: dict, metrics=("average_precision", "macro_f1")) ->
             g, f = ds["gpmfs_minus_global"][b]["average_precision"], ds["gpmfs_minus_ftest"][b]["average_precision"]
             lss = ds["label_specific_strength"][b]
             lines.append(
-                f"| {name} | {b} | {g['mean']:+.4f}±{g['std']:.4f} ({g['better_in']}/{g['runs']}) | "
-                f"{f['mean']:+.4f}±{f['std']:.4f} ({f['better_in']}/{f['runs']}) | "
-                f"{'/'.join(f'{t:g}' for t in ds['tuned_theta'][b])} | {lss['mean']:.3f}±{lss['std']:.3f} |"
+                f"| {name} | {b} | {_diff_cell(g)} ({g['better_in']}/{g['runs']}) | "
+                f"{_diff_cell(f)} ({f['better_in']}/{f['runs']}) | "
+                f"{'/'.join(f'{t:g}' for t in ds['tuned_theta'][b])} | {lss['mean']:.3f}±{_sd(lss):.3f} |"
             )
     lines += [
         "",
@@ -347,7 +402,7 @@ def plot(results: dict, path: Path) -> None:
             budgets = list(ds["results"][method])
             x = [float(b.rstrip("%")) for b in budgets]
             y = [ds["results"][method][b][metric]["mean"] for b in budgets]
-            e = [ds["results"][method][b][metric]["std"] for b in budgets]
+            e = [np.nan_to_num(_sd(ds["results"][method][b][metric])) for b in budgets]
             ax.errorbar(
                 x,
                 y,
@@ -379,11 +434,16 @@ def main(argv: list[str] | None = None) -> dict:
     if args.markdown:
         print(format_markdown(json.loads(Path(args.markdown).read_text())))
         return {}
+    if not 0 <= args.seed < 2**32:  # before any work: NumPy would fail deep inside the first split
+        raise ValueError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
     grid = FULL if args.full else QUICK
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = sorted(set(names) - set(REAL_DATASETS) - {"planted"})
     if unknown or not names:
         raise ValueError(f"--datasets: unknown {unknown or 'empty list'}; choose from {[*REAL_DATASETS, 'planted']}")
+    print("Stated before the run (verdict words come from these rules):", flush=True)
+    print_rules(RULES)
+    print(RULE_NOTE + "\n", flush=True)
     start = time.perf_counter()
     # Single-threaded BLAS: the problems are small (d <= 200) and on a shared 2-core machine multithreaded
     # OpenBLAS was measured 5-80x slower for these matrix sizes.
@@ -409,11 +469,12 @@ def main(argv: list[str] | None = None) -> dict:
         "datasets": datasets,
     }
     results["runtime_s"] = round(time.perf_counter() - start, 1)
+    decided = verdicts(results)
+    report = Results(method="gpmfs", scale=results["mode"], rules=list(RULES.values()), verdicts=decided)
+    results = {**report.to_dict(), **results}  # rules, verdicts, environment (date, commit, load) + the tables
     out = Path(args.out) if args.out else work_dir("gpmfs")
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(results, indent=2))
-    os.replace(tmp, out / "results.json")
+    write_results(out / "results.json", results)
     plot(results, out / "gpmfs_budget.png")
     # The artifact `hf-ext push gpmfs` uploads: a selector fitted on all of Yeast (default config, 30 % budget).
     yeast = load_yeast()
@@ -438,6 +499,9 @@ def main(argv: list[str] | None = None) -> dict:
         "holds the method's cross-validated numbers)",
     )
     print(format_table(results))
+    print("\nverdicts (rules stated before the run):")
+    for v in decided:
+        print("  " + v.line())
     print(
         f"\nruntime {results['runtime_s']} s; wrote {out / 'results.json'}, {out / 'gpmfs_budget.png'} and "
         f"{out / 'artifact'} (selector fitted on all of Yeast, budget 30 %, theta {selector.theta})"

@@ -1,6 +1,6 @@
 """Inner-split tuning of GPMFS: the objective weights alpha, beta, gamma, lam (coordinate search over the spec's grid
 1e-3 ... 1e3) and the threshold theta per budget, scored by ML-kNN average precision on a held-out part of the
-training data. Used by `hf-ext reproduce gpmfs` and `hf-ext gpmfs fit --tune`.
+training data. Used by `hf-ext reproduce gpmfs` and `hf-ext train gpmfs --tune`.
 
 Paper: [GPMFS](https://arxiv.org/abs/2504.12740). The spec says only "grid-search alpha, beta, gamma, lam in
 {1e-3 ... 1e3}"; the full 7^4 = 2,401-point grid is out of any budget here, so the search is coordinate-wise [INF]:

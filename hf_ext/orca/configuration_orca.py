@@ -17,6 +17,35 @@ ORCA_BIN_SECONDS: tuple[float, ...] = (1.0, 14.0, 35.1, 58.1, 95.1, 167.1, 265.0
 BACKBONES = ("mmoe", "ple")
 
 
+def _str_list(name: str, values) -> list[str]:
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) and v for v in values):
+        raise ValueError(f"OrcaConfig.{name} must be a list of non-empty strings, got {values!r}")
+    return list(values)
+
+
+def _int_list(name: str, values) -> list[int]:
+    # JSON has no integer type of its own in some writers: 16.0 is accepted as 16; 3.7, "3" and True are not.
+    if not isinstance(values, (list, tuple)):
+        raise ValueError(f"OrcaConfig.{name} must be a list of integers, got {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+            raise ValueError(f"OrcaConfig.{name} must hold integers, got {v!r} in {values!r}")
+        out.append(int(v))
+    return out
+
+
+def _float_list(name: str, values) -> list[float]:
+    import math
+
+    if not isinstance(values, (list, tuple)):
+        raise ValueError(f"OrcaConfig.{name} must be a list of numbers, got {values!r}")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"OrcaConfig.{name} must hold finite numbers, got {v!r} in {values!r}")
+    return [float(v) for v in values]
+
+
 class OrcaConfig(PreTrainedConfig):
     r"""Configuration of an ORCA multi-task CTR + dwell-time model
     ([ORCA, CIKM'25](https://arxiv.org/abs/2508.16573)).
@@ -101,14 +130,21 @@ class OrcaConfig(PreTrainedConfig):
             self.bin_edges = list(ORCA_BIN_EDGES)
         if self.bin_seconds is None:
             self.bin_seconds = list(ORCA_BIN_SECONDS)
-        self.field_names = list(self.field_names)
-        self.field_vocab_sizes = [int(v) for v in self.field_vocab_sizes]
-        self.post_click_fields = list(self.post_click_fields)
-        self.expert_dims = [int(v) for v in self.expert_dims]
-        self.ple_level_dims = [[int(v) for v in level] for level in self.ple_level_dims]
-        self.tower_dims = [int(v) for v in self.tower_dims]
-        self.bin_edges = [float(v) for v in self.bin_edges]
-        self.bin_seconds = [float(v) for v in self.bin_seconds]
+        # Types are checked before anything is converted: `int("3")` or `int(3.7)` would hide a bad value
+        # (a string or float where a size belongs), at construction and on load (`from_pretrained` builds the config
+        # through the same `__post_init__`).
+        self.field_names = _str_list("field_names", self.field_names)
+        self.field_vocab_sizes = _int_list("field_vocab_sizes", self.field_vocab_sizes)
+        self.post_click_fields = _str_list("post_click_fields", self.post_click_fields)
+        self.expert_dims = _int_list("expert_dims", self.expert_dims)
+        if not isinstance(self.ple_level_dims, (list, tuple)):
+            raise ValueError(
+                f"OrcaConfig.ple_level_dims must be a list of lists of integers, got {self.ple_level_dims!r}"
+            )
+        self.ple_level_dims = [_int_list("ple_level_dims", level) for level in self.ple_level_dims]
+        self.tower_dims = _int_list("tower_dims", self.tower_dims)
+        self.bin_edges = _float_list("bin_edges", self.bin_edges)
+        self.bin_seconds = _float_list("bin_seconds", self.bin_seconds)
         super().__post_init__(**kwargs)
         self.validate_orca()
 
@@ -134,16 +170,32 @@ class OrcaConfig(PreTrainedConfig):
         unknown = [f for f in self.post_click_fields if f not in self.field_names]
         if unknown:
             raise ValueError(f"OrcaConfig.post_click_fields: {unknown} are not among field_names {self.field_names}")
-        if self.backbone not in BACKBONES:
+        for name in ("use_orca", "use_inter", "use_inst", "detach_nde_input"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"OrcaConfig.{name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.backbone, str) or self.backbone not in BACKBONES:
             raise ValueError(f"OrcaConfig.backbone must be one of {BACKBONES}, got {self.backbone!r}")
         for name in ("embed_dim", "num_experts", "num_task_experts", "attention_heads"):
             value = getattr(self, name)
             if not is_int(value) or value < 1:
                 raise ValueError(f"OrcaConfig.{name} must be an integer >= 1, got {value!r}")
-        for name in ("alpha", "beta", "ctr_weight", "dt_weight", "inst_offset", "ctr_loss_weight", "dropout"):
+        for name in (
+            "alpha",
+            "beta",
+            "ctr_weight",
+            "dt_weight",
+            "inst_offset",
+            "ctr_loss_weight",
+            "dropout",
+            "initializer_range",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"OrcaConfig.{name} must be a finite number, got {value!r}")
+        if self.initializer_range <= 0:
+            raise ValueError(f"OrcaConfig.initializer_range must be > 0, got {self.initializer_range!r}")
+        if any(v <= 0 for v in self.bin_seconds):
+            raise ValueError(f"OrcaConfig.bin_seconds must be positive seconds, got {self.bin_seconds}")
         for name in ("alpha", "beta", "ctr_loss_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"OrcaConfig.{name} must be >= 0, got {getattr(self, name)!r}")

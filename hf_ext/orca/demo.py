@@ -2,7 +2,7 @@
 
 - **Published model** (the first tab): the ORCA model of the repo the Space README links (`models:`, or
   `$HF_EXT_MODEL_REPO`) is loaded with `from_pretrained` and scored on fresh impressions from the spurious-shortcut
-  generator it was trained on (`hf_ext.orca.spurious`, the population its vocabulary sizes describe), at a
+  generator it was trained on (`hf_ext.orca.spurious_generator`, the population its vocabulary sizes describe), at a
   shortcut strength the visitor picks, against the generator's exact posterior: metrics and CTR × dwell-time
   heatmaps. When the repo cannot be loaded (offline, no repo yet, another generator's fields) a small ORCA is
   trained here in code instead, and the page says so.
@@ -90,18 +90,16 @@ def compare(
 
     Raises `ValueError` with a readable message on bad input (the Space shows it instead of a stack trace).
     """
-    from .data import (
+    from .causal_generator import (
         FIELD_NAMES,
         POST_CLICK_FIELDS,
         SyntheticOrcaConfig,
         field_vocab_sizes,
         generate_synthetic,
-        to_model_features,
-        train_val_test_split,
     )
+    from .data import load_tenrec_qk_article, to_model_features, train_val_test_split
     from .metrics import ctr_dt_heatmap
     from .reproduce import OrcaReproduceArguments, evaluate, plot_heatmaps, train_one
-    from .tenrec import load_tenrec_qk_article
 
     if backbone not in ("mmoe", "ple"):
         raise ValueError(f"backbone must be 'mmoe' or 'ple', got {backbone!r}")
@@ -164,7 +162,7 @@ def compare(
 def _generator(config, strength: float, num_impressions: int, seed: int):
     """The spurious-shortcut generator whose population matches a model's fields and vocabulary sizes (population
     seed 0, as `hf-ext reproduce orca` trains), at `strength`; `ValueError` for a model of other fields."""
-    from .spurious import SPURIOUS_FIELD_NAMES, SpuriousOrcaConfig
+    from .spurious_generator import SPURIOUS_FIELD_NAMES, SpuriousOrcaConfig
 
     sizes = list(config.field_vocab_sizes)
     if tuple(config.field_names) != SPURIOUS_FIELD_NAMES or sizes[1] != 2:
@@ -196,7 +194,7 @@ def small_model():
     every process trains the same model; cached for the process)."""
     from .data import to_model_features
     from .reproduce import OrcaReproduceArguments, train_one
-    from .spurious import (
+    from .spurious_generator import (
         SPURIOUS_FIELD_NAMES,
         SPURIOUS_POST_CLICK_FIELDS,
         SpuriousOrcaConfig,
@@ -271,7 +269,7 @@ def score_linked(strength: float = 0.0, num_impressions: int = 30_000, seed: int
     from .metrics import ctr_dt_heatmap
     from .report import plot_heatmaps, score
     from .reproduce import evaluate
-    from .spurious import generate_spurious, oracle_posterior
+    from .spurious_generator import generate_spurious, oracle_posterior
 
     strength = check_range("test shortcut strength s", strength, 0, 3)
     if not 2_000 <= int(num_impressions) <= 60_000:

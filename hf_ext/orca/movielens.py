@@ -207,10 +207,10 @@ def _ml_job(run, features_dir: str, seed: int, backbone: str, variant: str):
 def run_movielens(run, source=None) -> dict:
     """`hf-ext reproduce orca --data ml-100k`: single-task, MTL baseline, ORCA and its raw head on ml-100k with the
     rating as the proxy post-click target (paired seeds; trivial reference; temporal test split)."""
-    import json
     import time
 
     from hf_ext.core.parallel import run_jobs
+    from hf_ext.core.reporting import write_results
 
     from .data import to_model_features
     from .report import paired_differences, paired_table, reference_table, score
@@ -271,7 +271,7 @@ def run_movielens(run, source=None) -> dict:
             "paired": diffs,
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
-    (out / "results.json").write_text(json.dumps(record, indent=1, default=float))
+    write_results(out / "results.json", record)  # handles the PairedDifference values
     table = "\n".join(text)
     print(table)
     print(f"\nwrote {out / 'results.json'} ({record['seconds']:.0f} s)")

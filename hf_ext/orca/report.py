@@ -7,22 +7,67 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext.core.reporting import (
+    CONFIRMED,
+    INCONCLUSIVE,
+    PREMISE_ABSENT,
+    REFUTED,
+    Premise,
+    Verdict,
+    VerdictRule,
+    paired_difference,
+    print_rules,
+    summarize,
+)
+
 from .metrics import ctr_metrics, dt_metrics
 
 # Rows of every table, in order. Oracle and trivial are computed, not trained; the others are trained models.
 REFERENCE_ORDER = ("oracle", "oracle@train", "trivial", "single-task", "baseline", "orca", "orca-raw")
 METRIC_KEYS = ("dt_ce", "dt_macro_f1", "dt_mae_s", "moderate_share_pred", "js_distance", "ctr_auc")
 
-CRITERIA = """Stated before the runs (what would confirm or refute the paper on this generator):
-  W (the baseline works): on the i.i.d. test the MTL baseline closes >= 50 % of the trivial -> oracle gap in
-    DT cross-entropy at every strength; otherwise the ORCA comparison is called inconclusive (underfitting).
-  C (confirm): on the shifted test (shortcut absent), ORCA's paired DT-CE gain over the baseline
-    (baseline - ORCA, same data and init) is > 0 by more than its seed std at s >= 2, grows with s, and is
-    within its seed std of 0 at s = 0; and ORCA's CTR AUC is within 0.002 of the baseline's.
-  R (refute): at s >= 2 the paired gain is <= 0 (or within its seed std of 0), or it is as large at s = 0 as at
-    s = 3 (a gain unrelated to the shortcut), or CTR AUC drops by more than 0.002.
-  Also read: the MTL baseline vs the single-task model (does sharing with CTR hurt DT at all?), and ORCA vs its
-    own raw head (same model: the effect of the subtraction alone)."""
+PREMISE_W = (
+    "W (the baseline works): on the i.i.d. test the MTL baseline closes >= 50 % of the trivial -> oracle DT-CE gap "
+    "at every strength (mean over seeds); otherwise the comparison cannot speak to the claim"
+)
+# Each rule compares two arms on the same seeds; the difference is oriented so that + favours ORCA.
+RULES: dict[str, VerdictRule] = {
+    "gain": VerdictRule(
+        claim="ORCA lowers the shifted-test DT cross-entropy vs the MTL baseline at every s >= 2",
+        metric="shifted-test DT CE gain (baseline − ORCA, per seed)",
+        premise=PREMISE_W,
+    ),
+    "grows": VerdictRule(
+        claim="ORCA's gain grows with the shortcut (gain at the largest s − gain at the smallest s)",
+        metric="shifted-test DT CE gain difference (per seed)",
+        premise=PREMISE_W,
+    ),
+    "null_at_0": VerdictRule(
+        claim="control: ORCA gains at s = 0, where there is no shortcut (the claim needs this INCONCLUSIVE: 0 inside)",
+        metric="shifted-test DT CE gain at s = 0 (per seed)",
+    ),
+    "ctr": VerdictRule(
+        claim="ORCA keeps CTR AUC: the AUC drop vs the baseline is below 0.002 at every s",
+        metric="CTR AUC change + 0.002 (ORCA − baseline + 0.002, per seed)",
+    ),
+}
+OVERALL = (
+    "[rule] overall, on this generator: PREMISE ABSENT if W fails; CONFIRMED if 'gain' is confirmed at every s >= 2, "
+    "'grows' is confirmed, the s = 0 control is inconclusive (its interval holds 0) and 'ctr' is refuted at no s; "
+    "REFUTED if 'gain' is refuted at some s >= 2, or 'grows' or 'ctr' is refuted; else INCONCLUSIVE"
+)
+CRITERIA_HEADER = (
+    "Stated before the runs (what would confirm or refute the paper on this generator; paired seeds, sample SD, "
+    "95 % t intervals; also read: the MTL baseline vs the single-task model, and ORCA vs its own raw head):"
+)
+
+
+def print_criteria(file=None) -> list[str]:
+    """Prints the rules of the verdict (call before the run); returns the lines."""
+    print(CRITERIA_HEADER, file=file, flush=True)
+    lines = print_rules(RULES, file=file)
+    print(OVERALL, file=file, flush=True)
+    return [CRITERIA_HEADER, *lines, OVERALL]
 
 
 def cross_entropy(dt_probs: np.ndarray, y: np.ndarray) -> float:
@@ -60,11 +105,15 @@ def score(
     return out
 
 
-def _ms(values: list[float]) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=np.float64)
-    if np.isnan(arr).all():  # a metric the row has none of (the single-task model's CTR AUC): shown as "—"
-        return float("nan"), float("nan")
-    return float(np.nanmean(arr)), float(np.nanstd(arr))
+def _finite(values) -> list[float]:
+    # A metric a row has none of (the single-task model's CTR AUC is NaN) is left out; all missing gives "—".
+    return [float(v) for v in values if v is not None and np.isfinite(v)]
+
+
+def _cell(values, scale: float = 1.0, digits: int = 3) -> str:
+    """Mean ± sample SD over seeds ([`summarize`]), `—` when the row has no value."""
+    xs = _finite(values)
+    return "—" if not xs else summarize([x * scale for x in xs]).cell(digits)
 
 
 def gap_closed(model_ce: float, trivial_ce: float, oracle_ce: float) -> float:
@@ -73,7 +122,7 @@ def gap_closed(model_ce: float, trivial_ce: float, oracle_ce: float) -> float:
 
 
 def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_name: str) -> str:
-    """`cells[(s, seed, row)][test_name]` → one markdown table: mean ± std over seeds, and the gap closed."""
+    """`cells[(s, seed, row)][test_name]` → one markdown table: mean ± sample SD over seeds, and the gap closed."""
     head = ["s", "row", "DT CE", "gap closed", "macro-F1", "MAE s", "moderate% (true)", "JS dist", "CTR AUC"]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for s in strengths:
@@ -93,8 +142,7 @@ def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_
             ]
 
             def cell(key, scale=1.0, digits=3, values=None):
-                mean, std = _ms(values if values is not None else [m[key] for m in per])
-                return "—" if np.isnan(mean) else f"{mean * scale:.{digits}f}±{std * scale:.{digits}f}"
+                return _cell(values if values is not None else [m[key] for m in per], scale, digits)
 
             true = np.mean([m["moderate_share_true"] for m in per]) * 100
             lines.append(
@@ -122,9 +170,15 @@ PAIRS = (
 )
 
 
+def _paired(a: list[float], b: list[float]):
+    """[`paired_difference`] of `a − b` over the seeds where both are finite; `None` if none is."""
+    pairs = [(x, y) for x, y in zip(a, b) if np.isfinite(x) and np.isfinite(y)]
+    return paired_difference([x for x, _ in pairs], [y for _, y in pairs]) if pairs else None
+
+
 def paired_differences(cells: dict, strengths: list[float], seeds: list[int], test_name: str) -> dict:
-    """Per (pair, s): per-seed `ref − new` DT-CE (positive = `new` better), macro-F1 `new − ref`, CTR AUC
-    `new − ref`, with mean and std over seeds."""
+    """Per (pair, s): [`PairedDifference`]s over seeds of the DT-CE gain `ref − new` (positive = `new` better), the
+    macro-F1 gain `new − ref` and the CTR AUC change `new − ref` (`None` where a row has no CTR head)."""
     out = {}
     for ref, new, _ in PAIRS:
         for s in strengths:
@@ -133,39 +187,32 @@ def paired_differences(cells: dict, strengths: list[float], seeds: list[int], te
                 n = [cells[(s, seed, new)][test_name] for seed in seeds]
             except KeyError:
                 continue
-            d_ce = [a["dt_ce"] - b["dt_ce"] for a, b in zip(r, n)]
-            d_f1 = [b["dt_macro_f1"] - a["dt_macro_f1"] for a, b in zip(r, n)]
-            d_auc = [b["ctr_auc"] - a["ctr_auc"] for a, b in zip(r, n)]
             out[f"{new} vs {ref} @ s={s:g}"] = {
                 "pair": (ref, new),
                 "strength": s,
-                "ce_gain": d_ce,
-                "f1_gain": d_f1,
-                "auc_change": d_auc,
-                "ce_gain_mean_std": _ms(d_ce),
-                "f1_gain_mean_std": _ms(d_f1),
-                "auc_change_mean_std": _ms(d_auc),
+                "ce_gain": paired_difference([a["dt_ce"] for a in r], [b["dt_ce"] for b in n]),
+                "f1_gain": paired_difference([b["dt_macro_f1"] for b in n], [a["dt_macro_f1"] for a in r]),
+                "auc_change": _paired([b["ctr_auc"] for b in n], [a["ctr_auc"] for a in r]),
             }
     return out
 
 
 def paired_table(diffs: dict) -> str:
-    head = ["pair", "s", "DT-CE gain per seed", "mean±std", "macro-F1 gain mean±std", "CTR AUC change mean±std"]
+    head = ["pair", "s", "DT-CE gain per seed", "mean ± SD [95 % CI]", "macro-F1 gain", "CTR AUC change"]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for d in diffs.values():
         ref, new = d["pair"]
-        per = " ".join(f"{v:+.3f}" for v in d["ce_gain"])
-        (cm, cs), (fm, fs), (am, as_) = d["ce_gain_mean_std"], d["f1_gain_mean_std"], d["auc_change_mean_std"]
-        auc = "—" if np.isnan(am) else f"{am:+.4f}±{as_:.4f}"
+        per = " ".join(f"{v:+.3f}" for v in d["ce_gain"].per_pair)
+        auc = "—" if d["auc_change"] is None else d["auc_change"].cell(4)
         lines.append(
-            " | ".join([f"{new} − {ref}", f"{d['strength']:g}", per, f"{cm:+.3f}±{cs:.3f}", f"{fm:+.3f}±{fs:.3f}", auc])
+            " | ".join([f"{new} − {ref}", f"{d['strength']:g}", per, d["ce_gain"].cell(3), d["f1_gain"].cell(3), auc])
         )
     return "\n".join(lines)
 
 
-def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) -> list[str]:
-    """The criteria above, applied mechanically."""
-    lines = []
+def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) -> tuple[list[str], list[Verdict]]:
+    """The rules [`RULES`] and [`OVERALL`], applied mechanically; returns the reading lines and the verdicts."""
+    lines: list[str] = []
     gaps = {
         s: np.mean(
             [
@@ -181,41 +228,75 @@ def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) 
         if all((s, seed, "baseline") in cells for seed in seeds)
     }
     works = all(g >= 0.5 for g in gaps.values())
+    detail = "baseline gap closed on i.i.d. test " + ", ".join(f"s={s:g}: {g:.2f}" for s, g in gaps.items())
+    premise = Premise("W", works, detail)
+    lines.append(f"W: {detail}" + (" -> the baseline works" if works else " -> below 0.5 somewhere: premise absent"))
+    orca = {d["strength"]: d for d in diffs.values() if d["pair"] == ("baseline", "orca")}
+    if not orca:
+        return lines, []
     lines.append(
-        "W: baseline gap closed on i.i.d. test "
-        + ", ".join(f"s={s:g}: {g:.2f}" for s, g in gaps.items())
-        + (" -> the baseline works" if works else " -> below 0.5 somewhere: comparisons inconclusive")
+        "shifted test, ORCA DT-CE gain over baseline (mean ± SD [95 % CI]): "
+        + ", ".join(f"s={s:g}: {d['ce_gain'].cell(3)}" for s, d in sorted(orca.items()))
     )
-    gain = {d["strength"]: d["ce_gain_mean_std"] for d in diffs.values() if d["pair"] == ("baseline", "orca")}
-    auc = {d["strength"]: d["auc_change_mean_std"][0] for d in diffs.values() if d["pair"] == ("baseline", "orca")}
-    if not gain:
-        return lines
-    strong = [s for s in gain if s >= 2]
-    clear = [s for s in strong if gain[s][0] > max(gain[s][1], 1e-9)]
-    zero_ok = 0.0 not in gain or abs(gain[0.0][0]) <= max(gain[0.0][1], 1e-9)
-    lo, hi = min(gain), max(gain)
-    grows = gain[hi][0] > gain[lo][0] + gain[hi][1]
-    auc_ok = all(v >= -0.002 for v in auc.values() if not np.isnan(v))
     lines.append(
-        "shifted test, ORCA DT-CE gain over baseline (mean±std): "
-        + ", ".join(f"s={s:g}: {m:+.3f}±{sd:.3f}" for s, (m, sd) in sorted(gain.items()))
+        "CTR AUC change (ORCA − baseline): "
+        + ", ".join(f"s={s:g}: {d['auc_change'].cell(4)}" for s, d in sorted(orca.items()) if d["auc_change"])
     )
-    lines.append("CTR AUC change (ORCA − baseline): " + ", ".join(f"s={s:g}: {v:+.4f}" for s, v in sorted(auc.items())))
+    verdicts: list[Verdict] = []
+    strong = sorted(s for s in orca if s >= 2)
+    gain = {s: RULES["gain"].decide(orca[s]["ce_gain"], premise) for s in strong}
+    verdicts += [_at(v, s) for s, v in gain.items()]
+    lo, hi = min(orca), max(orca)
+    grows = None
+    if hi > lo:
+        grows = RULES["grows"].decide(
+            paired_difference(orca[hi]["ce_gain"].per_pair, orca[lo]["ce_gain"].per_pair), premise
+        )
+        verdicts.append(_at(grows, f"{hi:g} vs {lo:g}"))
+    null0 = RULES["null_at_0"].decide(orca[0.0]["ce_gain"]) if 0.0 in orca else None
+    if null0 is not None:
+        verdicts.append(null0)
+    ctr = {}
+    for s, d in sorted(orca.items()):
+        rows = [cells[(s, seed, r)]["shifted"]["ctr_auc"] for r in ("orca", "baseline") for seed in seeds]
+        if all(np.isfinite(rows)):
+            o, b = rows[: len(seeds)], rows[len(seeds) :]
+            ctr[s] = RULES["ctr"].decide(paired_difference([x + 0.002 for x in o], b))
+            verdicts.append(_at(ctr[s], s))
+    lines += [v.line() for v in verdicts]
     if not works:
-        lines.append("verdict: inconclusive (W failed)")
-    elif strong and len(clear) == len(strong) and grows and zero_ok and auc_ok:
-        lines.append("verdict: CONFIRMED on this generator (C holds)")
-    elif not clear or not grows or not auc_ok:
-        lines.append(
-            f"verdict: REFUTED on this generator (R: gain clear at s>=2 in {len(clear)}/{len(strong)}, "
-            f"grows with s: {grows}, ≈0 at s=0: {zero_ok}, CTR AUC kept: {auc_ok})"
-        )
+        word, why = PREMISE_ABSENT, "W failed"
+    elif (
+        strong
+        and all(v.verdict == CONFIRMED for v in gain.values())
+        and grows is not None
+        and grows.verdict == CONFIRMED
+        and (null0 is None or null0.verdict == INCONCLUSIVE)
+        and all(v.verdict != REFUTED for v in ctr.values())
+    ):
+        word, why = CONFIRMED, "every part of the claim holds"
+    elif (
+        any(v.verdict == REFUTED for v in gain.values())
+        or (grows is not None and grows.verdict == REFUTED)
+        or any(v.verdict == REFUTED for v in ctr.values())
+    ):
+        word, why = REFUTED, "a part of the claim is excluded by its interval"
     else:
-        lines.append(
-            f"verdict: mixed (gain clear at s>=2 in {len(clear)}/{len(strong)}, grows: {grows}, "
-            f"≈0 at s=0: {zero_ok}, CTR AUC kept: {auc_ok})"
-        )
-    return lines
+        word, why = INCONCLUSIVE, "no part refuted, not every part confirmed"
+    parts = (
+        f"gain at s>=2: {', '.join(v.verdict for v in gain.values()) or 'n/a'}; "
+        f"grows: {grows.verdict if grows else 'n/a'}; s=0 control: {null0.verdict if null0 else 'n/a'}; "
+        f"CTR kept: {', '.join(v.verdict for v in ctr.values()) or 'n/a'}"
+    )
+    overall = Verdict("ORCA removes the shortcut on this generator", word, f"{why} ({parts})", premise=premise)
+    verdicts.append(overall)
+    lines.append(f"verdict: {word.upper()} on this generator ({parts})")
+    return lines, verdicts
+
+
+def _at(v: Verdict, where) -> Verdict:
+    where = f"{where:g}" if isinstance(where, float) else where
+    return Verdict(f"{v.claim} [s={where}]", v.verdict, v.reason, v.difference, v.premise)
 
 
 def plot_heatmaps(panels: dict[str, np.ndarray], path: Path, title: str) -> None:

@@ -1,20 +1,19 @@
 """`hf-ext reproduce orca`: does ORCA remove a spurious CTR → DT shortcut, and does its gain grow with the shortcut?
 
-On the spurious-shortcut generator ([`~hf_ext.orca.spurious.SpuriousOrcaConfig`]: hidden clickbait seen through a
-noisy proxy, impulse noise shared by click and dwell, no item ids) at shortcut strengths `s`, every table has the
-same rows: the exact posterior (**oracle**), the training posterior applied to the test (`oracle@train`), the class
-prior (**trivial**), a **single-task** DT model, the MTL **baseline**, **ORCA** and ORCA's own **raw head**. Models
-of one seed share the training data and the initialisation of every shared module (paired), and are scored on two
-fixed test sets of >= 5,000 clicked rows: an i.i.d. one (same `s`) and a shifted one (the shortcut at
-`--test-strength`, 0 by default). Prints the criteria stated beforehand, the tables, the paired differences and the
-verdict; writes `results.json`, the CTR × DT heatmaps and the ORCA artifact that `hf-ext push orca` uploads.
-`--data ml-100k` runs the real-data check instead (see [`~hf_ext.orca.movielens`])."""
+On the spurious-shortcut generator ([`~hf_ext.orca.spurious_generator.SpuriousOrcaConfig`]: hidden clickbait seen
+through a noisy proxy, impulse noise shared by click and dwell, no item ids) at shortcut strengths `s`, every table has
+the same rows: the exact posterior (**oracle**), the training posterior applied to the test (`oracle@train`), the class
+prior (**trivial**), a **single-task** DT model, the MTL **baseline**, **ORCA** and ORCA's own **raw head**. Models of
+one seed share the training data and the initialisation of every shared module (paired), and are scored on two fixed
+test sets of >= 5,000 clicked rows: an i.i.d. one (same `s`) and a shifted one (the shortcut at `--test-strength`, 0 by
+default). Prints the verdict rules ([`hf_ext.core.reporting`]) before the run, the tables, the paired differences and
+the verdict; writes `results.json`, the CTR × DT heatmaps and the ORCA artifact that `hf-ext push orca` uploads. `--data
+ml-100k` runs the real-data check instead (see [`~hf_ext.orca.movielens`])."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,13 +24,25 @@ from transformers import PrinterCallback
 
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
+from hf_ext.core.reporting import Results, Verdict, write_results
 
+from .causal_generator import POST_CLICK_FIELDS
 from .configuration_orca import OrcaConfig
-from .data import POST_CLICK_FIELDS, to_model_features
+from .data import to_model_features
 from .metrics import ctr_dt_heatmap
 from .modeling_orca import OrcaModel
-from .report import CRITERIA, paired_differences, paired_table, plot_heatmaps, reference_table, score, verdict
-from .training import EVAL_COLUMNS, MODEL_COLUMNS, OrcaTrainer, OrcaTrainingArguments
+from .report import (
+    RULES,
+    paired_differences,
+    paired_table,
+    plot_heatmaps,
+    print_criteria,
+    reference_table,
+    score,
+    verdict,
+)
+from .train import OrcaTrainingArguments
+from .trainer import EVAL_COLUMNS, MODEL_COLUMNS, OrcaTrainer
 
 VARIANTS = {
     "single-task": {"use_orca": False, "ctr_loss_weight": 0.0},
@@ -177,7 +188,7 @@ def evaluate(model: OrcaModel, test) -> tuple[dict[str, float], dict[str, np.nda
 
 
 def _configs(run: OrcaReproduceArguments, strength: float, seed: int):
-    from .spurious import SpuriousOrcaConfig, shifted_test_config
+    from .spurious_generator import SpuriousOrcaConfig, shifted_test_config
 
     train = SpuriousOrcaConfig(
         num_users=run.num_users, num_impressions=run.num_impressions, shortcut_strength=strength, seed=seed
@@ -190,7 +201,7 @@ def _configs(run: OrcaReproduceArguments, strength: float, seed: int):
 
 @functools.lru_cache(maxsize=4)
 def _frame(cfg):
-    from .spurious import SPURIOUS_FIELD_NAMES, generate_spurious, spurious_vocab_sizes
+    from .spurious_generator import SPURIOUS_FIELD_NAMES, generate_spurious, spurious_vocab_sizes
 
     ds = generate_spurious(cfg)
     return ds, to_model_features(ds, SPURIOUS_FIELD_NAMES, spurious_vocab_sizes(cfg))
@@ -200,7 +211,7 @@ def _frame(cfg):
 def _oracle(cfg, data_cfg):
     """The posterior of generator `cfg` on the rows of the data set drawn from `data_cfg` (cached: the test sets
     are shared by every seed)."""
-    from .spurious import oracle_posterior
+    from .spurious_generator import oracle_posterior
 
     return oracle_posterior(cfg, _columns(_frame(data_cfg)[0]))
 
@@ -211,7 +222,7 @@ def _columns(ds) -> dict[str, np.ndarray]:
 
 def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: str, variant: str, keep: bool):
     """Trains one (s, seed, backbone, variant) and scores it on the i.i.d. and shifted tests."""
-    from .spurious import SPURIOUS_FIELD_NAMES, SPURIOUS_POST_CLICK_FIELDS, spurious_vocab_sizes
+    from .spurious_generator import SPURIOUS_FIELD_NAMES, SPURIOUS_POST_CLICK_FIELDS, spurious_vocab_sizes
 
     train_cfg, val_cfg, iid_cfg, shift_cfg = _configs(run, strength, seed)
     splits = {"train": _frame(train_cfg)[1], "validation": _frame(val_cfg)[1]}
@@ -269,7 +280,8 @@ def _save_record(run: OrcaReproduceArguments, strength: float, seed: int, backbo
             {
                 "name": "synthetic-spurious-dwell",
                 "hub_id": None,
-                "description": "hf_ext.orca.spurious: hidden clickbait seen through a noisy proxy; the shifted "
+                "description": "hf_ext.orca.spurious_generator: hidden clickbait seen through a noisy proxy; "
+                "the shifted "
                 "test has the shortcut absent",
             }
         ],
@@ -337,8 +349,35 @@ def run_synthetic(run: OrcaReproduceArguments) -> dict:
     return {"cells": cells, "heatmaps": heatmaps}
 
 
+def check_arguments(ns: argparse.Namespace) -> None:
+    """Every number of `hf-ext reproduce orca` by range, before any work; a `ValueError` names the flag."""
+    import math
+
+    def bad(flag: str, rule: str, value) -> ValueError:
+        return ValueError(f"{flag} must be {rule}, got {value!r}")
+
+    for seed in ns.seeds or []:
+        if not 0 <= seed < 2**32:
+            raise bad("--seeds", "integers in [0, 2**32)", seed)
+    if ns.seeds is not None and len(set(ns.seeds)) != len(ns.seeds):
+        raise bad("--seeds", "distinct (paired differences need one run per seed)", ns.seeds)
+    for s in ns.strengths or []:
+        if not math.isfinite(s) or s < 0:
+            raise bad("--strengths", "finite numbers >= 0", s)
+    if ns.test_strength is not None and (not math.isfinite(ns.test_strength) or ns.test_strength < 0):
+        raise bad("--test-strength", "a finite number >= 0", ns.test_strength)
+    for flag, value in (("--num-impressions", ns.num_impressions), ("--test-impressions", ns.test_impressions)):
+        if value is not None and value < 1_000:
+            raise bad(flag, ">= 1000 (smaller logs leave too few clicked rows to score)", value)
+    if ns.epochs is not None and (not math.isfinite(ns.epochs) or ns.epochs <= 0):
+        raise bad("--epochs", "a finite number > 0", ns.epochs)
+    if ns.workers is not None and ns.workers < 1:
+        raise bad("--workers", ">= 1", ns.workers)
+
+
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
+    check_arguments(ns)
     run = OrcaReproduceArguments(full=ns.full, **({"out": ns.out} if ns.out else {}))
     for key in (
         "backbones",
@@ -362,17 +401,20 @@ def main(argv: list[str] | None = None) -> dict:
         return run_movielens(run, ns.ml100k_dir)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
-    print(CRITERIA + "\n", flush=True)
+    print_criteria()
+    print(flush=True)
     start = time.perf_counter()
     result = run_synthetic(run)
     cells = result["cells"]
+    all_verdicts: list[Verdict] = []
     text, record = (
         [],
         {
             "method": "orca",
             "scale": "full" if run.full else "quick",
             "settings": asdict(run),
-            "data": "spurious-shortcut generator (hf_ext.orca.spurious); train seed = model seed; "
+            "data": "spurious-shortcut generator (hf_ext.orca.spurious_generator); "
+            "train seed = model seed; "
             f"fixed test sets (seeds {IID_TEST_SEED}, {SHIFT_TEST_SEED})",
             "backbones": {},
         },
@@ -380,7 +422,8 @@ def main(argv: list[str] | None = None) -> dict:
     for b in run.backbones:
         diffs = paired_differences(cells[b], run.strengths, run.seeds, "shifted")
         diffs_iid = paired_differences(cells[b], run.strengths, run.seeds, "iid")
-        lines = verdict(cells[b], diffs, run.strengths, run.seeds)
+        lines, verdicts = verdict(cells[b], diffs, run.strengths, run.seeds)
+        all_verdicts += [_on(v, b) for v in verdicts]
         text += [
             f"## {b}: i.i.d. test (same s as training)",
             reference_table(cells[b], run.strengths, run.seeds, "iid"),
@@ -399,9 +442,11 @@ def main(argv: list[str] | None = None) -> dict:
             "paired_shifted": diffs,
             "paired_iid": diffs_iid,
             "verdict": lines,
+            "verdicts": verdicts,
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
-    (out / "results.json").write_text(json.dumps(record, indent=1, default=float))
+    results = Results(method="orca", scale=record["scale"], rules=list(RULES.values()), verdicts=all_verdicts)
+    write_results(out / "results.json", {**results.to_dict(), **record})
     top = max(run.strengths)
     order = ["oracle (test posterior)"] + [f"{run.backbones[0]} {v}" for v in ("baseline", "orca")]
     plot_heatmaps(
@@ -414,6 +459,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\nwrote {out / 'results.json'}, {out / 'heatmaps.png'} and {out / 'artifact'} ({record['seconds']:.0f} s)")
     record["table"] = table
     return record
+
+
+def _on(v: Verdict, backbone: str) -> Verdict:
+    return Verdict(f"{v.claim} ({backbone})", v.verdict, v.reason, v.difference, v.premise)
 
 
 if __name__ == "__main__":

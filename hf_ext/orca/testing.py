@@ -50,7 +50,8 @@ def _outputs(model: OrcaModel, inputs: dict) -> dict[str, torch.Tensor]:
 def _trainer(model: OrcaModel, output_dir: Path):
     from datasets import Dataset
 
-    from .training import OrcaTrainer, OrcaTrainingArguments
+    from .train import OrcaTrainingArguments
+    from .trainer import OrcaTrainer
 
     batch = tiny_batch(64, seed=1)
     ds = Dataset.from_dict({k: v.tolist() for k, v in batch.items()})

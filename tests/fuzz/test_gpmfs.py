@@ -82,8 +82,13 @@ def _csv(text):
     return str(path)
 
 
+def _loaded_with(**changes):
+    """A saved selector whose config.json was edited by hand (the strict config checks run on load too)."""
+    return _save_then(_tmp, lambda path: _edit_config(path, **changes))
+
+
 def _fit_cli(*args):
-    from hf_ext.gpmfs.fit import main
+    from hf_ext.gpmfs.train import main
 
     return lambda: main(list(args) + ["--output", str(_tmp())])
 
@@ -157,6 +162,20 @@ CASES = [
         ),
         r"content hash differs",
     ),
+    # strict config (issue 38): types and ranges at construction, naming the field ...
+    BadInput("alpha as a string", lambda: GPMFSConfig(alpha="1"), r"alpha.*finite number >= 0"),
+    BadInput("k_neighbors as a float", lambda: GPMFSConfig(k_neighbors=5.0), r"k_neighbors.*integer >= 1"),
+    BadInput("fit_intercept as a string", lambda: GPMFSConfig(fit_intercept="yes"), r"fit_intercept.*bool"),
+    BadInput("theta None", lambda: GPMFSConfig(theta=None), r"theta.*\[0, 1\]"),
+    BadInput("sigma zero", lambda: GPMFSConfig(sigma=0.0), r"sigma.*> 0"),
+    BadInput("negative seed", lambda: GPMFSConfig(seed=-1), r"seed.*\[0, 2\*\*32\)"),
+    BadInput("budget True", lambda: GPMFSConfig(budget=True), r"budget.*int >= 1"),
+    # ... and on load (config.json edited by hand)
+    BadInput("loaded theta as a string", _loaded_with(theta="0.5"), r"theta.*\[0, 1\]"),
+    BadInput("loaded max_iter 0", _loaded_with(max_iter=0), r"max_iter.*integer >= 1"),
+    BadInput("loaded budget 2.5", _loaded_with(budget=2.5), r"budget.*float in \(0, 1\]"),
+    BadInput("loaded negative tol", _loaded_with(tol=-1e-4), r"tol.*> 0"),
+    BadInput("loaded unknown field", _loaded_with(thta=0.5), r"unknown fields \['thta'\]"),
     BadInput("artifact unexpected tensor", _save_then(_tmp, _add_tensor), r"unexpected tensors \['extra'\]"),
     BadInput(
         "save onto a foreign folder",
@@ -176,6 +195,12 @@ CASES = [
         _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--theta", "2"),
         r"--theta must be in \[0, 1\]",
     ),
+    BadInput(
+        "train theta NaN (dashed flag)",
+        _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--theta", "nan"),
+        r"--theta must be in \[0, 1\]",
+    ),
+    BadInput("train negative seed", _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--seed", "-1"), r"--seed"),
     BadInput("fit empty csv", _fit_cli("--csv", _csv("")), r"--csv: .* is empty"),
     BadInput(
         "fit missing label column",
@@ -194,6 +219,11 @@ CASES = [
     ),
     BadInput("fit 10^6-column csv", lambda: _fit_cli("--csv", _wide_csv())(), r"1000000 columns.*at most 5000"),
     # reproduce arguments
+    BadInput(
+        "reproduce negative seed",
+        lambda: __import__("hf_ext.gpmfs.reproduce", fromlist=["main"]).main(["--seed", "-1", "--out", str(_tmp())]),
+        r"--seed must be an integer in \[0, 2\*\*32\)",
+    ),
     BadInput(
         "reproduce unknown dataset",
         lambda: __import__("hf_ext.gpmfs.reproduce", fromlist=["main"]).main(

@@ -10,9 +10,9 @@ from hf_ext.core.testing import BadInput, assert_clear_error
 from hf_ext.orca import OrcaModel
 from hf_ext.orca.data import bin_dwell_time, train_val_test_split, validate_orca_frame
 from hf_ext.orca.metrics import dt_metrics
-from hf_ext.orca.spurious import SpuriousOrcaConfig
+from hf_ext.orca.spurious_generator import SpuriousOrcaConfig
 from hf_ext.orca.testing import tiny_batch, tiny_config
-from hf_ext.orca.training import OrcaTrainingArguments
+from hf_ext.orca.train import OrcaTrainingArguments
 
 
 def _forward(train: bool = False, **changes):
@@ -38,6 +38,43 @@ def _set(index, value):
 
 def _config(**kwargs):
     return lambda: tiny_config(**kwargs)
+
+
+def _loaded(**changes):
+    """A saved tiny config whose config.json was edited by hand, loaded back (the strict checks run on load too)."""
+
+    def call():
+        import json
+        import tempfile
+        from pathlib import Path
+
+        from hf_ext.orca import OrcaConfig
+
+        folder = Path(tempfile.mkdtemp(prefix="orca_cfg_"))
+        tiny_config().save_pretrained(folder)
+        raw = json.loads((folder / "config.json").read_text())
+        raw.update(changes)
+        (folder / "config.json").write_text(json.dumps(raw))
+        return OrcaConfig.from_pretrained(folder)
+
+    return call
+
+
+def _train_cli(*flags):
+    def call():
+        from hf_ext.orca.train import build_parser
+
+        return build_parser().parse_args_into_dataclasses(args=["--output_dir", "unused", *flags])
+
+    return call
+
+
+def _reproduce(*flags):
+    import tempfile
+
+    from hf_ext.orca.reproduce import main
+
+    return main(["--out", tempfile.mkdtemp(prefix="orca_repro_"), *flags])
 
 
 def _frame(**columns):
@@ -106,6 +143,43 @@ CASES = [
         lambda: OrcaTrainingArguments(output_dir="unused", early_stopping_patience=0),
         "early_stopping_patience",
     ),
+    # Strict config (issue 38): types and ranges at construction, naming the field.
+    BadInput("config: vocab size as a string", _config(field_vocab_sizes=[11, "13", 5]), r"field_vocab_sizes.*'13'"),
+    BadInput("config: fractional vocab size", _config(field_vocab_sizes=[11, 13.5, 5]), r"field_vocab_sizes.*13\.5"),
+    BadInput("config: embed_dim as a string", _config(embed_dim="4"), r"embed_dim.*integer"),
+    BadInput("config: use_inst as a string", _config(use_inst="yes"), r"use_inst.*true or false"),
+    BadInput("config: field name None", _config(field_names=["user_id", None, "category"]), r"field_names.*strings"),
+    BadInput("config: NaN bin edge", _config(bin_edges=[0.1, float("nan"), 26.1]), r"bin_edges.*finite"),
+    BadInput("config: dropout None", _config(dropout=None), r"dropout.*finite number"),
+    BadInput("config: negative bin seconds", _config(bin_seconds=[-1.0] + [1.0] * 7), r"bin_seconds.*positive"),
+    BadInput("config: initializer_range 0", _config(initializer_range=0.0), r"initializer_range.*> 0"),
+    # ... and on load (config.json edited by hand).
+    BadInput("loaded config: embed_dim '4'", _loaded(embed_dim="4"), r"embed_dim.*integer"),
+    BadInput("loaded config: vocab size 13.5", _loaded(field_vocab_sizes=[11, 13.5, 5]), r"field_vocab_sizes"),
+    BadInput("loaded config: dropout 1.5", _loaded(dropout=1.5), r"dropout.*\[0, 1\)"),
+    BadInput("loaded config: use_orca 'no'", _loaded(use_orca="no"), r"use_orca.*true or false"),
+    # CLI numbers by range, naming the flag (`hf-ext train orca`).
+    BadInput("train: --num_impressions -5", _train_cli("--num_impressions", "-5"), r"--num_impressions.*>= 100"),
+    BadInput(
+        "train: --shortcut_strength nan", _train_cli("--shortcut_strength", "nan"), r"--shortcut_strength.*finite"
+    ),
+    BadInput("train: --shortcut-strength -1", _train_cli("--shortcut-strength", "-1"), r"--shortcut_strength.*>= 0"),
+    BadInput("train: --generator_seed -1", _train_cli("--generator_seed", "-1"), r"--generator_seed.*>= 0"),
+    BadInput("train: --mask_fea_ratio 2", _train_cli("--mask_fea_ratio", "2"), r"--mask_fea_ratio.*\[0, 1\]"),
+    BadInput("train: --learning_rate 0", _train_cli("--learning_rate", "0"), r"--learning_rate.*> 0"),
+    BadInput("train: --learning_rate inf", _train_cli("--learning_rate", "inf"), r"--learning_rate.*finite"),
+    BadInput("train: --seed -1", _train_cli("--seed", "-1"), r"--seed.*>= 0"),
+    BadInput("train: --per_device_train_batch_size 0", _train_cli("--per_device_train_batch_size", "0"), r"batch_size"),
+    BadInput("train: --nde_lr_ratio 0", _train_cli("--nde_lr_ratio", "0"), r"--nde_lr_ratio.*> 0"),
+    BadInput("train: --weight_decay -1", _train_cli("--weight_decay", "-1"), r"--weight_decay.*>= 0"),
+    # CLI numbers by range, naming the flag (`hf-ext reproduce orca`), checked before any work.
+    BadInput("reproduce: --seeds -1", lambda: _reproduce("--seeds", "-1"), r"--seeds.*\[0, 2\*\*32\)"),
+    BadInput("reproduce: --seeds 0 0", lambda: _reproduce("--seeds", "0", "0"), r"--seeds.*distinct"),
+    BadInput("reproduce: --strengths nan", lambda: _reproduce("--strengths", "nan"), r"--strengths.*finite"),
+    BadInput("reproduce: --test-strength -1", lambda: _reproduce("--test-strength", "-1"), r"--test-strength"),
+    BadInput("reproduce: --num-impressions 10", lambda: _reproduce("--num-impressions", "10"), r"--num-impressions"),
+    BadInput("reproduce: --epochs 0", lambda: _reproduce("--epochs", "0"), r"--epochs.*> 0"),
+    BadInput("reproduce: --workers 0", lambda: _reproduce("--workers", "0"), r"--workers.*>= 1"),
     # Data entry points.
     BadInput(
         "float field ids",

@@ -19,7 +19,7 @@ def _single_thread_blas():
 
 @pytest.fixture(scope="session")
 def planted():
-    from hf_ext.gpmfs.data import make_planted
+    from hf_ext.gpmfs.planted import make_planted
 
     return make_planted(seed=0)
 
@@ -34,7 +34,7 @@ def yeast():
 @pytest.fixture(scope="session")
 def small():
     """120 x 12 planted data with 3 labels: fast enough for many fits."""
-    from hf_ext.gpmfs.data import make_planted
+    from hf_ext.gpmfs.planted import make_planted
 
     return make_planted(n_samples=120, n_features=12, n_shared=2, n_labels=3, n_private=2, seed=1)
 

@@ -9,9 +9,10 @@ import pytest
 from safetensors.numpy import load_file
 from sklearn.exceptions import NotFittedError
 
-from hf_ext.gpmfs.artifact import contract_fixture, dataset_transform, select_dataset_columns
+from hf_ext.gpmfs.artifact import dataset_transform, select_dataset_columns
 from hf_ext.gpmfs.data import to_hf_dataset
 from hf_ext.gpmfs.selector import GPMFSSelector
+from hf_ext.gpmfs.testing import contract_fixture
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hf_ext.gpmfs.data import make_planted, make_sklearn_multilabel, split_frame, to_hf_dataset
+from hf_ext.gpmfs.data import make_sklearn_multilabel, split_frame, to_hf_dataset
+from hf_ext.gpmfs.planted import make_planted
 
 
 def test_yeast_is_the_mulan_dataset(yeast):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hf_ext.gpmfs import reproduce as R
-from hf_ext.gpmfs.data import make_planted
+from hf_ext.gpmfs.planted import make_planted
 
 TINY = {"folds": 2, "budgets": (0.1, 0.3), "thetas": (0.4, 1.0), "seeds": 1, "hyper": {"lam": (0.1, 10.0)}, "sweeps": 1}
 
@@ -28,11 +28,16 @@ def test_tiny_planted_comparison_table_and_plot(tmp_path):
     assert set(agg["results"]) == set(R.METHODS)
     cell = agg["results"]["gpmfs"]["10%"]
     assert set(cell) >= {"average_precision", "macro_f1", "recall_private", "hamming_loss", "coverage"}
-    assert cell["average_precision"]["std"] == 0 and len(cell["average_precision"]["values"]) == 2
+    assert cell["average_precision"]["sd"] == 0 and len(cell["average_precision"]["values"]) == 2
     assert agg["tuned_theta"]["10%"][0] in TINY["thetas"]
     assert agg["tuned_params"][0]["lam"] in (0.1, 1.0, 10.0) and agg["tuned_params"][0]["alpha"] == 1.0
     assert agg["gpmfs_minus_global"]["10%"]["average_precision"]["runs"] == 2
     assert agg["gpmfs_minus_ftest"]["10%"]["average_precision"]["runs"] == 2
+    # paired differences come from hf_ext.core.reporting: per-pair values, sample SD and a t interval
+    diff = agg["gpmfs_minus_ftest"]["10%"]["average_precision"]
+    gp, ft = (agg["results"][m]["10%"]["average_precision"]["values"] for m in ("gpmfs", "ftest"))
+    assert diff["per_pair"] == pytest.approx([a - b for a, b in zip(gp, ft)])
+    assert diff["ci_low"] <= diff["mean"] <= diff["ci_high"]
     # at a tight budget the global-only ablation cannot hold every label's private features; F-test can
     assert agg["results"]["gpmfs_global"]["10%"]["recall_private"]["mean"] < 0.5
     assert agg["results"]["ftest"]["10%"]["recall_private"]["mean"] > 0.9
@@ -55,6 +60,10 @@ def test_tiny_planted_comparison_table_and_plot(tmp_path):
     R.plot(results, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
     json.dumps(results)  # serialisable as written to results.json
+    # one verdict per data set x budget x rule, each a word of the shared vocabulary
+    decided = R.verdicts(results)
+    assert len(decided) == 2 * 2 * 2
+    assert {v.verdict for v in decided} <= {"confirmed", "refuted", "inconclusive", "premise absent"}
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import check_estimator
 
 from hf_ext.gpmfs.config import GPMFSConfig
-from hf_ext.gpmfs.selector import GPMFSSelector
+from hf_ext.gpmfs.selector import GPMFSSelector, select_features
 
 
 def test_check_estimator_passes_every_check():
@@ -106,3 +106,59 @@ def test_theta_out_of_range_and_budget_larger_than_d(small):
         GPMFSSelector(theta=-0.01).fit(small.X, small.Y)
     with pytest.raises(ValueError, match="budget"):
         GPMFSSelector(budget=small.X.shape[1] + 1).fit(small.X, small.Y)
+
+
+# Issue 39: theta strictly between 0 and 1 must act. "Ignoring the threshold" (every feature with s_ij > 0 is a
+# candidate) is what theta -> 0 does, so each case below also pins that theta = 0 selects differently.
+_W_THETA = np.array(
+    [
+        [1.0, 0.1],  # f0 ┐ G = {f0, f1} (largest row norms)
+        [0.9, 1.0],  # f1 ┘
+        [0.7, 0.05],  # f2: label 0's best outside G (s = 0.7)
+        [0.4, 0.6],  # f3: label 1's best outside G (s = 0.6)
+        [0.1, 0.3],  # f4
+        [0.0, 0.0],  # f5: never
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "theta, expected",
+    [
+        (0.0, [[2, 3], [3, 4]]),  # no threshold: the cap of 2 binds
+        (0.2, [[2, 3], [3, 4]]),
+        (0.5, [[2], [3]]),
+        (0.65, [[2], []]),
+        (0.8, [[], []]),
+        (1.0, [[], []]),
+    ],
+)
+def test_theta_between_0_and_1_changes_the_personal_sets_literal_union(theta, expected):
+    sel = select_features(_W_THETA, budget=2, k_personal=2, theta=theta, equal_budget=False)
+    np.testing.assert_array_equal(sel.global_indices, [0, 1])
+    assert [p.tolist() for p in sel.personal_indices] == expected
+    assert [s.tolist() for s in sel.label_indices] == [sorted([0, 1, *p]) for p in expected]
+
+
+def test_theta_between_0_and_1_changes_the_label_sets_at_equal_budget():
+    # Equal budget: a personal feature displaces the member of G its label values least, and only if worth more.
+    sets = {
+        t: [s.tolist() for s in select_features(_W_THETA, 2, 2, t, equal_budget=True).label_indices]
+        for t in (0.0, 0.5, 0.65)
+    }
+    assert sets[0.5] == [[0, 1], [1, 3]]  # label 1: f3 (s = 0.6) replaces f0 (s = 0.1)
+    assert sets[0.65] == [[0, 1], [0, 1]]  # f3 is below the threshold: label 1 keeps G
+    assert sets[0.65] != sets[0.5]
+
+
+def test_theta_acts_on_a_fitted_selector(planted):
+    """On planted data, reselecting the same fitted W at theta = 0.5 differs from theta = 0 (no threshold) and from
+    theta = 1 (global-only), and every personal feature clears the threshold."""
+    sel = GPMFSSelector(budget=0.05, theta=0.5, k_personal=0.5, max_iter=15).fit(planted.X, planted.Y)
+    by_theta = {t: sel.with_selection(theta=t) for t in (0.0, 0.5, 1.0)}
+    label_sets = {t: [s.tolist() for s in s_.label_indices_] for t, s_ in by_theta.items()}
+    assert label_sets[0.5] != label_sets[0.0]
+    assert label_sets[0.5] != label_sets[1.0]
+    absW = np.abs(sel.W_)
+    for j, personal in enumerate(by_theta[0.5].personal_indices_):
+        assert np.all(absW[personal, j] / absW[:, j].max() >= 0.5)

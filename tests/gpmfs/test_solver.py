@@ -117,7 +117,7 @@ def test_planted_private_features_are_recovered(planted):
 def test_unbounded_objective_is_a_clear_error():
     """Fewer samples than features: X^T X is singular, so gamma A (zero diagonal, negative eigenvalues) makes the
     objective unbounded below and the weights diverge. The fit says so instead of returning overflowed weights."""
-    from hf_ext.gpmfs.data import make_planted
+    from hf_ext.gpmfs.planted import make_planted
     from hf_ext.gpmfs.selector import GPMFSSelector
 
     data = make_planted(n_samples=60, n_features=100, n_shared=4, n_labels=3, n_private=2, seed=0)

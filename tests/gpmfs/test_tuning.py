@@ -32,7 +32,7 @@ def test_coordinate_search_keeps_the_best_inner_criterion(small):
 
 
 def test_diverging_weights_are_skipped_not_chosen():
-    from hf_ext.gpmfs.data import make_planted
+    from hf_ext.gpmfs.planted import make_planted
 
     data = make_planted(n_samples=80, n_features=100, n_shared=4, n_labels=3, n_private=2, seed=0)
     res = tune(data.X, data.Y, [10], (1.0,), {"gamma": (0.0, 1e3)}, max_iter=50)

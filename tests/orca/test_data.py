@@ -6,19 +6,23 @@ import pandas as pd
 import pytest
 import torch
 
-from hf_ext.orca.configuration_orca import ORCA_BIN_EDGES
-from hf_ext.orca.data import (
+from hf_ext.orca.causal_generator import (
     FIELD_NAMES,
     POST_CLICK_FIELDS,
     SyntheticOrcaConfig,
-    bin_dwell_time,
     field_vocab_sizes,
     generate_synthetic,
+)
+from hf_ext.orca.configuration_orca import ORCA_BIN_EDGES
+from hf_ext.orca.data import (
+    TENREC_FIELD_NAMES,
+    TENREC_QK_ARTICLE_COLUMNS,
+    bin_dwell_time,
+    load_tenrec_qk_article,
     to_model_features,
     train_val_test_split,
     validate_orca_frame,
 )
-from hf_ext.orca.tenrec import TENREC_FIELD_NAMES, TENREC_QK_ARTICLE_COLUMNS, load_tenrec_qk_article
 
 
 def _arrays(ds):
@@ -271,14 +275,25 @@ def test_tenrec_loader_reads_csv(tmp_path):
     np.testing.assert_array_equal(a["category_first"], [0, 0, 0, 1, 0, 1])
     # Missing gender ("nan") is a category of its own; gender 1.0/2.0 are read as floats because of the NaN.
     assert len(np.unique(a["gender"])) == 3 and a["gender"][3] not in (a["gender"][0], a["gender"][1])
-    # Age: NaN -> mean (33.6 -> 33), floored at 8, 15 equal-width bins over [8, 60], then re-indexed.
-    ages = pd.Series([25, 45, 33, 8, 60, 33])
-    reference = pd.cut(ages, bins=15, labels=False)
-    np.testing.assert_array_equal(a["age"], np.unique(reference, return_inverse=True)[1])
+    # Age: NaN -> mean (33.6 -> 33); five distinct ages keep five ids, in numeric order (5 is not floored to 8).
+    np.testing.assert_array_equal(a["age"], [1, 3, 2, 0, 4, 2])
     for name, size in zip(field_names, vocab_sizes):
         assert a[name].max() + 1 == size and set(np.unique(a[name])) == set(range(size)), name
     assert dataset.features["dwell_seconds"] == datasets.Value("float32")
     assert all(dataset.features[name] == datasets.Value("int64") for name in [*field_names, "click", "dwell_bin"])
+
+
+def test_tenrec_loader_keeps_small_age_codes_apart():
+    """Issue 39: the official code floors age at 8, which merges Tenrec's small age codes into one id. Every
+    distinct age below 8 must keep its own id (and ages above 15 distinct values get 15 equal-width bins)."""
+    frame = pd.concat([_tenrec_rows()] * 2, ignore_index=True)
+    frame["age"] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 2, 3]
+    ages = _arrays(load_tenrec_qk_article(frame).dataset)["age"]
+    np.testing.assert_array_equal(ages, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 2, 3])
+    many = pd.concat([_tenrec_rows()] * 5, ignore_index=True)
+    many["age"] = list(range(1, 31))  # 30 distinct ages -> the official 15 equal-width bins, no floor
+    binned = _arrays(load_tenrec_qk_article(many).dataset)["age"]
+    np.testing.assert_array_equal(binned, np.arange(30) // 2)
 
 
 def test_tenrec_loader_headerless_label_ctr_dataframe_and_max_rows(tmp_path):

@@ -65,6 +65,40 @@ def test_loss_is_l1_plus_alpha_l2_plus_beta_l3_on_clicked_samples():
     torch.testing.assert_close(out.loss, l1 + 0.7 * l2 + 1.3 * l3, rtol=1e-5, atol=1e-6)
 
 
+def _hand_weights(p: torch.Tensor, ce: torch.Tensor) -> torch.Tensor:
+    # ω = ReLU((−log p)^−0.1 · CE_T^0.8 − 0.2), renormalised to sum to the number of clicked samples.
+    bce = (-torch.log(p.clamp_min(1e-7))).clamp_min(1e-7)  # the model's guards against log 0 and 0 ** -0.1
+    omega = torch.relu(bce**-0.1 * ce.clamp_min(1e-7) ** 0.8 - 0.2)
+    return omega * omega.numel() / omega.sum()
+
+
+@pytest.mark.parametrize("path", ["forward", "counterfactual"])
+def test_nde_loss_carries_the_instance_inverse_weights(path):
+    """Issue 39: L3 is the ω-weighted CE of the debiased logits, in the training loss and in the counterfactual
+    step. Dropping the weights from either loss (or ignoring `use_inst`) makes this fail."""
+    torch.manual_seed(0)
+    model = OrcaModel(tiny_config(use_inst=True, beta=1.0)).eval()
+    with torch.no_grad():  # away from the near-uniform initialisation, so that the weights differ across samples
+        for param in model.parameters():
+            param.add_(0.3 * torch.randn_like(param))
+    batch = tiny_batch(64, seed=3)
+    out = model(**batch)
+    clicked = batch["click_labels"] > 0
+    y = batch["dwell_labels"][clicked]
+    ce_t = F.cross_entropy(out.dt_logits_raw[clicked], y, reduction="none")
+    ce_debiased = F.cross_entropy(out.dt_logits[clicked], y, reduction="none")
+    omega = _hand_weights(out.click_probs[clicked], ce_t)
+    weighted, unweighted = (ce_debiased * omega).mean(), ce_debiased.mean()
+    # The weights must matter on this batch, or the test could not tell them from uniform weights.
+    assert omega.std() > 0.1 and abs(weighted - unweighted) > 1e-3
+    loss = out.nde_loss if path == "forward" else model.counterfactual_nde_loss(**batch)
+    torch.testing.assert_close(loss, weighted, rtol=1e-5, atol=1e-6)
+    # use_inst=False is the unweighted mean (the "−instance weighting" ablation).
+    model.config.use_inst = False
+    plain = model(**batch).nde_loss if path == "forward" else model.counterfactual_nde_loss(**batch)
+    torch.testing.assert_close(plain, unweighted, rtol=1e-5, atol=1e-6)
+
+
 def test_no_clicked_sample_gives_ctr_loss_only_and_backprops():
     model = OrcaModel(tiny_config())
     batch = tiny_batch(8)

@@ -68,7 +68,7 @@ def _spurious_orca():
     import torch
 
     from hf_ext.orca.modeling_orca import OrcaModel
-    from hf_ext.orca.spurious import (
+    from hf_ext.orca.spurious_generator import (
         SPURIOUS_FIELD_NAMES,
         SPURIOUS_POST_CLICK_FIELDS,
         SpuriousOrcaConfig,
@@ -101,7 +101,7 @@ def _scored_directly(model, strength: float, impressions: int, seed: int) -> dic
     from hf_ext.orca.data import to_model_features
     from hf_ext.orca.demo import TEST_SEED, _generator
     from hf_ext.orca.reproduce import evaluate
-    from hf_ext.orca.spurious import generate_spurious
+    from hf_ext.orca.spurious_generator import generate_spurious
 
     cfg = _generator(model.config, strength, impressions, TEST_SEED + seed)
     features = to_model_features(generate_spurious(cfg), model.config.field_names, model.config.field_vocab_sizes)

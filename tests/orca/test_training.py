@@ -15,7 +15,8 @@ import torch
 
 from hf_ext.orca import OrcaModel
 from hf_ext.orca.testing import tiny_batch, tiny_config
-from hf_ext.orca.training import OrcaTrainer, OrcaTrainingArguments
+from hf_ext.orca.train import OrcaTrainingArguments
+from hf_ext.orca.trainer import OrcaTrainer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,12 +127,18 @@ def test_reproduce_end_to_end_small(tmp_path, capsys):
         cells[(3.0, seed, "baseline")]["shifted"]["dt_ce"] - cells[(3.0, seed, "orca")]["shifted"]["dt_ce"]
         for seed in (0, 1)
     ]
-    assert d["ce_gain"] == pytest.approx(expect)
-    assert d["ce_gain_mean_std"][0] == pytest.approx(np.mean(expect))
-    assert d["ce_gain_mean_std"][1] == pytest.approx(np.std(expect))
+    assert d["ce_gain"]["per_pair"] == pytest.approx(expect)
+    assert d["ce_gain"]["mean"] == pytest.approx(np.mean(expect))
+    assert d["ce_gain"]["sd"] == pytest.approx(np.std(expect, ddof=1))  # the sample SD, not the population one
+    assert d["ce_gain"]["ci_low"] < d["ce_gain"]["mean"] < d["ce_gain"]["ci_high"]
     assert any(line.startswith("verdict:") for line in saved["verdict"])
+    words = {v["verdict"] for v in saved["verdicts"]}
+    assert words and words <= {"confirmed", "refuted", "inconclusive", "premise absent"}
+    top = json.loads((tmp_path / "results.json").read_text())
+    assert [r["claim"] for r in top["rules"]] and top["environment"]["date"]
     out = capsys.readouterr().out
-    assert out.index("Stated before the runs") < out.index("| oracle |")
+    # The rules are printed before the run starts, i.e. before any table.
+    assert out.index("Stated before the runs") < out.index("[rule]") < out.index("| oracle |")
     assert (tmp_path / "heatmaps.png").stat().st_size > 1000
     assert (tmp_path / "artifact" / "model.safetensors").is_file()
 
@@ -248,7 +255,7 @@ def test_early_stopping_stops_and_restores_the_best_weights():
 
     from transformers import TrainerControl
 
-    from hf_ext.orca.training import OrcaEarlyStoppingCallback
+    from hf_ext.orca.trainer import OrcaEarlyStoppingCallback
 
     model = OrcaModel(tiny_config())
     cb = OrcaEarlyStoppingCallback(patience=1)
@@ -269,7 +276,7 @@ def test_early_stopping_stops_and_restores_the_best_weights():
 def test_trainer_adds_early_stopping_with_an_eval_strategy(tmp_path):
     from datasets import Dataset
 
-    from hf_ext.orca.training import OrcaEarlyStoppingCallback
+    from hf_ext.orca.trainer import OrcaEarlyStoppingCallback
 
     batch = tiny_batch(64, seed=1)
     train = Dataset.from_dict({k: v.tolist() for k, v in batch.items()})

@@ -21,6 +21,10 @@ What makes the shortcut spurious here (each point is a knob of [`SpuriousOrcaCon
 Everything is discrete except `z` and the dwell noise, so the posterior `P(bin | x, C = 1)` and `P(C = 1 | x)`
 (given the observed fields `x`) are sums over `b` and a Gauss–Hermite integral over `z` with Gaussian-CDF bin
 probabilities: exact up to quadrature error (< 1e-9 with the default 64 nodes). Everything is simulated.
+
+**Which experiment it serves:** this is **the test bed of `hf-ext reproduce orca`** (the paper's claim is judged on
+it, against its exact oracle) and of the Space's linked model. `hf-ext train orca` trains on the other generator,
+[`~hf_ext.orca.causal_generator`] (the spec's causal log, without a train/test shift or an oracle).
 """
 
 from __future__ import annotations

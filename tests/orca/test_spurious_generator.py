@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_ext.orca.spurious import (
+from hf_ext.orca.spurious_generator import (
     SPURIOUS_FIELD_NAMES,
     SPURIOUS_POST_CLICK_FIELDS,
     SpuriousOrcaConfig,

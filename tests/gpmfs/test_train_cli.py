@@ -1,12 +1,13 @@
-"""`hf-ext gpmfs fit` on a small CSV: the artifact it writes loads and selects what the report says."""
+"""`hf-ext train gpmfs` (alias `hf-ext gpmfs fit`) on a small CSV: the artifact it writes loads and selects what
+the report says."""
 
 import json
 
 import numpy as np
 import pytest
 
-from hf_ext.gpmfs.fit import cli, main, parse_budget
 from hf_ext.gpmfs.selector import GPMFSSelector
+from hf_ext.gpmfs.train import cli, main, parse_budget
 
 
 @pytest.fixture
@@ -64,6 +65,11 @@ def test_through_the_hf_ext_command(small, csv_path, tmp_path, capsys):
 
     assert hf_ext(["gpmfs", "fit", "--csv", str(csv_path), "--budget", "4", "--output", str(tmp_path / "c")]) == 0
     assert "wrote" in capsys.readouterr().out
+    # `hf-ext train gpmfs` is the same script (underscore flags, dashed and old spellings too)
+    for out_flag in ("--output_dir", "--output-dir"):
+        out = tmp_path / out_flag.strip("-")
+        assert hf_ext(["train", "gpmfs", "--csv", str(csv_path), "--budget", "4", out_flag, str(out)]) == 0
+        assert GPMFSSelector.from_pretrained(out).budget_ == 4
     with pytest.raises(SystemExit) as exc:
         cli(["--csv", str(csv_path), "--budget", "0", "--output", str(tmp_path / "d")])
     assert exc.value.code == 2 and "--budget must be" in capsys.readouterr().err

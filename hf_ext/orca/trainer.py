@@ -1,73 +1,24 @@
-"""Training ORCA with `Trainer`: the optimiser groups, the feature-level counterfactual intervention, and the
-`hf-ext train orca` script (also runs under `accelerate launch --multi_gpu --num_processes 2`)."""
+"""[`OrcaTrainer`] and its callbacks: ORCA's optimiser groups, the feature-level counterfactual intervention, the
+evaluation metrics and early stopping on the ORCA head. The arguments ([`~hf_ext.orca.train.OrcaTrainingArguments`])
+and the `hf-ext train orca` script are in `train.py`; the trainer reads ORCA's knobs from any `TrainingArguments`
+(the defaults below when a plain one is given)."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import random
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainerCallback
 
-from .configuration_orca import OrcaConfig
 from .modeling_orca import OrcaModel
 
 MODEL_COLUMNS = ("input_ids", "click_labels", "dwell_labels")
 # Evaluation also reads the true read time (for MAE in seconds) when the dataset has it.
 EVAL_COLUMNS = (*MODEL_COLUMNS, "dwell_seconds")
-
-
-@dataclass
-class OrcaTrainingArguments(TrainingArguments):
-    """`TrainingArguments` with the ORCA training knobs and the official defaults (lr 1e-3, weight decay 1e-4,
-    batch 512; the loader is shuffled, unlike the released code). The device comes from `TrainingArguments` /
-    Accelerate as usual (`use_cpu=True` to force the CPU).
-
-    Args:
-        nde_lr_ratio (`float`, defaults to 1.0): learning-rate ratio of the NDE tower and head. The released code
-            reads an undeclared `united_lr_ratio`; 1.0 is the documented choice.
-        use_mask_fea (`bool`, defaults to `True`): the feature-level counterfactual intervention.
-        mask_fea_ratio (`float`, defaults to 0.2): share of batches also served with post-click fields masked.
-        early_stopping_patience (`int`, *optional*, defaults to 1): with an evaluation strategy, stop after this
-            many evaluations without a lower validation CE of the prediction (ORCA) head and restore the best
-            weights, as the released code does (patience 1). `None` turns it off.
-    """
-
-    nde_lr_ratio: float = field(default=1.0, metadata={"help": "LR ratio of the NDE tower/head (united_lr_ratio)."})
-    use_mask_fea: bool = field(default=True, metadata={"help": "Counterfactual intervention on post-click fields."})
-    mask_fea_ratio: float = field(default=0.2, metadata={"help": "Share of batches re-served masked."})
-    early_stopping_patience: int | None = field(
-        default=1, metadata={"help": "Evaluations without a better ORCA-head validation CE before stopping."}
-    )
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
-    per_device_train_batch_size: int = 512
-    per_device_eval_batch_size: int = 2048
-    num_train_epochs: float = 3.0
-    save_strategy: str = "no"
-    dataloader_num_workers: int = 0
-    ddp_find_unused_parameters: bool = False
-    label_names: list[str] | None = field(default_factory=lambda: ["click_labels", "dwell_labels", "dwell_seconds"])
-
-    def __post_init__(self):
-        import os
-
-        # Several processes (torchrun / accelerate launch) and no GPU: data-parallel CPU training (gloo) needs
-        # Accelerate's CPU mode; on one process, or with a GPU, the device is left to TrainingArguments/Accelerate.
-        if not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
-            self.use_cpu = True
-        super().__post_init__()
-        if not 0.0 <= self.mask_fea_ratio <= 1.0:
-            raise ValueError(f"mask_fea_ratio must be in [0, 1], got {self.mask_fea_ratio}")
-        if self.nde_lr_ratio <= 0:
-            raise ValueError(f"nde_lr_ratio must be > 0, got {self.nde_lr_ratio}")
-        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
-            raise ValueError(f"early_stopping_patience must be >= 1 or None, got {self.early_stopping_patience}")
+# ORCA's training knobs when the trainer is given a plain `TrainingArguments` (the defaults of OrcaTrainingArguments).
+ORCA_TRAINING_DEFAULTS = {"nde_lr_ratio": 1.0, "use_mask_fea": True, "mask_fea_ratio": 0.2}
 
 
 @contextlib.contextmanager
@@ -248,6 +199,10 @@ class OrcaTrainer(Trainer):
             seconds = torch.where(dwell >= 0, bins[dwell.clamp_min(0)], torch.zeros_like(bins[:1]))
         return loss, preds, (model_inputs["click_labels"], dwell, seconds.float())
 
+    def _orca_arg(self, name: str):
+        # A plain `TrainingArguments` has no ORCA knobs: use the official defaults (see `OrcaTrainingArguments`).
+        return getattr(self.args, name, ORCA_TRAINING_DEFAULTS[name])
+
     def _unwrapped(self) -> OrcaModel:
         return self.accelerator.unwrap_model(self.model)
 
@@ -260,7 +215,7 @@ class OrcaTrainer(Trainer):
         nde = [p for p in model.nde_parameters() if p.requires_grad]
         groups = [{"params": rest, "lr": self.args.learning_rate}]
         if nde:
-            groups.append({"params": nde, "lr": self.args.learning_rate * self.args.nde_lr_ratio})
+            groups.append({"params": nde, "lr": self.args.learning_rate * self._orca_arg("nde_lr_ratio")})
         self.optimizer = torch.optim.Adam(groups, lr=self.args.learning_rate, weight_decay=self.args.weight_decay)
         return self.optimizer
 
@@ -271,7 +226,7 @@ class OrcaTrainer(Trainer):
             return
         if self._nde_optimizer is None:
             self._nde_optimizer = torch.optim.Adam(
-                params, lr=self.args.learning_rate * self.args.nde_lr_ratio, weight_decay=self.args.weight_decay
+                params, lr=self.args.learning_rate * self._orca_arg("nde_lr_ratio"), weight_decay=self.args.weight_decay
             )
         acc = self.accelerator
         reduce = (lambda g: acc.reduce(g, reduction="mean")) if acc.num_processes > 1 else None
@@ -280,146 +235,17 @@ class OrcaTrainer(Trainer):
     def training_step(self, model, inputs, num_items_in_batch=None):
         loss = super().training_step(model, inputs, num_items_in_batch)
         cfg = self._unwrapped().config
-        if cfg.use_orca and self.args.use_mask_fea and cfg.post_click_fields:
-            if self._mask_rng.random() < self.args.mask_fea_ratio:
+        if cfg.use_orca and self._orca_arg("use_mask_fea") and cfg.post_click_fields:
+            if self._mask_rng.random() < self._orca_arg("mask_fea_ratio"):
                 self._counterfactual_step(inputs)
         return loss
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# `hf-ext train orca`
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class OrcaScriptArguments:
-    """Data and model choices of `hf-ext train orca`."""
-
-    backbone: str = field(default="mmoe", metadata={"help": "mmoe or ple"})
-    use_orca: bool = field(default=True, metadata={"help": "False trains the plain multi-task baseline"})
-    shortcut_strength: float = field(default=2.0, metadata={"help": "synthetic clickbait shortcut strength s"})
-    num_impressions: int = field(default=50_000, metadata={"help": "synthetic impressions"})
-    generator_seed: int = field(default=0, metadata={"help": "seed of the synthetic generator"})
-    tenrec_csv: str | None = field(default=None, metadata={"help": "train on a Tenrec QK-article CSV instead"})
-    artifact_dir: str | None = field(
-        default=None, metadata={"help": "where to save the model (default OUTPUT_DIR/artifact)"}
-    )
-    sync_report: str | None = field(default=None, metadata={"help": "write per-rank checksums and seen rows (JSON)"})
-
-
-def make_parser() -> HfArgumentParser:
-    return HfArgumentParser((OrcaScriptArguments, OrcaTrainingArguments), prog="hf-ext train orca")
-
-
-def load_training_data(script: OrcaScriptArguments, seed: int):
-    """Returns `(DatasetDict with train/validation/test model features, field names, vocab sizes, post-click)`."""
-    from .data import (
-        FIELD_NAMES,
-        POST_CLICK_FIELDS,
-        SyntheticOrcaConfig,
-        field_vocab_sizes,
-        generate_synthetic,
-        to_model_features,
-        train_val_test_split,
-    )
-    from .tenrec import load_tenrec_qk_article
-
-    if script.tenrec_csv:
-        ds, names, sizes, post_click = load_tenrec_qk_article(script.tenrec_csv)
-    else:
-        gen = SyntheticOrcaConfig(
-            num_impressions=script.num_impressions,
-            shortcut_strength=script.shortcut_strength,
-            seed=script.generator_seed,
-        )
-        ds, names, sizes, post_click = (
-            generate_synthetic(gen),
-            list(FIELD_NAMES),
-            field_vocab_sizes(gen),
-            list(POST_CLICK_FIELDS),
-        )
-    splits = train_val_test_split(to_model_features(ds, names, sizes), seed=seed)
-    return splits, names, sizes, post_click
-
-
-class _RecordingCollator:
-    """Collates model columns and remembers which `row_id`s this rank saw (for the data-sharding check)."""
-
-    def __init__(self):
-        self.seen: list[int] = []
-
-    def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        self.seen.extend(int(f["row_id"]) for f in features if "row_id" in f)  # eval batches carry no row_id
-        keys = [k for k in EVAL_COLUMNS if k in features[0]]
-        return {k: torch.as_tensor(np.stack([np.asarray(f[k]) for f in features])) for k in keys}
-
-
-def main(argv: list[str] | None = None) -> dict:
-    """Trains one ORCA (or baseline) model with `Trainer` and saves it as a Hub artifact."""
-    script, args = make_parser().parse_args_into_dataclasses(args=argv)
-    splits, names, sizes, post_click = load_training_data(script, seed=args.seed)
-    config = OrcaConfig(
-        field_names=names,
-        field_vocab_sizes=sizes,
-        post_click_fields=post_click,
-        backbone=script.backbone,
-        use_orca=script.use_orca,
-    )
-    torch.manual_seed(args.seed)
-    model = OrcaModel(config)
-    train = splits["train"]
-    collator = None
-    if script.sync_report:
-        train = train.add_column("row_id", list(range(len(train))))
-        args = dataclasses.replace(args, remove_unused_columns=False)  # keep row_id for the collator
-        collator = _RecordingCollator()
-    trainer = OrcaTrainer(
-        model=model,
-        args=args,
-        train_dataset=train.select_columns([*MODEL_COLUMNS] + (["row_id"] if collator else [])),
-        eval_dataset=splits["validation"].select_columns(list(EVAL_COLUMNS)),
-        data_collator=collator,
-    )
-    result = trainer.train()
-    metrics = {"train_loss": result.training_loss, **trainer.evaluate()}
-    state = trainer.state
-    if script.sync_report:
-        _write_sync_report(trainer, collator, Path(script.sync_report))
-    if trainer.is_world_process_zero():
-        from hf_ext.core.hub import save_artifact
-
-        from . import SPEC
-
-        out = save_artifact(trainer.model, script.artifact_dir or Path(args.output_dir) / "artifact", SPEC)
-        metrics["artifact_dir"] = str(out)
-        print(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in metrics.items()}, indent=1))
-    metrics["global_step"] = state.global_step
-    return metrics
-
-
-def _write_sync_report(trainer: OrcaTrainer, collator: _RecordingCollator, path: Path) -> None:
-    """All ranks: gather a parameter checksum and the rows each rank trained on; rank 0 writes them as JSON."""
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    checksum = torch.tensor([float(sum(p.detach().double().sum() for p in model.parameters()))], dtype=torch.float64)
-    seen = torch.tensor(collator.seen, dtype=torch.long)
-    length = torch.tensor([seen.numel()])
-    acc = trainer.accelerator
-    checksums = acc.gather(checksum).tolist()
-    lengths = acc.gather(length).tolist()
-    padded = torch.full((max(lengths),), -1, dtype=torch.long)
-    padded[: seen.numel()] = seen
-    rows = acc.gather(padded).view(len(lengths), -1).tolist()
-    if acc.is_main_process:
-        report = {
-            "world_size": acc.num_processes,
-            "checksums": checksums,
-            "rows_per_rank": [[r for r in rank if r >= 0] for rank in rows],
-            "global_step": trainer.state.global_step,
-            "train_size": len(trainer.train_dataset),
-        }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report))
-
-
-if __name__ == "__main__":
-    main()
+__all__ = [
+    "EVAL_COLUMNS",
+    "MODEL_COLUMNS",
+    "OrcaEarlyStoppingCallback",
+    "OrcaTrainer",
+    "counterfactual_nde_step",
+    "make_compute_metrics",
+]
