@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from hf_ext.core.hub import atomic_write_dir, clean_stale_saves, file_sha256
+from hf_ext.core.integrity import CheckpointError, atomic_write_dir, clean_stale_saves, file_sha256
+from hf_ext.core.integrity import verify_checksums as verify_checksums_file
 
 from .config import MODEL_TYPE, GPMFSConfig
 
@@ -37,7 +38,13 @@ FORMAT_VERSION = 1
 _SAVE_HOOK: Callable[[str], None] | None = None
 ARTIFACT_FILES = (CONFIG_NAME, WEIGHTS_NAME)
 # Files a save may replace in an existing folder: the artifact's own, plus what hf_ext.core writes beside them.
-_REPLACEABLE = set(ARTIFACT_FILES) | {"README.md", "training_record.json", ".gitattributes", "selection.json"}
+_REPLACEABLE = set(ARTIFACT_FILES) | {
+    "README.md",
+    "training_record.json",
+    ".gitattributes",
+    "selection.json",
+    "hf_ext_checksums.json",
+}
 
 
 def _hook(step: str) -> None:
@@ -175,15 +182,19 @@ def _resolve(name_or_path: str | os.PathLike, **hub_kwargs) -> tuple[Path, Path]
         ) from err
 
 
-def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
+def from_pretrained(name_or_path: str | os.PathLike, *, verify_checksums: bool = True, **hub_kwargs):
     """Loads a fitted [`GPMFSSelector`] from a folder written by [`save_pretrained`] or a Hub repo id.
 
     Args:
         name_or_path (`str` or `os.PathLike`): local folder or Hub repo id.
+        verify_checksums (`bool`, *optional*, defaults to `True`): a local folder must carry
+            `hf_ext_checksums.json` and match it; `False` is the explicit opt-out (the weights' own SHA-256 in
+            `config.json` is checked either way).
         hub_kwargs: passed to `huggingface_hub.hf_hub_download` (`revision`, `cache_dir`, ...).
 
     Raises:
-        ValueError: a missing, corrupt or inconsistent `config.json` / `model.safetensors`.
+        ValueError: a missing, corrupt or inconsistent `config.json` / `model.safetensors`
+            ([`~hf_ext.core.integrity.CheckpointError`] for a checksum mismatch or a missing checksum file).
     """
     from safetensors.numpy import load_file
 
@@ -208,7 +219,7 @@ def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
     config = GPMFSConfig.from_dict(raw)
     expected = fitted.get("weights_sha256")
     if expected is not None and file_sha256(weights_path) != expected:
-        raise ValueError(
+        raise CheckpointError(
             f"{weights_path}: content hash differs from the weights_sha256 in {CONFIG_NAME} (a corrupt "
             "or mixed artifact)"
         )
@@ -234,6 +245,8 @@ def from_pretrained(name_or_path: str | os.PathLike, **hub_kwargs):
         if t.size and (t.max() >= d or t.min() < lowest):
             raise ValueError(f"{weights_path}: {key} holds indices outside [0, {d})")
 
+    if Path(name_or_path).is_dir():  # the checksum file every hf_ext artifact carries: mandatory unless opted out
+        verify_checksums_file(Path(name_or_path), require=verify_checksums)
     sel = GPMFSSelector.from_config(config)
     sel.n_features_in_ = d
     if fitted.get("feature_names_in") is not None:

@@ -23,7 +23,11 @@ def fitted(small):
 
 def test_round_trip_selects_the_same_columns(fitted, small, tmp_path):
     fitted.save_pretrained(tmp_path)
-    assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors"]  # no temp files left behind
+    assert sorted(os.listdir(tmp_path)) == [
+        "config.json",
+        "hf_ext_checksums.json",
+        "model.safetensors",
+    ]  # no temp files
     tensors = load_file(str(tmp_path / "model.safetensors"))
     assert {"W", "global_indices", "label_indices", "personal_indices"} <= set(tensors)
     config = json.loads((tmp_path / "config.json").read_text())

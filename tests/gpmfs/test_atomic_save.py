@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-import hf_ext.core.hub as hub
+import hf_ext.core.integrity as hub
 import hf_ext.gpmfs.artifact as artifact
 from hf_ext.gpmfs.selector import GPMFSSelector
 
@@ -87,7 +87,7 @@ def test_kill_during_save_leaves_a_complete_artifact(two_selectors, tmp_path):
     assert tries >= 20
     two_selectors[1].save_pretrained(path)  # the next save cleans the leftovers of every killed save
     assert _no_leftovers(path) == []
-    assert sorted(os.listdir(path)) == ["config.json", "model.safetensors"]
+    assert sorted(os.listdir(path)) == ["config.json", "hf_ext_checksums.json", "model.safetensors"]
     _check_complete(path, two_selectors)
 
 
@@ -104,7 +104,8 @@ def test_fallback_two_renames_are_repaired(two_selectors, tmp_path, monkeypatch)
 
             def replace_then_die(src, dst):  # killed right after the first rename (old artifact moved aside)
                 old_replace(src, dst)
-                os.kill(os.getpid(), signal.SIGKILL)
+                if not str(src).endswith(".tmp"):  # not the checksum file's own temp file
+                    os.kill(os.getpid(), signal.SIGKILL)
 
             os.replace = replace_then_die
             two_selectors[1].save_pretrained(path)
