@@ -22,7 +22,7 @@ from hf_ext.h2tune import H2TuneConfig
 from hf_ext.h2tune.aggregation import aggregate_mean
 from hf_ext.h2tune.baselines import lora_factors
 from hf_ext.h2tune.model import MODULE_SLOTS, sync_middle
-from hf_ext.h2tune.testing import tiny_base, tiny_base_config
+from hf_ext.h2tune.presets import tiny_base, tiny_base_config
 
 L_MAX, R = 4, 16
 

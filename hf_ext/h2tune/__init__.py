@@ -7,8 +7,8 @@ from hf_ext.core.registry import MethodSpec, register_method
 # Everything here builds on PEFT: imported on first use, so `import hf_ext` does not pull peft in.
 __getattr__, __dir__ = lazy_exports(__name__, {
     "TESTED_PEFT_RANGE": ".config", "H2TuneConfig": ".config", "H2TuneLinear": ".layer", "H2TuneVariant": ".layer",
-    "H2TuneCallback": ".model", "H2TuneTrainer": ".model", "get_middle": ".model", "set_middle": ".model",
-    "sync_middle": ".model",
+    "H2TuneCallback": ".trainer", "H2TuneTrainer": ".trainer", "H2TuneAlternatingTrainer": ".trainer",
+    "get_middle": ".model", "set_middle": ".model", "sync_middle": ".model",
 })  # fmt: skip
 
 
@@ -61,6 +61,7 @@ __all__ = [
     "H2TuneVariant",
     "H2TuneCallback",
     "H2TuneTrainer",
+    "H2TuneAlternatingTrainer",
     "get_middle",
     "set_middle",
     "sync_middle",

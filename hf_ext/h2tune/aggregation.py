@@ -51,7 +51,7 @@ def aggregate_mean(
     Returns:
         `(G, rejected)`: the new global tensor, and client id → reason for each rejected update.
     """
-    from .validation import check_shape
+    from .checks import check_shape
 
     expected_shape = check_shape("expected_shape", expected_shape)
     valid, rejected = [], {}
@@ -133,7 +133,7 @@ def make_strategy(
     from flwr.app import Array, ArrayRecord, MetricRecord
     from flwr.serverapp.strategy import FedAvg
 
-    from .validation import check_shape
+    from .checks import check_shape
 
     global_shape = check_shape("global_shape", global_shape, ndim=4)
 

@@ -23,7 +23,7 @@ STATE_KEY = "h2tune-client-state"
 
 def _incoming(msg: Message) -> dict[str, np.ndarray]:
     """The server's arrays as numpy (`ValueError` for a non-ArrayRecord or undecodable bytes); the client then checks
-    them against its own shapes before training ([`~hf_ext.h2tune.validation.check_global`])."""
+    them against its own shapes before training ([`~hf_ext.h2tune.checks.check_global`])."""
     if "arrays" not in msg.content:
         return {}
     record = msg.content["arrays"]

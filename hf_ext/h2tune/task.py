@@ -76,7 +76,7 @@ class RunConfig:
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown H2Tune variant {self.variant!r}; choose from {sorted(VARIANTS)}")
-        from .validation import check_run_config
+        from .checks import check_run_config
 
         check_run_config(self, len(self.clients))
 
@@ -130,7 +130,7 @@ class RunConfig:
         """Parses a Flower run config (`num-server-rounds`, `local-steps`, `seed`, `variant`, `num-train`, ...).
         The variant's implied fields win; `index-aligned` / `alternating` keys (older configs) still apply to the
         default variant."""
-        from .validation import check_run_config_types
+        from .checks import check_run_config_types
 
         check_run_config_types(run_config)
         get = run_config.get
@@ -215,7 +215,7 @@ class H2TuneClient:
         locally, and return what the client sends — `{"g": G_c}` for H2Tune, its padded-able LoRA factors for
         HetLoRA, nothing for local-only. The in-process loop and the Flower ClientApp both call this."""
         from .baselines import apply_flora, hetlora_payload, load_hetlora
-        from .validation import check_global
+        from .checks import check_global
 
         incoming = check_global(incoming, self.run.mode, global_shape(self.relation.weight.shape[0]))
         if self.run.mode == "h2tune":
@@ -246,8 +246,7 @@ class H2TuneClient:
         from hf_ext.core.devices import use_cpu
         from hf_ext.core.trainer_metrics import argmax_logits
 
-        from .model import H2TuneTrainer
-        from .training import H2TuneAlternatingTrainer, compute_metrics, previous_t
+        from .trainer import H2TuneAlternatingTrainer, H2TuneTrainer, compute_metrics, previous_t
 
         ds = Dataset.from_dict(to_features(self.train_pairs, max_len=self.run.max_len, codec=self.codec))
         args = TrainingArguments(
