@@ -12,15 +12,15 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 })  # fmt: skip
 
 
-def _install_peft_hook() -> None:
-    from .hooks import install_config_hook
+def _register_peft_type() -> None:
+    from .config import register_peft_type
 
-    install_config_hook()
+    register_peft_type()
 
 
 # Plain `PeftModel.from_pretrained(base, h2tune_dir)` restores the H2Tune variant once hf_ext is imported, whichever
-# is imported first: the hook is installed the moment peft is.
-when_imported("peft", _install_peft_hook)
+# is imported first: the peft_type is registered the moment peft is (config.register_peft_type).
+when_imported("peft", _register_peft_type)
 
 SPEC = register_method(
     MethodSpec(

@@ -95,6 +95,11 @@ def get_middle(model, adapter: str = "default") -> torch.Tensor:
 @torch.no_grad()
 def set_middle(model, middle: torch.Tensor, adapter: str = "default") -> None:
     """Loads M̃_c (L_c, M, R, R) into the layers' shared matrices and reloads T from it."""
+    if not isinstance(middle, torch.Tensor) or middle.ndim != 4 or not middle.is_floating_point():
+        raise ValueError(f"middle must be a float tensor (L_c, M, R, R), got {getattr(middle, 'shape', middle)!r}")
+    depth = num_layers(model, adapter)
+    if middle.shape[0] < depth or middle.shape[1] != len(MODULE_SLOTS):
+        raise ValueError(f"middle must be (L_c={depth}, M={len(MODULE_SLOTS)}, R, R), got {tuple(middle.shape)}")
     for name, module in h2tune_modules(model, adapter):
         layer, slot = module_slot(name)
         ref = module.lora_lT[adapter]
