@@ -157,22 +157,47 @@ class H2TuneAlternatingTrainer(H2TuneTrainer):
         self.prev_t = prev_t
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        shared = [p for p in shared_parameters(model, self.adapter) + self.extra_shared]
-        local = local_parameters(model, self.adapter)
-        labels = inputs.get("labels")
-        with frozen(local), relation_path(model, self.relation, self.global_tensor, self.adapter):  # pass 1: shared
-            out_a = model(**inputs)
-            loss_a = out_a.loss + self.norm_weight * norm_penalty(shared) + t_kl(model, self.prev_t, self.adapter)
-        with frozen(shared):  # pass 2: task-specific part, distilled toward the shared pass
-            out_b = model(**inputs)
-            z_a, z_b = out_a.logits.detach()[:, :-1], out_b.logits[:, :-1]
-            mask = labels[:, 1:] != -100 if labels is not None else torch.ones(z_b.shape[:2], dtype=torch.bool)
-            kl = F.kl_div(
-                F.log_softmax(z_b[mask], -1), F.log_softmax(z_a[mask], -1), log_target=True, reduction="batchmean"
-            )
-            loss_b = out_b.loss + kl
-        loss = loss_a + loss_b
+        loss, out_b = two_pass_loss(
+            model,
+            inputs,
+            self.prev_t,
+            extra_shared=self.extra_shared,
+            norm_weight=self.norm_weight,
+            adapter=self.adapter,
+            relation=self.relation,
+            global_tensor=self.global_tensor,
+        )
         return (loss, out_b) if return_outputs else loss
+
+
+def two_pass_loss(
+    model,
+    inputs: dict,
+    prev_t: dict[str, torch.Tensor],
+    *,
+    extra_shared=(),
+    norm_weight: float = 1.0,
+    adapter: str = "default",
+    relation=None,
+    global_tensor=None,
+):
+    """L_a + L_b of the two-pass step (the module docstring) on one batch; returns `(loss, outputs of pass 2)`.
+    [`H2TuneAlternatingTrainer.compute_loss`] is this function; `benchmarks/h2tune_cost.py` times it."""
+    shared = [p for p in shared_parameters(model, adapter) + list(extra_shared)]
+    local = local_parameters(model, adapter)
+    labels = inputs.get("labels")
+    with frozen(local), relation_path(model, relation, global_tensor, adapter):  # pass 1: the shared part
+        out_a = model(**inputs)
+        loss_a = out_a.loss + norm_weight * norm_penalty(shared) + t_kl(model, prev_t, adapter)
+    with frozen(shared):  # pass 2: task-specific part, distilled toward the shared pass
+        out_b = model(**inputs)
+        z_a, z_b = out_a.logits.detach()[:, :-1], out_b.logits[:, :-1]
+        mask = labels[:, 1:] != -100 if labels is not None else torch.ones(z_b.shape[:2], dtype=torch.bool)
+        kl = F.kl_div(
+            F.log_softmax(z_b[mask], -1), F.log_softmax(z_a[mask], -1), log_target=True, reduction="batchmean"
+        )
+        loss_b = out_b.loss + kl
+    return loss_a + loss_b, out_b
 
 
 def compute_metrics(eval_pred) -> dict[str, float]:
@@ -193,4 +218,5 @@ __all__ = [
     "norm_penalty",
     "previous_t",
     "t_kl",
+    "two_pass_loss",
 ]
