@@ -23,7 +23,9 @@ accept the public call or changes the mapping's role, and when the installed PEF
 beside `adapter_config.json`; [`H2TuneConfig.from_pretrained`], which `PeftModel.from_pretrained` and `load_adapter`
 call, verifies it before any weight is read: a corrupted, truncated or edited weights file, or one with a tensor
 removed, is refused with [`~hf_ext.core.hub.CheckpointError`]; so is an adapter with no checksum file, unless the caller
-opts out with `verify_checksums=False`.
+opts out with `verify_checksums=False`. Not covered: a caller that hands PEFT a config object it loaded itself
+(`PeftModel.from_pretrained(base, path, config=...)`, which `AutoPeftModelForCausalLM` does) skips this method, so
+nothing is verified there; call [`verify_adapter`] first, or load through `PeftModel.from_pretrained(base, path)`.
 """
 
 from __future__ import annotations
