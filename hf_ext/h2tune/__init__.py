@@ -7,20 +7,20 @@ from hf_ext.core.registry import MethodSpec, register_method
 # Everything here builds on PEFT: imported on first use, so `import hf_ext` does not pull peft in.
 __getattr__, __dir__ = lazy_exports(__name__, {
     "TESTED_PEFT_RANGE": ".config", "H2TuneConfig": ".config", "H2TuneLinear": ".layer", "H2TuneVariant": ".layer",
-    "H2TuneCallback": ".model", "H2TuneTrainer": ".model", "get_middle": ".model", "set_middle": ".model",
-    "sync_middle": ".model",
+    "H2TuneCallback": ".trainer", "H2TuneTrainer": ".trainer", "H2TuneAlternatingTrainer": ".trainer",
+    "get_middle": ".model", "set_middle": ".model", "sync_middle": ".model",
 })  # fmt: skip
 
 
-def _install_peft_hook() -> None:
-    from .hooks import install_config_hook
+def _register_peft_type() -> None:
+    from .config import register_peft_type
 
-    install_config_hook()
+    register_peft_type()
 
 
 # Plain `PeftModel.from_pretrained(base, h2tune_dir)` restores the H2Tune variant once hf_ext is imported, whichever
-# is imported first: the hook is installed the moment peft is.
-when_imported("peft", _install_peft_hook)
+# is imported first: the peft_type is registered the moment peft is (config.register_peft_type).
+when_imported("peft", _register_peft_type)
 
 SPEC = register_method(
     MethodSpec(
@@ -61,6 +61,7 @@ __all__ = [
     "H2TuneVariant",
     "H2TuneCallback",
     "H2TuneTrainer",
+    "H2TuneAlternatingTrainer",
     "get_middle",
     "set_middle",
     "sync_middle",

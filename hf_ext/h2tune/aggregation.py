@@ -61,7 +61,7 @@ def aggregate_mean(
     Returns:
         `(G, rejected)`: the new global tensor, and client id → reason for each rejected update.
     """
-    from .validation import check_shape
+    from .checks import check_shape
 
     expected_shape = check_shape("expected_shape", expected_shape)
     valid, rejected = [], {}

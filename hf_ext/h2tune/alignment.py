@@ -62,6 +62,8 @@ class RelationMatrix(nn.Module):
 
     def upload(self, middle: torch.Tensor) -> torch.Tensor:
         """G_c (L_max, M, R, R) from the trained M̃_c (L_c, M, R, R)."""
+        if not isinstance(middle, torch.Tensor) or middle.ndim != 4:
+            raise ValueError(f"middle must be a (L_c, M, R, R) tensor, got {getattr(middle, 'shape', middle)!r}")
         if middle.shape[0] != self.weight.shape[1]:
             raise ValueError(f"middle has {middle.shape[0]} layers, P_c expects {self.weight.shape[1]}")
         return torch.einsum("jl,lmab->jmab", self.weight.detach(), middle.to(self.weight.dtype))

@@ -8,6 +8,7 @@ artifact/
   adapter/                         adapter_config.json (peft_type HF_EXT_H2TUNE) + adapter_model.safetensors
   client.json                      the client's spec (family, depth, width, rank, task)
   training_record.json             written by the reproduction (what the card is rendered from)
+  hf_ext_checksums.json            sha256 of every safetensors file (adapter/ has its own too)
 ```
 
 The adapter sits in `adapter/`, not beside the base's `config.json`: transformers would otherwise attach it while
@@ -18,6 +19,9 @@ import hf_ext  # maps peft_type HF_EXT_H2TUNE to H2TuneConfig (plain PEFT refuse
 base = AutoModelForCausalLM.from_pretrained(folder_or_repo)
 model = PeftModel.from_pretrained(base, folder_or_repo, subfolder="adapter")  # or f"{folder}/adapter"
 ```
+
+Both the root and `adapter/` hold an `hf_ext_checksums.json`; loading the adapter verifies its own (see `config.py`),
+[`load_release`] verifies both.
 """
 
 from __future__ import annotations
@@ -78,15 +82,38 @@ def release_from_client(client_folder: str | Path, out_dir: str | Path) -> Path:
     return atomic_write_dir(out_dir, write)
 
 
-def load_release(folder: str | Path):
-    """The `PeftModel` saved by [`save_release`] (base from the root, adapter from `adapter/`)."""
+def load_release(folder: str | Path, *, verify_checksums: bool = True):
+    """The `PeftModel` saved by [`save_release`] (base from the root, adapter from `adapter/`).
+
+    Args:
+        folder (`str` or `Path`): the release folder.
+        verify_checksums (`bool`, defaults to `True`): check the folder's `hf_ext_checksums.json` (base weights and
+            adapter) and the adapter's own before loading; a missing or mismatching one is a
+            [`~hf_ext.core.hub.CheckpointError`]. `False` is the explicit opt-out.
+    """
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    import hf_ext.h2tune  # noqa: F401  (the peft_type hook)
+    import hf_ext.h2tune  # noqa: F401  (registers the peft_type)
+    from hf_ext.core.hub import CHECKSUMS_FILE, CheckpointError
+    from hf_ext.core.hub import verify_checksums as verify
 
     folder = Path(folder)
-    return PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(folder), folder / "adapter")
+    if verify_checksums and not verify(folder):
+        raise CheckpointError(
+            f"H2Tune release {folder} has no {CHECKSUMS_FILE}, so its integrity cannot be checked: re-save it "
+            "with hf_ext (save_release / release_from_client), or load it unchecked with verify_checksums=False"
+        )
+    base = AutoModelForCausalLM.from_pretrained(folder)
+    return PeftModel.from_pretrained(base, folder / "adapter", verify_checksums=verify_checksums)
 
 
-__all__ = ["load_release", "release_from_client", "save_release"]
+def save_adapter(peft_model, out_dir: str | Path) -> Path:
+    """`peft_model.save_pretrained(out_dir)`, atomically: `out_dir` holds the previous complete adapter or the new
+    one, never a half-written folder (a kill mid-save leaves the old one), with its `hf_ext_checksums.json`."""
+    from hf_ext.core.hub import atomic_write_dir
+
+    return atomic_write_dir(out_dir, lambda tmp: peft_model.save_pretrained(tmp))
+
+
+__all__ = ["load_release", "release_from_client", "save_adapter", "save_release"]

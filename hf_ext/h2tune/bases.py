@@ -84,7 +84,7 @@ def pretrained_base(base, spec, run, init_seed: int | None = None):
 
 def tiny_client_base(spec, seed: int):
     """Client `spec`'s tiny random-init decoder (the character codec's vocabulary)."""
-    from .testing import tiny_base, tiny_base_config
+    from .presets import tiny_base, tiny_base_config
 
     return tiny_base(tiny_base_config(spec.family, spec.layers, spec.hidden, VOCAB_SIZE), seed=seed)
 

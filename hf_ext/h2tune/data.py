@@ -2,7 +2,11 @@
 (fill-in, `mod 10` phrasing, program output; multiple choice for users, see [`TASKS`]), split so that **no client
 is tested on an input it trained on** ([`client_split`]); a character codec the tiny decoders share, and
 [`TokenizerCodec`] for real decoders (SmolLM2, a user's HF model) with their own tokenizer; [`load_pairs`] reads
-a user's `datasets` data (`prompt` / `answer` columns)."""
+a user's `datasets` data (`prompt` / `answer` columns).
+
+The synthetic tasks (`make_example`, `make_split`, `client_split`, `pooled_split`) are the test bed of
+`hf-ext reproduce h2tune` (the offline stand-in for the paper's three MathInstruct clients: one skill, three
+formats, heterogeneous decoders) and of the tests; `load_pairs` is the user's data schema for `hf-ext train h2tune`."""
 
 from __future__ import annotations
 

@@ -103,6 +103,13 @@ class H2TuneVariant(LoraVariant):
     @staticmethod
     def forward(module, active_adapter, x, result, **kwargs):
         # B·(T·A·drop(x) + A·drop(x)): the identity residual keeps the adapter well defined when T is sparse or 0
+        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            # NaN/Inf hidden states (e.g. `inputs_embeds` holding NaN) would otherwise flow through every layer to
+            # NaN logits without a word; refused at the first H2Tune layer that sees them
+            raise ValueError(
+                f"H2Tune layer input holds {int((~torch.isfinite(x)).sum())} NaN/Inf value(s) (adapter "
+                f"{active_adapter!r}): check `inputs_embeds` / the base model's hidden states"
+            )
         h = module.lora_A[active_adapter](module.lora_dropout[active_adapter](x))
         t = module.lora_T[active_adapter]
         scores = module.lora_S[active_adapter]
@@ -155,6 +162,11 @@ def sync_layer(module: LoraLinear, adapter: str, sparsify: bool = True) -> None:
 @torch.no_grad()
 def load_middle(module: LoraLinear, adapter: str, middle: torch.Tensor) -> None:
     """Replaces M̃ (e.g. with the client's mixture of the downloaded global tensor) and reloads T from it."""
+    ref = module.lora_lT[adapter]
+    if tuple(middle.shape) != tuple(ref.shape):
+        raise ValueError(f"middle matrix must be {tuple(ref.shape)} (R×R), got {tuple(middle.shape)}")
+    if not bool(torch.isfinite(middle).all()):
+        raise ValueError("middle matrix holds NaN/Inf values: refusing to load it into the H2Tune layer")
     module.lora_lT[adapter].copy_(middle)
     r = module.lora_T[adapter].shape[0]
     module.lora_T[adapter].data.copy_(module.lora_lT[adapter].reshape(-1)[module.lora_idx[adapter]].reshape(r, r))

@@ -1,5 +1,8 @@
-"""Model-level H2Tune helpers on a `PeftModel`: find the H2Tune layers, keep T and the shared matrix in sync, read and
-write the client's middle matrices, and the Trainer pieces (callback and loss).
+"""Model-level H2Tune operations on a `PeftModel` (the tuner is PEFT's own `LoraModel`; H2Tune is a LoRA variant, see
+`config.py` / `layer.py`): find the H2Tune layers, keep T and the shared matrix in sync, read and write the client's
+middle matrices (M̃_c, one (L_c, M, R, R) tensor), make the forward differentiable in the relation matrix P_c, and split
+the parameters into the shared part (T, S) and the task-specific part (A, B). The Trainer and its two-pass step are in
+`trainer.py`.
 
 Use it like any PEFT adapter:
 
@@ -9,8 +12,8 @@ from hf_ext.h2tune import H2TuneConfig
 
 model = get_peft_model(base, H2TuneConfig(r=4, global_rank=16))
 ...  # train with H2TuneTrainer (or any Trainer plus H2TuneCallback)
-model.save_pretrained("adapter")
-again = PeftModel.from_pretrained(base2, "adapter")  # an H2Tune adapter, not plain LoRA
+model.save_pretrained("adapter")  # also writes hf_ext_checksums.json
+again = PeftModel.from_pretrained(base2, "adapter")  # an H2Tune adapter, checksums verified
 ```
 """
 
@@ -21,9 +24,7 @@ import re
 from collections.abc import Iterator
 
 import torch
-from transformers import Trainer, TrainerCallback
 
-from .alignment import mix_layers
 from .layer import H2TuneLinear, load_middle, sync_layer
 
 # Canonical module slots m of the global tensor G (L_max × M × R × R). GPT-2's fused c_attn shares the q slot.
@@ -94,6 +95,11 @@ def get_middle(model, adapter: str = "default") -> torch.Tensor:
 @torch.no_grad()
 def set_middle(model, middle: torch.Tensor, adapter: str = "default") -> None:
     """Loads M̃_c (L_c, M, R, R) into the layers' shared matrices and reloads T from it."""
+    if not isinstance(middle, torch.Tensor) or middle.ndim != 4 or not middle.is_floating_point():
+        raise ValueError(f"middle must be a float tensor (L_c, M, R, R), got {getattr(middle, 'shape', middle)!r}")
+    depth = num_layers(model, adapter)
+    if middle.shape[0] < depth or middle.shape[1] != len(MODULE_SLOTS):
+        raise ValueError(f"middle must be (L_c={depth}, M={len(MODULE_SLOTS)}, R, R), got {tuple(middle.shape)}")
     for name, module in h2tune_modules(model, adapter):
         layer, slot = module_slot(name)
         ref = module.lora_lT[adapter]
@@ -108,8 +114,9 @@ def relation_path(model, relation: torch.Tensor | None, global_tensor: torch.Ten
     the local change D_c that training writes through T. Since T holds the entries `idx` of M̃, ∂L/∂P_c[j, l] =
     Σ_m ⟨G[j, m][idx], ∂L/∂T_{l,m}⟩. Each layer gets a zero-valued offset `o − o.detach()` with
     o = Σ_j P_c[j, l]·G[j, m][idx], added to T in the forward: values are unchanged, and autograd sends exactly that
-    gradient to P_c. [`H2TuneCallback`] then moves M̃ by ΔP_cᵀ·G after each optimiser step, so M̃ stays
-    P_cᵀ·G + D_c. No-op when `relation` is `None` or frozen (the index-aligned ablation, the task-specific pass).
+    gradient to P_c. [`~hf_ext.h2tune.trainer.H2TuneCallback`] then moves M̃ by ΔP_cᵀ·G after each optimiser step,
+    so M̃ stays P_cᵀ·G + D_c. No-op when `relation` is `None` or frozen (the index-aligned ablation, the
+    task-specific pass).
     """
     mods = list(h2tune_modules(model, adapter)) if relation is not None and relation.requires_grad else []
     try:
@@ -151,89 +158,3 @@ def local_parameters(model, adapter: str = "default") -> list[torch.nn.Parameter
     for _, module in h2tune_modules(model, adapter):
         params += [module.lora_A[adapter].weight, module.lora_B[adapter].weight]
     return params
-
-
-def norm_penalty(params: list[torch.Tensor]) -> torch.Tensor:
-    """mean_k ‖θ_k‖₂ over the given tensors (the paper's regulariser on T, S and P_c)."""
-    return torch.stack([p.norm() for p in params]).mean()
-
-
-class H2TuneCallback(TrainerCallback):
-    """Scatters every T back into the shared matrix and re-selects it after each optimiser step.
-
-    With a `relation` (P_c) and this round's `global_tensor` G, it also moves M̃ by ΔP_cᵀ·G after each step, so
-    that M̃ = P_cᵀ·G + D_c holds while P_c trains (see [`relation_path`]).
-
-    Also clears the gradients of `extra_params` (P_c) at the start of training and after every step: they live
-    outside the model, and `Trainer` only zeroes the model's own gradients, so they would otherwise accumulate
-    across steps and rounds.
-    """
-
-    def __init__(self, adapter: str = "default", extra_params=(), relation=None, global_tensor=None):
-        self.adapter, self.extra_params = adapter, list(extra_params)
-        self.relation, self.global_tensor = relation, global_tensor
-        self._relation_before = None
-
-    def _clear_extra_grads(self):
-        for p in self.extra_params:
-            p.grad = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self._clear_extra_grads()
-        if self.relation is not None and self.global_tensor is not None:
-            self._relation_before = self.relation.detach().clone()
-
-    def on_optimizer_step(self, args, state, control, model=None, **kwargs):
-        if model is None:
-            return
-        sync_middle(model, self.adapter)
-        if self._relation_before is not None:
-            delta = self.relation.detach() - self._relation_before
-            if torch.any(delta != 0):
-                shift_middle(model, mix_layers(delta, self.global_tensor), self.adapter)
-            self._relation_before = self.relation.detach().clone()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self._clear_extra_grads()
-
-
-class H2TuneTrainer(Trainer):
-    """A `Trainer` for round-0 ("joint") H2Tune training: L = CE_LM + λ·mean_k ‖θ_k‖₂ over T, S (and P_c, passed
-    as `extra_shared`), with [`H2TuneCallback`] added. The loss changes, hence the subclass.
-
-    Args:
-        norm_weight (`float`, defaults to 1.0): λ. The paper's code uses 1.
-        extra_shared (`list[torch.nn.Parameter]`, *optional*): more shared tensors to regularise (P_c).
-        relation (`torch.nn.Parameter`, *optional*): P_c (L_max × L_c); with `global_tensor` the task loss trains
-            it through M̃ = P_cᵀ·G + D_c ([`relation_path`]). It must also be in `extra_shared` and the optimiser.
-        global_tensor (`torch.Tensor`, *optional*): G downloaded this round (L_max × M × R × R).
-    """
-
-    def __init__(
-        self,
-        *args,
-        norm_weight: float = 1.0,
-        extra_shared=None,
-        adapter: str = "default",
-        relation=None,
-        global_tensor=None,
-        **kwargs,
-    ):
-        super().__init__(*args, **kwargs)
-        self.norm_weight, self.extra_shared, self.adapter = norm_weight, list(extra_shared or []), adapter
-        self.relation, self.global_tensor = (relation, global_tensor) if global_tensor is not None else (None, None)
-        self.add_callback(
-            H2TuneCallback(
-                adapter, extra_params=self.extra_shared, relation=self.relation, global_tensor=self.global_tensor
-            )
-        )
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        with relation_path(model, self.relation, self.global_tensor, self.adapter):
-            loss, outputs = super().compute_loss(
-                model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
-            )
-        shared = [p for p in shared_parameters(model, self.adapter) + self.extra_shared if p.requires_grad]
-        if shared and self.norm_weight:
-            loss = loss + self.norm_weight * norm_penalty(shared)
-        return (loss, outputs) if return_outputs else loss

@@ -8,8 +8,11 @@ unweighted mean on the server) with local-only LoRA, the pooled-data ceiling (ea
 operand pairs, posed in its own format), HetLoRA (rank-padded averaging within a base), FLoRA (stacking within a
 base), and (`--full`) the ablations no sparsification, index-aligned layers and joint instead of alternating
 training. Before any comparison it checks that local-only lands strictly between chance and the pooled ceiling on
-every client (the setting is uninformative otherwise) and prints the verdict. Per-client exact match after each round
-(mean ± std over seeds: the convergence curve), paired per-seed differences against local-only, bytes sent per round.
+every client (the setting is uninformative otherwise). The criterion (H2Tune − local-only, paired over seeds: 95 %
+t-interval above 0 and mean ≥ 0.05, premise the client's setting check) is printed as a
+[`~hf_ext.core.reporting.VerdictRule`] per client before any work, and decided at the end. Per-client exact match after
+each round (mean over seeds: the convergence curve), final exact match (mean ± sample SD), paired per-seed differences
+against local-only with 95 % t-intervals, bytes sent per round; every spread comes from `hf_ext.core.reporting`.
 Writes `results.json`, each H2Tune client's adapted model under `--out/clients` and the pushable `--out/artifact`
 (client 0: base at the root, adapter in `adapter/`).
 
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from pathlib import Path
 
@@ -40,13 +42,34 @@ from .alignment import initial_global
 from .model import MODULE_SLOTS
 from .task import GLOBAL_RANK, VARIANTS, H2TuneClient, RunConfig, global_shape, pretrained_base
 
-# Stated before running (README): where H2Tune should beat local-only, and by how much would count.
+# Stated before running (README): where H2Tune should beat local-only, and by how much would count. The criterion is
+# the per-client `VerdictRule` of [`verdict_rules`], printed before any work.
 PREDICTION = (
-    "H2Tune beats local-only on a client when its paired per-seed gain is positive on every seed and the "
-    "mean gain exceeds 0.05 exact match; it should show on the clients whose test pairs the others train "
+    "H2Tune beats local-only on a client when the 95 % t-interval of its paired per-seed gain lies above 0 and the "
+    "mean gain is at least 0.05 exact match; it should show on the clients whose test pairs the others train "
     "on, i.e. all three, and most on client 2 (the only one that no LoRA baseline can reach). HetLoRA and "
     "FLoRA can help only clients 0 and 1 (one shared base)."
 )
+GAIN_MARGIN = 0.05  # exact match: the smallest mean gain over local-only that counts as the paper's effect
+SETTING_PREMISE = "setting check on that client: chance < local-only < pooled ceiling (mean over seeds)"
+
+
+def verdict_rules(clients) -> dict:
+    """The stated H2Tune criterion as one [`~hf_ext.core.reporting.VerdictRule`] per client: H2Tune − local-only
+    on final exact match, paired over seeds, margin 0.05, premise the client's setting check (its local-only run
+    lands strictly between chance and the pooled ceiling)."""
+    from hf_ext.core.reporting import VerdictRule
+
+    return {
+        c["name"]: VerdictRule(
+            claim=f"H2Tune beats local-only LoRA on {c['name']} ({c['task']})",
+            metric="final exact match",
+            margin=GAIN_MARGIN,
+            higher_is_better=True,
+            premise=SETTING_PREMISE,
+        )
+        for c in clients
+    }
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -192,28 +215,38 @@ def _variant_job(
 
 
 def _cell(variant: str, r: dict, name: str) -> str:
-    """`mean±std [paired difference to local-only, mean±std]` of client `name` under `variant`."""
-    cell = f"{r['final_accuracy_mean'][name]:.3f}±{r['final_accuracy_std'][name]:.3f}"
+    """`mean ± SD, Δ paired difference to local-only (mean ± SD [95 % interval])` of client `name` under `variant`
+    (both from `hf_ext.core.reporting`: sample SD, Student-t interval)."""
+    from hf_ext.core.reporting import summarize
+
+    cell = summarize(r["final_accuracy_per_seed"][name]).cell()
     diff = r.get("paired_vs_local", {}).get(name)
     if diff is not None and variant != "local-only":
-        cell += f" [{round(diff['mean'], 3) + 0.0:+.3f}±{diff['std']:.3f}]"  # no "-0.000"
+        cell += f", Δ {_diff_cell(diff)}"
     return cell
+
+
+def _diff_cell(diff: dict) -> str:
+    from hf_ext.core.reporting import paired_difference
+
+    d = paired_difference(diff["per_pair"], [0.0] * len(diff["per_pair"]))
+    return d.cell().replace("-0.000", "+0.000")  # no "-0.000"
 
 
 def format_table(results: dict) -> str:
     n = len(results["seeds"])
     clients = results["clients"]
     lines = [
-        f"final exact match, mean ± std (population) over {n} seed{'s' if n > 1 else ''} {results['seeds']}; "
-        "[paired per-seed difference vs local-only, mean ± std]",
+        f"final exact match, mean ± SD (sample) over {n} seed{'s' if n > 1 else ''} {results['seeds']}; "
+        "Δ = paired per-seed difference vs local-only, mean ± SD [95 % t-interval]",
         f"{'variant':<22}"
-        + "".join(f"{c['name'] + ' (' + c['task'] + ')':>36}" for c in clients)
+        + "".join(f"{c['name'] + ' (' + c['task'] + ')':>50}" for c in clients)
         + f"{'bytes/round':>14}",
     ]
     for variant, r in results["variants"].items():
         cells = ""
         for c in clients:
-            cells += f"{_cell(variant, r, c['name']):>36}"
+            cells += f"{_cell(variant, r, c['name']):>50}"
         lines.append(f"{variant:<22}{cells}{r['bytes_sent_per_round']:>14}")
     return "\n".join(lines)
 
@@ -276,15 +309,46 @@ def setting_check(results: dict) -> dict:
 
 
 def paired_differences(results: dict) -> None:
-    """Adds `paired_vs_local` (per client: per-seed differences against local-only, mean and population std)."""
+    """Adds `paired_vs_local` (per client: [`~hf_ext.core.reporting.paired_difference`] against local-only over
+    the same seeds: per-seed differences, mean, sample SD and 95 % t-interval)."""
+    from hf_ext.core.reporting import paired_difference
+
     base = results["variants"].get("local-only")
     if base is None:
         return
     for r in results["variants"].values():
-        r["paired_vs_local"] = {}
-        for name, per_seed in r["final_accuracy_per_seed"].items():
-            diffs = [a - b for a, b in zip(per_seed, base["final_accuracy_per_seed"][name])]
-            r["paired_vs_local"][name] = {"per_seed": diffs, "mean": float(np.mean(diffs)), "std": float(np.std(diffs))}
+        r["paired_vs_local"] = {
+            name: paired_difference(per_seed, base["final_accuracy_per_seed"][name]).to_dict()
+            for name, per_seed in r["final_accuracy_per_seed"].items()
+        }
+
+
+def decide(results: dict, rules: dict) -> dict:
+    """The verdict of each client's rule on H2Tune − local-only (premise: that client's setting check); empty
+    when H2Tune or local-only did not run."""
+    from hf_ext.core.reporting import Premise, paired_difference
+
+    variants = results["variants"]
+    if "h2tune" not in variants or "local-only" not in variants:
+        return {}
+    check = results.get("setting_check", {}).get("clients", {})
+    out = {}
+    for name, rule in rules.items():
+        diff = paired_difference(
+            variants["h2tune"]["final_accuracy_per_seed"][name], variants["local-only"]["final_accuracy_per_seed"][name]
+        )
+        c = check.get(name)
+        if c is None:
+            premise = Premise(SETTING_PREMISE, False, "the pooled ceiling did not run: the setting is unchecked")
+        else:
+            premise = Premise(
+                SETTING_PREMISE,
+                bool(c["ok"]),
+                f"chance {c['chance']} < local-only {c['local_only']:.3f} < pooled ceiling {c['pooled_ceiling']:.3f}"
+                + ("" if c["ok"] else " fails"),
+            )
+        out[name] = rule.decide(diff, premise)
+    return out
 
 
 def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
@@ -373,15 +437,22 @@ def main(argv: list[str] | None = None) -> dict:
     if ns.pretrained:
         ns.workers = 1  # three real decoders per federation: one process (memory)
     out.mkdir(parents=True, exist_ok=True)
+    from hf_ext.core.reporting import environment, print_rules, summarize, write_results
+
+    clients = [c.__dict__ for c in run.clients]
+    rules = verdict_rules(clients)
+    print(f"prediction (stated before the run): {PREDICTION}")
+    print_rules(rules)  # the criterion, before any work
     start = time.perf_counter()
     results: dict = {
         "scale": "pretrained" if ns.pretrained else "full" if ns.full else "quick",
         "engine": engine,
         "run": run.__dict__,
         "seeds": seeds,
-        "clients": [c.__dict__ for c in run.clients],
+        "clients": clients,
         "variants": {},
         "prediction": PREDICTION,
+        "rules": {name: rule.to_dict() for name, rule in rules.items()},
     }
     done: dict[tuple[str, int], dict] = {}
     workers = max(1, ns.workers)
@@ -412,19 +483,21 @@ def main(argv: list[str] | None = None) -> dict:
         final = {c.name: [r["accuracy"][c.name][-1] for r in per_seed] for c in run.clients}
         results["variants"][variant] = {
             "final_accuracy_mean": {k: float(np.mean(v)) for k, v in final.items()},
-            "final_accuracy_std": {k: float(np.std(v)) for k, v in final.items()},
+            "final_accuracy_sd": {k: summarize(v).to_dict()["sd"] for k, v in final.items()},
             "final_accuracy_per_seed": final,
             "accuracy_per_round": [r["accuracy"] for r in per_seed],
             "bytes_sent_per_round": per_seed[0]["bytes_sent_per_round"],
         }
     paired_differences(results)
     results["setting_check"] = setting_check(results)
+    verdicts = decide(results, rules)
+    results["verdicts"] = {name: v.to_dict() for name, v in verdicts.items()}
     results["seconds"] = time.perf_counter() - start
     results["seconds_federated"] = results["seconds"] - results["seconds_pretrain"]
-    (out / "results.json").write_text(json.dumps(results, indent=2))
+    results["environment"] = environment()
+    write_results(out / "results.json", results)
     (out / "results.md").write_text(format_markdown(results))
     _save_records(out, results, run, seeds, ns)
-    print(f"prediction (stated before the run): {PREDICTION}")
     check = results["setting_check"]
     for name, c in check["clients"].items():
         print(
@@ -434,6 +507,8 @@ def main(argv: list[str] | None = None) -> dict:
     table = format_table(results)
     print(table)
     print(format_curves(results))
+    for verdict in verdicts.values():
+        print(f"[verdict] {verdict.line()}")
     print(
         f"wrote {out / 'results.json'} and {out / 'clients'} ({results['seconds']:.0f} s: pretraining "
         f"{results['seconds_pretrain']:.0f} s, federated runs {results['seconds_federated']:.0f} s)"

@@ -39,7 +39,7 @@ from hf_ext.core.federated import (
 from hf_ext.core.federated.guard import _decode
 
 from .aggregation import MAX_ABS, server_update, slot_presence
-from .validation import check_shape
+from .checks import check_shape
 
 MODES = ("h2tune", "hetlora", "flora", "local")
 

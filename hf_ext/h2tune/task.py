@@ -98,7 +98,7 @@ class RunConfig(FlowerRunConfig):
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown H2Tune variant {self.variant!r}; choose from {sorted(VARIANTS)}")
-        from .validation import check_run_config
+        from .checks import check_run_config
 
         check_run_config(self, len(self.clients))
         for name in ("min_nodes", "min_rounds"):
@@ -193,7 +193,7 @@ class H2TuneClient:
         locally, and return what the client sends — `{"g": G_c}` for H2Tune, its padded-able LoRA factors for
         HetLoRA, nothing for local-only. The in-process loop and the Flower ClientApp both call this."""
         from .baselines import apply_flora, hetlora_payload, load_hetlora
-        from .validation import check_global
+        from .checks import check_global
 
         incoming = check_global(incoming, self.run.mode, global_shape(self.relation.weight.shape[0]))
         if self.run.mode == "h2tune":
@@ -224,8 +224,7 @@ class H2TuneClient:
         from hf_ext.core.devices import use_cpu
         from hf_ext.core.trainer_metrics import argmax_logits
 
-        from .model import H2TuneTrainer
-        from .training import H2TuneAlternatingTrainer, compute_metrics, previous_t
+        from .trainer import H2TuneAlternatingTrainer, H2TuneTrainer, compute_metrics, previous_t
 
         ds = Dataset.from_dict(to_features(self.train_pairs, max_len=self.run.max_len, codec=self.codec))
         args = TrainingArguments(
@@ -316,7 +315,7 @@ STATE_KEY = "h2tune-client-state"
 
 def _incoming(content) -> dict[str, np.ndarray]:
     """The server's arrays as numpy (`ValueError` for a non-ArrayRecord or undecodable bytes); the client then checks
-    them against its own shapes before training ([`~hf_ext.h2tune.validation.check_global`])."""
+    them against its own shapes before training ([`~hf_ext.h2tune.checks.check_global`])."""
     from flwr.app import ArrayRecord
 
     if "arrays" not in content:

@@ -1,4 +1,5 @@
-"""Tiny decoders and the H2Tune contract fixture for the shared contract test (no downloads).
+"""The H2Tune contract fixture for the shared contract test and the helpers the tests share (no downloads). Only
+tests import this module; the tiny decoders themselves live in [`~hf_ext.h2tune.presets`] (re-exported here).
 
 An adapter folder holds no base weights, so the fixture's `save` also writes the base model's `config.json` and its
 `load` rebuilds the base from that config with the fixed seed the tiny bases are built with, then restores the
@@ -15,49 +16,7 @@ import torch
 from hf_ext.core.testing import ContractFixture, causal_lm_logits
 
 from .config import H2TuneConfig
-
-VOCAB = 64
-BASE_SEED = 1234
-
-
-def tiny_base_config(family: str = "llama", layers: int = 2, hidden: int = 32, vocab: int = VOCAB):
-    """A tiny decoder config of `family` in {"llama", "qwen2", "gpt2"} (random init, built in code)."""
-    from transformers import GPT2Config, LlamaConfig, Qwen2Config
-
-    if family == "gpt2":
-        return GPT2Config(
-            vocab_size=vocab,
-            n_embd=hidden,
-            n_layer=layers,
-            n_head=4,
-            n_positions=64,
-            bos_token_id=1,
-            eos_token_id=2,
-            pad_token_id=0,
-        )
-    cls = {"llama": LlamaConfig, "qwen2": Qwen2Config}[family]
-    return cls(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-    )
-
-
-def tiny_base(config=None, seed: int = BASE_SEED, **kwargs):
-    """A randomly initialised causal LM, deterministic in `seed` (the global RNG is left untouched)."""
-    from transformers import AutoModelForCausalLM
-
-    config = config if config is not None else tiny_base_config(**kwargs)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return AutoModelForCausalLM.from_config(config)
+from .presets import BASE_SEED, VOCAB, tiny_base, tiny_base_config  # noqa: F401  (re-exported for tests)
 
 
 def tiny_config(**overrides) -> H2TuneConfig:
@@ -96,7 +55,7 @@ def _trainer(model, output_dir: Path):
     from datasets import Dataset
     from transformers import TrainingArguments
 
-    from .model import H2TuneTrainer
+    from .trainer import H2TuneTrainer
 
     ids = tiny_inputs(batch=8, length=12, seed=3)["input_ids"]
     ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
@@ -141,12 +100,12 @@ def contract_fixture() -> ContractFixture:
 
 
 def relation_trainer(model, relation, global_tensor, output_dir, steps: int = 3, callbacks=()):
-    """An [`~hf_ext.h2tune.model.H2TuneTrainer`] that trains P_c (`relation`, in the optimiser) through
+    """An [`~hf_ext.h2tune.trainer.H2TuneTrainer`] that trains P_c (`relation`, in the optimiser) through
     M̃ = P_cᵀ·G + D_c on a few random token batches, for the tests of the relation path and the write-back."""
     from datasets import Dataset
     from transformers import TrainingArguments
 
-    from .model import H2TuneTrainer
+    from .trainer import H2TuneTrainer
 
     ids = tiny_inputs(batch=8, length=8)["input_ids"]
     ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})

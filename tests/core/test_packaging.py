@@ -159,11 +159,12 @@ def test_h2tune_peft_hook_installs_when_peft_is_imported():
         # still run at the real import
         "assert importlib.util.find_spec('peft') is not None and 'peft' not in sys.modules\n"
         "from peft.config import PeftConfigMixin\n"
-        "print(getattr(PeftConfigMixin.__dict__['from_peft_type'].__func__, '_hf_ext_h2tune', False))"
+        "import peft\n"
+        "print(getattr(peft.PEFT_TYPE_TO_CONFIG_MAPPING.get('HF_EXT_H2TUNE'), '__name__', None))"
     )
     proc = _run(code, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "True"
+    assert proc.stdout.strip() == "H2TuneConfig"
 
 
 _BLOCK_TORCH = (

@@ -74,9 +74,8 @@ def test_h2tune_evaluate_reports_exact_match_equal_to_greedy(tmp_path):
     from datasets import Dataset
 
     from hf_ext.h2tune.data import EOS, decode, encode, exact_match, greedy, make_split, to_features
-    from hf_ext.h2tune.model import H2TuneTrainer
     from hf_ext.h2tune.testing import make_adapter, tiny_config
-    from hf_ext.h2tune.training import compute_metrics
+    from hf_ext.h2tune.trainer import H2TuneTrainer, compute_metrics
 
     model = make_adapter(tiny_config()).eval()
     real = make_split("fill_in", 12, seed=0)

@@ -48,6 +48,51 @@ def _adapter(**kw):
     return H2TuneConfig(**kw)
 
 
+@functools.lru_cache(maxsize=1)
+def _peft_model():
+    from hf_ext.h2tune.testing import make_adapter, tiny_config
+
+    return make_adapter(tiny_config()).eval()
+
+
+def _forward_embeds(value):
+    model = _peft_model()
+    embeds = torch.zeros(1, 4, model.get_base_model().config.hidden_size)
+    embeds[0, 1, 3] = value
+    with torch.no_grad():
+        return model(inputs_embeds=embeds)
+
+
+def _set_middle(middle):
+    from hf_ext.h2tune.model import set_middle
+
+    return set_middle(_peft_model(), middle)
+
+
+def _loaded_config(tmp_factory, **fields):
+    """An adapter folder whose adapter_config.json was edited to hold `fields` (checked on load, not only at
+    construction); loaded without the checksum check so that the config check itself is what refuses it."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from hf_ext.h2tune.config import H2TuneConfig
+    from hf_ext.h2tune.testing import tiny_config
+
+    folder = Path(tempfile.mkdtemp(prefix="h2tune_fuzz_"))
+    tiny_config().save_pretrained(str(folder))
+    data = json.loads((folder / "adapter_config.json").read_text())
+    data.update(fields)
+    (folder / "adapter_config.json").write_text(json.dumps(data))
+    return H2TuneConfig.from_pretrained(str(folder), verify_checksums=False)
+
+
+def _adapter_from_dict(data):
+    from hf_ext.h2tune.config import H2TuneConfig
+
+    return H2TuneConfig.from_dict(data)
+
+
 def _relation(*args, **kw):
     from hf_ext.h2tune.alignment import RelationMatrix
 
@@ -98,6 +143,44 @@ CASES = [
     BadInput("adapter rank zero", lambda: _adapter(r=0), r"\br\b.*>= 1|positive"),
     BadInput("adapter rank above global_rank", lambda: _adapter(r=32, global_rank=16), r"global_rank.*>="),
     BadInput("adapter global_rank zero", lambda: _adapter(r=1, global_rank=0), r"global_rank"),
+    BadInput("adapter rank as a string", lambda: _adapter(r="8"), r"H2TuneConfig\.r\b.*integer", TypeError),
+    BadInput("adapter rank None", lambda: _adapter(r=None), r"H2TuneConfig\.r\b.*integer", TypeError),
+    BadInput("adapter rank a float", lambda: _adapter(r=4.0), r"H2TuneConfig\.r\b.*integer", TypeError),
+    BadInput("adapter global_rank as a string", lambda: _adapter(global_rank="16"), r"global_rank.*integer", TypeError),
+    BadInput("adapter global_rank None", lambda: _adapter(global_rank=None), r"global_rank.*integer", TypeError),
+    BadInput("adapter lora_alpha None", lambda: _adapter(lora_alpha=None), r"lora_alpha.*number", TypeError),
+    BadInput("adapter lora_alpha as a string", lambda: _adapter(lora_alpha="16"), r"lora_alpha.*number", TypeError),
+    BadInput("adapter lora_alpha NaN", lambda: _adapter(lora_alpha=float("nan")), r"lora_alpha.*finite"),
+    BadInput("adapter lora_alpha zero", lambda: _adapter(lora_alpha=0), r"lora_alpha.*> 0"),
+    BadInput("adapter lora_dropout above 1", lambda: _adapter(lora_dropout=1.5), r"lora_dropout.*< 1"),
+    BadInput("adapter lora_dropout negative", lambda: _adapter(lora_dropout=-0.1), r"lora_dropout.*>= 0"),
+    BadInput("adapter lora_dropout None", lambda: _adapter(lora_dropout=None), r"lora_dropout.*number", TypeError),
+    BadInput("adapter sparsify as a string", lambda: _adapter(sparsify="yes"), r"sparsify.*True or False", TypeError),
+    BadInput("adapter use_h2tune off", lambda: _adapter(use_h2tune=False), r"use_h2tune.*must be True"),
+    BadInput("adapter target_modules a number", lambda: _adapter(target_modules=5), r"target_modules", TypeError),
+    BadInput("adapter target_modules empty list", lambda: _adapter(target_modules=[]), r"target_modules", TypeError),
+    BadInput(
+        "adapter rank_pattern value a string",
+        lambda: _adapter(rank_pattern={"q_proj": "4"}),
+        r"rank_pattern\['q_proj'\].*integer",
+        TypeError,
+    ),
+    BadInput("adapter from_dict not a dict", lambda: _adapter_from_dict(["r", 4]), r"from_dict.*dict", TypeError),
+    BadInput("adapter from_dict rank a string", lambda: _adapter_from_dict({"r": "4"}), r"\.r\b.*integer", TypeError),
+    BadInput("adapter loaded with r null", lambda: _loaded_config(None, r=None), r"\.r\b.*integer", TypeError),
+    BadInput(
+        "adapter loaded with lora_alpha a string",
+        lambda: _loaded_config(None, lora_alpha="16"),
+        r"lora_alpha.*number",
+        TypeError,
+    ),
+    BadInput("adapter loaded with dropout 2", lambda: _loaded_config(None, lora_dropout=2.0), r"lora_dropout.*< 1"),
+    BadInput("forward with NaN inputs_embeds", lambda: _forward_embeds(float("nan")), r"H2Tune layer input.*NaN/Inf"),
+    BadInput("forward with Inf inputs_embeds", lambda: _forward_embeds(float("inf")), r"H2Tune layer input.*NaN/Inf"),
+    BadInput("set_middle with NaN", lambda: _set_middle(torch.full((2, 7, 8, 8), float("nan"))), r"middle.*NaN/Inf"),
+    BadInput("set_middle of the wrong shape", lambda: _set_middle(torch.zeros(2, 3, 8, 8)), r"middle must be"),
+    BadInput("set_middle not a tensor", lambda: _set_middle([[0.0]]), r"middle must be a float tensor"),
+    BadInput("relation upload not 4-D", lambda: _relation(4, 2).upload(torch.zeros(2, 7)), r"middle must be"),
     BadInput("relation matrix depth zero", lambda: _relation(4, 0), r"num_layers.*>= 1|depth"),
     BadInput("relation matrix L_max zero", lambda: _relation(0, 0), r"max_layers.*>= 1|L_max"),
     BadInput("relation matrix client deeper than L_max", lambda: _relation(2, 3), r"exceeds L_max"),

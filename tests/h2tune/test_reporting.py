@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hf_ext.h2tune.reproduce import format_markdown, paired_differences, setting_check
+from hf_ext.h2tune.reproduce import decide, format_markdown, paired_differences, setting_check, verdict_rules
 
 CLIENTS = [
     {"name": "client-0", "task": "fill_in", "family": "llama", "layers": 4, "hidden": 64, "rank": 4},
@@ -21,7 +21,6 @@ def _results(local: dict, pooled: dict, other: dict | None = None) -> dict:
         out["variants"][name] = {
             "final_accuracy_per_seed": per_seed,
             "final_accuracy_mean": {k: sum(v) / len(v) for k, v in per_seed.items()},
-            "final_accuracy_std": {k: abs(v[0] - v[1]) / 2 for k, v in per_seed.items()},
             "accuracy_per_round": [{k: [0.1, v[s]] for k, v in per_seed.items()} for s in range(2)],
             "bytes_sent_per_round": 86016 if name == "h2tune" else 0,
         }
@@ -45,7 +44,7 @@ def test_setting_check_passes_only_strictly_between_chance_and_the_ceiling():
     assert setting_check({"clients": CLIENTS, "variants": {}})["passed"] is None  # no ceiling run: undecided
 
 
-def test_paired_differences_are_per_seed_and_the_tables_print_them():
+def test_paired_differences_are_per_seed_with_sample_sd_and_t_interval_and_the_tables_print_them():
     results = _results(
         {"client-0": [0.6, 0.7], "client-1": [0.4, 0.5]},
         {"client-0": [1.0, 1.0], "client-1": [0.9, 1.0]},
@@ -53,13 +52,44 @@ def test_paired_differences_are_per_seed_and_the_tables_print_them():
     )
     paired_differences(results)
     diff = results["variants"]["h2tune"]["paired_vs_local"]
-    assert diff["client-0"]["per_seed"] == pytest.approx([0.1, 0.0])
-    assert diff["client-0"]["mean"] == pytest.approx(0.05) and diff["client-0"]["std"] == pytest.approx(0.05)
-    assert diff["client-1"]["per_seed"] == pytest.approx([-0.1, 0.1]) and diff["client-1"]["mean"] == pytest.approx(0)
+    assert diff["client-0"]["per_pair"] == pytest.approx([0.1, 0.0])
+    # sample SD (ddof 1) of [0.1, 0]: 0.0707, not the population 0.05; t(0.975, 1) = 12.706
+    assert diff["client-0"]["mean"] == pytest.approx(0.05) and diff["client-0"]["sd"] == pytest.approx(0.1 / 2**0.5)
+    half = 12.7062 * 0.1 / 2**0.5 / 2**0.5
+    assert diff["client-0"]["ci_low"] == pytest.approx(0.05 - half, abs=1e-3)
+    assert diff["client-1"]["per_pair"] == pytest.approx([-0.1, 0.1]) and diff["client-1"]["mean"] == pytest.approx(0)
     table = format_markdown(results)
-    assert "| h2tune | 0.700±0.000 [+0.050±0.050] | 0.450±0.150 [+0.000±0.100] | 86,016 |" in table
-    assert "| local-only | 0.650±0.050 | 0.450±0.050 | 0 |" in table  # no difference to itself
+    assert "| h2tune | 0.700 ± 0.000, Δ +0.050 ± 0.071 [-0.585, +0.685] | 0.450 ± 0.212, Δ +0.000 ± 0.141" in table
+    assert "| local-only | 0.650 ± 0.071 | 0.450 ± 0.071 | 0 |" in table  # no difference to itself
     assert "| h2tune | 0.10 / 0.70 | 0.10 / 0.45 |" in table  # the convergence curve, mean over seeds
+
+
+def test_the_stated_criterion_is_a_verdict_rule_per_client_decided_with_its_setting_check_as_premise():
+    rules = verdict_rules(CLIENTS)
+    assert set(rules) == {"client-0", "client-1"}
+    text = rules["client-0"].describe()
+    assert "client-0" in text and "0.05" in text and "premise first" in text
+    # client-0: a clear gain on 3 seeds; client-1: the setting check fails (local-only at chance)
+    three = {
+        "local-only": {"client-0": [0.50, 0.52, 0.51], "client-1": [0.05, 0.1, 0.1]},
+        "pooled": {"client-0": [1.0, 1.0, 1.0], "client-1": [0.9, 1.0, 0.95]},
+        "h2tune": {"client-0": [0.70, 0.71, 0.73], "client-1": [0.6, 0.7, 0.65]},
+    }
+    results = {"clients": CLIENTS, "seeds": [0, 1, 2], "variants": {}}
+    for name, per_seed in three.items():
+        results["variants"][name] = {
+            "final_accuracy_per_seed": per_seed,
+            "final_accuracy_mean": {k: sum(v) / len(v) for k, v in per_seed.items()},
+        }
+    results["setting_check"] = setting_check(results)
+    verdicts = decide(results, rules)
+    assert verdicts["client-0"].verdict == "confirmed"
+    assert verdicts["client-1"].verdict == "premise absent"  # a gain there cannot speak to the claim
+    # a gain below the 0.05 margin whose interval excludes the margin is refuted
+    results["variants"]["h2tune"]["final_accuracy_per_seed"]["client-0"] = [0.50, 0.52, 0.52]
+    assert decide(results, rules)["client-0"].verdict == "refuted"
+    # without H2Tune or local-only there is nothing to decide
+    assert decide({"variants": {"pooled": {}}}, rules) == {}
 
 
 def test_features_refuse_an_example_longer_than_max_len():

@@ -74,7 +74,7 @@ def test_every_optimizer_step_writes_t_back_while_the_relation_trains(tmp_path):
 
 
 def test_rounds_after_the_first_run_the_two_pass_step_with_the_previous_rounds_t(monkeypatch):
-    from hf_ext.h2tune import training
+    from hf_ext.h2tune import trainer as training
 
     seen = []
     original = training.H2TuneAlternatingTrainer.compute_loss

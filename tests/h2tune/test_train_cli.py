@@ -96,3 +96,27 @@ def test_hf_ext_train_h2tune_runs_a_variant_and_saves_a_pushable_client(tmp_path
     model = load_release(out["artifact_dir"])
     assert type(model.peft_config["default"]).__name__ == "H2TuneConfig"
     assert (Path(out["artifact_dir"]) / "training_record.json").is_file()
+
+
+def test_train_arguments_are_an_hf_argument_parser_dataclass_taking_underscore_and_old_dashed_flags():
+    from transformers import HfArgumentParser
+
+    from hf_ext.h2tune.train import H2TuneTrainArguments, build_parser, parse_args
+
+    assert isinstance(build_parser(), HfArgumentParser)
+    new = parse_args(
+        ["--num_server_rounds", "2", "--local_steps", "3", "--client_ranks", "2,4,8", "--artifact_dir", "x"]
+    )
+    old = parse_args(
+        ["--num-server-rounds", "2", "--local-steps", "3", "--client-ranks", "2,4,8", "--artifact_dir", "x"]
+    )
+    assert new == old and isinstance(new, H2TuneTrainArguments)
+    assert (new.num_server_rounds, new.local_steps, new.artifact_dir) == (2, 3, "x")
+    # every run-config key is a field, with RunConfig's own default, and maps back to the same run config
+    defaults = RunConfig().to_run_config()
+    config = parse_args([]).run_config()
+    assert {k: v for k, v in defaults.items() if k != "corrupt-partition"} == config
+    run = RunConfig.from_run_config(new.run_config())
+    assert run.rounds == 2 and [c.rank for c in run.clients] == [2, 4, 8]
+    with pytest.raises(SystemExit):  # choices are enforced by the parser
+        parse_args(["--variant", "fedavg"])

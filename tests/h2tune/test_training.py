@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from transformers import TrainingArguments
 
-from hf_ext.h2tune.model import h2tune_modules, local_parameters, norm_penalty, shared_parameters
+from hf_ext.h2tune.model import h2tune_modules, local_parameters, shared_parameters
 from hf_ext.h2tune.testing import make_adapter, tiny_base, tiny_base_config, tiny_config, tiny_inputs
-from hf_ext.h2tune.training import H2TuneAlternatingTrainer, previous_t, t_kl
+from hf_ext.h2tune.trainer import H2TuneAlternatingTrainer, norm_penalty, previous_t, t_kl
 
 
 def _grads(params):

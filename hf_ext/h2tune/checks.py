@@ -1,6 +1,6 @@
-"""Input validation at H2Tune's public entry points: the run config, what a client receives from the server, and
-tensor shapes. Every failure is a `ValueError` naming the field and its allowed range (the fuzz suite
-`tests/fuzz/test_h2tune.py` pins them)."""
+"""Input checks at H2Tune's public entry points (not a validation split): the run config, what a client receives
+from the server, and tensor shapes. Every failure is a `ValueError` naming the field and its allowed range (the fuzz
+suite `tests/fuzz/test_h2tune.py` pins them)."""
 
 from __future__ import annotations
 
