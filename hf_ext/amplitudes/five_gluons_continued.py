@@ -52,7 +52,9 @@ CIRCLE_POINTS = 32
 PANEL_NODES = 12  # Gauss-Legendre nodes on each geometric panel [δ, 4δ], [4δ, 16δ], ..., [.., 1]
 POLE_ORDER = 8  # Laurent coefficients from k = -8 (the largest pole order at a collision here is 4, the corner 5)
 CHUNK = 1024
-SECTORS = tuple((k, s, o) for k in range(3) for s, o in ((i, j) for i in range(3) for j in range(3) if i != j != k != i))
+SECTORS = tuple(
+    (k, s, o) for k in range(3) for s, o in ((i, j) for i in range(3) for j in range(3) if i != j != k != i)
+)
 
 
 def _rule(p: complex, delta: float, circle: int, panel: int) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +127,11 @@ def _sector_values(kin, alpha, terms, sector, T, R) -> tuple[np.ndarray, complex
     jac = 4.0 / (1 + R + R * T) ** 3 * R
     out = np.stack(
         [
-            matching_weight(w, term) * np.exp(P0[t]) * T ** (-mT[t]) * R ** (-mR[t]) * _exp_coefficient(P[t], term.subset)
+            matching_weight(w, term)
+            * np.exp(P0[t])
+            * T ** (-mT[t])
+            * R ** (-mR[t])
+            * _exp_coefficient(P[t], term.subset)
             for t, term in enumerate(terms)
         ]
     )
