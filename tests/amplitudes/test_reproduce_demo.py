@@ -10,9 +10,13 @@ from hf_ext.amplitudes import reproduce as R
 from hf_ext.amplitudes.field_theory import field_theory_amplitude
 
 
-def test_parser_defaults():
+def test_parser_defaults(monkeypatch, tmp_path):
+    # the default output folder follows the work dir (HF_EXT_HOME when set, else ./runs)
+    monkeypatch.delenv("HF_EXT_HOME", raising=False)
     args = R.make_parser().parse_args([])
     assert (args.full, args.out, args.seed, args.no_table) == (False, "runs/amplitudes", 0, False)
+    monkeypatch.setenv("HF_EXT_HOME", str(tmp_path))
+    assert R.make_parser().parse_args([]).out == str(tmp_path / "amplitudes")
     assert R.make_parser().parse_args(["--full"]).full
 
 
@@ -35,6 +39,9 @@ def test_quick_run_passes_every_identity(tmp_path, capsys):
         "MHV 5",
         "Parke-Taylor",
         "cycle-class",
+        "continued 5-gluon residue",
+        "-4A_F³ bosonic",
+        "n x n symmetric determinant",
     ):
         assert key in names
     saved = json.loads((tmp_path / "results.json").read_text())
