@@ -240,8 +240,53 @@ def helicity_integrand(sk: SpinorKinematics, helicities, alpha, gaps) -> np.ndar
     return _assemble(kin, _check_alpha(alpha), gaps, D)
 
 
+def determinant_laurent(kin: GluonKinematics, alpha, nodes: int = 40) -> float | complex:
+    """The n-gluon Laurent coefficient L_super integrated from [`symmetric_determinant_integrand`] with the
+    quadratures of [`~hf_ext.amplitudes.residues.laurent_coefficient`] (3 gluons: no integral; 4: Gauss-Jacobi in
+    w; 5: the sector rule on the simplex), in the same convergent region (every α′s_(i,i+1) > 1): an evaluator of
+    the superstring residue that never forms the (2n-3)!! Pfaffian terms.
+
+    Raises:
+        ValueError: outside the convergent region, n outside 3..5, bad α′ or nodes.
+    """
+    from scipy.special import roots_jacobi
+
+    from .residues import FADDEEV_POPOV, cluster_invariant, five_gluon_exponents, pole_orders
+    from .sectors import simplex_rule
+
+    if not isinstance(kin, GluonKinematics):
+        raise TypeError(f"kin must be a GluonKinematics, got {type(kin).__name__}")
+    alpha = _check_alpha(alpha)
+    if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or not 16 <= nodes <= 200:
+        raise ValueError(f"nodes must be an integer in [16, 200], got {nodes!r}")
+    fp = FADDEEV_POPOV.get(kin.n)
+    if fp is None:
+        raise ValueError(f"the determinant form is evaluated for 3 to 5 gluons; got n = {kin.n}")
+    if kin.n == 3:
+        value = fp * symmetric_determinant_integrand(kin, alpha, np.array([[1.0, 1.0]]))[0]
+    elif kin.n == 4:
+        K0, K2 = pole_orders(4, "super")
+        beta = alpha * cluster_invariant(kin, (1, 2)) - K0
+        gamma = alpha * cluster_invariant(kin, (0, 1)) - K2
+        if beta <= -1 or gamma <= -1:
+            raise ValueError(f"the 4-gluon residue integral needs α′t > {K0 - 1} and α′s > {K2 - 1}")
+        x, w = roots_jacobi(nodes, gamma, beta)
+        u, v = 1.0 + x, 1.0 - x
+        f = symmetric_determinant_integrand(kin, alpha, np.stack([np.ones_like(u), u, v], axis=-1))
+        value = fp * (f / (u**beta * v**gamma)) @ w
+    else:
+        edge, corner = five_gluon_exponents(kin, alpha, "super")
+        if min(edge) <= -1 or min(corner) <= -2:
+            raise ValueError("the 5-gluon residue integral converges only where every α′s_(i,i+1) > 1")
+        g, w = simplex_rule(2.0, edge, corner, max(16, nodes * 7 // 10))
+        f = symmetric_determinant_integrand(kin, alpha, np.concatenate([np.ones((len(g), 1)), g], axis=1))
+        value = fp * f @ w
+    return complex(value) if kin.is_complex else float(np.real(value))
+
+
 __all__ = [
     "commutator_blocks",
+    "determinant_laurent",
     "cycle_weight",
     "derangements",
     "helicity_constant",
