@@ -8,7 +8,7 @@ Each row is one amplitude at one kinematic point:
 | `n` | int32 | external particles (N scalars, or n gluons) |
 | `polygon` | int32 | size of the polygon of the planar variables (N, or 2n for gluons) |
 | `alpha_prime` | float64 | α′ |
-| `theory` | string | `tr_phi3`, `field_theory`, `bosonic`, `superstring`, `gluon_super`, `gluon_bosonic`, `gluon_determinant`, `gluon_continued`, ... |
+| `theory` | string | `tr_phi3`, `field_theory`, `bosonic`, `superstring`, `gluon_*` (see the config) |
 | `x_labels`, `x` | list | planar variables X_{i,j} of the polygon |
 | `polarisation` | list float64 | gluons: ε_i.ε_j (i < j), then ε_i.k_j (i != j); empty for scalars |
 | `amplitude` | float64 | A_N (no α′^{N-3}), field theory, or the gluon Laurent coefficient L = α′^n Res |
