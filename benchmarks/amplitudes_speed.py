@@ -8,7 +8,10 @@ Kinematics: α′X uniform in [0.3, 3] (the Euclidean region). Reference values:
 Speed is points per second for one batch call (vectorised) or one call per point (mpmath), best of `--repeats`,
 single-threaded BLAS; the curve rule's one-off table of log u on its nodes is built before timing (it is cached).
 
-Usage: `python benchmarks/amplitudes_speed.py [--quick]`.
+Then (unless `--skip-issue42`) the issue-42 evaluators against their mpmath references, as ratios: the n x n
+symmetric-determinant integrand and the continued 5-gluon residue (`amplitudes_issue42_speed.py`).
+
+Usage: `python benchmarks/amplitudes_speed.py [--quick] [--skip-issue42]`.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer points (~1 minute)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-issue42", action="store_true", help="skip the determinant / continued-residue timings")
     args = parser.parse_args(argv)
     batch, n_ref, n_mp = (500, 10, 2) if args.quick else (5000, 30, 4)
     rows = []
@@ -88,6 +92,11 @@ def main(argv=None) -> list[dict]:
             f"{r['N']:>2}  {r['method']:<20} {r['points']:>6}  {r['evals_per_s']:10.4g}  {r['max_rel_error']:11.2e}  "
             f"{r['evals_per_s'] / base:22.3g}x"
         )
+    if not args.skip_issue42:
+        import amplitudes_issue42_speed
+
+        print()
+        rows += amplitudes_issue42_speed.main((["--quick"] if args.quick else []) + ["--repeats", str(args.repeats)])
     return rows
 
 

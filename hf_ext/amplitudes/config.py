@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 SCALAR_THEORIES = ("tr_phi3", "field_theory", "bosonic", "superstring")
-GLUON_THEORIES = ("gluon_super", "gluon_bosonic", "gluon_type_i")
+GLUON_THEORIES = ("gluon_super", "gluon_bosonic", "gluon_type_i", "gluon_determinant", "gluon_continued")
 THEORIES = SCALAR_THEORIES + GLUON_THEORIES
 METHODS = ("auto", "closed_form", "curve", "worldsheet", "mpmath_curve", "mpmath_closed_form")
 ALPHA_RANGE = (1e-3, 1e2)  # α′ of a table; beyond it the scaffolded / gluon rows need extreme kinematics
@@ -41,7 +41,10 @@ class AmplitudeTableConfig:
         theories (`tuple[str, ...]`, defaults to `("tr_phi3", "field_theory")`): any of `"tr_phi3"` (stringy
             A_N), `"field_theory"` (sum over cubic diagrams, the α′ → 0 limit of α′^{N-3} A_N), `"bosonic"` and
             `"superstring"` (scaffolded 2n scalars, even N only), `"gluon_super"`, `"gluon_bosonic"` (Laurent
-            coefficients on the scaffolding residues) and `"gluon_type_i"` (4-gluon closed form).
+            coefficients on the scaffolding residues), `"gluon_type_i"` (4-gluon closed form), `"gluon_determinant"`
+            (the superstring coefficient integrated from the n x n symmetric-determinant form) and `"gluon_continued"`
+            (the superstring coefficient continued to any α′, kinematics drawn without the tachyon bound; 5 gluons:
+            about 20 s per row).
         points (`tuple[int, ...]`, defaults to `(4, 5)`): polygon sizes N (4..6) of the scalar theories.
         gluons (`tuple[int, ...]`, defaults to `(3, 4)`): gluon numbers (3, 4, 5) of the gluon theories (5 gluons:
             the 105-term residue, about 1-3 s per row; `gluon_type_i` has no 5-gluon closed form).

@@ -354,4 +354,9 @@ def check_all(full: bool = False, seed: int = 0) -> list[dict]:
     from .identities_f3 import f3_checks
 
     rows.extend(f3_checks(rng, full, _row, _timed, kin))
+
+    # 20-21. the continued 5-gluon residue and its F³ order, the n x n symmetric determinant (issue 42)
+    from .identities_issue42 import issue42_checks
+
+    rows.extend(issue42_checks(rng, full, _row, _timed))
     return rows

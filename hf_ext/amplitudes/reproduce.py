@@ -20,14 +20,24 @@ from .config import AmplitudeTableConfig
 from .identities import check_all
 
 QUICK_TABLE = AmplitudeTableConfig(
-    theories=("tr_phi3", "field_theory", "superstring", "gluon_super"),
+    theories=("tr_phi3", "field_theory", "superstring", "gluon_super", "gluon_determinant", "gluon_continued"),
     points=(4, 5),
     gluons=(3, 4),
     alphas=(0.5, 1.0, 2.0),
     samples=4,
 )
 FULL_TABLE = AmplitudeTableConfig(
-    theories=("tr_phi3", "field_theory", "bosonic", "superstring", "gluon_super", "gluon_bosonic", "gluon_type_i"),
+    theories=(
+        "tr_phi3",
+        "field_theory",
+        "bosonic",
+        "superstring",
+        "gluon_super",
+        "gluon_bosonic",
+        "gluon_type_i",
+        "gluon_determinant",
+        "gluon_continued",
+    ),
     points=(4, 5, 6),
     gluons=(3, 4),
     alphas=(0.25, 0.5, 1.0, 2.0),

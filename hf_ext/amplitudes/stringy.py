@@ -430,6 +430,9 @@ def stringy_amplitude(X, alpha, N: int | None = None, method: str = "auto", dps:
             f"{size} kinematic points (batch of X broadcast with α′) exceed the limit of {limit} per "
             f"call for method={method!r}; split the batch"
         )
+    if size == 0:  # an empty batch (of X or of α′): zero amplitudes, not a numpy reduction error
+        empty = np.zeros(aX.shape[:-1])
+        return Evaluation(empty, empty.copy(), method)
     if np.max(np.abs(aX)) > MAX_AX:
         raise ValueError(
             f"|α′X| must be <= {MAX_AX:g} (the amplitude is below e^-{MAX_AX:g} there, or the "

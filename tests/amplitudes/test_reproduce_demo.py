@@ -10,9 +10,13 @@ from hf_ext.amplitudes import reproduce as R
 from hf_ext.amplitudes.field_theory import field_theory_amplitude
 
 
-def test_parser_defaults():
+def test_parser_defaults(monkeypatch, tmp_path):
+    # the default output folder follows the work dir (HF_EXT_HOME when set, else ./runs)
+    monkeypatch.delenv("HF_EXT_HOME", raising=False)
     args = R.make_parser().parse_args([])
     assert (args.full, args.out, args.seed, args.no_table) == (False, "runs/amplitudes", 0, False)
+    monkeypatch.setenv("HF_EXT_HOME", str(tmp_path))
+    assert R.make_parser().parse_args([]).out == str(tmp_path / "amplitudes")
     assert R.make_parser().parse_args(["--full"]).full
 
 
@@ -35,6 +39,9 @@ def test_quick_run_passes_every_identity(tmp_path, capsys):
         "MHV 5",
         "Parke-Taylor",
         "cycle-class",
+        "continued 5-gluon residue",
+        "-4A_F³ bosonic",
+        "n x n symmetric determinant",
     ):
         assert key in names
     saved = json.loads((tmp_path / "results.json").read_text())
@@ -69,3 +76,17 @@ def test_demo_errors_are_gradio_errors_and_the_app_builds():
     frame = D.build_table(["tr_phi3", "gluon_super"], "1.0", 1)
     assert set(frame["theory"]) == {"tr_phi3", "gluon_super"}
     assert isinstance(D.build_demo(), gr.Blocks)
+
+
+def test_demo_five_gluon_tab_reports_the_f3_order_and_refuses_bad_input():
+    import gradio as gr
+
+    md = D.five_gluon_report(3, 0.3, "bosonic")
+    assert "-4A_F³" in md and "symmetric determinant" in md
+    # the α′³ coefficient printed next to its Berends-Giele prediction agrees to the printed digits' tolerance
+    line = md.split("α′³: ")[1]
+    got, pred = float(line.split(" ")[0]), float(line.split("= ")[1].split(",")[0])
+    assert got == pytest.approx(pred, rel=2e-5)
+    for args, match in (((0, -1.0, "bosonic"), "α′"), ((0, 0.3, "heterotic"), "theory"), ((None, 0.3), "seed")):
+        with pytest.raises(gr.Error, match=match):
+            D.five_gluon_report(*args)

@@ -14,7 +14,7 @@ from helpers.hub_server import MockHub
 
 from hf_ext.amplitudes.config import AmplitudeTableConfig
 from hf_ext.amplitudes.field_theory import field_theory_amplitude
-from hf_ext.amplitudes.gluons import GluonKinematics, type_i_four_gluon
+from hf_ext.amplitudes.gluons import GluonKinematics, four_gluon_channels, type_i_four_gluon
 from hf_ext.amplitudes.stringy import stringy_amplitude
 from hf_ext.amplitudes.tables import FEATURES, AmplitudeTable, AmplitudeTableBuilder, dataset_card
 
@@ -82,6 +82,26 @@ def test_rows_hold_correct_amplitudes(table):
     tr = [r["x"] for r in ds if r["theory"] == "tr_phi3"]
     ft = [r["x"] for r in ds if r["theory"] == "field_theory"]
     assert tr == ft
+
+
+def test_determinant_and_continued_rows():
+    cfg = AmplitudeTableConfig(
+        theories=("gluon_super", "gluon_determinant", "gluon_continued"), gluons=(3, 4), alphas=(0.5, 2.0), samples=2
+    )
+    ds = AmplitudeTable(cfg).dataset
+    rows = {t: [r for r in ds if r["theory"] == t] for t in cfg.theories}
+    # the determinant rows share the gluon_super kinematics: the same coefficient from a different integrand
+    for sup, det in zip(rows["gluon_super"], rows["gluon_determinant"]):
+        assert sup["x"] == det["x"] and det["method"] == "symmetric_determinant"
+        assert det["amplitude"] == pytest.approx(sup["amplitude"], rel=1e-11)
+    # the continued rows are drawn without the tachyon bound and agree with the type-I closed form
+    below = 0
+    for row in rows["gluon_continued"]:
+        if row["n"] == 4:
+            kin = GluonKinematics.from_planar(np.array(row["x"]), 4)
+            assert row["amplitude"] == pytest.approx(type_i_four_gluon(kin, row["alpha_prime"]), rel=1e-10)
+            below += min(four_gluon_channels(kin)) * row["alpha_prime"] < 1
+    assert below > 0  # at least one row outside the region where the residue integral converges
 
 
 def test_builder_is_deterministic_and_caches(tmp_path):

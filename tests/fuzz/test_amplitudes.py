@@ -248,7 +248,52 @@ CASES = [
         lambda: __import__("hf_ext.amplitudes.five_gluons", fromlist=["x"]).z_integrals(-np.ones((5, 5)), 1.0),
         r"Z-integrals converge for α′s12, α′s34 > 0",
     ),
+    # issue 42: the continued 5-gluon residue and the symmetric determinant
+    BadInput("continued 5 gluons: α′ None", lambda: _continued5(None), r"alpha \(α′\) must be a number", TypeError),
+    BadInput("continued 5 gluons: α′ string", lambda: _continued5("1"), r"alpha \(α′\) must be a number", TypeError),
+    BadInput("continued 5 gluons: α′ NaN", lambda: _continued5(float("nan")), r"alpha \(α′\) must be finite"),
+    BadInput("continued 5 gluons: α′ = 0", lambda: _continued5(0.0), r"alpha \(α′\) must be finite and nonzero"),
+    BadInput("continued 5 gluons: 4 gluons", lambda: _continued5(1.0, n=4), r"needs GluonKinematics of 5 gluons"),
+    BadInput("continued 5 gluons: delta", lambda: _continued5(1.0, delta=0.5), r"delta must be a number in"),
+    BadInput("continued 5 gluons: panel None", lambda: _continued5(1.0, panel=None), r"panel must be an integer"),
+    BadInput("determinant: empty batch", lambda: _sym_det(0.9, np.zeros((0, 3))), r"gaps is empty"),
+    BadInput("determinant: NaN gap", lambda: _sym_det(0.9, np.array([[1.0, np.nan, 1]])), r"gaps must be finite"),
+    BadInput(
+        "determinant: α′ None", lambda: _sym_det(None, np.ones((1, 3))), r"alpha \(α′\) must be a real", TypeError
+    ),
+    BadInput("determinant: α′ NaN", lambda: _sym_det(float("nan"), np.ones((1, 3))), r"alpha \(α′\) must be finite"),
+    BadInput("determinant: string gaps", lambda: _sym_det(0.9, [["a", "b", "c"]]), r"gaps must be real", TypeError),
+    BadInput("determinant laurent: nodes", lambda: _det_laurent(nodes=3), r"nodes must be an integer in \[16, 200\]"),
+    BadInput("determinant laurent: outside region", lambda: _det_laurent(alpha=0.1), r"converge|needs α′t"),
 ]
+
+
+def _continued5(alpha, n=5, **kw):
+    from hf_ext.amplitudes.five_gluons_continued import continued_five_gluon
+
+    return continued_five_gluon(_gluons(n), alpha, **kw)
+
+
+def _sym_det(alpha, gaps):
+    from hf_ext.amplitudes.symmetric_determinant import symmetric_determinant_integrand
+
+    return symmetric_determinant_integrand(_gluons(4), alpha, gaps)
+
+
+def _det_laurent(alpha=1.25, nodes=40):
+    from hf_ext.amplitudes.symmetric_determinant import determinant_laurent
+
+    return determinant_laurent(_gluons(4, min_channel=1.1), alpha, nodes=nodes)
+
+
+def test_empty_batches_give_empty_results_not_numpy_errors():
+    from hf_ext.amplitudes.superstring import superstring_amplitude
+
+    for N, width in ((4, 2), (5, 5), (6, 9)):
+        ev = _amp(np.zeros((0, width)), 1.0, N)
+        assert ev.value.shape == (0,) and ev.error.shape == (0,)
+    assert _amp(np.ones((1, 2)), np.zeros(0), 4).value.shape == (0,)  # an empty α′ batch
+    assert superstring_amplitude(np.zeros((0, 9)), 1.0, 3).value.shape == (0,)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
