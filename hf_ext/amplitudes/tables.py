@@ -32,6 +32,8 @@ from typing import Any
 import datasets
 import numpy as np
 
+from hf_ext.core.integrity import CheckpointError
+
 from .config import AmplitudeTableConfig
 from .field_theory import field_theory_amplitude, triangulations
 from .gluons import GluonKinematics, type_i_four_gluon, ym3
@@ -333,7 +335,7 @@ class AmplitudeTable:
         `save_directory` are exchanged in one `renameat2(RENAME_EXCHANGE)` (two renames where the file system
         cannot; a save killed between them is repaired by the next save). Leftovers of killed saves are removed
         first."""
-        from hf_ext.core.hub import atomic_write_dir
+        from hf_ext.core.integrity import atomic_write_dir
 
         folder = Path(save_directory)
         if os.path.lexists(folder) and (
@@ -358,13 +360,20 @@ class AmplitudeTable:
             }
             (tmp / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
-        # the table's own SHA-256 list lives in config.json, so no separate checksum file
-        atomic_write_dir(folder, write, checksums=False)
+        # config.json lists every file's SHA-256; the checksum file (Arrow and Parquet files) is what every hf_ext
+        # artifact carries, verified on load too
+        atomic_write_dir(folder, write)
         return folder
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike) -> AmplitudeTable:
+    def from_pretrained(cls, path: str | os.PathLike, *, verify_checksums: bool = True) -> AmplitudeTable:
         """Loads a folder written by [`save_pretrained`].
+
+        Args:
+            path (`str` or `os.PathLike`): the table folder.
+            verify_checksums (`bool`, *optional*, defaults to `True`): the folder must carry `hf_ext_checksums.json`
+                and match it; `False` is the explicit opt-out (the SHA-256 list in `config.json` is checked either
+                way).
 
         Raises:
             ValueError: a missing or corrupt `config.json`, a foreign table type, or a dataset whose columns or
@@ -396,7 +405,7 @@ class AmplitudeTable:
         extra = sorted(set(actual) - set(expected))
         changed = sorted(k for k in set(expected) & set(actual) if expected[k] != actual[k])
         if missing or extra or changed:
-            raise ValueError(
+            raise CheckpointError(
                 f"{folder} is corrupted or was modified after saving: "
                 + "; ".join(
                     f"{what}: {', '.join(names)}"
@@ -404,6 +413,9 @@ class AmplitudeTable:
                     if names
                 )
             )
+        from hf_ext.core.integrity import verify_checksums as verify_checksums_file
+
+        verify_checksums_file(folder, require=verify_checksums)
         n_rows = meta.get("n_rows")
         if not isinstance(n_rows, int) or n_rows < 0:
             raise ValueError(f"{cfg_file}: n_rows must be a non-negative integer, got {n_rows!r}")

@@ -17,6 +17,7 @@ from hf_ext.amplitudes.field_theory import field_theory_amplitude
 from hf_ext.amplitudes.gluons import GluonKinematics, four_gluon_channels, type_i_four_gluon
 from hf_ext.amplitudes.stringy import stringy_amplitude
 from hf_ext.amplitudes.tables import FEATURES, AmplitudeTable, AmplitudeTableBuilder, dataset_card
+from hf_ext.core.integrity import CHECKSUMS_FILE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,7 +120,7 @@ def test_builder_is_deterministic_and_caches(tmp_path):
 
 def test_save_load_roundtrip_parquet_and_card(table, tmp_path):
     folder = table.save_pretrained(tmp_path / "t")
-    assert {p.name for p in folder.iterdir()} == {"config.json", "dataset", "data", "README.md"}
+    assert {p.name for p in folder.iterdir()} == {"config.json", "dataset", "data", "README.md", CHECKSUMS_FILE}
     again = AmplitudeTable.from_pretrained(folder)
     assert again.config == table.config and again.dataset.to_dict() == table.dataset.to_dict()
     reread = datasets.load_from_disk(str(folder / "dataset"))
@@ -211,7 +212,7 @@ _KILL = textwrap.dedent("""
     import os, sys
     from hf_ext.amplitudes import tables as T
     from hf_ext.amplitudes.config import AmplitudeTableConfig
-    from hf_ext.core import hub
+    from hf_ext.core import integrity as hub
     cfg = AmplitudeTableConfig(theories=("tr_phi3",), points=(4,), alphas=(1.0,), samples=int(sys.argv[3]))
     table = T.AmplitudeTable(cfg)
     where, folder = sys.argv[1], sys.argv[2]
@@ -221,6 +222,8 @@ _KILL = textwrap.dedent("""
     calls = []
     def replace(a, b):
         real(a, b)
+        if str(a).endswith(".tmp"):
+            return  # the checksum file's own temp file, not a folder swap
         calls.append((a, b))
         if where == "exchange" or len(calls) == int(sys.argv[4]):
             os._exit(9)  # killed right after this rename
