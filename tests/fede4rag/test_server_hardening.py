@@ -25,6 +25,7 @@ from hf_ext.fede4rag.strategy import make_strategy, record_to_chunks
 from hf_ext.fede4rag.task import RunConfig
 
 REF = {"a": np.zeros((2, 4), np.float32), "b": np.zeros(3, np.float32)}
+NONCE = 5  # the round nonce every node was "sent" (set on the strategy below)
 
 
 def _reply(node, content):
@@ -39,14 +40,16 @@ def _plain(node, value=1.0, n=5, **arrays):
         RecordDict(
             {
                 "arrays": ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()}),
-                "metrics": MetricRecord({"num-examples": n, "loss-total": 0.5}),
+                "metrics": MetricRecord({"num-examples": n, "loss-total": 0.5, "round-nonce": NONCE}),
             }
         ),
     )
 
 
-def _strategy():
-    return make_strategy(encrypt=False, public_context=None, reference=REF)
+def _strategy(**kwargs):
+    strategy = make_strategy(encrypt=False, public_context=None, reference=REF, **kwargs)
+    strategy.nonces[1] = dict.fromkeys(range(101, 106), NONCE)
+    return strategy
 
 
 BAD_FIRST = {
@@ -67,7 +70,7 @@ BAD_FIRST = {
                         "b": Array(np.ones(3, np.float32)),
                     }
                 ),
-                "metrics": MetricRecord({"num-examples": 5}),
+                "metrics": MetricRecord({"num-examples": 5, "round-nonce": NONCE}),
             }
         ),
     ),
@@ -89,14 +92,16 @@ def test_a_malformed_first_reply_is_rejected_alone(case):
 def test_encrypted_uploads_checked_against_the_servers_size():
     keys = make_keys()
     cipher = ClientCipher(keys.secret, keys.public)
-    strategy = make_strategy(encrypt=True, public_context=keys.public, n_values=5000)
+    # canaries off: this test is about the size checks, made before any key check (see test_federation_dishonest)
+    strategy = make_strategy(encrypt=True, public_context=keys.public, n_values=5000, canary=False)
+    strategy.nonces[1] = dict.fromkeys(range(101, 106), NONCE)
 
     def enc(node, flat, he=True):
         content = {
             "arrays": ArrayRecord(
                 {f"ckks-{i:05d}": Array(np.frombuffer(b, np.uint8).copy()) for i, b in enumerate(cipher.encrypt(flat))}
             ),
-            "metrics": MetricRecord({"num-examples": 3}),
+            "metrics": MetricRecord({"num-examples": 3, "round-nonce": NONCE}),
         }
         if he:
             content["he"] = ConfigRecord({"context-id": cipher.context_id})
@@ -110,7 +115,7 @@ def test_encrypted_uploads_checked_against_the_servers_size():
                     {"ckks-00000": Array(np.zeros(10**6, np.uint8)), "ckks-00001": Array(np.zeros(10, np.uint8))}
                 ),
                 "he": ConfigRecord({"context-id": cipher.context_id}),
-                "metrics": MetricRecord({"num-examples": 3}),
+                "metrics": MetricRecord({"num-examples": 3, "round-nonce": NONCE}),
             }
         ),
     )
@@ -254,7 +259,8 @@ def test_key_separation_the_server_in_its_own_process_cannot_decrypt(setup, tmp_
     from hf_ext.fede4rag.task import build_model
 
     flat, layout = flatten_state(adapter_arrays(build_model(run)[0]))
-    state = unflatten_state(ClientCipher(keys.secret, keys.public).decrypt(chunks, flat.size), layout)
+    values, _ = ClientCipher(keys.secret, keys.public).decrypt(chunks, flat.size, canary=True)
+    state = unflatten_state(values, layout)
     assert all(np.isfinite(v).all() for v in state.values())
     # and a client refuses a secret named in the run config (the server would receive it)
     with pytest.raises(ValueError, match="node config"):
@@ -264,7 +270,7 @@ def test_key_separation_the_server_in_its_own_process_cannot_decrypt(setup, tmp_
 def _client_refuses(run_config, secret_path):
     from flwr.app import Context
 
-    from hf_ext.fede4rag.client_app import _cipher
+    from hf_ext.fede4rag.task import client_cipher as _cipher
 
     ctx = Context(
         run_id=1,
