@@ -21,6 +21,23 @@ Gradients of a batch ride on the next message to the same party, so each aligned
 embeddings up, gradients down. A SuperNode runs every message in a fresh process; the party keeps its model in
 `context.state` and recomputes the batch's forward pass when the gradients arrive. Raw features, unaligned samples
 and OT plans never leave a party.
+
+**One dishonest party.** The active party keys every reply by the node id Flower reports (the transport's
+identity), binds it to a party index once, and checks what it can without a party's features or model: shapes,
+finite values, unit-norm embeddings and bounded logits, local priors that are distributions, unit prototypes, and
+([`EmbeddingScreen`]) embeddings that are zero or not unit, one row repeated for a whole batch, rows replayed from
+an earlier message (a party's embeddings change after every gradient it is sent), or rows that do not match the same
+entities' previous embeddings (permuted). A refused `train.step` reply skips its batch (vertical FL needs every
+block of a sample); a refused `train.local` reply keeps that party's last accepted prior and prototypes. Each
+refusal is logged and kept in the run's `rejected` record as `"<round>:node <id>"` → reason (and in
+`status.rejections`); the run goes on.
+
+**What cannot be detected.** Embeddings computed honestly from wrong or poisoned features; a permutation among
+entities whose embeddings are alike (same class), and any permutation on an entity's first visit (round 1, the test
+set: no history to compare with); a replay while the party was sent no gradient in between; prototype logits that are
+consistent in range but not with the party's prototypes; local priors or unaligned counts that are plausible but
+false (they weight the global prior; counts are capped at 1e9); a party that answers `evaluate` with plausible but
+wrong test embeddings (a refused evaluate reply aborts the run cleanly: there is no prediction without every block).
 """
 
 from __future__ import annotations
