@@ -13,12 +13,13 @@ import dataclasses
 import functools
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from hf_ext.core.federated import FlowerRunConfig, parse_run_config
 from hf_ext.core.paths import work_dir
 
 from .alignment import RelationMatrix
@@ -45,26 +46,42 @@ VARIANTS: dict[str, dict] = {
 }
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    """Knobs of one federated run (parsed once; frozen)."""
+_DEFAULT_CACHE_DIR = str(work_dir("h2tune", "pretrained"))
 
-    rounds: int = 3
+
+def _cache_dir(value) -> str:
+    """`cache-dir`: empty = the default cache (so a run config may leave it blank)."""
+    if not isinstance(value, str):
+        raise ValueError(f"run-config key 'cache-dir' must be a string, got {value!r}")
+    return value or _DEFAULT_CACHE_DIR
+
+
+@dataclass(frozen=True)
+class RunConfig(FlowerRunConfig):
+    """Knobs of one federated run, parsed once from the Flower run config (frozen).
+
+    Run-config keys are the field names with `-` for `_`, except `num-server-rounds` (`rounds`) and `lr`
+    (`learning_rate`); `sparsify`, `index_aligned`, `alternating` and `pooled` follow from `variant` and are not
+    keys; an unknown key is refused by name ([`hf_ext.core.federated.FlowerRunConfig`]). The server also reads
+    `min-nodes` (0: every client), `min-rounds` (0: every round) and `timeout` (seconds per round).
+    """
+
+    rounds: int = field(default=3, metadata={"run_config": "num-server-rounds"})
     local_steps: int = 20
     batch_size: int = 16
-    learning_rate: float = 2e-3
+    learning_rate: float = field(default=2e-3, metadata={"run_config": "lr"})
     num_train: int = 200
     num_test: int = 50
     seed: int = 0
-    sparsify: bool = True
-    index_aligned: bool = False
+    # set by the variant ([`for_variant`]), not run-config keys of their own
+    sparsify: bool = field(default=True, metadata={"run_config": None})
+    index_aligned: bool = field(default=False, metadata={"run_config": None})
     pretrain_steps: int = 0  # >0: briefly pretrain each base on the shared corpus (cached under cache_dir)
-    cache_dir: str = str(work_dir("h2tune", "pretrained"))
-    alternating: bool = True  # False = the "joint instead of alternating" ablation
-    corrupt_partition: int = -1  # tests: this partition sends NaNs (the server must reject them)
+    cache_dir: str = field(default=_DEFAULT_CACHE_DIR, metadata={"run_config_parse": _cache_dir})
+    alternating: bool = field(default=True, metadata={"run_config": None})  # False: the "joint" ablation
     variant: str = "h2tune"  # a key of VARIANTS; `for_variant` sets the fields it implies
     save_dir: str = ""  # Flower runs: where the ClientApps save their adapted models after the last round
-    pooled: bool = False  # the pooled-data ceiling: train on every client's training pairs
+    pooled: bool = field(default=False, metadata={"run_config": None})  # the ceiling: every client's training pairs
     # the clients (clients.py): comma-separated, one entry per client; all empty = the built-in CLIENTS
     client_models: str = ""
     client_ranks: str = ""
@@ -72,6 +89,11 @@ class RunConfig:
     client_datasets: str = ""
     max_len: int = 32  # tokens per training sequence (prompt + answer + EOS)
     heal_steps: int = 20  # distillation steps that heal a derived smollm2-L<N> base (derive.py; cached)
+    # the ServerApp's: nodes to wait for and train on (0: every client), rounds that must aggregate (0: all of them),
+    # seconds to wait for a round's replies
+    min_nodes: int = 0
+    min_rounds: int = 0
+    timeout: float = 600.0
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
@@ -79,6 +101,12 @@ class RunConfig:
         from .validation import check_run_config
 
         check_run_config(self, len(self.clients))
+        for name in ("min_nodes", "min_rounds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"RunConfig.{name} must be an integer >= 0 (0: all), got {value!r}")
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not self.timeout > 0:
+            raise ValueError(f"RunConfig.timeout must be a number of seconds > 0, got {self.timeout!r}")
 
     @property
     def clients(self) -> tuple[ClientSpec, ...]:
@@ -102,63 +130,13 @@ class RunConfig:
         implied.update({k: v for k, v in VARIANTS[variant].items() if k != "mode"})
         return dataclasses.replace(self, variant=variant, **implied)
 
-    def to_run_config(self) -> dict:
-        """The Flower run config that [`from_run_config`] parses back into this config."""
-        return {
-            "num-server-rounds": self.rounds,
-            "local-steps": self.local_steps,
-            "batch-size": self.batch_size,
-            "lr": self.learning_rate,
-            "num-train": self.num_train,
-            "num-test": self.num_test,
-            "seed": self.seed,
-            "variant": self.variant,
-            "pretrain-steps": self.pretrain_steps,
-            "cache-dir": self.cache_dir,
-            "corrupt-partition": self.corrupt_partition,
-            "save-dir": self.save_dir,
-            "client-models": self.client_models,
-            "client-ranks": self.client_ranks,
-            "client-tasks": self.client_tasks,
-            "client-datasets": self.client_datasets,
-            "max-len": self.max_len,
-            "heal-steps": self.heal_steps,
-        }
-
     @classmethod
     def from_run_config(cls, run_config) -> RunConfig:
-        """Parses a Flower run config (`num-server-rounds`, `local-steps`, `seed`, `variant`, `num-train`, ...).
-        The variant's implied fields win; `index-aligned` / `alternating` keys (older configs) still apply to the
-        default variant."""
-        from .validation import check_run_config_types
-
-        check_run_config_types(run_config)
-        get = run_config.get
-        run = cls(
-            rounds=int(get("num-server-rounds", cls.rounds)),
-            local_steps=int(get("local-steps", cls.local_steps)),
-            batch_size=int(get("batch-size", cls.batch_size)),
-            learning_rate=float(get("lr", cls.learning_rate)),
-            num_train=int(get("num-train", cls.num_train)),
-            num_test=int(get("num-test", cls.num_test)),
-            seed=int(get("seed", cls.seed)),
-            pretrain_steps=int(get("pretrain-steps", 0)),
-            cache_dir=str(get("cache-dir", "") or cls.cache_dir),
-            corrupt_partition=int(get("corrupt-partition", -1)),
-            save_dir=str(get("save-dir", "")),
-            max_len=int(get("max-len", cls.max_len)),
-            heal_steps=int(get("heal-steps", cls.heal_steps)),
-            **{key.replace("-", "_"): str(get(key, "")) for key in CLIENT_KEYS},
-        )
-        variant = str(get("variant", "h2tune"))
-        if variant != "h2tune":
-            return run.for_variant(variant)
-        return dataclasses.replace(
-            run, index_aligned=bool(get("index-aligned", False)), alternating=bool(get("alternating", True))
-        )
-
-
-CLIENT_KEYS = ("client-models", "client-ranks", "client-tasks", "client-datasets")
+        """Parses a Flower run config (`num-server-rounds`, `local-steps`, `lr`, `variant`, ...; unknown keys and
+        values of the wrong type are refused by name). A variant other than `"h2tune"` sets the fields it implies
+        ([`for_variant`]), which win over the run config's."""
+        run = parse_run_config(cls, run_config)
+        return run if run.variant == "h2tune" else run.for_variant(run.variant)
 
 
 @functools.lru_cache(maxsize=32)
@@ -331,6 +309,118 @@ def global_shape(max_layers: int) -> tuple[int, int, int, int]:
     return (max_layers, len(MODULE_SLOTS), GLOBAL_RANK, GLOBAL_RANK)
 
 
+# --- what the Flower apps do (client_app.py / server_app.py only route messages here) ---------------------------------
+
+STATE_KEY = "h2tune-client-state"
+
+
+def _incoming(content) -> dict[str, np.ndarray]:
+    """The server's arrays as numpy (`ValueError` for a non-ArrayRecord or undecodable bytes); the client then checks
+    them against its own shapes before training ([`~hf_ext.h2tune.validation.check_global`])."""
+    from flwr.app import ArrayRecord
+
+    if "arrays" not in content:
+        return {}
+    record = content["arrays"]
+    if not isinstance(record, ArrayRecord):
+        raise ValueError(f"the server's 'arrays' record is a {type(record).__name__}, not an ArrayRecord")
+    out = {}
+    for key in record.keys():
+        try:
+            out[key] = record[key].numpy()
+        except Exception as err:  # noqa: BLE001 (corrupt bytes: numpy raises several types)
+            raise ValueError(f"the server's array {key!r} cannot be decoded ({type(err).__name__})") from err
+    return out
+
+
+def client_train(msg, context) -> dict:
+    """One round of the ClientApp: the node's `partition-id` picks its client among the run config's clients; the
+    client's local state (A, B, T, S, M̃ and P_c) persists across rounds in `context.state`; after the last round it
+    saves its adapted model under `save-dir` (when set). Returns the reply's records (`arrays`: what the variant
+    sends; `metrics`: `num-examples`, `partition-id`, `accuracy` after local training)."""
+    from flwr.app import Array, ArrayRecord, MetricRecord
+
+    run = RunConfig.from_run_config(context.run_config)
+    pid = int(context.node_config["partition-id"])
+    if not 0 <= pid < len(run.clients):
+        raise ValueError(f"node config partition-id={pid}, but the run config defines {len(run.clients)} clients")
+    client = H2TuneClient(run.clients[pid], run, run.max_layers, index=pid)
+    if STATE_KEY in context.state:
+        client.load_state_arrays({k: v.numpy() for k, v in context.state[STATE_KEY].items()})
+    outgoing = client.run_round(_incoming(msg.content))
+    context.state[STATE_KEY] = ArrayRecord(
+        {k: Array(np.ascontiguousarray(v)) for k, v in client.state_arrays().items()}
+    )
+    if run.save_dir and int(msg.content["config"].get("server-round", 0)) == run.rounds:
+        client.save_artifact(run.save_dir)  # the final round's adapted model, as the in-process run saves it
+    metrics = {"num-examples": len(client.train_pairs), "partition-id": pid, "accuracy": client.evaluate()}
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in outgoing.items()})
+    return {"arrays": arrays, "metrics": MetricRecord(metrics)}
+
+
+def server_main(grid, context) -> None:
+    """The ServerApp: sends the common seeded G⁰ (H2Tune variants) or nothing (baselines), then each round what
+    [`~hf_ext.h2tune.strategy.H2TuneStrategy`] makes of the replies; saves the result (global arrays, a summary, and
+    per round and node id the rejected / failed replies with reasons, the client accuracies, the bytes received, the
+    partition bound to each node); then fails with [`~hf_ext.core.federated.TooFewRounds`] when fewer than
+    `min-rounds` rounds aggregated, so `flwr run` reports an error instead of exiting 0 with the initial model."""
+    from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
+
+    from hf_ext.core.federated import require_rounds, save_result
+
+    from .alignment import initial_global
+    from .strategy import H2TuneStrategy
+
+    run = RunConfig.from_run_config(context.run_config)
+    clients = run.clients  # the run config's client list (the built-in three by default): same on every node
+    min_nodes = run.min_nodes or len(clients)
+    # LoRA factors are (r × d_in) / (d_out × r): no client's exceeds 4 × its width (GPT-2's MLP; SmolLM2's MLP is
+    # 2.67×) or its rank
+    max_dim = max(max(4 * c.hidden, c.rank) for c in clients)
+    strategy = H2TuneStrategy(
+        global_shape(run.max_layers),
+        mode=run.mode,
+        num_partitions=len(clients),
+        base_groups={i: base_group(clients, i) for i in range(len(clients))},
+        hetlora_bounds={"max_layers": run.max_layers, "num_slots": len(MODULE_SLOTS), "max_dim": max_dim},
+        fraction_train=1.0,
+        fraction_evaluate=0.0,
+        min_train_nodes=min_nodes,
+        min_available_nodes=min_nodes,
+    )
+    initial = ArrayRecord()
+    if run.mode == "h2tune":
+        g0 = initial_global(run.max_layers, len(MODULE_SLOTS), GLOBAL_RANK, seed=run.seed)
+        initial = ArrayRecord({"g": Array(g0.numpy())})
+    result = strategy.start(
+        grid=grid, initial_arrays=initial, num_rounds=run.rounds, train_config=ConfigRecord(), timeout=run.timeout
+    )
+    rejected = sum(len(v) for v in strategy.rejected.values())
+    summary = MetricRecord(
+        {
+            "num-rejected": rejected,
+            "rounds": len(strategy.aggregated),
+            **{f"round-{r}": float(m.get("accuracy", float("nan"))) for r, m in result.train_metrics_clientapp.items()},
+        }
+    )
+    records = strategy.result_records()  # per round and node id (the transport's): rejected / failed, and why
+    save_result(
+        context,
+        {
+            "arrays": result.arrays,
+            "summary": summary,
+            **records,
+            # per round and partition: the accuracy each client measured after its local training
+            "client-accuracy": MetricRecord(
+                {f"{r}:{c}": a for r, v in strategy.client_accuracy.items() for c, a in v.items()}
+            ),
+            "bytes-received": MetricRecord({str(r): b for r, b in strategy.bytes_received.items()}),
+            "partitions": MetricRecord({str(node): pid for node, pid in strategy.partitions.items()}),
+        },
+    )
+    require_rounds(len(strategy.aggregated), run.min_rounds or run.rounds, run.rounds)
+
+
 __all__ = [
     "CLIENTS",
     "ClientSpec",
@@ -339,10 +429,13 @@ __all__ = [
     "PRETRAIN_ARGS",
     "PRETRAIN_CORPUS",
     "RunConfig",
+    "STATE_KEY",
     "TASKS",
     "VARIANTS",
+    "client_train",
     "global_shape",
     "pretrain_corpus",
     "pretrain_key",
     "pretrained_base",
+    "server_main",
 ]

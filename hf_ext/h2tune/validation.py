@@ -32,7 +32,6 @@ _RUN_CONFIG_TYPES = {
     "num-test": int,
     "seed": int,
     "pretrain-steps": int,
-    "corrupt-partition": int,
     "max-len": int,
     "heal-steps": int,
 }
@@ -47,10 +46,6 @@ def check_run_config(run: Any, num_clients: int) -> None:
     lr = run.learning_rate
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
         raise ValueError(f"RunConfig.learning_rate must be a finite number > 0, got {lr!r}")
-    if not -1 <= int(run.corrupt_partition) < num_clients:
-        raise ValueError(
-            f"RunConfig.corrupt_partition must lie in [-1, {num_clients - 1}] (-1: none), got {run.corrupt_partition!r}"
-        )
 
 
 def check_run_config_types(run_config: Mapping[str, Any]) -> None:

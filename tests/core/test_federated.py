@@ -1,4 +1,5 @@
-"""Tests of hf_ext.core.federated: conversions, reply checks, FedAvg, and the three runners.
+"""Tests of hf_ext.core.federated: conversions, reply checks, FedAvg, and the three runners (the guarded strategy
+and the run-config parser: `test_federated_strategy.py`).
 
 The runner tests share one numpy-only Flower app (`flower_app/hfext_fedtest`) whose FedAvg result has a closed form
 (`task.expected_global`), so LocalGrid, the Ray simulation engine and the loopback deployment engine are all checked
@@ -195,21 +196,25 @@ def _reply(content=None, error=None):
     return Message(RecordDict(content), reply_to=instruction)
 
 
-def test_check_reply_names_what_is_wrong():
+def test_reply_checks_name_what_is_wrong():
+    """The one reply-check API (`reply_arrays`, `reply_metric`): every malformed reply is a ValueError naming it."""
     fed.LocalGrid(ClientApp(), 1)  # sets Flower's task identity, which Message() needs
     arrays = ArrayRecord({"w": Array(np.zeros(2, np.float32))})
-    fed.check_reply(_reply({"arrays": arrays, "metrics": MetricRecord({"num-examples": 3})}))
+    reference = {"w": np.zeros(2, np.float32)}
+    good = _reply({"arrays": arrays, "metrics": MetricRecord({"num-examples": 3})})
+    assert fed.reply_metric(good, "num-examples", integer=True) == 3
+    np.testing.assert_array_equal(fed.reply_arrays(good, reference)["w"], np.zeros(2, np.float32))
     cases = [
         (_reply({"metrics": MetricRecord({"num-examples": 3})}), "has no 'arrays' record"),
         (_reply({"arrays": arrays, "metrics": MetricRecord({"loss": 1.0})}), "metric 'num-examples' is missing"),
-        (_reply({"arrays": arrays}), "has no 'metrics' record"),
-        (_reply({"arrays": arrays, "metrics": MetricRecord({"num-examples": float("nan")})}), "not a finite number"),
-        (_reply(error=Error(code=2, reason="boom")), r"is an error \(code 2\): boom"),
+        (_reply({"arrays": arrays}), "has no MetricRecord 'metrics'"),
+        (_reply({"arrays": arrays, "metrics": MetricRecord({"num-examples": float("nan")})}), "finite number"),
+        (_reply(error=Error(code=2, reason="boom")), r"replied with an error \(code 2\): boom"),
     ]
     for message, match in cases:
         with pytest.raises(ValueError, match=match):
-            fed.check_reply(message)
-    fed.check_reply(_reply({"metrics": MetricRecord({"acc": 1.0})}), arrays_key=None, require=("acc",))
+            fed.reply_arrays(message, reference)
+            fed.reply_metric(message, "num-examples")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -237,8 +242,9 @@ def test_local_grid_client_exceptions_surface(app):
     with pytest.raises(fed.ClientAppError, match=r"node 101 \(partition-id 0\).*'train'.*told to fail") as info:
         fed.run_local(app.server, app.client, num_nodes=2, run_config={"reply-mode": "raise"})
     assert isinstance(info.value.__cause__, RuntimeError)
-    # As on Flower's runtimes: the failure comes back as an error reply, which the strict strategy refuses.
-    with pytest.raises(ValueError, match=r"is an error \(code 2\).*told to fail"):
+    # As on Flower's runtimes: the failure comes back as an error reply, which the guarded strategy records as failed
+    # (the toy ServerApp then raises, naming it).
+    with pytest.raises(ValueError, match=r"node 101: error reply \(code 2\).*told to fail"):
         fed.run_local(app.server, app.client, num_nodes=2, run_config={"reply-mode": "raise"}, client_errors="reply")
 
 

@@ -67,9 +67,9 @@ def _mean(updates, shape=(4, 7, 16, 16)):
 
 
 def _strategy(shape):
-    from hf_ext.h2tune.aggregation import make_strategy
+    from hf_ext.h2tune.strategy import H2TuneStrategy
 
-    return make_strategy(shape)
+    return H2TuneStrategy(shape)
 
 
 CASES = [
@@ -82,7 +82,7 @@ CASES = [
     BadInput("num_train zero", lambda: _run(num_train=0), r"num_train.*>= 1"),
     BadInput("num_test negative", lambda: _run(num_test=-1), r"num_test.*>= 1"),
     BadInput("pretrain_steps negative", lambda: _run(pretrain_steps=-5), r"pretrain_steps.*>= 0"),
-    BadInput("corrupt_partition out of range", lambda: _run(corrupt_partition=9), r"corrupt_partition.*\[-1, 2\]"),
+    BadInput("run config unknown key", lambda: _run_config(**{"corrupt-partition": 1}), r"unknown.*corrupt-partition"),
     BadInput("variant typo", lambda: _run(variant="h2tnue"), r"variant.*choose from"),
     BadInput("run config rounds zero", lambda: _run_config(**{"num-server-rounds": 0}), r"rounds.*>= 1"),
     BadInput("run config local-steps text", lambda: _run_config(**{"local-steps": "many"}), r"local-steps"),

@@ -24,7 +24,7 @@ APP_DIR = Path(__file__).parent / "flower_app"
 def test_loopback_deployment_survives_killed_supernode(tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
-    config = {"num-server-rounds": 2, "min-nodes": 2, "min-rounds": 2, "timeout": 300, "marker-dir": str(markers)}
+    config = {"num-server-rounds": 2, "min-nodes": 2, "min-rounds": 2, "timeout": 300.0, "marker-dir": str(markers)}
     result, error = {}, []
     with fed.LoopbackFederation(num_supernodes=3) as federation:
 

@@ -110,7 +110,7 @@ def test_strategy_takes_the_unweighted_mean_whatever_num_examples_say():
     from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 
     from hf_ext.core.federated.local import _set_task_identity
-    from hf_ext.h2tune.aggregation import make_strategy
+    from hf_ext.h2tune.strategy import H2TuneStrategy
 
     def reply(node, pid, value, n):
         _set_task_identity(1)
@@ -122,7 +122,9 @@ def test_strategy_takes_the_unweighted_mean_whatever_num_examples_say():
         )
         return Message(content, reply_to=Message(RecordDict({}), dst_node_id=node, message_type="train"))
 
-    strategy = make_strategy(global_shape(4), num_partitions=3, fraction_train=1.0, fraction_evaluate=0.0)
+    strategy = H2TuneStrategy(
+        global_shape(4), num_partitions=3, replay_protection=False, fraction_train=1.0, fraction_evaluate=0.0
+    )
     arrays, _ = strategy.aggregate_train(1, [reply(101, 0, 0.0, 1), reply(102, 1, 3.0, 99), reply(103, 2, 6.0, 1000)])
     np.testing.assert_allclose(arrays["g"].numpy(), 3.0)
     assert arrays["g"].numpy().shape == global_shape(4)

@@ -9,9 +9,9 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from hf_ext.core.federated import TooFewRounds, run_local
+from hf_ext.core.federated import TooFewRounds, guarded_reply, run_local
 from hf_ext.core.federated.local import _set_task_identity
-from hf_ext.h2tune.aggregation import make_strategy
+from hf_ext.h2tune.strategy import H2TuneStrategy
 from hf_ext.h2tune.task import global_shape
 
 SHAPE = global_shape(4)
@@ -36,7 +36,8 @@ def _good(node: int, pid: int, value: float = 1.0, n: int = 8, **metrics) -> Mes
 
 
 def _strategy():
-    return make_strategy(SHAPE, num_partitions=3, fraction_train=1.0, fraction_evaluate=0.0)
+    # replies built by hand carry no round nonce; replay protection is tested with nonces in test_federated.py
+    return H2TuneStrategy(SHAPE, num_partitions=3, replay_protection=False, fraction_train=1.0, fraction_evaluate=0.0)
 
 
 def test_a_spoofed_partition_id_cannot_replace_another_clients_update():
@@ -160,20 +161,18 @@ def _train(msg: Message, context) -> Message:
     kind = BEHAVIOUR.get(pid, "good")
     g = msg.content["arrays"]["g"].numpy()
     if kind == "good":
-        return Message(
-            RecordDict(
-                {
-                    "arrays": ArrayRecord({"g": Array(g + 1.0)}),
-                    "metrics": MetricRecord({"num-examples": 4, "partition-id": pid, "accuracy": 0.25}),
-                }
-            ),
-            reply_to=msg,
+        return guarded_reply(
+            msg,
+            {
+                "arrays": ArrayRecord({"g": Array(g + 1.0)}),
+                "metrics": MetricRecord({"num-examples": 4, "partition-id": pid, "accuracy": 0.25}),
+            },
         )
     if kind == "crash":
         raise RuntimeError("client crashed")
     make, _ = MALFORMED[kind]
     bad = make(0)
-    return Message(bad.content, reply_to=msg)
+    return guarded_reply(msg, {k: bad.content[k] for k in bad.content.keys()})
 
 
 def _run(rounds=2, **config):

@@ -21,7 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, Message, MetricRecord
+
+from .records import _from_wire
 
 # |x| above this in a model update is treated as an attack or a divergence, not as a weight (float32 LoRA factors
 # and H2Tune's G live around 1e-2 .. 1e1; 1e30 was accepted before this bound existed).
@@ -72,19 +74,8 @@ def array_problem(name: str, value: np.ndarray, spec: Spec, max_abs: float | Non
     return None
 
 
-def _decode(name: str, array: Any) -> np.ndarray:
-    if not isinstance(array, Array):
-        raise ValueError(f"{name!r}: expected a flwr Array, got {type(array).__name__}")
-    try:
-        value = array.numpy()
-    except Exception as err:  # noqa: BLE001 (np.load raises ValueError, OSError, EOFError, ... on corrupt bytes)
-        raise ValueError(f"{name!r}: array data cannot be decoded ({type(err).__name__})") from err
-    if tuple(value.shape) != tuple(array.shape) or str(value.dtype) != array.dtype:
-        raise ValueError(
-            f"{name!r}: array data ({value.dtype}, {tuple(value.shape)}) contradicts its metadata "
-            f"({array.dtype}, {tuple(array.shape)})"
-        )
-    return value
+# one decoder for every received array: its data is checked against its own metadata (a peer controls both)
+_decode = _from_wire
 
 
 def reply_content(message: Message) -> Any:

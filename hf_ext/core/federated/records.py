@@ -1,4 +1,4 @@
-"""Tensors <-> `ArrayRecord`s, reply checks and FedAvg (part of [`hf_ext.core.federated`]).
+"""Tensors <-> `ArrayRecord`s and FedAvg (part of [`hf_ext.core.federated`]); replies are checked by `guard.py`.
 
 `torch` and `peft` are imported inside the functions that need them, so importing this module stays cheap.
 """
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, Message, MetricRecord
+from flwr.app import Array, ArrayRecord
 
 if TYPE_CHECKING:
     import torch
@@ -200,71 +200,7 @@ def load_adapter_arrays(peft_model: Any, record: ArrayRecord, adapter_name: str 
         raise ValueError(f"adapter {adapter_name!r} did not accept keys {list(result.unexpected_keys)[:5]}")
 
 
-# --- Replies and aggregation ------------------------------------------------------------------------------------------
-
-
-def _sender(message: Message) -> str:
-    return f"node {message.metadata.src_node_id}"
-
-
-def check_reply(
-    message: Message,
-    *,
-    arrays_key: str | None = "arrays",
-    metrics_key: str | None = "metrics",
-    require: Sequence[str] = ("num-examples",),
-) -> None:
-    """Validate a `ClientApp`'s reply before using it; raises `ValueError` naming the sender and what is wrong.
-
-    Checked: not an error reply (its code and reason are quoted), has content, carries the `ArrayRecord` and the
-    `MetricRecord`, and the required metrics are finite numbers.
-
-    Args:
-        message (`Message`): the reply.
-        arrays_key (`str`, *optional*, defaults to `"arrays"`): the `ArrayRecord` it must carry; `None` skips the
-            check (e.g. evaluation replies).
-        metrics_key (`str`, *optional*, defaults to `"metrics"`): the `MetricRecord` it must carry; `None` skips
-            this check and `require`.
-        require (`Sequence[str]`, defaults to `("num-examples",)`): metrics that must be present as finite numbers.
-    """
-    if not isinstance(message, Message):
-        raise ValueError(f"expected a flwr Message, got {type(message).__name__}")
-    if message.has_error():
-        error = message.error
-        raise ValueError(f"reply from {_sender(message)} is an error (code {error.code}): {error.reason}")
-    if not message.has_content():
-        raise ValueError(f"reply from {_sender(message)} has no content")
-    content = message.content
-    if arrays_key is not None:
-        if arrays_key not in content:
-            raise ValueError(
-                f"reply from {_sender(message)} has no {arrays_key!r} record (it has {sorted(content.keys())})"
-            )
-        if not isinstance(content[arrays_key], ArrayRecord):
-            raise ValueError(
-                f"reply from {_sender(message)}: record {arrays_key!r} is a {type(content[arrays_key]).__name__}, "
-                "not an ArrayRecord"
-            )
-    if metrics_key is not None:
-        if metrics_key not in content:
-            raise ValueError(
-                f"reply from {_sender(message)} has no {metrics_key!r} record (it has {sorted(content.keys())})"
-            )
-        metrics = content[metrics_key]
-        if not isinstance(metrics, MetricRecord):
-            raise ValueError(
-                f"reply from {_sender(message)}: record {metrics_key!r} is a {type(metrics).__name__}, "
-                "not a MetricRecord"
-            )
-        for name in require:
-            if name not in metrics:
-                raise ValueError(
-                    f"reply from {_sender(message)}: metric {name!r} is missing from {metrics_key!r} "
-                    f"(it has {sorted(metrics.keys())})"
-                )
-            value = metrics[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"reply from {_sender(message)}: metric {name!r} is not a finite number: {value!r}")
+# --- Aggregation ------------------------------------------------------------------------------------------------------
 
 
 def weighted_average(records: Sequence[ArrayRecord], weights: Sequence[float]) -> ArrayRecord:
@@ -314,37 +250,3 @@ def weighted_average(records: Sequence[ArrayRecord], weights: Sequence[float]) -
             acc = np.rint(acc)
         out[key] = Array(acc.astype(first.dtype))
     return out
-
-
-def aggregate_replies(
-    replies: Iterable[Message],
-    *,
-    arrays_key: str = "arrays",
-    metrics_key: str = "metrics",
-    weight_key: str = "num-examples",
-) -> ArrayRecord:
-    """Check every reply with [`check_reply`] and return the [`weighted_average`] of their arrays.
-
-    The core of a strict FedAvg `aggregate_train`: a malformed or failed reply raises instead of being dropped.
-
-    Args:
-        replies (`Iterable[Message]`): the `ClientApp` replies of one round.
-        arrays_key (`str`, defaults to `"arrays"`): the `ArrayRecord` to average.
-        metrics_key (`str`, defaults to `"metrics"`): the `MetricRecord` holding the weight.
-        weight_key (`str`, defaults to `"num-examples"`): the metric used as weight.
-
-    Returns:
-        `ArrayRecord`: the weighted average.
-    """
-    replies = list(replies)
-    if not replies:
-        raise ValueError("no replies to aggregate")
-    for reply in replies:
-        check_reply(reply, arrays_key=arrays_key, metrics_key=metrics_key, require=(weight_key,))
-    records = [reply.content[arrays_key] for reply in replies]
-    weights = [reply.content[metrics_key][weight_key] for reply in replies]
-    try:
-        return weighted_average(records, weights)
-    except ValueError as err:
-        senders = ", ".join(_sender(reply) for reply in replies)
-        raise ValueError(f"{err} (records are the replies of {senders}, in that order)") from err

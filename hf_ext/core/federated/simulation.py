@@ -71,7 +71,8 @@ def run_simulation(
     Wraps `flwr.simulation.run_simulation` (deprecated in Flower 1.42 in favour of `flwr run`, but the only
     in-process entry point). The ServerApp runs in a thread of this process, so its `context.state` is read
     directly at the end (see the module docstring). A ServerApp exception propagates; a ClientApp exception reaches
-    the ServerApp as an error reply (see [`check_reply`]). Telemetry is switched off for the whole process.
+    the ServerApp as an error reply (a [`GuardedStrategy`] records it as failed). Telemetry is switched off for
+    the whole process.
 
     Args:
         server_app (`ServerApp`): the server app.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from hf_ext.core.federated import guarded_reply
 from hfext_fedtest.task import FedTestConfig, num_examples
 
 app = ClientApp()
@@ -30,4 +31,6 @@ def train(msg: Message, context: Context) -> Message:
     elif config.reply_mode == "no-num-examples":
         del metrics["num-examples"]
         content["metrics"] = MetricRecord(metrics)
-    return Message(content=RecordDict(content), reply_to=msg)
+    if config.reply_mode == "no-nonce":  # a client that does not echo the round nonce (or an old one)
+        return Message(content=RecordDict(content), reply_to=msg)
+    return guarded_reply(msg, content)

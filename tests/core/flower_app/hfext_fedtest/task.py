@@ -8,16 +8,18 @@ Client `i` (its `partition-id`) returns the global arrays shifted by `client-ste
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-REPLY_MODES = ("ok", "no-arrays", "no-num-examples", "raise")
+from hf_ext.core.federated import FlowerRunConfig
+
+REPLY_MODES = ("ok", "no-arrays", "no-num-examples", "raise", "no-nonce")
 
 
 @dataclass(frozen=True)
-class FedTestConfig:
-    """Parsed run config of the toy app.
+class FedTestConfig(FlowerRunConfig):
+    """Parsed run config of the toy app (the core's one parser: unknown keys are refused).
 
     Args:
         num_rounds (`int`): server rounds (`num-server-rounds`).
@@ -26,22 +28,14 @@ class FedTestConfig:
         min_nodes (`int`): nodes the ServerApp waits for and trains on each round (`min-nodes`).
     """
 
-    num_rounds: int = 2
+    num_rounds: int = field(default=2, metadata={"run_config": "num-server-rounds"})
     client_step: float = 1.0
     reply_mode: str = "ok"
     min_nodes: int = 2
 
-    @classmethod
-    def from_run_config(cls, run_config) -> FedTestConfig:
-        config = cls(
-            num_rounds=int(run_config.get("num-server-rounds", cls.num_rounds)),
-            client_step=float(run_config.get("client-step", cls.client_step)),
-            reply_mode=str(run_config.get("reply-mode", cls.reply_mode)),
-            min_nodes=int(run_config.get("min-nodes", cls.min_nodes)),
-        )
-        if config.reply_mode not in REPLY_MODES:
-            raise ValueError(f"reply-mode must be one of {REPLY_MODES}, got {config.reply_mode!r}")
-        return config
+    def __post_init__(self):
+        if self.reply_mode not in REPLY_MODES:
+            raise ValueError(f"reply-mode must be one of {REPLY_MODES}, got {self.reply_mode!r}")
 
 
 def num_examples(partition_id: int) -> int:

@@ -1,1 +1,1 @@
-"""H2Tune Flower app (re-exports hf_ext.h2tune's apps)."""
+"""H2Tune Flower app for the tests: the shipped hf_ext.h2tune server and client code, plus test-only client hooks."""
