@@ -91,11 +91,11 @@ CANARY_SLOTS = 4  # known values at the start of every chunk (4 x 10 bits: a rep
 CANARY_TOLERANCE = 1e-4  # CKKS error on a masked canary is ~2e-7; neighbouring canary values are 1/1024 apart
 
 
-def canary_values(nonce: int, n_chunks: int) -> np.ndarray:
+def canary_values(nonce: str | int, n_chunks: int) -> np.ndarray:
     """The canary of each chunk for a round nonce: `(n_chunks, CANARY_SLOTS)` values in [1, 2), 1/1024 apart."""
     out = np.empty((n_chunks, CANARY_SLOTS))
     for i in range(n_chunks):
-        digest = hashlib.sha256(f"fede4rag-canary:{int(nonce)}:{i}".encode()).digest()
+        digest = hashlib.sha256(f"fede4rag-canary:{nonce}:{i}".encode()).digest()
         out[i] = [1.0 + (int.from_bytes(digest[2 * j : 2 * j + 2], "big") % 1024) / 1024 for j in range(CANARY_SLOTS)]
     return out
 

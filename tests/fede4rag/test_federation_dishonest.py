@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from hf_ext.core.federated import run_local
+from hf_ext.core.federated.strategy import guarded_reply
 from hf_ext.fede4rag.he import ClientCipher, flatten_state, make_keys, unflatten_state
-from hf_ext.fede4rag.strategy import chunks_to_record, norm_outliers, record_to_chunks
+from hf_ext.fede4rag.strategy import chunks_to_record, record_to_chunks
 from hf_ext.fede4rag.task import (
     RunConfig,
     client_cipher,
@@ -63,19 +64,18 @@ def dishonest_app(plan: dict[int, str]) -> ClientApp:
             foreign = ClientCipher(keys.secret, keys.public)
             foreign.context_id = cipher.context_id
             cipher = foreign
-        content = upload_content(state, metrics, settings, cipher)
+        content = dict(guarded_reply(msg, upload_content(state, metrics, settings, cipher)).content)
         if kind == "corrupt-bytes":
             content["arrays"] = chunks_to_record([b"\x00corrupt" + b[:64] for b in record_to_chunks(content["arrays"])])
         if kind.startswith("replay") or kind == "rerandomised-replay":
             if rnd == 1:
                 memory[pid] = RecordDict(content)
             else:
-                old = memory[pid]
-                content = {"arrays": old["arrays"], "metrics": old["metrics"]}
-                if "he" in old:
-                    content["he"] = old["he"]
+                old = dict(memory[pid])
+                guard = content["guard"]
+                content = old  # the whole round-1 reply, its nonce included
                 if kind != "replay":  # the same update, re-sent with this round's nonce
-                    content["metrics"] = MetricRecord({**dict(old["metrics"]), "round-nonce": settings["nonce"]})
+                    content["guard"] = guard
                 if kind == "rerandomised-replay":  # + Enc(0): new bytes, the old plaintext and the old canaries
                     content["arrays"] = chunks_to_record(_rerandomise(record_to_chunks(old["arrays"]), context))
         return Message(RecordDict(content), reply_to=msg)
@@ -145,25 +145,17 @@ def _adapter(result, run, keys, encrypt):
 def _completes_and_names(result, node, rounds, match):
     rejected = dict(result["rejected"])
     assert result["summary"]["rounds"] == 2  # both rounds aggregated: the honest clients trained on in round 2
-    assert set(rejected) == {f"{r}:node {node}" for r in rounds}, rejected
+    assert set(rejected) == {f"{r}:{node}" for r in rounds}, rejected  # "<round>:<transport node id>"
     for r in rounds:
-        assert match in rejected[f"{r}:node {node}"], rejected[f"{r}:node {node}"]
-
-
-def test_norm_outliers_is_relative_to_the_rounds_median():
-    assert norm_outliers({"a": 1.0, "b": 2.0, "c": 9.0}) == {}
-    assert set(norm_outliers({"a": 1.0, "b": 2.0, "c": 25.0})) == {"c"}
-    assert set(norm_outliers({"a": 1.0, "b": 1e9})) == {"b"}  # two senders: the larger judged against the smaller
-    assert norm_outliers({"a": 3.0}) == {}  # alone: nothing to compare with
-    assert set(norm_outliers({"a": 0.0, "b": 0.0, "c": 1e-3})) == {"c"}  # a zero median still bounds the others
+        assert match in rejected[f"{r}:{node}"], rejected[f"{r}:{node}"]
 
 
 @pytest.mark.parametrize(
     "kind, rounds, match",
     [
-        ("near-bound", (1, 2), "the round's median"),
+        ("near-bound", (1, 2), "the round's median distance"),
         ("nan", (1, 2), "non-finite"),
-        ("replay", (2,), "a stale or replayed reply"),
+        ("replay", (2,), "stale or replayed reply"),
         ("replay-new-nonce", (2,), "repeats one already received (round 1, node 102)"),
     ],
 )
@@ -184,7 +176,7 @@ def test_plaintext_run_with_one_dishonest_client_completes_and_names_it(setup, k
     [
         ("foreign-key", (1, 2), "encrypted under another key"),
         ("corrupt-bytes", (1, 2), "does not deserialise"),
-        ("replay", (2,), "a stale or replayed reply"),
+        ("replay", (2,), "stale or replayed reply"),
         ("replay-new-nonce", (2,), "repeats one already received"),
         ("rerandomised-replay", (2,), "replayed from an earlier round"),
     ],

@@ -25,7 +25,6 @@ from hf_ext.fede4rag.strategy import make_strategy, record_to_chunks
 from hf_ext.fede4rag.task import RunConfig
 
 REF = {"a": np.zeros((2, 4), np.float32), "b": np.zeros(3, np.float32)}
-NONCE = 5  # the round nonce every node was "sent" (set on the strategy below)
 
 
 def _reply(node, content):
@@ -40,15 +39,17 @@ def _plain(node, value=1.0, n=5, **arrays):
         RecordDict(
             {
                 "arrays": ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()}),
-                "metrics": MetricRecord({"num-examples": n, "loss-total": 0.5, "round-nonce": NONCE}),
+                "metrics": MetricRecord({"num-examples": n, "loss-total": 0.5}),
             }
         ),
     )
 
 
 def _strategy(**kwargs):
-    strategy = make_strategy(encrypt=False, public_context=None, reference=REF, **kwargs)
-    strategy.nonces[1] = dict.fromkeys(range(101, 106), NONCE)
+    # aggregate_train alone (no configure_train): no nonces were sent (replay protection is tested with the apps, in
+    # test_federation_dishonest), and the round's reference is the server's adapter
+    strategy = make_strategy(encrypt=False, public_context=None, reference=REF, replay_protection=False, **kwargs)
+    strategy.reference = dict(REF)
     return strategy
 
 
@@ -70,7 +71,7 @@ BAD_FIRST = {
                         "b": Array(np.ones(3, np.float32)),
                     }
                 ),
-                "metrics": MetricRecord({"num-examples": 5, "round-nonce": NONCE}),
+                "metrics": MetricRecord({"num-examples": 5}),
             }
         ),
     ),
@@ -84,7 +85,7 @@ BAD_FIRST = {
 def test_a_malformed_first_reply_is_rejected_alone(case):
     strategy = _strategy()
     arrays, metrics = strategy.aggregate_train(1, [BAD_FIRST[case](101), _plain(102, 1.0), _plain(103, 3.0)])
-    assert set(strategy.rejected[1]) == {"node 101"}, strategy.rejected[1]
+    assert set(strategy.rejected[1]) == {"101"}, strategy.rejected[1]
     np.testing.assert_allclose(arrays["a"].numpy(), 2.0)  # the honest clients' mean, not the bad client's update
     assert metrics["num-accepted"] == 2 and metrics["loss-total"] == 0.5
 
@@ -93,15 +94,16 @@ def test_encrypted_uploads_checked_against_the_servers_size():
     keys = make_keys()
     cipher = ClientCipher(keys.secret, keys.public)
     # canaries off: this test is about the size checks, made before any key check (see test_federation_dishonest)
-    strategy = make_strategy(encrypt=True, public_context=keys.public, n_values=5000, canary=False)
-    strategy.nonces[1] = dict.fromkeys(range(101, 106), NONCE)
+    strategy = make_strategy(
+        encrypt=True, public_context=keys.public, n_values=5000, canary=False, replay_protection=False
+    )
 
     def enc(node, flat, he=True):
         content = {
             "arrays": ArrayRecord(
                 {f"ckks-{i:05d}": Array(np.frombuffer(b, np.uint8).copy()) for i, b in enumerate(cipher.encrypt(flat))}
             ),
-            "metrics": MetricRecord({"num-examples": 3, "round-nonce": NONCE}),
+            "metrics": MetricRecord({"num-examples": 3}),
         }
         if he:
             content["he"] = ConfigRecord({"context-id": cipher.context_id})
@@ -115,7 +117,7 @@ def test_encrypted_uploads_checked_against_the_servers_size():
                     {"ckks-00000": Array(np.zeros(10**6, np.uint8)), "ckks-00001": Array(np.zeros(10, np.uint8))}
                 ),
                 "he": ConfigRecord({"context-id": cipher.context_id}),
-                "metrics": MetricRecord({"num-examples": 3, "round-nonce": NONCE}),
+                "metrics": MetricRecord({"num-examples": 3}),
             }
         ),
     )
@@ -127,8 +129,8 @@ def test_encrypted_uploads_checked_against_the_servers_size():
         enc(105, np.ones(5000)),
     ]
     arrays, _ = strategy.aggregate_train(1, replies)
-    assert set(strategy.rejected[1]) == {"node 101", "node 103", "node 104"}, strategy.rejected[1]
-    assert "bytes" in strategy.rejected[1]["node 104"]
+    assert set(strategy.rejected[1]) == {"101", "103", "104"}, strategy.rejected[1]
+    assert "bytes" in strategy.rejected[1]["104"]
     np.testing.assert_allclose(cipher.decrypt(record_to_chunks(arrays), 5000), 1.0, atol=1e-6)
 
 
@@ -203,8 +205,8 @@ def test_a_node_reporting_another_num_params_is_left_out_alone(setup):
     run, _, root = setup
     SPOOF.update({"pid": 0, "num-params": 12345})
     res = run_local(_apps()[0], wrapped, num_nodes=NODES, run_config=run.to_run_config())
-    assert dict(res["rejected"]).keys() == {"0:node 101"}
-    assert "12345" in dict(res["rejected"])["0:node 101"]
+    assert dict(res["rejected"]).keys() == {"0:101"}
+    assert "12345" in dict(res["rejected"])["0:101"]
     assert res["summary"]["rounds"] == 1 and "101" not in dict(res["sampled"])["round-1"].split(",")
 
 
