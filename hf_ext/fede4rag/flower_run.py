@@ -51,7 +51,7 @@ def run_federated(
         setting (`str`): the federated setting.
         run ([`RunConfig`]): the run (its `client_companies` decide how many nodes there are).
         engine (`str`, defaults to `"simulation"`): `"simulation"` (Flower's Ray engine) or `"local"` (in-process).
-        extra_config (`dict`, *optional*): further run-config keys (tests: `corrupt-partition`, ...).
+        extra_config (`dict`, *optional*): further run-config keys (`timeout`, `min-rounds`, ...).
     """
     from hf_ext.core.federated import run_local, run_simulation
 
@@ -87,12 +87,14 @@ def run_federated(
         from .encoder import adapter_arrays
         from .he import ClientCipher, flatten_state, unflatten_state
         from .strategy import record_to_chunks
-        from .task import build_model
+        from .task import build_model, check_global_canary
 
         flat, layout = flatten_state(adapter_arrays(build_model(run)[0]))
-        adapter = unflatten_state(
-            ClientCipher(keys.secret, keys.public).decrypt(record_to_chunks(arrays), flat.size), layout
+        values, canaries = ClientCipher(keys.secret, keys.public).decrypt(
+            record_to_chunks(arrays), flat.size, canary=True
         )
+        check_global_canary(canaries, {"he-canary": state["global-canary"]})  # as a client would on receipt
+        adapter = unflatten_state(values, layout)
     else:
         adapter = {k: arrays[k].numpy() for k in arrays.keys()}
     return {

@@ -18,6 +18,18 @@ A ciphertext encrypted under another key cannot be told apart arithmetically, so
 was made under (`context_id`, a SHA-256 of the public context); the server rejects a client whose id differs from its
 own, whose chunks fail to parse, or whose chunks parse but cannot be added (another scale or level under the declared
 id), and averages the rest.
+
+**Canaries: proof that an upload is under the federation's key.** The declared context id is a claim; a client can
+name the honest id and encrypt under a key of its own, and its chunks then parse, add, and decrypt (for everyone) to
+~1e19. So every chunk also carries `CANARY_SLOTS` known values in its first slots, derived from the round's nonce that
+the server sent to that node ([`canary_values`]). The server, which cannot decrypt, multiplies each sender's chunk by
+a plaintext mask that keeps only those slots ([`ServerAggregator.masked_canaries`]: a plaintext product, no key
+needed) and asks the clients, who hold the secret key, to decrypt the masked chunks ([`ClientCipher.read_canaries`]).
+A chunk under another key decrypts to noise of ~1e19 in every slot, masked or not; a chunk replayed from an earlier
+round carries the old nonce's values. Either fails and names its sender. A masked chunk reveals only the canary slots
+(every other slot is multiplied by an exact zero; what remains there is CKKS noise, ~1e-8), so the verifying clients
+learn nothing about each other's updates. The aggregate's canary slots are the mean of the accepted senders' canaries,
+which every client checks when it decrypts the global adapter.
 """
 
 from __future__ import annotations
@@ -73,6 +85,32 @@ class KeyPair:
     @property
     def context_id(self) -> str:
         return context_id(self.public)
+
+
+CANARY_SLOTS = 4  # known values at the start of every chunk (4 x 10 bits: a replay matches by chance ~1e-12)
+CANARY_TOLERANCE = 1e-4  # CKKS error on a masked canary is ~2e-7; neighbouring canary values are 1/1024 apart
+
+
+def canary_values(nonce: str | int, n_chunks: int) -> np.ndarray:
+    """The canary of each chunk for a round nonce: `(n_chunks, CANARY_SLOTS)` values in [1, 2), 1/1024 apart."""
+    out = np.empty((n_chunks, CANARY_SLOTS))
+    for i in range(n_chunks):
+        digest = hashlib.sha256(f"fede4rag-canary:{nonce}:{i}".encode()).digest()
+        out[i] = [1.0 + (int.from_bytes(digest[2 * j : 2 * j + 2], "big") % 1024) / 1024 for j in range(CANARY_SLOTS)]
+    return out
+
+
+def chunk_count(size: int, slots: int, canary: bool = False) -> int:
+    """How many ciphertexts carry `size` values (each chunk loses `CANARY_SLOTS` slots to its canary)."""
+    per_chunk = slots - (CANARY_SLOTS if canary else 0)
+    return max(1, -(-int(size) // per_chunk))
+
+
+def chunk_lengths(size: int, slots: int, canary: bool = False) -> list[int]:
+    """The number of slots chunk i encodes (canary included)."""
+    extra = CANARY_SLOTS if canary else 0
+    per_chunk = slots - extra
+    return [extra + min(per_chunk, size - i * per_chunk) for i in range(chunk_count(size, slots, canary))]
 
 
 def context_id(public_context: bytes) -> str:
@@ -131,35 +169,74 @@ class ClientCipher:
         self.context_id = context_id(public_context)
         self.slots = _slots(self.ctx)
 
-    def encrypt(self, flat: np.ndarray) -> list[bytes]:
-        """Chunks `flat` into slot-sized pieces and returns each piece's serialised ciphertext."""
+    def encrypt(self, flat: np.ndarray, canary: np.ndarray | None = None) -> list[bytes]:
+        """Chunks `flat` into slot-sized pieces and returns each piece's serialised ciphertext.
+
+        Args:
+            flat (`np.ndarray`): the values.
+            canary (`np.ndarray`, *optional*): `(n_chunks, CANARY_SLOTS)` values ([`canary_values`]) written in the
+                first slots of every chunk (each chunk then holds `slots - CANARY_SLOTS` values).
+        """
         import tenseal as ts
 
         flat = np.asarray(flat, dtype=np.float64).ravel()
         if not np.isfinite(flat).all():
             raise ValueError("refusing to encrypt NaN or Inf parameters")
+        if canary is None:
+            return [
+                ts.ckks_vector(self.ctx, flat[i : i + self.slots].tolist()).serialize()
+                for i in range(0, max(len(flat), 1), self.slots)
+            ]
+        per_chunk = self.slots - CANARY_SLOTS
+        n = chunk_count(flat.size, self.slots, canary=True)
+        canary = np.asarray(canary, dtype=np.float64)
+        if canary.shape != (n, CANARY_SLOTS):
+            raise ValueError(f"canary has shape {canary.shape}, {flat.size} values need {(n, CANARY_SLOTS)}")
         return [
-            ts.ckks_vector(self.ctx, flat[i : i + self.slots].tolist()).serialize()
-            for i in range(0, max(len(flat), 1), self.slots)
+            ts.ckks_vector(self.ctx, [*canary[i], *flat[i * per_chunk : (i + 1) * per_chunk]]).serialize()
+            for i in range(n)
         ]
 
-    def decrypt(self, chunks: Sequence[bytes], size: int) -> np.ndarray:
-        """Decrypts the chunks and returns the first `size` values (the rest is padding)."""
+    def _decrypt_all(self, chunks: Sequence[bytes], what: str) -> list[np.ndarray]:
         import tenseal as ts
 
-        expected = -(-size // self.slots)
-        if len(chunks) != expected:
-            raise ValueError(f"{len(chunks)} ciphertext chunks for {size} values (expected {expected})")
         parts = []
         for i, blob in enumerate(chunks):
             try:
                 parts.append(np.asarray(ts.ckks_vector_from(self.ctx, bytes(blob)).decrypt(), dtype=np.float64))
             except Exception as err:  # noqa: BLE001
-                raise ValueError(f"aggregate chunk {i} cannot be decrypted: {type(err).__name__}: {err}") from err
+                raise ValueError(f"{what} chunk {i} cannot be decrypted: {type(err).__name__}: {err}") from err
+        return parts
+
+    def decrypt(self, chunks: Sequence[bytes], size: int, canary: bool = False):
+        """Decrypts the chunks and returns the first `size` values (the rest is padding); with `canary`, returns
+        `(values, canaries)`, the canaries an `(n_chunks, CANARY_SLOTS)` array."""
+        expected = chunk_count(size, self.slots, canary)
+        if len(chunks) != expected:
+            raise ValueError(f"{len(chunks)} ciphertext chunks for {size} values (expected {expected})")
+        parts = self._decrypt_all(chunks, "aggregate")
+        if canary:
+            if any(p.size < CANARY_SLOTS for p in parts):
+                raise ValueError(f"an aggregate chunk holds fewer than the {CANARY_SLOTS} canary slots")
+            canaries = np.stack([p[:CANARY_SLOTS] for p in parts])
+            parts = [p[CANARY_SLOTS:] for p in parts]
         flat = np.concatenate(parts)
         if flat.size < size:
             raise ValueError(f"decrypted {flat.size} values, expected at least {size}")
-        return flat[:size]
+        return (flat[:size], canaries) if canary else flat[:size]
+
+    def read_canaries(self, masked: Sequence[bytes]) -> np.ndarray:
+        """The canary slots of masked chunks ([`ServerAggregator.masked_canaries`]), `(n_chunks, CANARY_SLOTS)`;
+        a chunk that does not decrypt gives NaN (it cannot be under the federation's key)."""
+        out = np.full((len(masked), CANARY_SLOTS), np.nan)
+        for i, blob in enumerate(masked):
+            try:
+                values = self._decrypt_all([blob], "masked canary")[0]
+            except ValueError:
+                continue
+            if values.size >= CANARY_SLOTS:
+                out[i] = values[:CANARY_SLOTS]
+        return out
 
 
 class ServerAggregator:
@@ -227,60 +304,48 @@ class ServerAggregator:
                     f"client {client}: ciphertext chunk {i} is at the last modulus level (no room for the 1/K product)"
                 )
 
-    def average(
-        self, uploads: Mapping[str, tuple[Sequence[bytes], str]], n_chunks: int, size: int | None = None
-    ) -> tuple[list[bytes] | None, dict[str, str]]:
-        """Encrypted FedAvg: (1/K)·Σ_k ct_k chunk-wise over the valid uploads (uniform weights, as the code's
-        `aggregate()`).
+    def lengths(self, n_chunks: int, size: int | None, parsed=None, canary: bool = False) -> list[int]:
+        """Slots chunk i must encode: from `size` (the value count the server computed itself) or, without it, the
+        most common length among the parsed uploads (ties: the first client's)."""
+        if size is not None:
+            if chunk_count(size, self.slots, canary) != n_chunks:
+                raise ValueError(
+                    f"{size} values need {chunk_count(size, self.slots, canary)} chunks of {self.slots} slots"
+                    f"{' (with canaries)' if canary else ''}, not {n_chunks}"
+                )
+            return chunk_lengths(size, self.slots, canary)
+        return [Counter(v[i].size() for v in parsed.values()).most_common(1)[0][0] for i in range(n_chunks)]
 
-        Every upload is judged on its own, so one bad client never fails the round: its context id, chunk count,
-        deserialisation, per-chunk lengths and modulus level are checked, and then its chunks are added to a running
-        sum that starts from the server's *own* encryption of zeros (made with the public key, at the context's scale
-        and top level). An upload whose ciphertexts parse but cannot be added (e.g. encrypted at another scale while
-        declaring the honest context id) therefore fails against the server's reference, not against whichever client
-        came first, and is dropped with its reason while the others are kept. Adding the encrypted zeros costs one
-        fresh-encryption noise term (~1e-11 at scale 2⁴⁰).
+    def check_upload(self, client: str, chunks: Sequence[bytes], cid: str, n_chunks: int, lengths: Sequence[int]):
+        """One upload's ciphertexts, parsed and checked on their own (context id, chunk count, size, lengths, level);
+        `ValueError` names the client and the problem."""
+        vectors = self._parse(client, chunks, cid, n_chunks)
+        self._check_lengths(client, vectors, lengths)
+        self._check_level(client, vectors)
+        return vectors
 
-        Args:
-            uploads (`Mapping[str, tuple[Sequence[bytes], str]]`): client → (serialised chunks, context id).
-            n_chunks (`int`): how many chunks every upload must have.
-            size (`int`, *optional*): how many values the chunks encode in all (chunk i then holds
-                `min(slots, size - i·slots)`). Without it, each chunk's length is the most common one among the
-                uploads (ties: the first client's).
+    def masked_canaries(self, vectors) -> list[bytes]:
+        """Each chunk times a plaintext mask that keeps only its `CANARY_SLOTS` first slots (no key needed): what
+        the clients decrypt to check that an upload is under the federation's key, without seeing the update."""
+        out = []
+        for vec in vectors:
+            n = vec.size()
+            mask = [1.0] * min(CANARY_SLOTS, n) + [0.0] * max(0, n - CANARY_SLOTS)
+            out.append((vec * mask).serialize())
+        return out
 
-        Returns:
-            `(chunks, rejected)`: the serialised average (`None` if no upload was valid) and client → reason.
-        """
+    def mean(self, parsed, lengths: Sequence[int]) -> tuple[list[bytes] | None, dict[str, str]]:
+        """(1/K)·Σ_k ct_k chunk-wise over checked uploads (client → vectors), summed from the server's own
+        encryption of zeros; an upload that cannot be added is rejected alone (see [`average`])."""
         import tenseal as ts
 
-        slots = self.slots
-        if size is not None and -(-size // slots) != n_chunks:
-            raise ValueError(f"{size} values need {-(-size // slots)} chunks of {slots} slots, not {n_chunks}")
-        parsed, rejected = {}, {}
-
-        def reject(client: str, err: Exception) -> None:
-            logger.warning("fede4rag: rejected encrypted upload: %s", err)
-            rejected[client] = str(err)
-
-        for client, (chunks, cid) in uploads.items():
-            try:
-                parsed[client] = self._parse(client, chunks, cid, n_chunks)
-            except ValueError as err:
-                reject(client, err)
-        if not parsed:
-            return None, rejected
-        if size is not None:
-            lengths = [min(slots, size - i * slots) for i in range(n_chunks)]
-        else:
-            lengths = [Counter(v[i].size() for v in parsed.values()).most_common(1)[0][0] for i in range(n_chunks)]
+        rejected = {}
         zeros = {n: ts.ckks_vector(self.ctx, [0.0] * n) for n in set(lengths)}  # public-key encryptions
         total = [zeros[n] for n in lengths]
         accepted = 0
         for client, vectors in parsed.items():
+            new_total = []
             try:
-                self._check_lengths(client, vectors, lengths)
-                self._check_level(client, vectors)
-                new_total = []
                 for i, (acc, vec) in enumerate(zip(total, vectors)):
                     try:
                         new_total.append(acc + vec)
@@ -291,12 +356,71 @@ class ServerAggregator:
                             f"the declared context id?)"
                         ) from err
             except ValueError as err:
-                reject(client, err)  # its partial sums are dropped: the committed total holds only accepted clients
+                logger.warning("fede4rag: rejected encrypted upload: %s", err)
+                rejected[client] = str(err)  # its partial sums are dropped: the total holds only accepted clients
                 continue
             total, accepted = new_total, accepted + 1
         if not accepted:
             return None, rejected
         return [(acc * (1.0 / accepted)).serialize() for acc in total], rejected
+
+    def average(
+        self,
+        uploads: Mapping[str, tuple[Sequence[bytes], str]],
+        n_chunks: int,
+        size: int | None = None,
+        canary: bool = False,
+    ) -> tuple[list[bytes] | None, dict[str, str]]:
+        """Encrypted FedAvg: (1/K)·Σ_k ct_k chunk-wise over the valid uploads (uniform weights, as the code's
+        `aggregate()`).
+
+        Every upload is judged on its own, so one bad client never fails the round: its context id, chunk count,
+        deserialisation, per-chunk lengths and modulus level are checked, and then its chunks are added to a running
+        sum that starts from the server's *own* encryption of zeros (made with the public key, at the context's scale
+        and top level). An upload whose ciphertexts parse but cannot be added (e.g. encrypted at another scale while
+        declaring the honest context id) therefore fails against the server's reference, not against whichever client
+        came first, and is dropped with its reason while the others are kept. Adding the encrypted zeros costs one
+        fresh-encryption noise term (~1e-11 at scale 2⁴⁰). An upload under another key that declares the honest id
+        passes every check here: only its canary tells (see the module docstring).
+
+        Args:
+            uploads (`Mapping[str, tuple[Sequence[bytes], str]]`): client → (serialised chunks, context id).
+            n_chunks (`int`): how many chunks every upload must have.
+            size (`int`, *optional*): how many values the chunks encode in all (chunk i then holds
+                `min(slots, size - i·slots)`, plus the canary slots with `canary`). Without it, each chunk's length
+                is the most common one among the uploads (ties: the first client's).
+            canary (`bool`): the chunks carry canary slots.
+
+        Returns:
+            `(chunks, rejected)`: the serialised average (`None` if no upload was valid) and client → reason.
+        """
+        if size is not None:
+            self.lengths(n_chunks, size, canary=canary)  # the server's own size and chunk count must agree
+        raw, rejected = {}, {}
+        for client, (chunks, cid) in uploads.items():
+            try:
+                raw[client] = self._parse(client, chunks, cid, n_chunks)
+            except ValueError as err:
+                logger.warning("fede4rag: rejected encrypted upload: %s", err)
+                rejected[client] = str(err)
+        if not raw:
+            return None, rejected
+        lengths = self.lengths(n_chunks, size, raw, canary)
+        parsed = {}
+        for client, vectors in raw.items():
+            try:
+                self._check_lengths(client, vectors, lengths)
+                self._check_level(client, vectors)
+            except ValueError as err:
+                logger.warning("fede4rag: rejected encrypted upload: %s", err)
+                rejected[client] = str(err)
+                continue
+            parsed[client] = vectors
+        if not parsed:
+            return None, rejected
+        chunks, more = self.mean(parsed, lengths)
+        rejected.update(more)
+        return chunks, rejected
 
 
 def flatten_state(state: Mapping[str, np.ndarray]) -> tuple[np.ndarray, list[tuple[str, tuple[int, ...]]]]:
@@ -321,10 +445,15 @@ def unflatten_state(flat: np.ndarray, layout: Sequence[tuple[str, tuple[int, ...
 
 
 __all__ = [
+    "CANARY_SLOTS",
+    "CANARY_TOLERANCE",
     "CKKSParams",
     "ClientCipher",
     "KeyPair",
     "ServerAggregator",
+    "canary_values",
+    "chunk_count",
+    "chunk_lengths",
     "context_id",
     "flatten_state",
     "make_keys",

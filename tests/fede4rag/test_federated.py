@@ -35,10 +35,11 @@ def setup(tmp_path_factory):
     return run, keys, root
 
 
-def _run(run, root, **extra):
-    from hf_ext.fede4rag.client_app import app as client_app
+def _run(run, root, client_app=None, **extra):
+    from hf_ext.fede4rag.client_app import app as default_client_app
     from hf_ext.fede4rag.server_app import app as server_app
 
+    client_app = client_app or default_client_app
     # the secret context's path is client-only (node config); the run config, which the server gets, has none
     config = {**run.to_run_config(), "he-public-path": str(root / "public.ctx"), **extra}
     nodes = [{"he-secret-path": str(root / "secret.ctx")} for _ in range(NODES)]
@@ -64,28 +65,16 @@ def test_encrypted_round_equals_plaintext_round(setup):
     assert enc["summary"]["num-rejected"] == 0
     chunks = record_to_chunks(enc["arrays"])  # what the server holds: ciphertext only
     flat, layout = flatten_state(init)
-    decrypted = unflatten_state(ClientCipher(keys.secret, keys.public).decrypt(chunks, flat.size), layout)
+    values, canaries = ClientCipher(keys.secret, keys.public).decrypt(chunks, flat.size, canary=True)
+    decrypted = unflatten_state(values, layout)
+    # the aggregate's canary slots are the mean of the three accepted canaries, as the server recorded it
+    np.testing.assert_allclose(canaries, enc["global-canary"]["expected"].numpy(), atol=1e-6)
     assert max(np.abs(decrypted[k] - plain_state[k]).max() for k in init) <= 1e-6
     # the server's round statistics: each of the 3 clients took 1 step (8 pairs, batch 8); uploads were counted
     for stats in (dict(plain["round-stats"]), dict(enc["round-stats"])):
         assert stats["1:steps-total"] == 3 and stats["1:steps-max"] == 1 and stats["1:num-clients"] == 3
     assert dict(enc["round-stats"])["1:encrypt-s"] > 0 and dict(plain["round-stats"])["1:encrypt-s"] == 0
     assert dict(enc["round-stats"])["1:bytes-up"] > 20 * dict(plain["round-stats"])["1:bytes-up"] > 0
-
-
-@pytest.mark.slow  # test_he covers each rejection on its own, fast
-def test_bad_clients_are_rejected_and_the_round_continues(setup):
-    run, keys, root = setup
-    enc = RunConfig(**{**run.__dict__, "encrypt": True})
-    res = _run(enc, root, **{"corrupt-partition": 1, "foreign-key-partition": 2})
-    reasons = dict(res["rejected"])
-    assert res["summary"]["num-rejected"] == 2 and len(reasons) == 2
-    assert any("does not deserialise" in r for r in reasons.values())
-    assert any("another key" in r for r in reasons.values())
-    assert len(record_to_chunks(res["arrays"])) >= 1  # the honest client's upload went through
-    plain = _run(run, root, **{"corrupt-partition": 0})
-    assert plain["summary"]["num-rejected"] == 1
-    assert "NaN" in next(iter(dict(plain["rejected"]).values()))
 
 
 def test_released_sampling_trains_one_client_per_round(setup):
@@ -95,10 +84,10 @@ def test_released_sampling_trains_one_client_per_round(setup):
     assert len(sampled) == 2 and all("," not in v for v in sampled.values())
 
 
-def _one_train_round(run, root, arrays, node_config=None, extra=None):
-    """One `train` message with the given global `arrays` to a single node (AES, partition 4), on the in-process
-    grid; returns the node's reply arrays."""
-    from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+def _one_train_round(run, root, arrays, node_config=None, extra=None, canary=None):
+    """One `train` message with the given global `arrays` (and, under CKKS, the `canary` the server says it
+    aggregated) to a single node (AES, partition 4), on the in-process grid; returns the node's reply arrays."""
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
     from flwr.serverapp import ServerApp
 
     from hf_ext.fede4rag.client_app import app as client_app
@@ -108,11 +97,10 @@ def _one_train_round(run, root, arrays, node_config=None, extra=None):
     @server.main()
     def _main(grid, context):
         node = grid.get_node_ids()[0]
-        msg = Message(
-            RecordDict({"arrays": arrays, "config": ConfigRecord({"server-round": 2})}),
-            dst_node_id=node,
-            message_type=MessageType.TRAIN,
-        )
+        content = {"arrays": arrays, "config": ConfigRecord({"server-round": 2, "round-nonce": 7})}
+        if canary is not None:
+            content["he-canary"] = ArrayRecord({"expected": Array(canary)})
+        msg = Message(RecordDict(content), dst_node_id=node, message_type=MessageType.TRAIN)
         context.state["reply"] = grid.send_and_receive([msg])[0].content["arrays"]
 
     config = {
@@ -134,6 +122,7 @@ def test_a_client_trains_from_the_global_adapter_it_receives(setup, encrypt):
     from flwr.app import ArrayRecord
 
     from hf_ext.core.federated import state_dict_to_arrays
+    from hf_ext.fede4rag.he import canary_values, chunk_count
     from hf_ext.fede4rag.strategy import chunks_to_record
 
     run, keys, root = setup
@@ -145,12 +134,19 @@ def test_a_client_trains_from_the_global_adapter_it_receives(setup, encrypt):
 
     def decoded(record):
         if encrypt:
-            return unflatten_state(cipher.decrypt(record_to_chunks(record), flat.size), layout)
+            values, canaries = cipher.decrypt(record_to_chunks(record), flat.size, canary=True)
+            np.testing.assert_allclose(canaries, canary_values(7, len(canaries)), atol=1e-6)  # this round's nonce
+            return unflatten_state(values, layout)
         return {k: record[k].numpy() for k in record.keys()}
 
-    sent = chunks_to_record(cipher.encrypt(flatten_state(glob)[0])) if encrypt else state_dict_to_arrays(glob)
+    expected = canary_values(1234, chunk_count(flat.size, cipher.slots, canary=True))
+    sent = (
+        chunks_to_record(cipher.encrypt(flatten_state(glob)[0], canary=expected))
+        if encrypt
+        else state_dict_to_arrays(glob)
+    )
     node = {"he-secret-path": str(root / "secret.ctx")}
-    got = decoded(_one_train_round(run, root, sent, node))
+    got = decoded(_one_train_round(run, root, sent, node, canary=expected if encrypt else None))
     assert max(np.abs(got[k] - glob[k]).max() for k in glob) < 1e-4
     fresh = decoded(_one_train_round(run, root, ArrayRecord(), node))
     assert max(np.abs(fresh[k] - init[k]).max() for k in init) < 1e-4
@@ -172,7 +168,7 @@ def test_the_client_trains_with_the_run_configs_temperature(setup):
 
 
 def test_a_non_finite_or_huge_global_adapter_is_refused_by_the_client():
-    from hf_ext.fede4rag.client_app import _checked
+    from hf_ext.fede4rag.task import checked_global as _checked
 
     ok = {"a": np.zeros(3, np.float32)}
     assert _checked(ok, "clear") is ok

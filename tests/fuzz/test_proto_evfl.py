@@ -164,7 +164,9 @@ CASES = [
     BadInput("mixed prior lambda 1.5", lambda: _mixed([0.5, 0.5], [0.5, 0.5], 1.5), r"λ must be in \[0, 1\]"),
     BadInput("mixed prior negative mass", lambda: _mixed([1.5, -0.5], [0.5, 0.5], 0.5), r"negative mass"),
     BadInput("unseen mass quantile 1", lambda: _unseen_mass(1.0), r"novelty quantile must be in \(0, 1\)"),
-    BadInput("run config unknown key", lambda: _run_config({"roundz": 3}), r"unknown Proto-EVFL run-config keys"),
+    BadInput(
+        "run config unknown key", lambda: _run_config({"roundz": 3}), r"unknown ProtoEvflRunConfig run-config key"
+    ),
     BadInput("run config bool as text", lambda: _run_config({"prototype-ema": "maybe"}), r"must be a bool"),
     BadInput(
         "run config widths not integers",

@@ -171,10 +171,14 @@ def test_run_config_round_trip_and_the_flower_app_declares_every_key():
     assert flat["unseen-class"] == 3 and flat["prototype-ema"] is False
     assert ProtoEvflRunConfig.from_run_config(flat) == settings
     assert ProtoEvflRunConfig.from_run_config({**flat, "prototype-ema": "true"}).training.prototype_ema is True
-    with pytest.raises(ValueError, match=r"unknown Proto-EVFL run-config keys: \['roundz'\]"):
+    # the core's one parser (hf_ext.core.federated.run_config): unknown keys refused by name, strict types
+    with pytest.raises(ValueError, match=r"unknown ProtoEvflRunConfig run-config key\(s\) \['roundz'\]"):
         ProtoEvflRunConfig.from_run_config({"roundz": 3})
-    with pytest.raises(ValueError, match="'rounds' must be a int"):
+    with pytest.raises(ValueError, match="'rounds' must be an integer"):
         ProtoEvflRunConfig.from_run_config({"rounds": "many"})
+    with pytest.raises(ValueError, match="'prototype-ema' must be a bool"):
+        ProtoEvflRunConfig.from_run_config({"prototype-ema": 1})
+    assert ProtoEvflRunConfig.from_run_config({"unseen-class": -1}).data.unseen_class is None
     app = tomllib.loads((Path(__file__).parents[2] / "examples" / "proto_evfl_app" / "pyproject.toml").read_text())
     declared = app["tool"]["flwr"]["app"]["config"]
     assert declared == ProtoEvflRunConfig().to_run_config()
