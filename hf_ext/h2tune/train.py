@@ -67,6 +67,9 @@ class H2TuneTrainArguments:
     )
     max_len: int = _run_field("max_len", "tokens per training sequence (prompt + answer + EOS)")
     heal_steps: int = _run_field("heal_steps", "distillation steps that heal a derived smollm2-L<N> base")
+    min_nodes: int = _run_field("min_nodes", "Flower runs: nodes the server waits for (0: every client)")
+    min_rounds: int = _run_field("min_rounds", "Flower runs: fewest aggregated rounds for a successful run (0: all)")
+    timeout: float = _run_field("timeout", "Flower runs: seconds the server waits for a round's replies")
     engine: str = field(
         default="inprocess",
         metadata={
