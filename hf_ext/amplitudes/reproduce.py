@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 
 from .config import AmplitudeTableConfig
@@ -47,7 +48,7 @@ FULL_TABLE = AmplitudeTableConfig(
 
 def make_parser() -> argparse.ArgumentParser:
     """Arguments of `hf-ext reproduce amplitudes`."""
-    parser = argparse.ArgumentParser(prog="hf-ext reproduce amplitudes", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="hf-ext reproduce amplitudes", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--full",
         action="store_true",

@@ -15,12 +15,14 @@ import argparse
 import time
 from pathlib import Path
 
+from hf_ext.core.arguments import ArgumentParser
+
 from .config import GLUON_THEORIES, METHODS, SCALAR_THEORIES, THEORIES, AmplitudeTableConfig
 
 
 def make_parser() -> argparse.ArgumentParser:
     """Arguments of `hf-ext amplitudes table`."""
-    p = argparse.ArgumentParser(prog="hf-ext amplitudes table", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="hf-ext amplitudes table", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--theories",
         nargs="+",

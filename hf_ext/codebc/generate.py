@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 
 from .tags import SECURITY_TAGS
@@ -33,7 +34,7 @@ def load_artifact(folder: str | os.PathLike):
 
 
 def generate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="hf-ext codebc generate",
         description="Generate contracts with a forced security tag from a CodeBC artifact.",
     )

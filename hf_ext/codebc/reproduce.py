@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 
 from .adapter import adapter_state, add_adapter, load_adapter_state, save_codebc
@@ -47,7 +48,7 @@ from .trainer import train_stage
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="hf-ext reproduce codebc", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(

@@ -24,6 +24,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from hf_ext.core.arguments import ArgumentParser
+
 from .data import default_references_dir
 from .metrics import bleu, codebleu_scores, wilson_interval
 from .solidity import AnalysisResult, SolcServer, analyze, analyze_many, default_workers
@@ -228,7 +230,7 @@ def format_summary(s: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="hf-ext codebc score",
         description="Score generated Solidity contracts (<Task>.txt_<k>.sol) the CodeBC way: BLEU, CodeBLEU, "
         "solc-js compile rate, Slither vulnerability rate.",

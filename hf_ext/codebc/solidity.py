@@ -93,9 +93,9 @@ def install_solc(target: str | os.PathLike | None = None, *, prefer_offline: boo
 
 def setup_main(argv: list[str] | None = None) -> int:
     """`hf-ext setup codebc`: installs solc-js into the user cache (or `--target DIR`)."""
-    import argparse
+    from hf_ext.core.arguments import ArgumentParser
 
-    parser = argparse.ArgumentParser(prog="hf-ext setup codebc", description=install_solc.__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="hf-ext setup codebc", description=install_solc.__doc__.split("\n\n")[0])
     parser.add_argument("--target", help="folder to install into (default: ~/.cache/hf_ext/solc or $HF_EXT_CACHE)")
     args = parser.parse_args(argv)
     folder = install_solc(args.target)

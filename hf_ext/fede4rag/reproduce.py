@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import environment, print_rules, write_results
@@ -53,7 +54,7 @@ METRICS = ("hit@1", "hit@10", "mrr", "ndcg@10")
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="hf-ext reproduce fede4rag", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--full", action="store_true", help="3 seeds, 3 rounds, all training pairs, 128-token passages")

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hf_ext.core.arguments import ArgumentParser
+
 from .modeling_fl_llama import FlLlamaClientModel, FlLlamaServerModel
 
 
@@ -91,7 +93,7 @@ def save_parts(client: FlLlamaClientModel, server: FlLlamaServerModel, out_dir: 
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="hf-ext fl_llama split",
         description=(
             "Splits a saved LlamaForCausalLM (a folder, or a Hub id with a network) into OUT/client (give it to the "

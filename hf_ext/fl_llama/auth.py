@@ -41,6 +41,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hf_ext.core.arguments import ArgumentParser
+
 TOKEN_METADATA = "authorization"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 FORMAT = "hf_ext.fl_llama.tokens/1"
@@ -250,7 +252,7 @@ def read_token(path: str | os.PathLike) -> str:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="hf-ext fl_llama tokens", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("out_dir", help="folder for server_tokens.json and clients/<name>.token")

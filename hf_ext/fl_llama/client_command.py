@@ -35,6 +35,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from hf_ext.core.arguments import ArgumentParser
+
 PROG = "hf-ext fl_llama client"
 
 
@@ -46,7 +48,7 @@ class ClientError(RuntimeError):
 def make_parser() -> argparse.ArgumentParser:
     from .arguments import FlLlamaTrainingArguments
 
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("server")
     g.add_argument("--address", required=True, help="host:port of a running `hf-ext fl_llama serve`")
     g.add_argument("--token-file", help="this client's token (`hf-ext fl_llama tokens`: DIR/clients/<name>.token)")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import Results, VerdictRule, paired_difference, print_rules, write_results
 
@@ -80,7 +81,7 @@ class FlLlamaReproduceArguments:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext reproduce fl_llama", description=__doc__,
+    p = ArgumentParser(prog="hf-ext reproduce fl_llama", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument(
         "--full",

@@ -26,6 +26,8 @@ import threading
 
 import torch
 
+from hf_ext.core.arguments import ArgumentParser
+
 from .arguments import FlLlamaTrainingArguments
 from .modeling_fl_llama import FlLlamaServerModel
 from .server import ServerLimits, SplitServer
@@ -35,7 +37,7 @@ READY = "FL_LLAMA_SERVER_READY"
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext fl_llama serve", description=__doc__)
+    p = ArgumentParser(prog="hf-ext fl_llama serve", description=__doc__)
     p.add_argument("server_dir", help="folder of a saved FlLlamaServerModel")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on the READY line)")

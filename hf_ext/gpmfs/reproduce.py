@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.model_selection import KFold, train_test_split
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import Results, VerdictRule, paired_difference, print_rules, summarize, write_results
 
@@ -92,7 +93,7 @@ FULL = {
 
 def make_parser() -> argparse.ArgumentParser:
     """Arguments of `hf-ext reproduce gpmfs`."""
-    parser = argparse.ArgumentParser(prog="hf-ext reproduce gpmfs", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="hf-ext reproduce gpmfs", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--full",
         action="store_true",

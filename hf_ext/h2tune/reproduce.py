@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
 
@@ -73,7 +74,7 @@ def verdict_rules(clients) -> dict:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext reproduce h2tune", description=__doc__)
+    p = ArgumentParser(prog="hf-ext reproduce h2tune", description=__doc__)
     p.add_argument("--full", action="store_true", help="3 seeds, 3 rounds of 300 local steps, every variant")
     p.add_argument("--out", default=str(work_dir("h2tune")), help="output folder (results.json, clients/)")
     from hf_ext.core.devices import add_device_argument

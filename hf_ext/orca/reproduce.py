@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from transformers import PrinterCallback
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import Results, Verdict, write_results
@@ -83,7 +84,7 @@ class OrcaReproduceArguments:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext reproduce orca", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="hf-ext reproduce orca", description=__doc__.splitlines()[0])
     p.add_argument("--full", action="store_true", help="300k impressions, 3000 users, 3 seeds, 4 epochs max")
     p.add_argument("--out", default=None, help="output folder (default: work_dir('orca'))")
     p.add_argument("--data", choices=["synthetic", "ml-100k"], default="synthetic")

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.reporting import (
     Premise,
@@ -126,7 +127,7 @@ class ProtoEvflReproduceArguments:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext reproduce proto_evfl", description=__doc__)
+    p = ArgumentParser(prog="hf-ext reproduce proto_evfl", description=__doc__)
     p.add_argument(
         "--full",
         action="store_true",

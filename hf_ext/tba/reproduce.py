@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import environment, print_rules, summarize, write_results
 
@@ -213,7 +214,7 @@ FULL = dict(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext tba reproduce", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="hf-ext tba reproduce", description=__doc__.split("\n\n")[0])
     q, f = QUICK, FULL
     p.add_argument("--full", action="store_true",
                    help=f"{len(f['seeds'])} seeds, {f['num_test']} test images, {f['steps']} steps, eps 4/8/16 of 255, "

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import VerdictRule, environment, paired_difference, print_rules, write_results
@@ -80,7 +81,7 @@ def validate_run(run: TinyAlignReproduceArguments) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hf-ext reproduce tinyalign", description=__doc__)
+    p = ArgumentParser(prog="hf-ext reproduce tinyalign", description=__doc__)
     p.add_argument(
         "--full",
         action="store_true",

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import CONFIRMED, REFUTED, VerdictRule, paired_difference, print_rules
 
@@ -386,7 +387,7 @@ def format_table(summary: dict) -> str:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="hf-ext reproduce tinyalign --pretrained",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -87,3 +87,11 @@ def test_reproductions_compute_no_spread_of_their_own(method):
             if any(call in code for call in SPREAD_CALLS):
                 bad.setdefault(f.name, []).append(lineno)
     assert not bad, f"{method}: use hf_ext.core.reporting.summarize / paired_difference instead: {bad}"
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_scripts_use_one_flag_style(method):
+    """Scripts build their parsers with `HfArgumentParser` or `hf_ext.core.arguments.ArgumentParser`, which both
+    take `--flag_name` with `--flag-name` as an alias; a plain `argparse.ArgumentParser` would take only one."""
+    bad = [f.name for f in _files(method) if "argparse.ArgumentParser(" in f.read_text()]
+    assert not bad, f"{method}: use hf_ext.core.arguments.ArgumentParser in {bad}"
