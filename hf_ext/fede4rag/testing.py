@@ -71,6 +71,32 @@ def tiny_encoder_folder(path: str | Path, num_layers: int = 2, seed: int = 0) ->
     return path
 
 
+def tiny_federation(root: str | Path, rounds: int = 1, secret_dir: str = ""):
+    """What the federation tests share: a tiny encoder folder, a CKKS key pair (the secret context under
+    `root/secret_dir/secret.ctx`, the public one at `root/public.ctx`) and a tiny run config; returns `(run, keys)`."""
+    from .he import make_keys
+    from .task import RunConfig
+
+    root = Path(root)
+    encoder = tiny_encoder_folder(root / "encoder")
+    keys = make_keys()
+    (root / secret_dir).mkdir(parents=True, exist_ok=True)
+    (root / secret_dir / "secret.ctx").write_bytes(keys.secret)
+    (root / "public.ctx").write_bytes(keys.public)
+    run = RunConfig(
+        rounds=rounds,
+        train_fraction=0.02,
+        lora_layers=(1,),
+        lora_rank=2,
+        max_passage_length=32,
+        max_query_length=16,
+        learning_rate=1e-2,
+        encoder_path=str(encoder),
+        cache_dir=str(root / "cache"),
+    )
+    return run, keys
+
+
 def _outputs(model, inputs):
     model.eval()
     with torch.no_grad():

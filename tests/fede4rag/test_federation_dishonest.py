@@ -98,24 +98,10 @@ def _rerandomise(chunks, context):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from hf_ext.fede4rag.testing import tiny_encoder_folder
+    from hf_ext.fede4rag.testing import tiny_federation
 
     root = tmp_path_factory.mktemp("fede4rag_dishonest")
-    encoder = tiny_encoder_folder(root / "encoder")
-    keys = make_keys()
-    (root / "secret.ctx").write_bytes(keys.secret)
-    (root / "public.ctx").write_bytes(keys.public)
-    run = RunConfig(
-        rounds=2,
-        train_fraction=0.02,
-        lora_layers=(1,),
-        lora_rank=2,
-        max_passage_length=32,
-        max_query_length=16,
-        learning_rate=1e-2,
-        encoder_path=str(encoder),
-        cache_dir=str(root / "cache"),
-    )
+    run, keys = tiny_federation(root, rounds=2)
     return run, keys, root
 
 

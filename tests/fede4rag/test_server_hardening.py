@@ -141,25 +141,10 @@ NODES = 3
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from hf_ext.fede4rag.testing import tiny_encoder_folder
+    from hf_ext.fede4rag.testing import tiny_federation
 
     root = tmp_path_factory.mktemp("fede4rag_sep")
-    encoder = tiny_encoder_folder(root / "encoder")
-    keys = make_keys()
-    (root / "client-keys").mkdir()
-    (root / "client-keys" / "secret.ctx").write_bytes(keys.secret)
-    (root / "public.ctx").write_bytes(keys.public)
-    run = RunConfig(
-        rounds=1,
-        train_fraction=0.02,
-        lora_layers=(1,),
-        lora_rank=2,
-        max_passage_length=32,
-        max_query_length=16,
-        learning_rate=1e-2,
-        encoder_path=str(encoder),
-        cache_dir=str(root / "cache"),
-    )
+    run, keys = tiny_federation(root, rounds=1, secret_dir="client-keys")
     return run, keys, root
 
 
