@@ -116,9 +116,8 @@ def _drive(method: str, url: str) -> None:
 
 
 def test_gpmfs_space_deploys_from_wheel(wheel, fresh_python, tmp_path):
+    from helpers.browser_checks.gpmfs import browser_check_caps
     from playwright.sync_api import expect
-
-    from hf_ext.gpmfs.demo import browser_check_caps
 
     requirements = (hf_ext.get_method(FAST).space_dir / "requirements.txt").read_text()
     assert f"./wheels/{wheel.name}[gpmfs]" in requirements, "the Space must install the pinned wheel it ships"

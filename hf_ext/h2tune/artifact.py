@@ -95,12 +95,12 @@ def load_release(folder: str | Path, *, verify_checksums: bool = True):
     from transformers import AutoModelForCausalLM
 
     import hf_ext.h2tune  # noqa: F401  (registers the peft_type)
-    from hf_ext.core.hub import CHECKSUMS_FILE, CheckpointError
     from hf_ext.core.hub import verify_checksums as verify
+    from hf_ext.core.integrity import CHECKSUMS_FILE, MissingChecksumsError
 
     folder = Path(folder)
     if verify_checksums and not verify(folder):
-        raise CheckpointError(
+        raise MissingChecksumsError(
             f"H2Tune release {folder} has no {CHECKSUMS_FILE}, so its integrity cannot be checked: re-save it "
             "with hf_ext (save_release / release_from_client), or load it unchecked with verify_checksums=False"
         )

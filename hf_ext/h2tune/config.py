@@ -240,14 +240,14 @@ def verify_adapter(path: str | os.PathLike, subfolder: str | None = None, **hub_
     For a Hub repo the checksum file and the files it lists are fetched into the cache (the same files PEFT then
     loads). Returns the local folder that was checked.
     """
-    from hf_ext.core.hub import CHECKSUMS_FILE, CheckpointError, verify_checksums
+    from hf_ext.core.integrity import CHECKSUMS_FILE, CheckpointError, MissingChecksumsError, verify_checksums
 
     local = Path(path) / subfolder if subfolder else Path(path)
     if not local.is_dir():
         local = _fetch_adapter(str(path), subfolder, **hub_kwargs)
     manifest = local / CHECKSUMS_FILE
     if not manifest.is_file():
-        raise CheckpointError(
+        raise MissingChecksumsError(
             f"H2Tune adapter {local} has no {CHECKSUMS_FILE}, so its integrity cannot be checked: re-save it with "
             "hf_ext (save_pretrained writes it), or load it unchecked with verify_checksums=False"
         )
@@ -267,13 +267,13 @@ def _fetch_adapter(repo_id: str, subfolder: str | None, **hub_kwargs) -> Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError
 
-    from hf_ext.core.hub import CHECKSUMS_FILE, CheckpointError
+    from hf_ext.core.integrity import CHECKSUMS_FILE, MissingChecksumsError
 
     try:
         manifest = Path(hf_hub_download(repo_id, CHECKSUMS_FILE, subfolder=subfolder, **hub_kwargs))
     except EntryNotFoundError:
         where = f"{repo_id}/{subfolder}" if subfolder else repo_id
-        raise CheckpointError(
+        raise MissingChecksumsError(
             f"H2Tune adapter {where} has no {CHECKSUMS_FILE}, so its integrity cannot be checked: push it with "
             "hf_ext, or load it unchecked with verify_checksums=False"
         ) from None
