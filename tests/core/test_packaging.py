@@ -4,6 +4,7 @@ light, and the CLI runs outside the checkout."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata as md
 import json
 import os
@@ -62,8 +63,13 @@ def _third_party_imports(files) -> set[str]:
     return {m for m in modules if m not in sys.stdlib_module_names and m != "hf_ext"}
 
 
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    return md.packages_distributions()  # scans every installed distribution: once per session, not per import
+
+
 def _distributions_of(module: str) -> set[str]:
-    dists = md.packages_distributions().get(module)
+    dists = _packages_distributions().get(module)
     assert dists, f"module {module!r} is imported but no installed distribution provides it"
     return {d.lower().replace("_", "-") for d in dists}
 
