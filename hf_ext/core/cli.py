@@ -64,41 +64,6 @@ def require_method(spec, *more: str, purpose: str | None = None) -> None:
         check_extras(spec.name, *extras, purpose=purpose)
 
 
-def script_argv(spec, entry: str, argv: list[str]) -> list[str]:
-    """`argv` for the method's `entry` script, with each `--flag_name` / `--flag-name` spelled as its parser knows it.
-
-    Flags are written with underscores (`--output_dir`, as in transformers and TRL) and the dashed spelling stays
-    an alias. A script whose module has a `build_parser()` is asked which spelling it defines; other scripts get
-    `argv` unchanged.
-    """
-    import importlib
-
-    path = spec.commands.get(entry) or getattr(spec, entry, None)
-    if not path:
-        return list(argv)
-    module = importlib.import_module(path.partition(":")[0])
-    build = getattr(module, "build_parser", None)
-    try:
-        parser = build() if callable(build) else None
-    except TypeError:  # a build_parser that needs arguments
-        parser = None
-    known = getattr(parser, "_option_string_actions", None)
-    if not known:
-        return list(argv)
-    out = []
-    for token in argv:
-        if token.startswith("--") and len(token) > 2:
-            flag, eq, value = token.partition("=")
-            if flag not in known:
-                for candidate in ("--" + flag[2:].replace("_", "-"), "--" + flag[2:].replace("-", "_")):
-                    if candidate in known:
-                        flag = candidate
-                        break
-            token = flag + eq + value
-        out.append(token)
-    return out
-
-
 def cmd_reproduce(args, extra: list[str]) -> int:
     methods = [get_method(n) for n in args.methods] if args.methods else _methods()
     failed, times = [], {}
@@ -108,7 +73,7 @@ def cmd_reproduce(args, extra: list[str]) -> int:
         start = time.perf_counter()
         try:
             require_method(spec)
-            spec.load("reproduce")(script_argv(spec, "reproduce", argv))
+            spec.load("reproduce")(argv)
         except ImportError as err:  # a missing extra: one line with the fix, then the other methods
             print(f"hf-ext reproduce {spec.name}: {_missing_message(spec, err)}", file=sys.stderr, flush=True)
             failed.append(spec.name)
@@ -127,7 +92,7 @@ def cmd_train(args, extra: list[str]) -> int:
 
     spec = get_method(args.method)
     require_method(spec)
-    spec.load("train")(script_argv(spec, "train", extra))
+    spec.load("train")(extra)
     close_process_group()  # under `accelerate launch`; a no-op in a single process
     return 0
 
@@ -243,7 +208,7 @@ def cmd_method(args, extra: list[str]) -> int:
 
     if args.script != "setup":  # setup is what installs a method's external tools
         require_method(spec)
-    spec.load(args.script)(script_argv(spec, args.script, extra))
+    spec.load(args.script)(extra)
     close_process_group()
     return 0
 
