@@ -97,6 +97,15 @@ def cmd_train(args, extra: list[str]) -> int:
     return 0
 
 
+def cmd_evaluate(args, extra: list[str]) -> int:
+    spec = get_method(args.method)
+    if spec.evaluate is None:
+        raise RegistryError(f"method {spec.name!r} has no evaluate command")
+    require_method(spec)
+    spec.load("evaluate")(extra)
+    return 0
+
+
 def _default_artifact(spec) -> Path:
     """The artifact `hf-ext reproduce METHOD` saved (`<work dir>/<method>/artifact`). Push never trains: without a
     saved artifact it stops and names the command that makes one."""
@@ -119,6 +128,7 @@ def _default_artifact(spec) -> Path:
 def cmd_push(args) -> int:
     from .cards import CardError
     from .hub import CheckpointError, PushRefusedError, check_repo_id
+    from .wheel import WheelBuildError
 
     spec = get_method(args.method)
     require_method(spec)
@@ -129,7 +139,7 @@ def cmd_push(args) -> int:
         if args.space_repo_id is not None:
             check_repo_id(args.space_repo_id, "--space_repo_id")
         return _push(spec, args)
-    except (PushRefusedError, CheckpointError, CardError) as err:  # bad input: one line, no traceback
+    except (PushRefusedError, CheckpointError, CardError, WheelBuildError) as err:  # bad input: one line
         raise SystemExit(f"hf-ext push {spec.name}: {err}") from None
 
 
@@ -147,8 +157,15 @@ def _push(spec, args) -> int:
         else:
             scratch.append(Path(tempfile.mkdtemp(prefix=f"hf_ext_push_{spec.name}_")))
             out = scratch[-1] / "upload"
+        wheel = args.wheel
+        if wheel is None and args.space_repo_id:  # the Space installs hf_ext from the wheel it ships: build it
+            from .wheel import build_space_wheel
+
+            scratch.append(Path(tempfile.mkdtemp(prefix="hf_ext_wheel_")))
+            print("building the hf_ext wheel the Space installs (pip wheel --no-deps) ...")
+            wheel = build_space_wheel(scratch[-1])
         folder = build_push_folder(
-            spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained, wheel=args.wheel
+            spec, artifact, out, repo_id=args.repo_id, allow_untrained=args.allow_untrained, wheel=wheel
         )
         files = push_manifest(folder, spec)
         print(f"model repo {args.repo_id} gets {len(files['model'])} files:\n  " + "\n  ".join(files["model"]))
@@ -228,6 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("method")
 
+    p = sub.add_parser(
+        "evaluate",
+        help="a trained artifact's metrics on your test split (arguments after METHOD go to its evaluate script)",
+        add_help=False,
+    )
+    p.add_argument("method")
+
     p = sub.add_parser("push", help="push a trained artifact, its card and its Space to the Hub")
     p.add_argument("method")
     p.add_argument("--repo-id", required=True, help="model repo id, e.g. someone/orca-mmoe")
@@ -240,7 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write the upload folder")
     p.add_argument("--space-repo-id", help="also push spaces/<method>/ as a Gradio Space to this repo")
     p.add_argument("--private", action="store_true")
-    p.add_argument("--wheel", help="the hf_ext wheel to ship in the Space's wheels/ (its requirements.txt installs it)")
+    p.add_argument(
+        "--wheel",
+        help="the hf_ext wheel to ship in the Space's wheels/ (its requirements.txt installs it); default with "
+        "--space-repo-id: built from the checkout hf_ext runs from",
+    )
     p.add_argument(
         "--allow-untrained",
         action="store_true",
@@ -266,10 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
         scripts.add_parser(
             "reproduce", help=f"same as `hf-ext reproduce {spec.name}`; pass --help for options", add_help=False
         )
-        if spec.train:
-            scripts.add_parser(
-                "train", help=f"same as `hf-ext train {spec.name}`; pass --help for options", add_help=False
-            )
+        for entry in ("train", "evaluate"):
+            if getattr(spec, entry):
+                scripts.add_parser(
+                    entry, help=f"same as `hf-ext {entry} {spec.name}`; pass --help for options", add_help=False
+                )
         for command in spec.commands:
             scripts.add_parser(command, help="pass --help for options", add_help=False)
     return underscore_flags(parser)
@@ -315,6 +344,8 @@ def _dispatch(parser, args, extra) -> int:
             return cmd_reproduce(args, extra)
         if args.command == "train":
             return cmd_train(args, extra)
+        if args.command == "evaluate":
+            return cmd_evaluate(args, extra)
         if args.command == "setup":
             return cmd_setup(args, extra)
         if getattr(args, "method_name", None):

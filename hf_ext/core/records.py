@@ -125,3 +125,42 @@ def load_training_record(artifact_dir: str | os.PathLike) -> dict[str, Any] | No
     if not isinstance(record, dict) or "method" not in record:
         raise TrainingRecordError(f"{path} is not a training record (no 'method')")
     return record
+
+
+def report_evaluation(
+    metrics: Sequence[Mapping[str, Any]],
+    *,
+    output: str | os.PathLike | None = None,
+    comparison: Mapping[str, Any] | None = None,
+    header: str | None = None,
+) -> dict[str, Any]:
+    """What every `hf-ext evaluate <method>` ends with: the metrics as a table on stdout and, with `output`, the same
+    as JSON (`{"metrics": [...], "comparison": {...}}`, written atomically).
+
+    Args:
+        metrics (sequence): [`metric`] entries measured on the user's test split.
+        output (`str` or `os.PathLike`, *optional*): a JSON file to write.
+        comparison (mapping, *optional*): the paired comparison with `--baseline` (metric name to a
+            JSON-serialisable summary, e.g. `PairedDifference.to_dict()`).
+        header (`str`, *optional*): one line printed above the table (what was evaluated on what).
+    """
+    if header:
+        print(header)
+    width = max([len(m["name"]) for m in metrics] + [6])
+    for m in metrics:
+        split = f"  ({m.get('split')})" if m.get("split") else ""
+        print(f"  {m['name']:<{width}}  {float(m['value']):.4f}{split}")
+    if comparison:
+        print("paired with the baseline (method - baseline):")
+        for name, summary in comparison.items():
+            print(f"  {name:<{width}}  {summary}")
+    result = {"metrics": [dict(m) for m in metrics], "comparison": dict(comparison or {})}
+    if output is not None:
+        path = Path(output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(result, f, indent=2, sort_keys=True, default=str)
+        os.replace(tmp, path)
+        print(f"wrote {path}")
+    return result

@@ -66,6 +66,9 @@ class MethodSpec:
             [`register_method`]).
         reproduce (`str`): `"module:function"` of the reproduce entry point, `main(argv) -> dict`.
         train (`str`, *optional*): `"module:function"` of the training entry point, `main(argv) -> Any`.
+        evaluate (`str`, *optional*): `"module:function"` of `hf-ext evaluate <name>`, `main(argv) -> dict`: the
+            method's metrics of a trained artifact (`--model DIR`) on the user's test split (`--data SOURCE`),
+            paired against `--baseline DIR` where the method has one.
         demo (`str`): `"module:function"` returning a `gradio.Blocks` (what `spaces/<name>/app.py` re-exports).
         contract (`str`): `"module:function"` returning a [`~hf_ext.core.testing.ContractFixture`] for the
             contract test.
@@ -100,6 +103,7 @@ class MethodSpec:
     config_class: type | str | None = None
     auto_classes: Mapping[str, type | str] = field(default_factory=dict)
     train: str | None = None
+    evaluate: str | None = None
     datasets: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     pipeline_tag: str | None = None
@@ -117,11 +121,19 @@ class MethodSpec:
             raise RegistryError(f"MethodSpec.name must be a lowercase identifier, got {self.name!r}")
         if self.kind not in METHOD_KINDS:
             raise RegistryError(f"MethodSpec.kind must be one of {METHOD_KINDS}, got {self.kind!r}")
-        for attr in ("reproduce", "demo", "contract") + (("train",) if self.train else ()):
+        for attr in (
+            ("reproduce", "demo", "contract")
+            + (("train",) if self.train else ())
+            + (("evaluate",) if self.evaluate else ())
+        ):
             if ":" not in getattr(self, attr):
                 raise RegistryError(f"MethodSpec.{attr} must look like 'module:function', got {getattr(self, attr)!r}")
         for command, path in self.commands.items():
-            if command in ("reproduce", "train") or not command.replace("-", "_").isidentifier() or ":" not in path:
+            if (
+                command in ("reproduce", "train", "evaluate")
+                or not command.replace("-", "_").isidentifier()
+                or ":" not in path
+            ):
                 raise RegistryError(f"MethodSpec.commands: bad entry {command!r} -> {path!r}")
         if self.kind in ("model", "adapter") and self.config_class is None:
             raise RegistryError(f"method {self.name!r} of kind {self.kind!r} needs a config_class")
@@ -164,7 +176,7 @@ class MethodSpec:
         return asset("model_cards", f"{self.name}.md")
 
     def load(self, entry: str) -> Callable[..., Any]:
-        """The entry point `entry`: "reproduce", "train", "demo", "contract" or one of [`commands`]."""
+        """The entry point `entry`: "reproduce", "train", "evaluate", "demo", "contract" or one of [`commands`]."""
         path = self.commands[entry] if entry in self.commands else getattr(self, entry, None)
         if path is None:
             raise RegistryError(f"method {self.name!r} has no {entry} entry point")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .offline import OFFLINE_ENV, set_offline_env  # noqa: F401  (re-exported for tests)
+from .wheel import build_wheel  # noqa: F401  (re-exported for tests)
 
 
 @dataclass
@@ -157,26 +158,6 @@ def assert_clear_error(case: BadInput, timeout_s: float = 60.0) -> None:
     assert verdict == "clear", (
         f"{case.name}: {verdict} ({message or 'no error raised'}); expected {case.error} matching {case.match!r}"
     )
-
-
-def build_wheel(checkout: Path, out: Path) -> Path:
-    """`pip wheel --no-deps` of a copy of the checkout at `checkout` into `out` (an in-tree build would leave build/
-    and *.egg-info in the checkout); returns the wheel. The copy follows the `hf_ext/_assets` links, so the wheel
-    holds real files. Used by the tests that install hf_ext outside its checkout."""
-    import shutil
-    import subprocess
-    import sys
-
-    src = out / "src" / "hf_ext"
-    ignore = shutil.ignore_patterns(".git", ".venv", "runs", "node_modules", "__pycache__", "*.egg-info", "build",
-                                    "dist", "tests", "docs", "benchmarks")  # fmt: skip
-    shutil.copytree(checkout, src, ignore=ignore)
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                           "-q", "-w", str(out), str(src)], capture_output=True, text=True, timeout=600)  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(f"pip wheel failed: {proc.stderr[-3000:]}")
-    (built,) = out.glob("hf_ext-*.whl")
-    return built
 
 
 def venv_reusing_site_packages(root: Path) -> Path:
