@@ -79,6 +79,12 @@ def write_space_folder(
     for name in SPACE_FILES:
         shutil.copy2(src / name, out / name)
     if wheel is not None:
+        named = f"./wheels/{Path(wheel).name}"
+        if named not in (src / "requirements.txt").read_text():
+            raise PushRefusedError(
+                f"the Space's requirements.txt installs a different hf_ext wheel than {Path(wheel).name} (it must "
+                f"name {named}); build the wheel of this hf_ext version or edit {src / 'requirements.txt'}"
+            )
         (out / "wheels").mkdir(exist_ok=True)
         shutil.copy2(wheel, out / "wheels" / Path(wheel).name)
     if model_repo_id:

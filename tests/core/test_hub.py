@@ -235,8 +235,29 @@ def test_push_to_local_hub(artifact, tmp_path):
     assert not any(s.startswith("spaces/") for s in stored), "the Space must not be uploaded into the model repo"
     assert (model_repo / "model.safetensors").read_bytes() == (artifact / "model.safetensors").read_bytes()
     space_repo = hub.repo_dir("spaces", "tester/orca-space")
-    assert {p.name for p in space_repo.iterdir()} == {"app.py", "README.md", "requirements.txt"}
+    assert {p.name for p in space_repo.iterdir()} == {"app.py", "README.md", "requirements.txt", "wheels"}
+    (wheel,) = (space_repo / "wheels").iterdir()  # built by the push itself: the Space can install what it names
+    assert f"./wheels/{wheel.name}[orca]" in (space_repo / "requirements.txt").read_text()
+    import zipfile
+
+    assert "hf_ext/orca/modeling_orca.py" in zipfile.ZipFile(wheel).namelist()
     direct = hub.repo_dir("models", "tester/orca-direct")
     assert {"config.json", "model.safetensors", "README.md"} <= {p.name for p in direct.iterdir()}
     assert ("POST", "/api/validate-yaml") in requests
     assert ("POST", "/api/repos/create") in requests
+
+
+def test_space_push_refuses_without_a_checkout_or_a_matching_wheel(artifact, tmp_path, monkeypatch, capsys):
+    """Installed from a wheel there is no source to build the Space's wheel from: push stops before uploading and
+    says to pass --wheel; a wheel the Space's requirements.txt does not name is refused too."""
+    from hf_ext.core import wheel as wheel_module
+    from hf_ext.core.cli import main
+
+    monkeypatch.setattr(wheel_module, "checkout_root", lambda: None)
+    argv = ["push", "orca", "--repo-id", "a/b", "--from", str(artifact), "--space-repo-id", "a/c", "--allow-untrained"]
+    with pytest.raises(SystemExit, match="pass --wheel PATH"):
+        main(argv)
+    other = tmp_path / "hf_ext-9.9.9-py3-none-any.whl"
+    other.write_bytes(b"PK")
+    with pytest.raises(SystemExit, match="installs a different hf_ext wheel"):
+        main([*argv, "--wheel", str(other)])

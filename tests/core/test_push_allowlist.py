@@ -111,6 +111,11 @@ def test_dry_run_prints_the_exact_list(planted, tmp_path, capsys):
 def test_real_push_uploads_only_the_list_and_leaves_no_temp(planted, tmp_path):
     scratch = tmp_path / "scratch_tmp"
     scratch.mkdir()
+    from hf_ext._version import __version__
+
+    # the allow-list is what this test checks, so a stand-in wheel (test_hub.py pushes a real, freshly built one)
+    fake_wheel = tmp_path / f"hf_ext-{__version__}-py3-none-any.whl"
+    fake_wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)
     with MockHub(tmp_path / "store") as hub:
         env = dict(
             os.environ,
@@ -133,6 +138,8 @@ def test_real_push_uploads_only_the_list_and_leaves_no_temp(planted, tmp_path):
                 str(planted),
                 "--space-repo-id",
                 "t/orca-space",
+                "--wheel",
+                str(fake_wheel),
                 "--allow-untrained",
             ],
             capture_output=True,
@@ -150,7 +157,7 @@ def test_real_push_uploads_only_the_list_and_leaves_no_temp(planted, tmp_path):
         if path.is_file():
             assert not any(m in path.read_text(errors="ignore") for m in SECRET_MARKERS), path
     space = hub.repo_dir("spaces", "t/orca-space")
-    assert sorted(p.name for p in space.iterdir()) == ["README.md", "app.py", "requirements.txt"]
+    assert sorted(p.name for p in space.iterdir()) == ["README.md", "app.py", "requirements.txt", "wheels"]
     assert [p.name for p in scratch.iterdir() if p.name.startswith("hf_ext_push_")] == [], (
         "a real push must not leave its upload copy in the temp dir"
     )
