@@ -4,10 +4,10 @@ imports every method). Read statically from the source, so a lazy import hidden 
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from helpers.static_imports import import_statements
 
 CORE = Path(__file__).resolve().parents[2] / "hf_ext" / "core"
 
@@ -52,20 +52,8 @@ def _core_modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(CORE.rglob("*.py")) if _module_name(p)}
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
     """Core modules (and `hf_ext.<other>` targets, prefixed `!`) that `path` imports anywhere in its body."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            skip.update(id(n) for child in node.body for n in ast.walk(child))
     package = name.split(".")[:-1] if not path.name == "__init__.py" else name.split(".")
     out: set[str] = set()
 
@@ -86,19 +74,8 @@ def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
             if mod:
                 out.add(mod)
 
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                add(alias.name, [])
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-                absolute = ".".join(["hf_ext", "core", *base] + ([node.module] if node.module else []))
-            else:
-                absolute = node.module or ""
-            add(absolute, [a.name for a in node.names])
+    for absolute, names in import_statements(path, ["hf_ext", "core", *package], skip_type_checking=True):
+        add(absolute, names)
     out.discard(name)
     return out
 

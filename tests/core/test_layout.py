@@ -4,10 +4,10 @@ size limit, and points `hf-ext train` at `train.py:main`."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from helpers.static_imports import import_statements
 
 import hf_ext
 
@@ -18,21 +18,11 @@ MAX_LINES = 600
 
 def _imports(path: Path, method: str) -> set[str]:
     """Absolute module names imported anywhere in `path` (relative imports resolved inside the method)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
     rel_parts = path.relative_to(PACKAGE / method).with_suffix("").parts
-    package = ["hf_ext", method, *rel_parts[:-1]]
     out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-                out.update({mod} | {f"{mod}.{a.name}" for a in node.names})
-            else:
-                out.add(node.module or "")
-                out.update(f"{node.module}.{a.name}" for a in node.names)
+    for module, names in import_statements(path, ["hf_ext", method, *rel_parts[:-1]]):
+        out.add(module)
+        out.update(f"{module}.{n}" for n in names)
     return out
 
 
