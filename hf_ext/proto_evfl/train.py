@@ -219,7 +219,10 @@ def _save_record(artifact: Path, ns, argv, settings, measured: dict, aligned) ->
     """`training_record.json`: the command, the data (every file's fingerprint), the knobs and the test metrics."""
     from hf_ext.core.records import save_training_record
 
-    config = {k: v for k, v in asdict(ns).items() if k not in ("output_dir", "artifact_dir")}
+    simulated = ("dataset", "imbalance_ratio", "aligned_per_class", "max_unaligned_per_class", "test_per_class")
+    own_files = ("data", "party_data", "labels", "id_column", "label_column", "test_size")
+    drop = ("output_dir", "artifact_dir", *(simulated if aligned is not None else own_files))
+    config = {k: v for k, v in asdict(ns).items() if k not in drop}
     config["settings"] = asdict(settings)
     if aligned is not None:
         entry = aligned.dataset_entry()
