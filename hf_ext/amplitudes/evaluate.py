@@ -29,6 +29,8 @@ def build_parser() -> HfArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     """Loads the table (checksums verified), re-reads the kinematics and reports the checks."""
+    import datasets
+
     from hf_ext.core.records import load_training_record, report_evaluation
     from hf_ext.core.user_data import UserDataError, dataset_entry
 
@@ -36,6 +38,7 @@ def main(argv: list[str] | None = None) -> dict:
     from .tables import AmplitudeTable
     from .user_table import check_metrics, check_table
 
+    datasets.disable_progress_bars()
     (args,) = build_parser().parse_args_into_dataclasses(args=argv, look_for_args_file=False)
     table = AmplitudeTable.from_pretrained(args.model)
     config = (load_training_record(args.model) or {}).get("config", {})

@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> dict:
     from .user_table import check_metrics, check_table, compute_rows
 
     argv = list(argv) if argv is not None else sys.argv[1:]
+    datasets.disable_progress_bars()  # a bad file's error is then the only line on stderr
     (args,) = build_parser().parse_args_into_dataclasses(args=argv, look_for_args_file=False)
     kin, data = read_kinematics(args.data)
     rows = compute_rows(kin, args.alpha, args.theories, args.method)

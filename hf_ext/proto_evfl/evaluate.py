@@ -64,6 +64,7 @@ def _predict(artifact: Path, aligned, ids) -> tuple:
 
 def main(argv: list[str] | None = None) -> dict:
     """Scores the test entities of the user's files with the trained federation (and the baseline)."""
+    import datasets
     import numpy as np
 
     from hf_ext.core.records import load_training_record, report_evaluation
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
     from .party_data import align_party_files, resolve_party_files
     from .train import record_metrics
 
+    datasets.disable_progress_bars()
     (args,) = build_parser().parse_args_into_dataclasses(args=argv, look_for_args_file=False)
     artifact = resolve_artifact(args.model)
     record = load_training_record(artifact) or {}

@@ -165,6 +165,9 @@ def main(argv: list[str] | None = None) -> dict:
     from .training import run_federation
 
     argv = list(argv) if argv is not None else __import__("sys").argv[1:]
+    import datasets
+
+    datasets.disable_progress_bars()  # a bad file's error is then the only line on stderr
     ns = parse_args(argv)
     own = ns.data or ns.party_data or ns.labels
     if own:
