@@ -46,8 +46,28 @@ def test_own_files_train_load_evaluate_against_vanilla_vfl_and_push(tmp_path):
     assert {m["name"]: m["value"] for m in evaluation["metrics"]} == pytest.approx(recorded, abs=1e-12)
     paired = evaluation["comparison"]["accuracy"]
     assert paired["n"] == 11 and paired["mean"] == pytest.approx(recorded["accuracy"] - paired["baseline_accuracy"])
-    # the train output folder is accepted as --model too
-    assert cli(["evaluate", "proto_evfl", "--model", str(out), "--data", str(data)]) == 0
+    # the train output folder is accepted as --model, and the files named one by one are the same data
+    again = tmp_path / "again.json"
+    argv = ["evaluate", "proto_evfl", "--model", str(out), "--party_data", str(data / "party-0.csv"),
+            str(data / "party-1.csv"), "--labels", str(data / "labels.csv"), "--output", str(again)]  # fmt: skip
+    assert cli(argv) == 0
+    named = {m["name"]: m["value"] for m in json.loads(again.read_text())["metrics"]}
+    assert named == {m["name"]: m["value"] for m in evaluation["metrics"]}
+
+
+def test_the_simulated_default_also_writes_a_record_that_pushes(tmp_path):
+    from hf_ext.core.records import load_training_record
+
+    out = tmp_path / "sim"
+    run_cli("train", "proto_evfl", "--output_dir", out, "--rounds", "2", "--warmup_rounds", "1", "--local_steps", "1")
+    record = load_training_record(out / "artifact")
+    assert record["command"].startswith("hf-ext train proto_evfl --output_dir") and record["trained"]
+    assert record["datasets"][0]["name"] == "digits" and "data" not in record["config"]
+    metrics = json.loads((out / "metrics.json").read_text())["metrics"]
+    assert {m["name"]: m["value"] for m in record["metrics"]} == {"accuracy": metrics["accuracy"],
+                                                                   "macro-F1": metrics["macro_f1"]}  # fmt: skip
+    run_cli("push", "proto_evfl", "--repo-id", "someone/p", "--from", out / "artifact", "--dry-run", "--out",
+            tmp_path / "up")  # fmt: skip
 
 
 def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
