@@ -272,15 +272,19 @@ paper's (pairs (2i, 2i+1), α′^(N-3) normalisation).
 {{ config_json }}
 ```
 
+{{ kinematics }}
+"""
+
+RANDOM_KINEMATICS = """\
 Kinematics are uniform in [x_low, x_high] (the Euclidean region, where the integrals converge); scaffolded rows
 add 1/α′ to the odd-odd planar variables and 4- and 5-gluon rows to the channels (k_i + k_{i+1})^2, so every
 shifted integral
-converges.
-"""
+converges."""
 
 
-def dataset_card(config: AmplitudeTableConfig, n_rows: int, repo_id: str | None = None):
-    """The `huggingface_hub.DatasetCard` of a table, rendered from [`CARD_TEMPLATE`]."""
+def dataset_card(config: AmplitudeTableConfig, n_rows: int, repo_id: str | None = None, kinematics: str | None = None):
+    """The `huggingface_hub.DatasetCard` of a table, rendered from [`CARD_TEMPLATE`] (`kinematics`: where the
+    kinematic points came from, when not from the config's random sampling)."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
     size = "n<1K" if n_rows < 1000 else "1K<n<10K" if n_rows < 10_000 else "10K<n<100K"
@@ -301,6 +305,9 @@ def dataset_card(config: AmplitudeTableConfig, n_rows: int, repo_id: str | None 
         theories=", ".join(config.theories),
         alphas=", ".join(f"{a:g}" for a in config.alphas),
         config_json=json.dumps(config.to_dict(), indent=2) + ("\n# repo: " + repo_id if repo_id else ""),
+        kinematics=f"Kinematics: {kinematics} (samples = its row count; x_low, x_high and seed are unused)."
+        if kinematics
+        else RANDOM_KINEMATICS,
     )
 
 
@@ -311,20 +318,25 @@ class AmplitudeTable:
     Args:
         config ([`AmplitudeTableConfig`]): how the table was generated.
         dataset (`datasets.Dataset`, *optional*): the rows; computed with [`AmplitudeTableBuilder`] if omitted.
+        kinematics (`str`, *optional*): where the rows' kinematics came from when not from the config's random
+            sampling (the user's data: `hf-ext train amplitudes`); said in the dataset card.
     """
 
-    def __init__(self, config: AmplitudeTableConfig, dataset: datasets.Dataset | None = None):
+    def __init__(
+        self, config: AmplitudeTableConfig, dataset: datasets.Dataset | None = None, kinematics: str | None = None
+    ):
         if not isinstance(config, AmplitudeTableConfig):
             raise ValueError(f"config must be an AmplitudeTableConfig, got {type(config).__name__}")
         self.config = config
         self.dataset = build_dataset(config) if dataset is None else dataset
+        self.kinematics = kinematics
 
     @classmethod
     def from_config(cls, config: AmplitudeTableConfig) -> AmplitudeTable:
         return cls(config)
 
     def card(self, repo_id: str | None = None):
-        return dataset_card(self.config, len(self.dataset), repo_id)
+        return dataset_card(self.config, len(self.dataset), repo_id, self.kinematics)
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> Path:
         """Writes `config.json`, `dataset/` (`Dataset.save_to_disk`), `data/train-00000-of-00001.parquet` (the

@@ -45,6 +45,7 @@ SPEC = register_method(
         ),
         reproduce="hf_ext.proto_evfl.reproduce:main",
         train="hf_ext.proto_evfl.train:main",
+        evaluate="hf_ext.proto_evfl.evaluate:main",
         demo="hf_ext.proto_evfl.demo:build_demo",
         contract="hf_ext.proto_evfl.testing:contract_fixture",
         datasets=("sklearn-digits", "fashion-mnist"),

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext.core.user_data import Column, DataSchema
+
 DATASETS = ("digits", "breast_cancer", "fashion_mnist")
 NUM_CLASSES = {"digits": 10, "breast_cancer": 2, "fashion_mnist": 10}
 # Debian's `dataset-fashion-mnist` package (apt-get install -y dataset-fashion-mnist) installs the four idx files here.
@@ -339,8 +341,45 @@ def build_vertical_split(config: VerticalDataConfig) -> VerticalSplit:
     return VerticalSplit(config=config, class_names=class_names, **arrays)
 
 
+# ---- the user's own data (read by `party_data.read_party_files`; the paper's terms: one feature file per party,
+# keyed by entity id, and the active party's labels) --------------------------------------------------------------
+
+
+def party_schema(id_column: str = "id") -> DataSchema:
+    """The columns of one party's feature file (`--id_column` renames the key)."""
+    return DataSchema(
+        (
+            Column(
+                id_column,
+                "any",
+                "the entity's id (integer or string), unique in the file: the key that aligns "
+                "the parties (the PSI result)",
+            ),
+        ),  # fmt: skip
+        description="one party's feature file: one row per entity this party holds; every other column is a "
+        "numeric feature of this party's block (int or float; scale them yourself, e.g. standardise)",
+    )
+
+
+def labels_schema(id_column: str = "id", label_column: str = "label") -> DataSchema:
+    """The columns of the active party's labels file (`--id_column`, `--label_column` rename them)."""
+    return DataSchema(
+        (
+            Column(id_column, "any", "the entity's id, as in the party files"),
+            Column(label_column, "any", "the entity's class: an integer in [0, C) or a class name (string)"),
+        ),
+        description="the active party's labels: one row per labelled entity",
+    )
+
+
+PARTY_SCHEMA = party_schema()
+LABELS_SCHEMA = labels_schema()
+
+
 __all__ = [
     "DATASETS",
+    "LABELS_SCHEMA",
+    "PARTY_SCHEMA",
     "NUM_CLASSES",
     "LabelData",
     "PartyData",
@@ -350,5 +389,7 @@ __all__ = [
     "column_blocks",
     "fashion_mnist_dir",
     "feature_widths",
+    "labels_schema",
     "long_tail_fractions",
+    "party_schema",
 ]

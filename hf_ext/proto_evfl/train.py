@@ -2,8 +2,18 @@
 party on an in-process grid) and saves the top model and every party's model as Hub artifacts.
 
 The flags are parsed by `transformers.HfArgumentParser` from [`ProtoEvflTrainArguments`] (underscore spelling, with
-the dashed one as an alias). The data is either a simulated vertical split of a public data set (`--dataset`) or the
-parties' own saved datasets (`--party_data_dir`, `--labels_path`, `--feature_widths`; see `party_data.py`).
+the dashed one as an alias). The data is one of:
+
+- the user's files: one feature file per party keyed by entity id, plus the active party's labels
+  (`--party_data a.csv b.csv --labels labels.csv [--id_column id --label_column label]`, or `--data` naming a
+  manifest or a folder; schema in `data.PARTY_SCHEMA` / `data.LABELS_SCHEMA`, alignment in `party_data.py`), split
+  by `--test_size` / `--seed` into aligned training and test entities;
+- the parties' saved datasets (`--party_data_dir`, `--labels_path`, `--feature_widths`; see `party_data.py`);
+- else a simulated vertical split of a public data set (`--dataset`).
+
+The artifact (top model at the root, party encoders in `parties/party-<k>/`, `training_record.json` with the test
+split's accuracy and macro-F1) goes to `OUTPUT_DIR/artifact` (or `--artifact_dir`): what `hf-ext evaluate` and
+`hf-ext push proto_evfl --from` take.
 
 Example: `hf-ext train proto_evfl --dataset digits --unseen_class 3 --rounds 40 --output_dir runs/proto_evfl_train`.
 """
@@ -11,7 +21,9 @@ Example: `hf-ext train proto_evfl --dataset digits --unseen_class 3 --rounds 40 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import shlex
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from transformers import HfArgumentParser
@@ -53,7 +65,20 @@ class ProtoEvflTrainArguments:
     aligned_per_class: int = field(default=_DATA.aligned_per_class, metadata={"help": "aligned samples per class"})
     max_unaligned_per_class: int = field(default=_DATA.max_unaligned_per_class, metadata={"help": "head class size"})
     test_per_class: int = field(default=_DATA.test_per_class, metadata={"help": "test samples per class"})
-    # the parties' own data (party_data.py format)
+    # the user's files (party_data.py: one feature file per party keyed by entity id, plus labels)
+    data: str = field(
+        default="",
+        metadata={"help": "a manifest (.json/.yaml: parties, labels, id_column, label_column) or a folder with one, "
+                  "or with party-<k>.<ext> and labels.<ext> files"},
+    )  # fmt: skip
+    party_data: list[str] = field(
+        default_factory=list, metadata={"help": "one feature file per party (the first is the active party)"}
+    )
+    labels: str = field(default="", metadata={"help": "the active party's labels file (id and label columns)"})
+    id_column: str = field(default="id", metadata={"help": "the entity-id column of every file"})
+    label_column: str = field(default="label", metadata={"help": "the label column of the labels file"})
+    test_size: float = field(default=0.2, metadata={"help": "share of the aligned labelled entities held out for test"})
+    # the parties' own saved datasets (party_data.py format)
     party_data_dir: str = field(
         default="", metadata={"help": "folder with party-<k>/ datasets; each reads only its own"}
     )
@@ -139,12 +164,35 @@ def main(argv: list[str] | None = None) -> dict:
     from .inference import save_federation
     from .training import run_federation
 
+    argv = list(argv) if argv is not None else __import__("sys").argv[1:]
+    import datasets
+
+    datasets.disable_progress_bars()  # a bad file's error is then the only line on stderr
     ns = parse_args(argv)
+    own = ns.data or ns.party_data or ns.labels
+    if own:
+        from .party_data import align_party_files, resolve_party_files
+
+        files = resolve_party_files(ns.data, ns.party_data, ns.labels, ns.id_column, ns.label_column)
+        # every file is read and checked before any training
+        aligned = align_party_files(files, test_size=ns.test_size, seed=ns.seed, num_labels=ns.num_labels)
     settings = ns.run_config()
-    result = run_federation(settings)
+    with tempfile.TemporaryDirectory(prefix="proto_evfl_parties_") as tmp:
+        if own:
+            from .party_data import write_party_datasets
+
+            paths = write_party_datasets(aligned, tmp)
+            settings = replace(
+                settings,
+                data=replace(settings.data, num_parties=len(aligned.widths)),
+                party_data_dir=tmp, labels_path=str(paths["labels"]),
+                feature_widths=",".join(map(str, aligned.widths)), num_labels=len(aligned.class_names),
+            )  # fmt: skip
+        result = run_federation(settings)
     out = Path(ns.output_dir) if ns.output_dir else work_dir("proto_evfl", "train")
     artifact = Path(ns.artifact_dir) if ns.artifact_dir else out / "artifact"
     save_federation(result.top_model, result.party_models, artifact, SPEC)
+    _save_record(artifact, ns, argv, settings, result.metrics, aligned if own else None)
     report = {
         "metrics": result.metrics,
         "settings": asdict(settings),
@@ -158,7 +206,51 @@ def main(argv: list[str] | None = None) -> dict:
     return report
 
 
-__all__ = ["ProtoEvflTrainArguments", "build_parser", "main", "parse_args"]
+RECORD_METRICS = {"accuracy": ("accuracy", "accuracy"), "macro_f1": ("macro-F1", "f1"),
+                  "unseen_accuracy": ("unseen-class accuracy", "accuracy")}  # fmt: skip
+
+
+def record_metrics(measured: dict, dataset: str) -> list[dict]:
+    """The record's (and `hf-ext evaluate`'s) metrics: test accuracy, macro-F1 and, zero-shot, unseen accuracy."""
+    from hf_ext.core.records import metric
+
+    return [metric(label, kind, measured[key], dataset=dataset, higher_is_better=True)
+            for key, (label, kind) in RECORD_METRICS.items() if key in measured]  # fmt: skip
+
+
+def _save_record(artifact: Path, ns, argv, settings, measured: dict, aligned) -> None:
+    """`training_record.json`: the command, the data (every file's fingerprint), the knobs and the test metrics."""
+    from hf_ext.core.records import save_training_record
+
+    simulated = ("dataset", "imbalance_ratio", "aligned_per_class", "max_unaligned_per_class", "test_per_class")
+    own_files = ("data", "party_data", "labels", "id_column", "label_column", "test_size")
+    drop = ("output_dir", "artifact_dir", *(simulated if aligned is not None else own_files))
+    config = {k: v for k, v in asdict(ns).items() if k not in drop}
+    config["settings"] = asdict(settings)
+    if aligned is not None:
+        entry = aligned.dataset_entry()
+        config.update(id_column=aligned.files.id_column, label_column=aligned.files.label_column,
+                      class_names=list(aligned.class_names), feature_columns=aligned.feature_names)  # fmt: skip
+        config["settings"].update(party_data_dir="", labels_path="")  # a deleted temporary folder
+        notes = f"Proto-EVFL on the user's {len(aligned.widths)} party files; " + "; ".join(aligned.notes)
+    else:
+        entry = {"name": settings.data.dataset, "hub_id": None,
+                 "description": f"{settings.data.dataset}, vertically split (simulated)",
+                 "fingerprint": f"simulated:{settings.data.dataset}:seed{settings.data.seed}"}  # fmt: skip
+        notes = f"Proto-EVFL on a simulated vertical split of {settings.data.dataset}"
+    save_training_record(
+        artifact,
+        method="proto_evfl",
+        command="hf-ext train proto_evfl " + shlex.join(map(str, argv)),
+        datasets=[entry],
+        metrics=record_metrics(measured, entry["name"]),
+        config=config,
+        notes=notes.rstrip("; "),
+        skip_nonfinite=True,
+    )
+
+
+__all__ = ["ProtoEvflTrainArguments", "build_parser", "main", "parse_args", "record_metrics"]
 
 
 if __name__ == "__main__":
