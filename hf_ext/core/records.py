@@ -149,7 +149,7 @@ def report_evaluation(
     width = max([len(m["name"]) for m in metrics] + [6])
     for m in metrics:
         split = f"  ({m.get('split')})" if m.get("split") else ""
-        print(f"  {m['name']:<{width}}  {float(m['value']):.4f}{split}")
+        print(f"  {m['name']:<{width}}  {float(m['value']):.6g}{split}")
     if comparison:
         print("paired with the baseline (method - baseline):")
         for name, summary in comparison.items():

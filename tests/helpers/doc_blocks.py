@@ -58,6 +58,8 @@ def blocks(path: Path) -> list[Block]:
     return out
 
 
+BLOCK_TIMEOUT = 300  # seconds per shell block
+
 DRIVER = """
 import os, subprocess, sys, time
 ns = {"__name__": "__main__"}
@@ -67,7 +69,10 @@ for label, lang, code in BLOCKS:
     if lang == "python":
         exec(compile(code, label, "exec"), ns)
     else:
-        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code])
+        try:  # a block that never ends (a server, a prompt) fails here, named, instead of hanging the page
+            proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code], timeout=BLOCK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            sys.exit(f"{label}: the shell block ran past {BLOCK_TIMEOUT} s (mark it `<!-- not run: REASON -->`?)")
         if proc.returncode != 0:
             sys.exit(f"{label}: the shell block exited {proc.returncode}")
     print(f"--- {label} ok in {time.time() - t0:.1f} s", flush=True)
@@ -77,4 +82,4 @@ for label, lang, code in BLOCKS:
 def driver_script(page_blocks: list[Block], root: Path) -> str:
     """One Python program that runs a page's blocks in order (labels are `page:line` for the failure message)."""
     items = [(f"{b.path.relative_to(root)}:{b.line}", b.lang, b.code) for b in page_blocks if b.skip_reason is None]
-    return f"BLOCKS = {items!r}\n" + DRIVER
+    return f"BLOCKS = {items!r}\nBLOCK_TIMEOUT = {BLOCK_TIMEOUT}\n" + DRIVER
