@@ -72,6 +72,7 @@ class PartyWorker:
     def __init__(self, settings: ProtoEvflRunConfig, party_index: int, state: RecordDict, data_path: str = ""):
         self.settings, self.k, self.state, self.args = settings, party_index, state, settings.training
         self.data = load_party_data(settings, party_index, data_path)
+        self._own_data = bool(data_path)
         expected = settings.party_widths()[party_index]
         if self.data.width != expected:
             raise ValueError(
@@ -141,6 +142,22 @@ class PartyWorker:
             self.state["party-pending"] = array_record(ids=ids)
         return RecordDict({"embeddings": array_record(embeddings=z.numpy(), prototype_logits=s.numpy())})
 
+    def oracle_unaligned_labels(self) -> np.ndarray:
+        """The true classes of this party's unaligned pool, for `selection="oracle"` only: the positive control of
+        `hf-ext reproduce proto_evfl` (does the setting reward labels on the unaligned pool at all?). Only the
+        simulated split knows them; a party reading its own data has none, and the run stops saying so."""
+        if self.settings.party_data_dir or getattr(self, "_own_data", False):
+            raise ValueError(
+                "selection='oracle' feeds the unaligned pool's true labels (a positive control); it runs on the "
+                "simulated split only, not on a party's own data"
+            )
+        labels = build_vertical_split(self.settings.data).unaligned_labels(self.k)
+        if len(labels) != len(self.data.unaligned_features):
+            raise ValueError(
+                f"party {self.k}: {len(labels)} oracle labels for {len(self.data.unaligned_features)} rows"
+            )
+        return labels
+
     @torch.no_grad()
     def estimate_local_prior(self, x_u: torch.Tensor, labelled: np.ndarray) -> np.ndarray:
         """`π^k`: the EM mass of the labelled classes and, for the never-labelled ones, the open-set share `ν` of
@@ -188,6 +205,9 @@ class PartyWorker:
                     keep = select_by_ot(targets, mode=args.selection_mode, threshold=args.selection_threshold,
                                         generator=rng)  # fmt: skip
                     stats["ot-fallbacks"] += int(plan.method != "sinkhorn")
+                elif args.selection == "oracle":  # the positive control: the pool's true classes, every row kept
+                    targets = np.eye(c)[self.oracle_unaligned_labels()[idx]]
+                    keep = np.ones(len(idx), dtype=bool)
                 else:
                     keep, targets = select_by_confidence(s.detach().softmax(-1).double().numpy(),
                                                          args.confidence_threshold)  # fmt: skip

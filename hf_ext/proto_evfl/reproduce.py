@@ -26,6 +26,18 @@ from hf_ext.core.reporting import (
     write_results,
 )
 
+from .reproduce_controls import (
+    POSITIVE_CONTROL,
+    UNSEEN_SWEEP_RULE,
+    ZERO_SHOT_CONTROL,
+    combine,
+    decide_unseen_sweep,
+    format_unseen_sweep,
+    long_tail_control,
+    unseen_class_stats,
+    zero_shot_control,
+)
+
 # Each variant: overrides of the run settings' model fields and of the training arguments. `local_only` is not a
 # federation (see `baselines.py`).
 VARIANTS: dict[str, dict[str, dict]] = {
@@ -38,7 +50,11 @@ VARIANTS: dict[str, dict[str, dict]] = {
     "ablation_no_ot": {"model": {}, "train": {"selection": "threshold"}},
     "ablation_no_gate": {"model": {"aggregation": "concat"}, "train": {}},
     "ablation_no_mixed_prior": {"model": {}, "train": {"prior": "local"}},
+    # the positive control (true labels on the unaligned pool) and the label-leak fix (no local prototype loss)
+    "oracle_lower": {"model": {}, "train": {"selection": "oracle"}},
+    "no_local_loss": {"model": {"local_loss_weight": 0.0}, "train": {}},
 }  # fmt: skip
+LONG_TAIL_ONLY = ("oracle_lower", "no_local_loss")  # the zero-shot claim has its own control (the oracle prototype)
 SETTINGS = ("long_tail", "zero_shot")
 DATASETS = ("digits", "fashion_mnist")
 REPORTED = ("accuracy", "macro_f1", "unseen_accuracy", "seen_accuracy", "oracle_accuracy", "oracle_unseen_accuracy",
@@ -60,16 +76,22 @@ RULES = {
     "long_tail": VerdictRule(
         claim="Proto-EVFL beats vanilla VFL on accuracy (long tail)",
         metric="accuracy, Proto-EVFL − vanilla VFL",
-        premise=BASELINE_PREMISE,
+        premise=f"{BASELINE_PREMISE}; {POSITIVE_CONTROL}",
     ),
     "zero_shot": VerdictRule(
         claim="Proto-EVFL recognises the never-labelled class above chance (zero shot)",
         metric=f"unseen-class accuracy − chance ({CHANCE_UNSEEN:.0%})",
-        premise=BASELINE_PREMISE,
+        premise=f"{BASELINE_PREMISE}; {ZERO_SHOT_CONTROL}",
     ),
 }
 ABLATIONS = {"ablation_no_ot": "the OT selection", "ablation_no_gate": "the gate",
-             "ablation_no_mixed_prior": "the mixed prior"}  # fmt: skip
+             "ablation_no_mixed_prior": "the mixed prior",
+             "no_local_loss": "the local prototype loss (the label-leak source; 0 is the fix)"}  # fmt: skip
+
+
+def runs_in(variant: str, setting: str) -> bool:
+    """Whether `variant` runs in `setting` (the control and the leak fix run in the long tail only)."""
+    return setting == "long_tail" or variant not in LONG_TAIL_ONLY
 
 
 def ablation_rule(variant: str, metric: str = "accuracy") -> VerdictRule:
@@ -94,6 +116,7 @@ class ProtoEvflReproduceArguments:
     settings: list[str] = field(default_factory=lambda: list(SETTINGS))
     datasets: list[str] = field(default_factory=lambda: ["digits"])
     fashion_seeds: list[int] | None = None
+    unseen_classes: list[int] | None = None
     rounds: int = 40
     workers: int = 2
 
@@ -101,6 +124,7 @@ class ProtoEvflReproduceArguments:
         if self.full:
             self.seeds, self.datasets = [0, 1, 2, 3, 4], list(DATASETS)
             self.fashion_seeds = self.fashion_seeds or [0, 1, 2]
+            self.unseen_classes = self.unseen_classes if self.unseen_classes is not None else list(range(10))
         if self.out is None:
             from hf_ext.core.paths import work_dir
 
@@ -114,6 +138,9 @@ class ProtoEvflReproduceArguments:
         for name in self.datasets:
             if name not in DATASETS:
                 raise ValueError(f"unknown dataset {name!r}; choose from {list(DATASETS)}")
+        for c in self.unseen_classes or []:
+            if not 0 <= c < 10:
+                raise ValueError(f"--unseen_classes must be classes in [0, 10), got {c}")
         if self.rounds < 1 or self.workers < 1 or not self.seeds:
             raise ValueError(f"need rounds >= 1, workers >= 1 and at least one seed, got {self.rounds}, "
                              f"{self.workers}, {self.seeds}")  # fmt: skip
@@ -140,20 +167,27 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--imbalance-ratios", nargs="+", type=float, help="head/tail ratios of the unaligned pools")
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), help="subset of the compared methods")
     p.add_argument("--settings", nargs="+", choices=list(SETTINGS), help="long_tail and/or zero_shot")
+    p.add_argument(
+        "--unseen-classes",
+        nargs="+",
+        type=int,
+        help="zero shot with each of these classes unseen in "
+        "turn × the seeds, on the first data set (--full: 0..9); a binomial test against chance",
+    )
     p.add_argument("--rounds", type=int, help="bi-level rounds per run (default 40)")
     p.add_argument("--workers", type=int, help="parallel training processes (default 2; 1 runs in this process)")
     return p
 
 
 def run_settings(variant: str, setting: str, seed: int, imbalance_ratio: float, rounds: int,
-                 dataset: str = "digits"):  # fmt: skip
+                 dataset: str = "digits", unseen_class: int | None = None):  # fmt: skip
     """The [`ProtoEvflRunConfig`] of one run."""
     from .data import VerticalDataConfig
     from .task import ProtoEvflRunConfig
     from .training import ProtoEvflTrainingArguments
 
     spec = VARIANTS[variant]
-    unseen = seed % 10 if setting == "zero_shot" else None
+    unseen = (seed % 10 if unseen_class is None else unseen_class) if setting == "zero_shot" else None
     scale = {k: v for k, v in DATA_SCALE[dataset].items() if k != "ratio"}
     data = VerticalDataConfig(dataset=dataset, unseen_class=unseen, imbalance_ratio=imbalance_ratio, seed=seed,
                               **scale)  # fmt: skip
@@ -184,6 +218,19 @@ def _run_job(job: tuple, rounds: int, out: str | None):
     if settings.data.unseen_class is not None and settings.classifier == "prototype":
         metrics.update(oracle_unseen_metrics(result.predictions, settings.data.unseen_class, settings.temperature))
     return job, {k: v for k, v in metrics.items() if k in REPORTED or k.startswith("acc_class")}
+
+
+def _run_unseen_job(job: tuple, rounds: int) -> tuple[tuple, dict]:
+    """One zero-shot Proto-EVFL run with class `unseen` never labelled: its unseen-class recall and precision."""
+    from .baselines import oracle_unseen_metrics
+    from .training import run_federation
+
+    dataset, seed, ratio, unseen = job
+    settings = run_settings("proto_evfl", "zero_shot", seed, ratio, rounds, dataset, unseen_class=unseen)
+    result = run_federation(settings)
+    stats = unseen_class_stats(result.predictions["labels"], result.predictions["predictions"], unseen)
+    stats.update(oracle_unseen_metrics(result.predictions, unseen, settings.temperature))
+    return job, {**stats, "seed": seed, "accuracy": float(result.metrics["accuracy"])}
 
 
 def _save_record(artifact: Path, job: tuple, measured: dict) -> None:
@@ -273,6 +320,10 @@ def decide_verdicts(rows: list[dict]) -> list:
         if proto is None:
             continue
         premise = _baseline_premise(rows, dataset, setting, ratio)
+        if setting == "long_tail":
+            premise = combine(premise, long_tail_control(cell))
+        else:
+            premise = combine(premise, zero_shot_control(proto, CHANCE_UNSEEN))
 
         def seeds(variant, key):
             return [m[key] for m in cell[variant]["per_seed"]]
@@ -291,6 +342,21 @@ def decide_verdicts(rows: list[dict]) -> list:
                 d = paired_difference(seeds("proto_evfl", key), seeds(variant, key))
                 verdicts.append(_tagged(ablation_rule(variant, key).decide(d), where))
     return verdicts
+
+
+def _unseen_sweep(run: ProtoEvflReproduceArguments, rows: list[dict]) -> dict:
+    """Zero shot with each of `run.unseen_classes` unseen in turn × the seeds, on the first data set; the verdict
+    by [`UNSEEN_SWEEP_RULE`] with the pooled binomial test, after its positive control (the oracle prototype)."""
+    dataset = run.datasets[0]
+    ratio = run.ratios(dataset)[0]
+    jobs = [((dataset, seed, ratio, c), run.rounds) for c in run.unseen_classes for seed in run.seeds_for(dataset)]
+    runs = [m for _, m in run_jobs(_run_unseen_job, jobs, workers=run.workers, desc="proto_evfl unseen classes",
+                                   quiet_loggers=("hf_ext.proto_evfl.ot_selection",))]  # fmt: skip
+    control = zero_shot_control({"per_seed": runs}, CHANCE_UNSEEN)
+    premise = _baseline_premise(rows, dataset, "zero_shot", ratio) if "zero_shot" in run.settings else None
+    sweep = decide_unseen_sweep(runs, CHANCE_UNSEEN, combine(premise, control) if premise else control)
+    sweep.update(dataset=dataset, imbalance_ratio=ratio, runs=runs)
+    return sweep
 
 
 def _tagged(verdict, where: str):
@@ -341,6 +407,7 @@ def main(argv: list[str] | None = None) -> dict:
             "datasets",
             "rounds",
             "workers",
+            "unseen_classes",
             "out",
         )
         if getattr(ns, k) is not None
@@ -360,12 +427,14 @@ def main(argv: list[str] | None = None) -> dict:
         ablation_rule(v, "unseen_accuracy" if s == "zero_shot" else "accuracy")
         for s in run.settings
         for v in ABLATIONS
-        if v in run.variants
+        if v in run.variants and runs_in(v, s)
     ]
+    if run.unseen_classes:
+        rules.append(UNSEEN_SWEEP_RULE)
     print_rules(rules)  # the criteria, stated before any run starts
     start = time.perf_counter()
     jobs = [(d, v, s, seed, r) for d in run.datasets for s in run.settings for r in run.ratios(d)
-            for v in run.variants for seed in run.seeds_for(d)]  # fmt: skip
+            for v in run.variants for seed in run.seeds_for(d) if runs_in(v, s)]  # fmt: skip
     keep = next((j for j in jobs if j[0] == run.datasets[0] and j[1] == "proto_evfl" and j[2] == run.settings[-1]),
                 None)  # fmt: skip
     done: dict[tuple, dict] = {}
@@ -385,7 +454,7 @@ def main(argv: list[str] | None = None) -> dict:
     for d in run.datasets:
         for s in run.settings:
             for r in run.ratios(d):
-                for v in run.variants:
+                for v in (v for v in run.variants if runs_in(v, s)):
                     per_seed = [done[(d, v, s, seed, r)] for seed in run.seeds_for(d)]
                     rows.append({"dataset": d, "setting": s, "imbalance_ratio": r, "variant": v,
                                  "seeds": run.seeds_for(d), "metrics": _summarise(per_seed),
@@ -406,9 +475,15 @@ def main(argv: list[str] | None = None) -> dict:
     if "vanilla_vfl" in run.variants:
         results["paired"] = _paired(rows)
     results["verdicts"] = [v.to_dict() for v in decide_verdicts(rows)]
+    if run.unseen_classes:
+        results["unseen_sweep"] = _unseen_sweep(run, rows)
     results["environment"] = environment()
     write_results(out / "results.json", results)
     table = format_table(results)
+    if "unseen_sweep" in results:
+        table += "\n\nZero shot, every class unseen in turn (Proto-EVFL):\n" + format_unseen_sweep(
+            results["unseen_sweep"], CHANCE_UNSEEN
+        )
     print(table)
     print(f"\nwrote {out / 'results.json'}" + (f" and {out / 'artifact'} (party encoders in parties/)" if keep else "")
           + f" ({results['seconds']:.0f} s)")  # fmt: skip

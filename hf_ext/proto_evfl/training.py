@@ -19,7 +19,7 @@ from typing import Any
 from hf_ext.core.federated import LocalGrid
 from hf_ext.core.validation import check_positive_int
 
-SELECTIONS = ("ot", "threshold", "none")
+SELECTIONS = ("ot", "threshold", "none", "oracle")
 PRIORS = ("mixed", "uniform", "local")
 UNSEEN_WEIGHTINGS = ("evidence", "gate")
 
@@ -40,7 +40,9 @@ class ProtoEvflTrainingArguments:
         party_learning_rate (`float`, defaults to 3e-3): Adam learning rate of the party models.
         top_learning_rate (`float`, defaults to 3e-3): Adam learning rate of the top model.
         selection (`str`, defaults to `"ot"`): `"ot"` (conditional OT under the prior), `"threshold"`
-            (confidence-threshold pseudo-labels; baseline and ablation) or `"none"` (no lower level: vanilla VFL).
+            (confidence-threshold pseudo-labels; baseline and ablation), `"none"` (no lower level: vanilla VFL) or
+            `"oracle"` (the pool's true labels, every row kept: the reproduction's positive control, simulated split
+            only).
         selection_mode (`str`, defaults to `"bernoulli"`): keep an OT sample with probability `ρ_i = max_c q_ic`
             (`"bernoulli"`) or when `ρ_i ≥ selection_threshold` (`"threshold"`).
         selection_threshold (`float`, defaults to 0.5): `τ` of the `"threshold"` OT mode.

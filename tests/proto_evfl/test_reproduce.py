@@ -86,9 +86,17 @@ def test_verdicts_follow_the_stated_rules_on_hand_made_rows():
                 "per_seed": per_seed, "metrics": _summarise(per_seed)}  # fmt: skip
 
     rows = [row("vanilla_vfl", [0.8, 0.7, 0.9]), row("local_only", [0.6, 0.6, 0.6]),
-            row("proto_evfl", [0.85, 0.75, 0.95]), row("ablation_no_gate", [0.9, 0.8, 1.0])]  # fmt: skip
+            row("proto_evfl", [0.85, 0.75, 0.95]), row("ablation_no_gate", [0.9, 0.8, 1.0]),
+            row("oracle_lower", [0.9, 0.81, 0.99])]  # fmt: skip
     v = {x.claim.split(" [")[0]: x for x in decide_verdicts(rows)}
     assert v[RULES["long_tail"].claim].verdict == "confirmed"
     assert v["the gate matters (accuracy)"].verdict == "refuted"  # the ablation is better with SD 0
+    # the positive control fails (true labels on the unaligned pool gain nothing): premise absent, not a verdict
+    rows[-1] = row("oracle_lower", [0.8, 0.7, 0.9])
+    v = decide_verdicts(rows)[0]
+    assert v.verdict == "premise absent" and "oracle − vanilla +0.0" in v.reason
+    rows.pop()  # the control not run at all: premise absent, saying so
+    assert "was not run" in decide_verdicts(rows)[0].reason
+    rows.append(row("oracle_lower", [0.9, 0.81, 0.99]))
     rows[0] = row("vanilla_vfl", [0.25, 0.25, 0.25])
     assert decide_verdicts(rows)[0].verdict == "premise absent"
