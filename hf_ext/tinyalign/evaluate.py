@@ -76,10 +76,10 @@ def main(argv: list[str] | None = None) -> dict:
     from .evaluation import summarize_caption_scores
 
     (ns,) = build_parser().parse_args_into_dataclasses(args=argv)
+    data = load_caption_data(ns.data)  # the schema check first: bad data fails before any model loads
     folder = _resolve(ns.model)
     info = _split_config(folder)
     split = info["split"]
-    data = load_caption_data(ns.data)
     test = split_caption_data(data, seed=split["seed"], test=split["test_fraction"], memory=split["memory_fraction"])[
         "test"
     ].rename_column("image", "pixel_values")
