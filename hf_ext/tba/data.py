@@ -63,7 +63,7 @@ def load_image_data(source):
     missing or ill-typed column, or a path that does not exist, is a `UserDataError` naming it). `source`: a folder of
     images (flat, class sub-folders, or with a `metadata.csv`), a CSV / JSON / Parquet table with an `image` path
     column, or a Hub dataset id."""
-    from datasets import DatasetDict
+    from datasets import Dataset, DatasetDict
     from datasets import Image as ImageFeature
 
     from hf_ext.core.user_data import load_user_data
@@ -82,7 +82,7 @@ def load_image_data(source):
                     f"column 'image' of {os.fspath(source)!r} (split {split!r}) names {len(missing)} file(s) that do "
                     f"not exist, e.g. {missing[0]!r} (relative paths are read from {root})"
                 )
-            table = table.remove_columns("image").add_column("image", paths).cast_column("image", ImageFeature())
+            table = Dataset.from_dict({"image": paths}).cast_column("image", ImageFeature())
         out[split] = table
     return DatasetDict(out)
 

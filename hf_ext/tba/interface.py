@@ -157,12 +157,22 @@ def load_victim(source: str, trust_remote_code: bool = False):
     other model is wrapped in [`ImageRegressor`] with the image size and normalisation of the processor saved beside
     it. `info` holds `kind` (`"pose"` or `"regressor"`), `image_size`, `body_model` and `class`.
     """
-    from transformers import AutoModel
+    import transformers
+    from transformers import AutoConfig, AutoModel
 
     from .modeling_tba import TbaPoseRegressor
 
     try:
-        model = AutoModel.from_pretrained(source, trust_remote_code=trust_remote_code)
+        # the class the folder was saved from (config.architectures), so a task head is not dropped the way
+        # AutoModel would (it loads a *ForImageClassification checkpoint as the bare encoder); else AutoModel
+        # (hf_ext's and remote-code models register there)
+        arch = (getattr(AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code), "architectures", None)
+                or [None])[0]  # fmt: skip
+        cls = getattr(transformers, arch, None) if arch else None
+        if cls is not None and hasattr(cls, "from_pretrained"):
+            model = cls.from_pretrained(source)
+        else:
+            model = AutoModel.from_pretrained(source, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
         raise ValueError(
             f"--victim {source!r} is not a model transformers.AutoModel can load ({str(err).splitlines()[0]}); "
@@ -185,6 +195,9 @@ def load_victim(source: str, trust_remote_code: bool = False):
     except (OSError, ValueError, KeyError):
         pass
     wrapped = ImageRegressor(model, size, mean, std)
+    side = size or 64
+    with torch.no_grad():  # one probe now: a victim without a usable output fails before any training
+        call_victim(wrapped, torch.full((1, 3, side, side), 0.5))
     return wrapped, {"kind": "regressor", "image_size": size, "body_model": None, "class": type(model).__name__}
 
 

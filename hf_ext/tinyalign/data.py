@@ -198,7 +198,7 @@ def load_caption_data(source):
     """
     import os
 
-    from datasets import DatasetDict
+    from datasets import Dataset, DatasetDict
     from datasets import Image as ImageFeature
 
     from hf_ext.core.user_data import load_user_data
@@ -217,7 +217,9 @@ def load_caption_data(source):
                     f"column 'image' of {os.fspath(source)!r} (split {split!r}) names {len(missing)} file(s) that do "
                     f"not exist, e.g. {missing[0]!r} (relative paths are read from {root})"
                 )
-            table = table.remove_columns("image").add_column("image", paths).cast_column("image", ImageFeature())
+            table = Dataset.from_dict({"image": paths, "caption": table["caption"]}).cast_column(
+                "image", ImageFeature()
+            )
         empty = [i for i, c in enumerate(table["caption"]) if c is None or not str(c).strip()]
         if empty:
             raise UserDataError(
