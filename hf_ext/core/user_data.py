@@ -45,6 +45,7 @@ SUFFIX_BUILDERS = {
     ".parquet": "parquet",
 }
 SPLIT_NAMES = ("train", "validation", "test")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
 
 class UserDataError(ValueError):
@@ -297,11 +298,14 @@ def _load_folder(path: Path, load_dataset):
         if len(builders) > 1:
             raise UserDataError(f"{path}: split files mix formats {sorted(builders)}; use one")
         return load_dataset(builders.pop(), data_files=files)
-    if any(p.is_dir() for p in path.iterdir()):
+    # an `imagefolder`: class sub-folders, or images beside a `metadata.csv` / `metadata.jsonl` (the `datasets`
+    # convention for captions and other per-image columns), or a flat folder of images
+    metadata = any((path / f"metadata{s}").is_file() for s in (".csv", ".jsonl", ".parquet"))
+    if metadata or any(p.is_dir() or p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir()):
         return load_dataset("imagefolder", data_dir=str(path))
     raise UserDataError(
-        f"{path}: a data folder needs train/validation/test files ({', '.join(SUFFIX_BUILDERS)}) or image class "
-        "sub-folders"
+        f"{path}: a data folder needs train/validation/test files ({', '.join(SUFFIX_BUILDERS)}), image class "
+        "sub-folders, or images (with a metadata.csv / metadata.jsonl for per-image columns)"
     )
 
 

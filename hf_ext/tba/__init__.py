@@ -43,6 +43,7 @@ SPEC = register_method(
         ),
         reproduce="hf_ext.tba.reproduce:main",
         train="hf_ext.tba.train:main",
+        evaluate="hf_ext.tba.evaluate:main",
         demo="hf_ext.tba.demo:build_demo",
         contract="hf_ext.tba.testing:contract_fixture",
         datasets=("rendered-procedural-body", "rendered-anny-body"),

@@ -218,6 +218,41 @@ class TbaTrainScriptArguments:
         metadata={"aliases": ["--out"], "help": "output folder (victim_a/, victim_b/, dhng/, training.json)"},
     )
     full: bool = field(default=False, metadata={"help": "accepted for symmetry with reproduce; same as the defaults"})
+    data: str | None = field(
+        default=None,
+        metadata={
+            "help": "your images (an image folder, a CSV / JSON / Parquet table with an image path column, or a Hub "
+            "id): the DHNG trains on them and the test split is attacked; default: rendered bodies"
+        },
+    )
+    victim_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "with --data: the regressor to attack, a saved model folder or Hub id (see hf_ext.tba.interface); "
+            "default: the project's EfficientNet-Lite0 pose victim, fitted on --num_train rendered bodies"
+        },
+    )
+    trust_remote_code: bool = field(default=False, metadata={"help": "load --victim_model with remote code"})
+    test_fraction: float = field(default=0.2, metadata={"help": "with --data: images held out and attacked"})
+    split_seed: int = field(default=0, metadata={"help": "with --data: seed of the train / test split"})
+    eps: float = field(default=8 / 255, metadata={"help": "with --data: the attack's L-infinity budget ([0, 1] units)"})
+    attack_steps: int = field(default=10, metadata={"help": "with --data: victim gradients per attack (TBA and PGD)"})
+    lambda_perceptual: float = field(default=50.0, metadata={"help": "with --data: weight of the SSIM penalty"})
+    attack_batch_size: int = field(default=16, metadata={"help": "with --data: images attacked at once"})
+
+    def __post_init__(self):
+        from hf_ext.core.validation import check_finite_number, check_positive_int
+
+        check_finite_number("test_fraction", self.test_fraction, low=0.0, low_open=True, high=1.0)
+        if self.test_fraction >= 1.0:
+            raise ValueError(f"--test_fraction must be in (0, 1), got {self.test_fraction}")
+        check_positive_int("split_seed", self.split_seed, minimum=0)
+        check_positive_int("attack_steps", self.attack_steps)
+        check_positive_int("attack_batch_size", self.attack_batch_size)
+        check_finite_number("lambda_perceptual", self.lambda_perceptual, low=0.0)
+        from .attacks import check_eps
+
+        check_eps(self.eps)
 
 
 def build_parser():
@@ -234,8 +269,13 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """`hf-ext train tba`: trains and saves victims A and B and the DHNG; returns [`train_all`]'s record."""
+    """`hf-ext train tba`: trains and saves victims A and B and the DHNG (returns [`train_all`]'s record); with
+    `--data`, the DHNG on the user's images, attacked on their test split ([`~hf_ext.tba.train_own_data`])."""
     script, args = build_parser().parse_args_into_dataclasses(args=argv)
+    if script.data is not None:
+        from .train_own_data import train_on_own_data
+
+        return train_on_own_data(script, args, argv)
     return train_all(args, Path(script.output_dir))
 
 

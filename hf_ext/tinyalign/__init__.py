@@ -31,6 +31,7 @@ SPEC = register_method(
         },
         reproduce="hf_ext.tinyalign.reproduce:main",
         train="hf_ext.tinyalign.train:main",
+        evaluate="hf_ext.tinyalign.evaluate:main",
         demo="hf_ext.tinyalign.demo:build_demo",
         contract="hf_ext.tinyalign.testing:contract_fixture",
         datasets=("sklearn-digits-captions",),

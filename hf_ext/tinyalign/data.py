@@ -1,6 +1,7 @@
-"""Data for TinyAlign: real handwritten digits (scikit-learn's bundled `load_digits`, 1,797 images of 8×8) with
-captions from the class plus attributes measured on each image, memory/train/test splits, and a loader for any
-image–caption `datasets.Dataset` or a local folder of image–caption pairs."""
+"""Data for TinyAlign: the user's image–caption pairs ([`SCHEMA`], [`load_caption_data`], [`split_caption_data`]);
+real handwritten digits (scikit-learn's bundled `load_digits`, 1,797 images of 8×8) with captions from the class
+plus attributes measured on each image, memory/train/test splits (the reproduction's test bed); and converters for
+any image–caption `datasets.Dataset` or a COCO-style folder."""
 
 from __future__ import annotations
 
@@ -9,6 +10,21 @@ import re
 from pathlib import Path
 
 import numpy as np
+
+from hf_ext.core.user_data import Column, DataSchema, UserDataError
+
+SCHEMA = DataSchema(
+    (
+        Column(
+            "image",
+            "image",
+            "the image: an `imagefolder` image, or a file path (relative to the table's folder) in a CSV / JSON / "
+            "Parquet table",
+        ),
+        Column("caption", "str", "its caption (free text; the LM learns to write it after the image)"),
+    ),
+    description="one image–caption pair per row (the pretraining pairs of the paper's stage 1)",
+)
 
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 THICKNESS = ("thin", "medium", "thick")
@@ -170,3 +186,107 @@ def check_variant(variant) -> str:
     if not isinstance(variant, str) or not _VARIANT.fullmatch(variant):
         raise ValueError(f"--variant must be baseline, k<k> or released-k<k> (k >= 1), got {variant!r}")
     return variant
+
+
+def load_caption_data(source):
+    """The user's image–caption pairs as a `datasets.DatasetDict` with columns `image` (PIL) and `caption`.
+
+    `source` is an image folder with a `metadata.csv` / `metadata.jsonl` (`file_name`, `caption`: the `datasets`
+    `imagefolder` convention), a CSV / JSON / Parquet table with `image` (a path, relative to the table's folder)
+    and `caption`, a folder of `train` / `validation` / `test` tables, or a Hub dataset id. Checked against
+    [`SCHEMA`] first: a missing or ill-typed column is a `UserDataError` naming it, before any model loads.
+    """
+    import os
+
+    from datasets import Dataset, DatasetDict
+    from datasets import Image as ImageFeature
+
+    from hf_ext.core.user_data import load_user_data
+
+    data = load_user_data(source, schema=SCHEMA)
+    path = Path(os.fspath(source)).expanduser()
+    root = path.parent if path.is_file() else path
+    out = {}
+    for split, table in data.items():
+        table = table.select_columns(["image", "caption"])
+        if type(table.features["image"]).__name__ != "Image":  # a path column: resolve it beside the table
+            paths = [str(p if Path(p).is_absolute() else root / p) for p in table["image"]]
+            missing = [p for p in paths if not Path(p).is_file()]
+            if missing:
+                raise UserDataError(
+                    f"column 'image' of {os.fspath(source)!r} (split {split!r}) names {len(missing)} file(s) that do "
+                    f"not exist, e.g. {missing[0]!r} (relative paths are read from {root})"
+                )
+            table = Dataset.from_dict({"image": paths, "caption": table["caption"]}).cast_column(
+                "image", ImageFeature()
+            )
+        empty = [i for i, c in enumerate(table["caption"]) if c is None or not str(c).strip()]
+        if empty:
+            raise UserDataError(
+                f"column 'caption' (split {split!r}) has {len(empty)} empty caption(s), e.g. row {empty[0]}"
+            )
+        out[split] = table
+    return DatasetDict(out)
+
+
+def split_caption_data(data, *, seed: int = 0, test: float = 0.2, memory: float = 0.4):
+    """`memory` / `train` / `test` splits of the user's pairs (the reproduction's 40 / 40 / 20 %).
+
+    The test split is the user's own when the data has one, else `test` of the rows (seeded, see
+    `hf_ext.core.user_data.split_data`); a `validation` split is kept as given. The memory split (the rows the memory
+    bank is built from, never trained on: the honest variant) is `memory` of all rows, taken from what is left,
+    seeded too, so evaluate rebuilds the same test rows from the recorded seed."""
+    from datasets import DatasetDict
+
+    from hf_ext.core.user_data import split_data
+
+    parts = dict(split_data(data, validation=0.0, test=test, seed=seed).items())
+    if "memory" not in parts:
+        train = parts["train"]
+        total = len(train) + len(parts["test"])
+        n_memory = max(1, round(total * memory))
+        if len(train) - n_memory < 1:
+            raise UserDataError(
+                f"the data has {total} pairs; a memory split of {n_memory} and a test split of {len(parts['test'])} "
+                "leave none to train on (add pairs, or lower --memory_fraction / --test_fraction)"
+            )
+        order = np.random.default_rng(seed + 1).permutation(len(train))
+        parts["memory"] = train.select(sorted(order[:n_memory].tolist()))
+        parts["train"] = train.select(sorted(order[n_memory:].tolist()))
+    return DatasetDict(parts)
+
+
+EXAMPLE_CAPTIONS = (
+    "a red square on a white background",
+    "a blue circle on a white background",
+    "a green square on a black background",
+    "a yellow circle on a black background",
+)
+
+
+def write_example_data(folder: str | Path, n: int = 16, size: int = 32) -> Path:
+    """Writes a tiny image–caption folder in the documented format (PNG images and a `metadata.csv` with
+    `file_name,caption`): coloured squares and circles, the caption saying which. For the docs and tests."""
+    import csv
+
+    from PIL import Image, ImageDraw
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    colours = {"red": (220, 30, 30), "blue": (30, 60, 220), "green": (30, 180, 60), "yellow": (230, 210, 30)}
+    rows = []
+    for i in range(n):
+        caption = EXAMPLE_CAPTIONS[i % len(EXAMPLE_CAPTIONS)]
+        colour, shape, background = caption.split()[1], caption.split()[2], caption.split()[-2]
+        image = Image.new("RGB", (size, size), (255, 255, 255) if background == "white" else (0, 0, 0))
+        draw = ImageDraw.Draw(image)
+        lo, hi = size // 4 + i % 3, 3 * size // 4 - i % 2
+        (draw.rectangle if shape == "square" else draw.ellipse)([lo, lo, hi, hi], fill=colours[colour])
+        name = f"{i:03d}.png"
+        image.save(folder / name)
+        rows.append({"file_name": name, "caption": caption})
+    with open(folder / "metadata.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["file_name", "caption"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return folder

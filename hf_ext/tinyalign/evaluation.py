@@ -1,5 +1,6 @@
 """Evaluation of a trained TinyAlign model on a caption split: teacher-forced token accuracy and loss, greedy captions
-scored by class-word accuracy and BLEU-4, and the retrieved neighbours."""
+scored by class-word accuracy and BLEU-4, and the retrieved neighbours; [`caption_scores`] gives the per-caption
+scores of free captions (the user's data), which paired comparisons need."""
 
 from __future__ import annotations
 
@@ -50,4 +51,55 @@ def evaluate_captions(
         "bleu": corpus_bleu(preds, refs),
         "examples": [[p, r] for p, r in zip(preds[:3], refs[:3])],
         "neighbours": neighbours,
+    }
+
+
+def _inputs(model, processor, rows, captions=True) -> dict:
+    batch = processor(rows["pixel_values"], rows["caption"] if captions else None)
+    batch = {k: v.to(model.device) for k, v in batch.items()}
+    if "vision_features" in rows:  # precomputed frozen-tower features replace the images
+        batch["vision_features"] = torch.as_tensor(rows["vision_features"], dtype=torch.float32).to(model.device)
+        del batch["pixel_values"]
+    return batch
+
+
+@torch.no_grad()
+def caption_scores(model, processor, dataset, batch_size: int = 32, max_new_tokens: int = 16) -> dict:
+    """Per-caption scores of `dataset` (`pixel_values` or `vision_features`, `caption`), for free captions.
+
+    Returns `{"caption_ce": [...], "token_accuracy": [...], "tokens": [...], "predictions": [...],
+    "references": [...]}`: per row, the teacher-forced cross-entropy (nats per caption token, the `<eos>` included,
+    the model's training loss) and next-token accuracy over that caption's tokens, and the greedy caption.
+    """
+    model.eval()
+    out = {"caption_ce": [], "token_accuracy": [], "tokens": [], "predictions": [], "references": []}
+    for start in range(0, len(dataset), batch_size):
+        rows = dataset[start : start + batch_size]
+        batch = _inputs(model, processor, rows)
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.float()
+        labels = batch["labels"][:, 1:]
+        mask = labels != -100
+        ce = torch.nn.functional.cross_entropy(
+            logits[:, :-1].transpose(1, 2), labels.clamp_min(0), reduction="none"
+        )  # (B, T-1)
+        n = mask.sum(1).clamp_min(1)
+        out["caption_ce"] += ((ce * mask).sum(1) / n).tolist()
+        out["token_accuracy"] += (((logits[:, :-1].argmax(-1) == labels) & mask).sum(1) / n).tolist()
+        out["tokens"] += mask.sum(1).tolist()
+        prompt = _inputs(model, processor, rows, captions=False)
+        gen = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False)
+        out["predictions"] += processor.decode(gen[:, prompt["input_ids"].shape[1] :])
+        out["references"] += [c.lower() for c in rows["caption"]]
+    return out
+
+
+def summarize_caption_scores(scores: dict) -> dict[str, float]:
+    """Corpus-level metrics from [`caption_scores`]: token-weighted caption CE and token accuracy, and BLEU-4 of the
+    greedy captions against the (lower-cased) references."""
+    weights = scores["tokens"]
+    total = max(sum(weights), 1)
+    return {
+        "caption_ce": sum(c * w for c, w in zip(scores["caption_ce"], weights)) / total,
+        "token_accuracy": sum(a * w for a, w in zip(scores["token_accuracy"], weights)) / total,
+        "bleu": corpus_bleu(scores["predictions"], scores["references"]),
     }

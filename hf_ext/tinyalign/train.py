@@ -1,10 +1,14 @@
 """`hf-ext train tinyalign`: one Trainer run of a setting and variant, evaluated on the test split and saved as an
-artifact. The arguments are two dataclasses parsed by `transformers.HfArgumentParser` ([`build_parser`]):
-[`TinyAlignTrainScriptArguments`] (what is trained) and [`TinyAlignTrainingArguments`] (the optimiser and schedule,
-a `TrainingArguments` subclass)."""
+artifact with its `training_record.json`. The arguments are two dataclasses parsed by `transformers.HfArgumentParser`
+([`build_parser`]): [`TinyAlignTrainScriptArguments`] (what is trained, on which data) and
+[`TinyAlignTrainingArguments`] (the optimiser and schedule, a `TrainingArguments` subclass: every Trainer flag works).
+
+With `--data SOURCE` it trains on the user's image–caption pairs (`hf_ext.tinyalign.data.SCHEMA`) over any vision
+encoder (`--vision_model`) and causal LM (`--language_model`); without it, on the built-in settings (`--setting`)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -26,7 +30,6 @@ class TinyAlignTrainingArguments(TrainingArguments):
     num_train_epochs: float = 4.0
     logging_steps: int = 1
     save_strategy: str = "no"
-    report_to: str | list[str] = "none"
     remove_unused_columns: bool = False
     # the run's --device (auto: TrainingArguments picks CUDA when present); progress bars as HF's default (on)
     use_cpu: bool = field(default_factory=_run_uses_cpu)
@@ -37,6 +40,31 @@ class TinyAlignTrainingArguments(TrainingArguments):
 class TinyAlignTrainScriptArguments:
     """What `hf-ext train tinyalign` trains (the optimiser and schedule are `TinyAlignTrainingArguments`)."""
 
+    data: str | None = field(
+        default=None,
+        metadata={
+            "help": "your image–caption pairs: an image folder with metadata.csv / .jsonl (file_name, caption), "
+            "a CSV / JSON / Parquet table with image (path) and caption, or a Hub dataset id; default: the built-in "
+            "--setting"
+        },
+    )
+    vision_model: str = field(
+        default="efficientnet-lite0",
+        metadata={"help": "with --data: efficientnet-lite0 (ImageNet, offline), tiny, a Hub id or a local folder"},
+    )
+    language_model: str = field(
+        default="smollm2",
+        metadata={"help": "with --data: smollm2 (SmolLM2-135M-Instruct, offline), tiny, a Hub id or a local folder"},
+    )
+    test_fraction: float = field(
+        default=0.2, metadata={"help": "with --data: test rows when the data has no test split"}
+    )
+    memory_fraction: float = field(
+        default=0.4, metadata={"help": "with --data: rows the memory bank is built from (never trained on)"}
+    )
+    split_seed: int = field(default=0, metadata={"help": "with --data: seed of the memory / train / test split"})
+    tiny_lm_steps: int = field(default=200, metadata={"help": "--language_model tiny: text-only pretraining steps"})
+    max_new_tokens: int = field(default=16, metadata={"help": "greedy caption length for BLEU on the test split"})
     setting: str = field(
         default="tiny",
         metadata={
@@ -65,6 +93,15 @@ class TinyAlignTrainScriptArguments:
         if self.stage not in ("pretrain", "finetune"):
             raise ValueError(f"--stage must be 'pretrain' or 'finetune', got {self.stage!r}")
         check_variant(self.variant)
+        for name, value in (("test_fraction", self.test_fraction), ("memory_fraction", self.memory_fraction)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
+                raise ValueError(f"--{name} must be a number in (0, 1), got {value!r}")
+        for name in ("tiny_lm_steps", "max_new_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"--{name} must be an integer >= 1, got {value!r}")
+        if self.data is not None and self.setting != "tiny":
+            raise ValueError("--setting picks the built-in data; with --data it does not apply (drop --setting)")
         for name in PRETRAINED_ONLY:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -118,6 +155,100 @@ def _setting(script: TinyAlignTrainScriptArguments, seed: int):
     return model, processor, train, test, FASHION_WORDS
 
 
+def prepare_own_data(script, seed: int):
+    """`(splits, model, processor)` for `--data`: the user's pairs split memory / train / test, TinyAlign composed over
+    `--vision_model` and `--language_model`, the memory bank built from the memory split (the honest variant: no
+    training row in it; `released-k<k>` adds the training rows, as released)."""
+    from .data import load_caption_data, split_caption_data
+    from .pretrained_parts import compose_tinyalign
+    from .reproduce_pretrained import variant_kwargs
+
+    data = load_caption_data(script.data)  # the schema check comes first: no model loads for bad data
+    splits = split_caption_data(
+        data, seed=script.split_seed, test=script.test_fraction, memory=script.memory_fraction
+    ).rename_column("image", "pixel_values")
+    model, processor = compose_tinyalign(
+        script.vision_model,
+        script.language_model,
+        list(splits["train"]["caption"]) + list(splits["memory"]["caption"]),
+        seed=seed,
+        tiny_lm_steps=script.tiny_lm_steps,
+        **variant_kwargs(script.variant, script.value_num_latents),
+    )
+    return splits, model, processor
+
+
+def train_on_own_data(script, args, argv) -> dict:
+    """`hf-ext train tinyalign --data ...`: trains on the user's pairs, scores the test split (caption CE, token
+    accuracy, BLEU-4 of greedy captions), saves the artifact with its training record."""
+    import json
+    from pathlib import Path
+
+    from hf_ext.core.records import metric, save_training_record
+    from hf_ext.core.user_data import dataset_entry
+
+    from .data import memory_source
+    from .evaluation import caption_scores, summarize_caption_scores
+    from .pretrained_parts import add_vision_features
+    from .trainer import make_trainer
+
+    splits, model, processor = prepare_own_data(script, args.seed)
+    if model.config.use_retrieval:
+        from .processing_tinyalign import build_memory_bank
+
+        build_memory_bank(model, processor, memory_source(splits, script.variant), batch_size=32, progress=False)
+    train, test = (add_vision_features(model, processor, splits[s]) for s in ("train", "test"))
+    trainer, _ = make_trainer(model, processor, train, args, stage=script.stage)
+    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+    scores = caption_scores(model, processor, test, batch_size=args.per_device_eval_batch_size,
+                            max_new_tokens=script.max_new_tokens)  # fmt: skip
+    summary = summarize_caption_scores(scores)
+    out = {"train_loss": result.training_loss, "steps": trainer.state.global_step, **summary}
+    if not trainer.is_world_process_zero():
+        return out
+    from hf_ext.core.hub import save_artifact
+
+    from . import SPEC
+
+    folder = save_artifact(
+        TinyAlignArtifact(model, processor, script.save_frozen_parts),
+        script.artifact_dir or Path(args.output_dir) / "artifact",
+        SPEC,
+    )
+    entry = dataset_entry(script.data, splits)
+    name = entry["name"]
+    metrics = [
+        metric("caption CE (nats/token)", "loss", summary["caption_ce"], dataset=name, higher_is_better=False),
+        metric("token accuracy", "accuracy", summary["token_accuracy"], dataset=name, higher_is_better=True),
+        metric("BLEU-4", "bleu", summary["bleu"], dataset=name, higher_is_better=True),
+    ]
+    cfg = model.config
+    base = [ref for ref in (cfg.vision_model_name_or_path, cfg.text_model_name_or_path) if ref]
+    train_keys = ("learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size", "seed",
+                  "lr_scheduler_type", "warmup_ratio")  # fmt: skip
+    config = {
+        **{k: v for k, v in vars(script).items() if k not in PRETRAINED_ONLY or k == "value_num_latents"},
+        **{k: getattr(args, k) for k in train_keys},
+        "split": {"seed": script.split_seed, "test_fraction": script.test_fraction,
+                  "memory_fraction": script.memory_fraction, "rows": {k: len(v) for k, v in splits.items()}},
+    }  # fmt: skip
+    save_training_record(
+        folder,
+        method="tinyalign",
+        command="hf-ext train tinyalign " + " ".join(argv if argv is not None else sys.argv[1:]),
+        base_model=base or None,
+        datasets=[entry],
+        metrics=metrics,
+        config=config,
+        notes=f"{script.variant} ({'no memory' if not cfg.use_retrieval else f'top-{cfg.memory_top_k} memory'}), "
+        f"stage {script.stage}; test split of {len(test)} pairs",
+    )
+    out["artifact_dir"] = str(folder)
+    out["examples"] = [[p, r] for p, r in zip(scores["predictions"][:3], scores["references"][:3])]
+    print(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in out.items()}, indent=1))
+    return out
+
+
 def build_parser():
     """The `transformers.HfArgumentParser` of `hf-ext train tinyalign` ([`TinyAlignTrainScriptArguments`] and
     [`TinyAlignTrainingArguments`]; underscore flags, the dashed spellings accepted too)."""
@@ -136,6 +267,8 @@ def main(argv: list[str] | None = None) -> dict:
     from .trainer import make_trainer
 
     script, args = build_parser().parse_args_into_dataclasses(args=argv)
+    if script.data is not None:
+        return train_on_own_data(script, args, argv)
     model, processor, train, test, words = _setting(script, args.seed)
     trainer, curve = make_trainer(model, processor, train, args, stage=script.stage)
     result = trainer.train()
