@@ -153,7 +153,7 @@ def report_evaluation(
     if comparison:
         print("paired with the baseline (method - baseline):")
         for name, summary in comparison.items():
-            print(f"  {name:<{width}}  {summary}")
+            print(f"  {name:<{width}}  {_difference_cell(summary)}")
     result = {"metrics": [dict(m) for m in metrics], "comparison": dict(comparison or {})}
     if output is not None:
         path = Path(output)
@@ -164,3 +164,12 @@ def report_evaluation(
         os.replace(tmp, path)
         print(f"wrote {path}")
     return result
+
+
+def _difference_cell(summary: Any) -> str:
+    """`+0.0123 ± 0.0040 [+0.0045, +0.0201] (n = 200)` for a `PairedDifference.to_dict()`; anything else as is."""
+    if isinstance(summary, Mapping) and {"mean", "ci_low", "ci_high"} <= set(summary):
+        sd = f" ± {summary['sd']:.4g}" if summary.get("sd") is not None else ""
+        n = f" (n = {summary['n']})" if summary.get("n") is not None else ""
+        return f"{summary['mean']:+.4g}{sd} [{summary['ci_low']:+.4g}, {summary['ci_high']:+.4g}]{n}"
+    return str(summary)

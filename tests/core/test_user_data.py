@@ -140,3 +140,25 @@ def test_to_markdown_lists_every_column():
     table = SCHEMA.to_markdown()
     assert table.splitlines()[0].startswith("column | type")
     assert all(f"`{c.name}`" in table for c in SCHEMA.columns)
+
+
+def test_images_beside_a_metadata_file_keep_their_columns(tmp_path):
+    from PIL import Image
+
+    for i in range(3):
+        Image.new("RGB", (4, 4), (i * 60, 0, 0)).save(tmp_path / f"{i}.png")
+    (tmp_path / "metadata.csv").write_text("file_name,caption\n0.png,a red square\n1.png,b\n2.png,c\n")
+    data = load_user_data(tmp_path, schema=DataSchema((Column("image", "image"), Column("caption", "str"))))
+    assert sorted(data["train"]["caption"]) == ["a red square", "b", "c"]
+
+
+def test_report_evaluation_prints_the_interval_and_writes_json(tmp_path, capsys):
+    from hf_ext.core.records import metric, report_evaluation
+    from hf_ext.core.reporting import paired_difference
+
+    d = paired_difference([0.5, 0.7, 0.6], [0.4, 0.5, 0.5])
+    out = report_evaluation([metric("accuracy", "accuracy", 0.61)], output=tmp_path / "e.json",
+                            comparison={"accuracy": d.to_dict()})  # fmt: skip
+    printed = capsys.readouterr().out
+    assert f"[{d.ci_low:+.4g}, {d.ci_high:+.4g}] (n = 3)" in printed and "0.61" in printed
+    assert json.loads((tmp_path / "e.json").read_text()) == json.loads(json.dumps(out))
