@@ -26,7 +26,11 @@ from hf_ext.core.user_data import Column, DataSchema, UserDataError
 
 INSTRUCTION_SCHEMA = DataSchema(
     (
-        Column("instruction", "str", "the prompt the client's model is given (posed as one user turn)"),
+        Column(
+            "instruction",
+            "str",
+            "the prompt the client's model is given (one user turn of its tokenizer's chat template, if it has one)",
+        ),
         Column(
             "response",
             "any",
