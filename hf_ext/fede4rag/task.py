@@ -137,12 +137,11 @@ class RunConfig(FlowerRunConfig):
         # with user data the number of clients is the data's (checked when a node picks its client), so building
         # the config (as the ServerApp does) never reads the data
         companies = self.companies if self.client_companies.strip() or not self.user_data else ()
-        n = 10**9 if self.user_data else len(COMPANIES)
-        if len(set(companies)) != len(companies) or not all(0 <= c < n for c in companies):
+        in_range = all(c >= 0 for c in companies) and (self.user_data or all(c < len(COMPANIES) for c in companies))
+        if len(set(companies)) != len(companies) or not in_range:
+            bound = "" if self.user_data else f" in [0, {len(COMPANIES) - 1}]"
             raise ValueError(
-                "RunConfig.client_companies must list distinct client indices"
-                + ("" if self.user_data else f" in [0, {n - 1}]")
-                + f", got {self.client_companies!r}"
+                f"RunConfig.client_companies must list distinct client indices{bound}, got {self.client_companies!r}"
             )
 
     @property

@@ -114,11 +114,17 @@ def read_federation(source: str | os.PathLike) -> list[FederationClient]:
 
 
 def load_client_split(source: str, *, seed: int, num_train: int, num_test: int):
-    """`(train, test)` `(instruction, response)` pairs of one client: its data read with [`INSTRUCTION_SCHEMA`],
-    the user's own `test` split or a seeded [`TEST_FRACTION`], at most `num_train` / `num_test` rows."""
+    """`(train, test)` `(instruction, response)` pairs of one client: its data read with [`INSTRUCTION_SCHEMA`]
+    (`prompt` / `answer` columns, the names `client_datasets` took before, are read as instruction / response), the
+    user's own `test` split or a seeded [`TEST_FRACTION`], at most `num_train` / `num_test` rows."""
     from hf_ext.core.user_data import load_user_data, split_data
 
-    data = split_data(load_user_data(source, schema=INSTRUCTION_SCHEMA), validation=0.0, test=TEST_FRACTION, seed=seed)
+    data = load_user_data(source)
+    columns = set(next(iter(data.values())).column_names)
+    if {"prompt", "answer"} <= columns and not columns & {"instruction", "response"}:  # the older column names
+        data = data.rename_columns({"prompt": "instruction", "answer": "response"})
+    INSTRUCTION_SCHEMA.check(data, source=str(source))
+    data = split_data(data, validation=0.0, test=TEST_FRACTION, seed=seed)
     out = []
     for split, cap in (("train", num_train), ("test", num_test)):
         table = data[split]

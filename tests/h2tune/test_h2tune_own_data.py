@@ -126,6 +126,18 @@ def test_bad_client_data_fails_in_one_line_naming_client_and_column(tmp_path, fe
     assert not (tmp_path / "out").exists()  # nothing was trained
 
 
+def test_a_client_file_with_the_older_prompt_answer_columns_is_read_and_split_with_the_seed(tmp_path):
+    from hf_ext.h2tune.federation import load_client_split
+
+    rows = [{"prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(20)]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train, test = load_client_split(str(tmp_path / "d.jsonl"), seed=1, num_train=100, num_test=100)
+    assert len(train) == 18 and len(test) == 2 and not set(train) & set(test)
+    assert sorted(train + test) == sorted((r["prompt"], r["answer"]) for r in rows)
+    assert load_client_split(str(tmp_path / "d.jsonl"), seed=1, num_train=5, num_test=100) == (train[:5], test)
+    assert load_client_split(str(tmp_path / "d.jsonl"), seed=2, num_train=100, num_test=100)[1] != test
+
+
 def test_docs_page_shows_the_schema():
     page = Path(__file__).resolve().parents[2] / "docs" / "methods" / "h2tune.md"
     assert INSTRUCTION_SCHEMA.to_markdown() in page.read_text()
