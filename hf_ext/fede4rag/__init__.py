@@ -38,6 +38,7 @@ SPEC = register_method(
         auto_classes={"AutoModel": "hf_ext.fede4rag.modeling_fede4rag:FedE4RAGRetriever"},
         reproduce="hf_ext.fede4rag.reproduce:main",
         train="hf_ext.fede4rag.train:main",
+        evaluate="hf_ext.fede4rag.evaluate:main",
         demo="hf_ext.fede4rag.demo:build_demo",
         contract="hf_ext.fede4rag.testing:contract_fixture",
         datasets=("financebench",),

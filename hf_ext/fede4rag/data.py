@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hf_ext.core import paths
+from hf_ext.core.user_data import Column, DataSchema
 
 DATA_ENV = paths.data_env_var("fede4rag")
 COMPANIES = ("PEPSICO", "PG", "BOEING", "ACTIVISIONBLIZZARD", "AES")  # by size, as in select_data.json
@@ -166,8 +167,127 @@ def train_holdout_split(pairs: list[Pair], holdout: float = 0.1, seed: int = 0) 
     return [pairs[i] for i in order[n_hold:]], [pairs[i] for i in order[:n_hold]]
 
 
+# ---- the user's own pairs -------------------------------------------------------------------------------------------
+
+PAIRS_SCHEMA = DataSchema(
+    (
+        Column("query", "str", "a question a user of the client's RAG system asks"),
+        Column("passage", "str", "the passage of the client's own documents that answers it (the positive)"),
+        Column(
+            "client",
+            "any",
+            "who holds the pair (a company, a site, a department): any value; each distinct value is one federated "
+            "client",
+        ),
+    ),
+    description="one row per (query, relevant passage) pair, held by the client named in the row",
+)
+"""The user's data for `hf-ext train fede4rag --data`: (query, passage, client) rows (FedE4RAG's question–reference
+pairs, one client per data holder as the official `IDPartitioner` does with companies)."""
+
+
+@dataclass(frozen=True)
+class UserPairs:
+    """The user's pairs after the seeded split: the clients (distinct `client` values, sorted by name), the
+    training and test pairs (a [`Pair`]'s `company` is its client, `question` the query, `reference` and `page`
+    the passage, `index` the row), and the retrieval corpus (every distinct passage of every split, in order of
+    first appearance)."""
+
+    clients: tuple[str, ...]
+    train: tuple[Pair, ...]
+    test: tuple[Pair, ...]
+    passages: tuple[str, ...]
+
+    def client_train(self, client: int) -> list[Pair]:
+        return [p for p in self.train if p.company == self.clients[client]]
+
+    def client_test(self, client: int) -> list[Pair]:
+        return [p for p in self.test if p.company == self.clients[client]]
+
+
+def _client_name(value) -> str:
+    return str(value).strip()
+
+
+def load_user_pairs(source: str, *, test: float = 0.1, seed: int = 0) -> UserPairs:
+    """The user's (query, passage, client) rows ([`PAIRS_SCHEMA`]) read with
+    [`~hf_ext.core.user_data.load_user_data`] and split with [`~hf_ext.core.user_data.split_data`] (the user's own
+    `test` split where the source has one, else a seeded `test` share of the rows; no validation split).
+
+    Client names are free-form: each distinct `client` value (as text, stripped) is one client. A test query whose
+    exact text is also a training query of the same client is dropped from the test split (it was trained on).
+
+    Raises:
+        [`~hf_ext.core.user_data.UserDataError`]: a missing or ill-typed column, an empty query / passage / client,
+            or fewer than two training pairs for some client (in-batch negatives need two).
+    """
+    from hf_ext.core.user_data import UserDataError, load_user_data, split_data
+
+    data = split_data(load_user_data(source, schema=PAIRS_SCHEMA), validation=0.0, test=test, seed=seed)
+    if "test" not in data:
+        raise UserDataError(f"{source}: no test split (give the data a test split or a test share above 0)")
+    out: dict[str, list[Pair]] = {}
+    for split in ("train", "test"):
+        rows = []
+        table = data[split]
+        for i, (q, p, c) in enumerate(zip(table["query"], table["passage"], table["client"])):
+            name = _client_name(c) if c is not None else ""
+            for column, value in (("query", q), ("passage", p), ("client", name)):
+                if value is None or not str(value).strip():
+                    raise UserDataError(f"{source}: split {split!r} row {i} has an empty {column!r}")
+            rows.append(Pair(name, str(q), str(p), str(p), i))
+        out[split] = rows
+    clients = tuple(sorted({p.company for p in out["train"]}))
+    unseen = sorted({p.company for p in out["test"]} - set(clients))
+    if unseen:
+        raise UserDataError(f"{source}: test rows of client(s) {unseen} have no training rows")
+    for name in clients:
+        n = sum(p.company == name for p in out["train"])
+        if n < 2:
+            raise UserDataError(
+                f"{source}: client {name!r} has {n} training pair(s); each client needs at least 2 (in-batch negatives)"
+            )
+    trained = {(p.company, p.question) for p in out["train"]}
+    test_pairs = [p for p in out["test"] if (p.company, p.question) not in trained]
+    if not test_pairs:
+        raise UserDataError(f"{source}: no test pair is left to evaluate on (add rows or a test split)")
+    passages = dict.fromkeys(p.reference for p in out["train"] + out["test"])
+    return UserPairs(clients, tuple(out["train"]), tuple(test_pairs), tuple(passages))
+
+
+def write_example_data(path: str | os.PathLike, *, clients: tuple[str, ...] = ("ACME", "GLOBEX"), per_client=12):
+    """Writes a small CSV in [`PAIRS_SCHEMA`] (query, passage, client): `per_client` made-up report passages per
+    client, each with one question. For the docs example and the tests; real data has one row per (query, passage)."""
+    import csv
+
+    metrics = ("revenue", "net income", "headcount", "capital expenditure", "R&D spending", "dividend", "debt")
+    rows = []
+    for c, name in enumerate(clients):
+        for i in range(per_client):
+            year, what = 2010 + i, metrics[(i + c) % len(metrics)]
+            value = 100 + 37 * i + 11 * c
+            rows.append(
+                {
+                    "query": f"What was {name.title()}'s {what} in {year}?",
+                    "passage": f"In fiscal {year}, {name.title()} reported {what} of {value} million dollars.",
+                    "client": name,
+                }
+            )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["query", "passage", "client"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
 __all__ = [
     "COMPANIES",
+    "PAIRS_SCHEMA",
+    "UserPairs",
+    "load_user_pairs",
+    "write_example_data",
     "Corpus",
     "Pair",
     "TestQuestion",

@@ -192,4 +192,68 @@ class EvaluationSuite:
         return {"financebench": self.financebench.corpus_stats(), "in_domain": self.in_domain.stats()}
 
 
-__all__ = ["EvaluationSuite", "HEADLINE", "InDomainEvaluator", "RetrievalEvaluator"]
+# ---- the user's own pairs ------------------------------------------------------------------------------------------
+
+USER_METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "own.mrr", "own.recall@1")
+"""What `hf-ext train fede4rag --data` records and `hf-ext evaluate fede4rag` reports: retrieval of each test query's
+passage(s) among every client's passages (`recall@k`, `mrr`, `ndcg@10`; the reproduction's `union` corpus) and among
+its own client's passages only (`own.*`; the reproduction's `own`)."""
+
+
+def user_test_queries(up) -> list[tuple[str, str, tuple[int, ...]]]:
+    """The test queries of [`~hf_ext.fede4rag.data.UserPairs`] as `(client, query, golden passage rows)`: rows of
+    one client with the same query text are one query with several relevant passages."""
+    row = {text: i for i, text in enumerate(up.passages)}
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for p in up.test:
+        grouped.setdefault((p.company, p.question), []).append(row[p.reference])
+    return [(c, q, tuple(dict.fromkeys(g))) for (c, q), g in grouped.items()]
+
+
+def score_user_pairs(model, tokenizer, up, *, max_query_length: int = 64, max_passage_length: int = 128) -> dict:
+    """Per test query, every metric of [`USER_METRICS`] (lists aligned with [`user_test_queries`]), for paired
+    comparisons; [`~hf_ext.fede4rag.metrics.retrieval_metrics`] on one query at a time, so the means are its means.
+
+    Args:
+        model: a retriever (a [`~hf_ext.fede4rag.FedE4RAGRetriever`], with or without a PEFT adapter).
+        tokenizer: its tokenizer.
+        up ([`~hf_ext.fede4rag.data.UserPairs`]): the user's split pairs.
+    """
+    queries = user_test_queries(up)
+    ids = [str(i) for i in range(len(up.passages))]
+    passages = encode_texts(model, tokenizer, list(up.passages), max_length=max_passage_length)
+    vectors = encode_texts(model, tokenizer, [q for _, q, _ in queries], max_length=max_query_length)
+    union = RetrievalIndex(ids, passages)
+    retrieved, _ = union.search(vectors, k=10)
+    own_rows: dict[str, list[int]] = {}
+    row = {text: i for i, text in enumerate(up.passages)}
+    for p in (*up.train, *up.test):
+        own_rows.setdefault(p.company, [])
+        if row[p.reference] not in own_rows[p.company]:
+            own_rows[p.company].append(row[p.reference])
+    own_index = {c: RetrievalIndex([ids[i] for i in rows], passages[rows]) for c, rows in own_rows.items()}
+    out: dict[str, list[float]] = {name: [] for name in USER_METRICS}
+    for j, (client, _, gold) in enumerate(queries):
+        golden = [[ids[i] for i in gold]]
+        m = retrieval_metrics([retrieved[j]], golden)
+        own_got, _ = own_index[client].search(vectors[j : j + 1], k=10)
+        own = retrieval_metrics(own_got, golden)
+        for name in USER_METRICS:
+            out[name].append(float(own[name[4:]] if name.startswith("own.") else m[name]))
+    return out
+
+
+def mean_scores(per_query: dict[str, list[float]]) -> dict[str, float]:
+    return {name: float(np.mean(values)) for name, values in per_query.items()}
+
+
+__all__ = [
+    "EvaluationSuite",
+    "HEADLINE",
+    "InDomainEvaluator",
+    "RetrievalEvaluator",
+    "USER_METRICS",
+    "mean_scores",
+    "score_user_pairs",
+    "user_test_queries",
+]

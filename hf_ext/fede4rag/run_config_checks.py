@@ -29,7 +29,7 @@ def check_run_config(run: Any) -> None:
     for name in ("one_client", "encrypt"):
         if not isinstance(getattr(run, name), bool):
             raise ValueError(f"RunConfig.{name} must be a bool, got {getattr(run, name)!r}")
-    for name in ("client_companies", "cache_dir", "encoder_path", "data_path"):
+    for name in ("client_companies", "cache_dir", "encoder_path", "data_path", "user_data"):
         if not isinstance(getattr(run, name), str):
             raise ValueError(f"RunConfig.{name} must be a string, got {getattr(run, name)!r}")
     _int("batch_size", run.batch_size, 2)
@@ -42,6 +42,7 @@ def check_run_config(run: Any) -> None:
     _number("temperature", run.temperature, 0.0, 10.0, open_low=True)
     _number("holdout", run.holdout, 0.0, 0.9)
     _number("train_fraction", run.train_fraction, 0.0, 1.0, open_low=True)
+    _number("test_fraction", run.test_fraction, 0.0, 0.9)
     if (
         not isinstance(run.lora_layers, tuple | list)
         or not run.lora_layers

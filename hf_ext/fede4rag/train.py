@@ -39,7 +39,10 @@ class FedE4RAGTrainArguments:
             [`~hf_ext.fede4rag.task.RunConfig`] (checked there, naming the field).
         client_companies (`str`): company indices of the nodes, e.g. `0,1,2,4` (empty = all five).
         lora_layers (`str`): encoder layers with a LoRA adapter, comma-separated (default: the top one).
-        encoder_path (`str`): pretrained BERT folder (default: all-MiniLM-L6-v2).
+        encoder_path (`str`): pretrained BERT folder (default: all-MiniLM-L6-v2); also `--base_model`.
+        data (`str`): the user's (query, passage, client) rows ([`~hf_ext.fede4rag.data.PAIRS_SCHEMA`]); each
+            distinct `client` value is one federated client, and `client_companies` indexes the sorted names.
+        test_fraction (`float`): with `data`, the seeded test share (recorded; `hf-ext evaluate` uses the same rows).
         no_eval (`bool`): skip the retrieval evaluation.
     """
 
@@ -69,7 +72,23 @@ class FedE4RAGTrainArguments:
         metadata={"help": "encoder layers with a LoRA adapter, e.g. 4,5 (default: the top one)"},
     )
     lora_rank: int = field(default=_RUN.lora_rank, metadata={"help": "LoRA rank"})
-    encoder_path: str = field(default="", metadata={"help": "pretrained BERT folder (default: all-MiniLM-L6-v2)"})
+    encoder_path: str = field(
+        default="",
+        metadata={
+            "aliases": ["--base_model", "--base-model"],
+            "help": "the encoder to start from: a BERT / sentence-transformers folder (default: all-MiniLM-L6-v2)",
+        },
+    )
+    data: str = field(
+        default="",
+        metadata={
+            "help": "your (query, passage, client) rows: a CSV / JSON / JSONL / Parquet file, a folder with "
+            "train/test files, or a Hub dataset id (default: the shipped FinanceBench-derived pairs)"
+        },
+    )
+    test_fraction: float = field(
+        default=0.1, metadata={"help": "with --data: seeded test share of the rows (unless the data has a test split)"}
+    )
     no_eval: bool = field(default=False, metadata={"help": "skip the retrieval evaluation"})
 
     def __post_init__(self):
@@ -94,6 +113,8 @@ class FedE4RAGTrainArguments:
             kd_lambda=self.kd_lambda,
             client_companies=self.client_companies,
             encoder_path=self.encoder_path,
+            user_data=self.data,
+            test_fraction=self.test_fraction,
             lora_layers=self.layer_indices,
             lora_rank=self.lora_rank,
             cache_dir=cache_dir,
@@ -110,10 +131,28 @@ def parse_args(argv: list[str] | None = None) -> FedE4RAGTrainArguments:
     return args
 
 
+DEFAULT_BASE = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def hub_base(encoder_path: str) -> str | None:
+    """The record's `base_model`: MiniLM's Hub id by default, a Hub id as given, `None` for a local folder (its
+    path is in the record's config)."""
+    from hf_ext.core.user_data import _is_hub_id
+
+    if not encoder_path:
+        return DEFAULT_BASE
+    return encoder_path if _is_hub_id(encoder_path) else None
+
+
 def main(argv: list[str] | None = None) -> dict:
     ns = parse_args(argv)
     out = Path(ns.output_dir) if ns.output_dir else work_dir("fede4rag", "train")
     run = ns.run_config(cache_dir=str(out.parent / f".{out.name}-cache"))
+    if ns.data:
+        from .task import user_pairs
+
+        up = user_pairs(run)  # reads and checks the data before any work (UserDataError names the column)
+        print(f"{ns.data}: clients {list(up.clients)}, {len(up.train)} training pairs, {len(up.test)} test pairs")
     from .encoder import adapter_arrays, save_retriever
     from .federation import final_model
     from .task import FedE4RAGClient, build_model, with_setting
@@ -138,6 +177,8 @@ def main(argv: list[str] | None = None) -> dict:
         adapter = adapter_arrays(model)
         summary["steps"] = client.steps_done
     model, tokenizer = final_model(replace(run, encrypt=False), adapter)
+    if ns.data:
+        return _save_user_run(ns, argv, run, model, tokenizer, out, summary)
     if not ns.no_eval:
         from .evaluation import EvaluationSuite
         from .reproduce import flat_metrics
@@ -176,6 +217,54 @@ def main(argv: list[str] | None = None) -> dict:
             f"{ns.setting}: own hit@1 {m['own.hit@1']:.3f}, own MRR {m['own.mrr']:.3f}, union MRR "
             f"{m['union.mrr']:.3f}, FinanceBench MRR {m['fb.mrr']:.3f}"
         )
+    print(f"saved the retriever to {out}")
+    return summary
+
+
+def _save_user_run(ns, argv, run, model, tokenizer, out: Path, summary: dict) -> dict:
+    """Saves the retriever trained on the user's pairs and scores the saved artifact (as `hf-ext evaluate` will)
+    on their test split; the record keeps the data's fingerprint, the split and the metrics."""
+    from hf_ext.core.records import metric, save_training_record
+    from hf_ext.core.user_data import dataset_entry, load_user_data
+
+    from . import SPEC
+    from .data import PAIRS_SCHEMA
+    from .encoder import save_retriever
+    from .evaluation import mean_scores, score_user_pairs
+    from .modeling_fede4rag import FedE4RAGRetriever
+    from .task import user_pairs
+
+    up = user_pairs(run)
+    save_retriever(model, tokenizer, out, spec=SPEC)
+    entry = dataset_entry(ns.data, load_user_data(ns.data, schema=PAIRS_SCHEMA))
+    summary["clients"] = list(up.clients)
+    summary["split"] = {"seed": run.seed, "test_fraction": run.test_fraction, "train": len(up.train)}
+    summary["split"]["test"] = len(up.test)
+    if not ns.no_eval:
+        saved = FedE4RAGRetriever.from_pretrained(out).eval()
+        summary["metrics"] = mean_scores(
+            score_user_pairs(
+                saved, tokenizer, up, max_query_length=run.max_query_length, max_passage_length=run.max_passage_length
+            )
+        )
+    m = summary.get("metrics", {})
+    save_training_record(
+        out,
+        method="fede4rag",
+        command="hf-ext train fede4rag " + " ".join(argv or []),
+        base_model=hub_base(run.encoder_path),
+        datasets=[entry],
+        metrics=[
+            metric(k, k.split(".")[-1].split("@")[0], v, dataset=entry["name"], higher_is_better=True)
+            for k, v in m.items()
+        ],
+        config={**summary["run"], "setting": ns.setting, "clients": list(up.clients), "split": summary["split"]},
+        skip_nonfinite=True,
+        notes=f"{ns.setting} after {run.rounds} rounds on {len(up.clients)} clients, seed {run.seed}",
+    )
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=str))
+    if m:
+        print(f"{ns.setting} on {ns.data} (test split): " + ", ".join(f"{k} {v:.3f}" for k, v in m.items()))
     print(f"saved the retriever to {out}")
     return summary
 

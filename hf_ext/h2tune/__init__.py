@@ -37,6 +37,7 @@ SPEC = register_method(
         config_class="hf_ext.h2tune.config:H2TuneConfig",
         reproduce="hf_ext.h2tune.reproduce:main",
         train="hf_ext.h2tune.train:main",
+        evaluate="hf_ext.h2tune.evaluate:main",
         demo="hf_ext.h2tune.demo:build_demo",
         contract="hf_ext.h2tune.testing:contract_fixture",
         datasets=("synthetic-modular-arithmetic",),

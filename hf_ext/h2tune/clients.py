@@ -5,8 +5,10 @@ local folder), their LoRA ranks, and their data (the synthetic tasks split with 
 Run-config keys (comma-separated, one entry per client / partition; empty = the built-in client of that index):
 `client-models` (HF model id, local folder, `smollm2` for `hf_ext.core.pretrained.load_smollm2`, or `smollm2-L<N>`
 for a SmolLM2 with N of its 30 blocks, healed by distillation: `derive.py`), `client-ranks`,
-`client-tasks` (`fill_in`, `choice`, `program`, `modulo`), `client-datasets` (see
-[`~hf_ext.h2tune.data.load_pairs`]; columns `prompt` and `answer`, splits `train` and `test`).
+`client-tasks` (`fill_in`, `choice`, `program`, `modulo`), `client-datasets` (a file / folder / Hub id of
+`instruction` / `response` rows, [`~hf_ext.h2tune.federation.INSTRUCTION_SCHEMA`], split with the run's seed; or a
+`save_to_disk` folder with `prompt` / `answer` columns and `train` / `test` splits,
+[`~hf_ext.h2tune.data.load_pairs`]).
 """
 
 from __future__ import annotations
@@ -132,8 +134,11 @@ def client_pairs(specs, index: int, run) -> tuple[list, list]:
     """`(train, test)` of client `index`: a user's dataset, or the synthetic task with disjoint test inputs
     ([`~hf_ext.h2tune.data.client_split`])."""
     from .data import client_split, load_pairs
+    from .federation import is_user_data, load_client_split
 
     spec = specs[index]
+    if spec.dataset and is_user_data(spec.dataset):  # instruction / response rows, seeded test split
+        return load_client_split(spec.dataset, seed=run.seed, num_train=run.num_train, num_test=run.num_test)
     if spec.dataset:
         return load_pairs(spec.dataset, "train")[: run.num_train], load_pairs(spec.dataset, "test")[: run.num_test]
     return client_split(spec.task, index, len(specs), run.num_train, run.num_test, seed=run.seed)

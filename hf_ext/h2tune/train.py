@@ -12,6 +12,8 @@ simulation engine.
 hf-ext train h2tune --variant h2tune --num_server_rounds 3 --artifact_dir runs/h2tune_train/artifact
 # your own clients: HF model ids / local folders (or `smollm2`) and `datasets` folders with prompt/answer columns
 hf-ext train h2tune --client_models "smollm2,,"  --client_ranks "8,4,16" --max_len 48 --local_steps 2
+# your own federation file (each client's base model and instruction data; see hf_ext/h2tune/federation.py)
+hf-ext train h2tune --federation fed.yaml --output_dir runs/h2tune_own --with_local_only
 ```
 """
 
@@ -81,6 +83,20 @@ class H2TuneTrainArguments:
     artifact_dir: str | None = field(
         default=None, metadata={"help": "save that client's base + H2Tune adapter here (pushable by hf-ext push)"}
     )
+    federation: str = field(
+        default="",
+        metadata={
+            "help": "your federation: a JSON / YAML file naming each client's base_model (Hub id or folder), data "
+            "(instruction / response rows) and optional rank; trains them all and saves every client to --output_dir"
+        },
+    )
+    output_dir: str = field(default="", metadata={"help": "with --federation: the folder of the trained federation"})
+    with_local_only: bool = field(
+        default=False,
+        metadata={
+            "help": "with --federation: also train local-only LoRA adapters (the baseline) into OUTPUT/local-only"
+        },
+    )
     device: str = field(
         default_factory=lambda: os.environ.get(DEVICE_ENV, "auto"),
         metadata={"help": "training device: auto (CUDA when present), cpu or cuda", "choices": DEVICES},
@@ -112,6 +128,10 @@ def main(argv: list[str] | None = None) -> dict:
     from hf_ext.core.devices import set_device
 
     set_device(ns.device)
+    if ns.federation:
+        from .train_federation import train_federation
+
+        return train_federation(ns, list(argv or []))
     run = RunConfig.from_run_config(ns.run_config()).for_variant(ns.variant)
     if not 0 <= ns.client < len(run.clients):
         raise SystemExit(f"hf-ext train h2tune: --client {ns.client} is not one of the {len(run.clients)} clients")
