@@ -134,6 +134,7 @@ PUSH_ALLOWED = (
     "dataset_dict.json",
     "state.json",
     "training_record.json",
+    "metrics.json",  # a train command's summary (FedE4RAG, Proto-EVFL): numbers the record also holds
     CHECKSUMS_FILE,
     "client.json",
 )

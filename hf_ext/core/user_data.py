@@ -215,7 +215,8 @@ def _type_ok(table, column: Column) -> bool:
     return False
 
 
-def _is_hub_id(source: str) -> bool:
+def is_hub_id(source: str) -> bool:
+    """`owner/name` (optionally `:config`) that is not a local path: what [`load_user_data`] reads from the Hub."""
     head = source.split(":", 1)[0]
     parts = head.split("/")
     return len(parts) == 2 and all(p and not p.startswith(".") for p in parts) and not Path(head).exists()
@@ -251,7 +252,7 @@ def load_user_data(source: str | os.PathLike, *, schema: DataSchema | None = Non
             data = load_dataset(builder, data_files={"train": str(path)}, **kwargs)
         elif path.is_dir():
             data = _load_folder(path, load_dataset)
-        elif _is_hub_id(text):
+        elif is_hub_id(text):
             name, _, config = text.partition(":")
             data = load_dataset(name, config or None)
         else:
@@ -365,7 +366,7 @@ def dataset_entry(source: str | os.PathLike, data=None, *, name: str | None = No
     """What a training record keeps about the user's data: name, Hub id (when it is one), local path, rows per split
     and a fingerprint."""
     text = os.fspath(source)
-    is_hub = _is_hub_id(text)
+    is_hub = is_hub_id(text)
     entry: dict[str, Any] = {
         "name": name or (text.split(":", 1)[0] if is_hub else Path(text).name),
         "hub_id": text.split(":", 1)[0] if is_hub else None,

@@ -137,11 +137,11 @@ DEFAULT_BASE = "sentence-transformers/all-MiniLM-L6-v2"
 def hub_base(encoder_path: str) -> str | None:
     """The record's `base_model`: MiniLM's Hub id by default, a Hub id as given, `None` for a local folder (its
     path is in the record's config)."""
-    from hf_ext.core.user_data import _is_hub_id
+    from hf_ext.core.user_data import is_hub_id
 
     if not encoder_path:
         return DEFAULT_BASE
-    return encoder_path if _is_hub_id(encoder_path) else None
+    return encoder_path if is_hub_id(encoder_path) else None
 
 
 def main(argv: list[str] | None = None) -> dict:

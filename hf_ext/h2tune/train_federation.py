@@ -40,7 +40,7 @@ def _save_clients(result_clients, folders: list[Path]) -> None:
 def train_federation(ns, argv: list[str]) -> dict:
     """Runs `ns.variant` on the federation of `ns.federation` (see the module docstring)."""
     from hf_ext.core.records import save_training_record
-    from hf_ext.core.user_data import _is_hub_id, dataset_entry, load_user_data
+    from hf_ext.core.user_data import dataset_entry, is_hub_id, load_user_data
 
     from .federation import (
         INSTRUCTION_SCHEMA,
@@ -85,7 +85,7 @@ def train_federation(ns, argv: list[str]) -> dict:
                               f"{Path(c.data).name if Path(c.data).exists() else c.data}")  # fmt: skip
         datasets.append(entry)
     metrics = metric_rows(scores, {c.name: d["name"] for c, d in zip(clients, datasets)})
-    hub_bases = [c.base_model for c in clients if _is_hub_id(c.base_model)]
+    hub_bases = [c.base_model for c in clients if is_hub_id(c.base_model)]
     save_training_record(
         out,
         method="h2tune",
