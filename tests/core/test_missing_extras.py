@@ -27,6 +27,8 @@ def test_extra_distributions_follow_self_references():
         (["demo", "orca"], "gradio", "hf_ext[orca,spaces]"),
         (["push", "gpmfs", "--repo_id", "me/g", "--dry_run", "--out", "o"], "river", "hf_ext[gpmfs]"),
         (["train", "h2tune", "--output_dir", "o"], "peft", "hf_ext[h2tune]"),
+        (["evaluate", "fede4rag", "--model", "m", "--data", "d.csv"], "tenseal", "hf_ext[fede4rag]"),
+        (["evaluate", "gpmfs", "--model", "m", "--data", "d.csv"], "river", "hf_ext[gpmfs]"),
     ],
 )
 def test_entry_points_stop_with_the_pip_line(argv, blocked, pip_line, monkeypatch, capsys, tmp_path):
