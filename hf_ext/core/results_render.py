@@ -327,29 +327,31 @@ def verdict_summary(results: Mapping) -> str:
     return f"{len(verdicts)} claims: {words}"
 
 
-def _differences_rows(results: Mapping) -> list[list[str]]:
-    rows = []
+def _verdict_rows(results: Mapping) -> tuple[list[list[str]], list[str]]:
+    """One row per verdict: claim, verdict word, the paired difference (mean, SD, interval, pairs, per pair); and
+    the reasons of the verdicts that have no interval to show (a failed premise, fewer than two pairs)."""
+    rows, reasons = [], []
     for v in results["verdicts"]:
         d = v.get("difference")
+        word = f"**{v['verdict']}**"
         if not d:
+            rows.append([v["claim"], word, "—", "—", "—", "—", "—"])
+            reasons.append(f"{v['claim']}: {v['reason']}")
             continue
-        rule = _rule_for(results, v["claim"]) or {}
-        level = f"{d['confidence']:.0%}"
-        interval = f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}]" if d["ci_low"] is not None else "no interval"
-        per_pair = " ".join(_num(x) for x in d["per_pair"][:12]) + (" …" if len(d["per_pair"]) > 12 else "")
-        kind = "items, paired bootstrap" if d.get("method") == "bootstrap" else "seeds, Student t"
-        rows.append(
-            [
-                v["claim"],
-                rule.get("metric", ""),
-                _num(d["mean"]),
-                _num(d["sd"], sign=False),
-                f"{interval} ({level})",
-                f"{d['n']} ({kind})",
-                per_pair if d.get("method") != "bootstrap" else f"{d['n']} items",
-            ]
+        interval = (
+            f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}] ({d['confidence']:.0%})"
+            if d["ci_low"] is not None
+            else "no interval"
         )
-    return rows
+        if d.get("method") == "bootstrap":
+            pairs, per_pair = f"{d['n']} items (bootstrap)", "—"
+        else:
+            pairs = f"{d['n']} (t)"
+            per_pair = " ".join(_num(x) for x in d["per_pair"][:12]) + (" …" if len(d["per_pair"]) > 12 else "")
+        rows.append([v["claim"], word, _num(d["mean"]), _num(d["sd"], sign=False), interval, pairs, per_pair])
+        if v["verdict"] == "premise absent" or d["ci_low"] is None:
+            reasons.append(f"{v['claim']}: {v['reason']}")
+    return rows, reasons
 
 
 def render_section(results: Mapping, *, source: str, figure_dir: str | None = None, figures: Sequence[str] = ()) -> str:
@@ -362,15 +364,13 @@ def render_section(results: Mapping, *, source: str, figure_dir: str | None = No
     if results["verdicts"]:
         lines += ["**Rules** (printed before the run, then applied mechanically):", ""]
         lines += [f"- {r['text'].removeprefix('[rule] ')}" for r in results["rules"]] + [""]
-        lines += ["**Verdicts:**", ""]
-        rows = [[v["claim"], f"**{v['verdict']}**", v["reason"]] for v in results["verdicts"]]
-        lines += _md_table(["claim", "verdict", "measured"], rows) + [""]
+        rows, reasons = _verdict_rows(results)
+        lines += ["**Verdicts and paired differences** (method − reference as measured: mean, sample SD, "
+                  "confidence interval, pairs, per-pair values):", ""]  # fmt: skip
+        lines += _md_table(["claim", "verdict", "mean", "SD", "interval", "pairs", "per pair"], rows) + [""]
+        lines += [f"- {r}" for r in reasons] + ([""] if reasons else [])
     else:
         lines += [f"**Result:** {results['headline']}", ""]
-    diffs = _differences_rows(results)
-    if diffs:
-        lines += ["**Paired differences** (method − reference, as measured; mean, sample SD, interval):", ""]
-        lines += _md_table(["claim", "metric", "mean", "SD", "interval", "pairs", "per pair"], diffs) + [""]
     for t in results["report"]:
         lines += [f"**{t['title']}**", ""]
         lines += _md_table(t["columns"], t["rows"]) + [""]
@@ -445,7 +445,7 @@ def draw_figures(results: Mapping, folder: str | os.PathLike) -> list[str]:
     names: list[str] = []
     decided = [v for v in results["verdicts"] if v.get("difference")]
     if decided:
-        fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.75 * len(decided)))
+        fig, ax = plt.subplots(figsize=(8, 1.4 + (0.75 if len(decided) < 6 else 0.4) * len(decided)))
         for k, v in enumerate(decided):
             d, rule = v["difference"], _rule_for(results, v["claim"]) or {}
             sign = 1.0 if rule.get("higher_is_better", True) else -1.0
@@ -462,8 +462,8 @@ def draw_figures(results: Mapping, folder: str | os.PathLike) -> list[str]:
                         textcoords="offset points", fontsize=8)  # fmt: skip
         ax.axvline(0.0, color="black", linewidth=0.8)
         ax.set_yticks(range(len(decided)))
-        ax.set_yticklabels([_short(v["claim"]) for v in reversed(decided)], fontsize=8)
-        ax.set_xlabel("method − reference (+ favours the method): dots per seed, bar = interval, ◆ = mean")
+        ax.set_yticklabels([_short(v["claim"], 56) for v in reversed(decided)], fontsize=7)
+        ax.set_xlabel("method − reference (+ favours the method)\ndots: per seed · bar: confidence interval · ◆: mean")
         ax.set_title(f"{results['method']} ({results['scale']}): paired differences", fontsize=10)
         fig.tight_layout()
         _save(fig, folder / DIFFERENCES_FIGURE)

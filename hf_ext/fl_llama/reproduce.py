@@ -345,6 +345,7 @@ def report_fields(r: dict, verdict) -> dict:
                 f"Tiny random Llama, noise × depth (majority baseline {r['majority_baseline']:.3f})",
                 ["a", "s / mean|h_A|", "σ", "train loss", "val loss", "val acc", "val AUC", "attack R-1"],
                 [[row["a"], *(f"{row[k]:.4g}" for k in keys)] for row in r["sweep"]],
+                plot={"x": "s / mean|h_A|", "y": ["val loss", "attack R-1"], "kind": "line", "ylabel": "value"},
             )
         )
     tables.append(
@@ -361,7 +362,8 @@ def report_fields(r: dict, verdict) -> dict:
                     f"{m['final_loss']:.3f}",
                 ]
                 for m in r["modes"]
-            ],  # fmt: skip
+            ],
+            plot={"x": "mode", "y": ["wall s"], "kind": "bar", "ylabel": "wall time (s)"},
         )
     )
     out = {"report": tables}
