@@ -159,7 +159,10 @@ def test_readme_table_keeps_the_first_columns():
 def test_many_verdicts_are_counted_in_the_readme():
     results = _example()
     results["verdicts"] = results["verdicts"] * 2 + [dict(results["verdicts"][0], verdict="inconclusive")] * 3
-    assert rr.verdict_summary(rr.validate_results(results)) == "5 claims: 2 **confirmed**, 3 **inconclusive**"
+    claim = results["verdicts"][0]["claim"]
+    assert rr.verdict_summary(rr.validate_results(results)) == (
+        f"5 claims: 2 **confirmed**, 3 **inconclusive** — confirmed: {claim}; {claim}"
+    )
 
 
 def test_figures_are_drawn_beside_results(tmp_path):
@@ -192,6 +195,11 @@ def test_rules_and_verdicts_keyed_by_name_are_read_in_order():
     results["verdicts"] = {"a": results["verdicts"][0]}
     out = rr.validate_results(results)
     assert isinstance(out["rules"], list) and out["verdicts"][0]["verdict"] == "confirmed"
+    # the same claim decided on two settings: the key's setting tells the rows apart
+    v = results["verdicts"]["a"]
+    results["verdicts"] = {"a (small LM)": v, "a (large LM)": v}
+    claims = [x["claim"] for x in rr.validate_results(results)["verdicts"]]
+    assert claims == [f"{v['claim']} (small LM)", f"{v['claim']} (large LM)"]
 
 
 def test_headline_stands_in_for_verdicts():

@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .reporting import VERDICTS
+from .reporting import CONFIRMED, PREMISE_ABSENT, REFUTED, VERDICTS
 
 SCHEMA_VERSIONS = (1, 2)
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -125,7 +125,11 @@ def validate_results(results: Any) -> dict[str, Any]:
     results = dict(results)
     for key in ("rules", "verdicts"):  # some writers key them by name: the renderer reads the values in order
         if isinstance(results.get(key), Mapping):
-            results[key] = list(results[key].values())
+            items = results[key]
+            claims = [v.get("claim") if isinstance(v, Mapping) else None for v in items.values()]
+            if key == "verdicts" and len(set(claims)) < len(claims):  # one claim decided on several settings
+                items = {k: {**v, "claim": _with_setting(v["claim"], k)} for k, v in items.items()}
+            results[key] = list(items.values())
     for i, rule in enumerate(_need(results, "rules", list, "results")):
         where = f"results.rules[{i}]"
         if not isinstance(rule, Mapping):
@@ -177,6 +181,12 @@ def validate_results(results: Any) -> dict[str, Any]:
     if not isinstance(figures, list) or not all(isinstance(f, str) for f in figures):
         raise ResultsSchemaError("results.figures must be a list of file names")
     return results
+
+
+def _with_setting(claim: str, key: str) -> str:
+    """`"<claim> (small LM)"` from the key `"tinyalign_vs_baseline (small LM)"`: the setting the key names."""
+    setting = key[key.index("(") :] if "(" in key and key.endswith(")") else f"[{key}]"
+    return f"{claim} {setting}"
 
 
 def _check_plot(plot: Any, columns: list[str], where: str) -> None:
@@ -324,7 +334,12 @@ def verdict_summary(results: Mapping) -> str:
         return "; ".join(f"**{v['verdict']}**: {v['claim']}" for v in verdicts)
     counts = {w: sum(v["verdict"] == w for v in verdicts) for w in VERDICTS}
     words = ", ".join(f"{n} **{w}**" for w, n in counts.items() if n)
-    return f"{len(verdicts)} claims: {words}"
+    named = [  # the decided ones by name, when few enough to read in a table cell
+        f"{w}: " + "; ".join(v["claim"] for v in verdicts if v["verdict"] == w)
+        for w in (CONFIRMED, REFUTED, PREMISE_ABSENT)
+        if 0 < counts[w] <= 3
+    ]
+    return f"{len(verdicts)} claims: {words}" + (" — " + " — ".join(named) if named else "")
 
 
 def _verdict_rows(results: Mapping) -> tuple[list[list[str]], list[str]]:
@@ -502,7 +517,11 @@ def draw_figures(results: Mapping, folder: str | os.PathLike) -> list[str]:
 
 
 def _short(text: str, width: int = 48) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """Cut in the middle, so a claim keeps its setting at either end (`"yeast 10%: …"`, `"… (small LM)"`)."""
+    if len(text) <= width:
+        return text
+    tail = min(16, width // 3)
+    return text[: width - tail - 1] + "…" + text[-tail:]
 
 
 def _slug(text: str) -> str:
