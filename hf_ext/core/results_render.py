@@ -344,7 +344,7 @@ def verdict_summary(results: Mapping) -> str:
 
 def _verdict_rows(results: Mapping) -> tuple[list[list[str]], list[str]]:
     """One row per verdict: claim, verdict word, the paired difference (mean, SD, interval, pairs, per pair); and
-    the reasons of the verdicts that have no interval to show (a failed premise, fewer than two pairs)."""
+    the reasons the table cannot show (a failed premise, a verdict without a difference)."""
     rows, reasons = [], []
     for v in results["verdicts"]:
         d = v.get("difference")
@@ -364,7 +364,7 @@ def _verdict_rows(results: Mapping) -> tuple[list[list[str]], list[str]]:
             pairs = f"{d['n']} (t)"
             per_pair = " ".join(_num(x) for x in d["per_pair"][:12]) + (" …" if len(d["per_pair"]) > 12 else "")
         rows.append([v["claim"], word, _num(d["mean"]), _num(d["sd"], sign=False), interval, pairs, per_pair])
-        if v["verdict"] == "premise absent" or d["ci_low"] is None:
+        if v["verdict"] == PREMISE_ABSENT:
             reasons.append(f"{v['claim']}: {v['reason']}")
     return rows, reasons
 
