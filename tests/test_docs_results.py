@@ -167,8 +167,11 @@ def test_many_verdicts_are_counted_in_the_readme():
 
 def test_figures_are_drawn_beside_results(tmp_path):
     results = rr.validate_results(_example())
+    (tmp_path / "table_renamed_since.png").write_bytes(b"stale")
+    (tmp_path / "heatmaps.png").write_bytes(b"the method's own")
     names = rr.draw_figures(results, tmp_path)
-    assert names == ["paired_differences.png", "accuracy_by_arm.png"]
+    assert names == ["paired_differences.png", "table_accuracy_by_arm.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*names, "heatmaps.png"])
     for name in names:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -53,6 +53,7 @@ SCHEMA_VERSIONS = (1, 2)
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 README_START, README_END = "<!-- results-table:start -->", "<!-- results-table:end -->"
 DIFFERENCES_FIGURE = "paired_differences.png"
+TABLE_FIGURE_PREFIX = "table_"  # generic figures of display tables; a method's own figures never start with it
 _GENERATED = "Rendered from `{src}` by `python scripts/render_docs.py`; do not edit between the markers."
 
 
@@ -449,7 +450,9 @@ def draw_figures(results: Mapping, folder: str | os.PathLike) -> list[str]:
 
     * `paired_differences.png`: every verdict's paired difference oriented so that + favours the method, its
       per-pair values (seeds) as dots, the mean and its interval as a bar, zero and the rule's margin as lines.
-    * `<table>.png` for each display table with a `plot`.
+    * `table_<title>.png` for each display table with a `plot`.
+
+    Generic figures an earlier render left there are removed first; the method's own figures are kept.
     """
     import matplotlib
 
@@ -457,6 +460,8 @@ def draw_figures(results: Mapping, folder: str | os.PathLike) -> list[str]:
     import matplotlib.pyplot as plt
 
     folder = Path(folder)
+    for stale in [folder / DIFFERENCES_FIGURE, *folder.glob(f"{TABLE_FIGURE_PREFIX}*.png")]:
+        stale.unlink(missing_ok=True)  # drawn by an earlier render (a renamed table would leave its old figure)
     names: list[str] = []
     decided = [v for v in results["verdicts"] if v.get("difference")]
     if decided:
@@ -488,7 +493,7 @@ def draw_figures(results: Mapping, folder: str | os.PathLike) -> list[str]:
         plot = t.get("plot")
         if not plot:
             continue
-        name = _slug(t["title"]) + ".png"
+        name = f"{TABLE_FIGURE_PREFIX}{_slug(t['title'])}.png"
         xi = t["columns"].index(plot["x"])
         labels = [str(r[xi]) for r in t["rows"]]
         fig, ax = plt.subplots(figsize=(7.5, 4))
@@ -525,7 +530,7 @@ def _short(text: str, width: int = 48) -> str:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:60] or "table"
+    return re.sub(r"[^a-z0-9]+", "_", text.lower())[:40].strip("_") or "table"
 
 
 # ---- the whole tree ------------------------------------------------------------------------------------------------
