@@ -178,13 +178,14 @@ def test_figures_are_drawn_beside_results(tmp_path):
 
 def test_collect_copies_validates_and_renders(tmp_path):
     runs = tmp_path / "runs" / "demo"
-    write_results(runs / "results.json", _example())
+    write_results(runs / "results.json", {**_example(), "out": str(runs)})
     (runs / "own_plot.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
     (tmp_path / "docs" / "methods").mkdir(parents=True)
     page = tmp_path / "docs" / "methods" / "demo.md"
     page.write_text(f"# Demo\n\nintro\n\n{rr.START}\n{rr.END}\n\n## Citation\n", encoding="utf-8")
     copied = rr.collect(tmp_path / "runs", tmp_path)
     assert copied == [tmp_path / "docs" / "results" / "demo" / "quick" / "results.json"]
+    assert json.loads(copied[0].read_text())["out"] == "$HF_EXT_HOME/demo"
     assert rr.render_tree(tmp_path) == [page]
     text = page.read_text(encoding="utf-8")
     assert text.startswith("# Demo\n\nintro\n\n") and text.endswith(f"{rr.END}\n\n## Citation\n")

@@ -606,8 +606,8 @@ def render_tree(root: str | os.PathLike, *, figures: bool = True) -> list[Path]:
 
 
 def collect(runs: str | os.PathLike, root: str | os.PathLike, *, methods: Sequence[str] | None = None) -> list[Path]:
-    """Copies `runs/<method>/results.json` (validated) and the PNGs beside it into
-    `docs/results/<method>/<scale>/` under `root`; returns the copied `results.json` paths."""
+    """Copies `runs/<method>/results.json` (validated; the absolute path of `runs` written as `$HF_EXT_HOME`) and
+    the PNGs beside it into `docs/results/<method>/<scale>/` under `root`; returns the copied `results.json` paths."""
     runs, root = Path(runs), Path(root)
     copied = []
     for src in sorted(runs.glob("*/results.json")):
@@ -619,7 +619,9 @@ def collect(runs: str | os.PathLike, root: str | os.PathLike, *, methods: Sequen
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        shutil.copy2(src, dest / "results.json")
+        # the run's absolute work folder means nothing in the docs: it is written as $HF_EXT_HOME
+        text = src.read_text(encoding="utf-8").replace(json.dumps(str(runs.resolve()))[1:-1], "$HF_EXT_HOME")
+        (dest / "results.json").write_text(text, encoding="utf-8")
         for png in sorted(src.parent.glob("*.png")):
             shutil.copy2(png, dest / png.name)
         copied.append(dest / "results.json")
