@@ -83,8 +83,10 @@ codebc-data: $(CODEBC_NPM)/solmate $(CODEBC_SDIST)
 
 install: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST)
 
+# ... then the quick results.json and figures go to docs/results/ and every report page is re-rendered from them.
 run: $(STAMP) $(SOLCJS) $(FASHION_MNIST)
 	$(VENV)/bin/hf-ext reproduce
+	$(PY) scripts/render_docs.py --collect $${HF_EXT_HOME:-runs}
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -326,6 +326,77 @@ def _save_record(artifact: Path, results: dict, scale, args) -> None:
     )
 
 
+def report_fields(r: dict) -> dict:
+    """What the docs renderer reads (`hf_ext.core.results_render`): the stage-ablation and tag-steering tables as
+    printed, where and when it was measured, and a headline (CodeBC states no verdict rule: its quick scale is a
+    pipeline check, too few CPU steps for the paper's claims)."""
+    from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION, environment
+    from hf_ext.core.results_render import table
+
+    def ci(rate_ci) -> str:
+        lo, hi = rate_ci
+        return f"[{_pct(lo).strip()}, {_pct(hi).strip()}]"
+
+    stages = []
+    for k, ev in r["stages"].items():
+        s = ev["humaneval"]
+        vuln = "n/a" if s["vulnerability_rate"] is None else f"{s['vulnerable']}/{s['analysed']}"
+        stages.append([k, f"{s['bleu']:.2f}", f"{s['codebleu']:.2f}", f"{s['compiled']}/{s['total']} "
+                       f"{ci(s['compile_rate_ci95'])}", vuln, _vd_cell(ev.get("vd_heldout")),
+                       _vd_cell(ev.get("vd_real"))])  # fmt: skip
+    steering = []
+    for k, v in r.get("steering", {}).items():
+        h, o = v["humaneval"], v["heldout"]
+        vuln = "n/a" if h["vulnerability_rate"] is None else (
+            f"{h['vulnerable']}/{h['analysed']} {ci(h['vulnerability_rate_ci95'])}")  # fmt: skip
+        steering.append([k, f"{h['compiled']}/{h['total']}", vuln, f"{h['injected_pattern_files']}/{h['total']}",
+                         f"{o['injected_pattern_files']}/{o['total']}"])  # fmt: skip
+    tables = [
+        table(
+            "Stage ablation (Blockchain-HumanEval, forced `correct` tag)",
+            [
+                "stage",
+                "BLEU",
+                "CodeBLEU",
+                "compiled [95 % CI %]",
+                "vuln (High/Med)",
+                "VD held-out",
+                "VD Slither tests",
+            ],  # fmt: skip
+            stages,
+            note="VD: accuracy, the constant predictor in brackets.",
+            plot={"x": "stage", "y": ["BLEU", "CodeBLEU"], "kind": "bar", "ylabel": "score"},
+        ),
+        table(
+            "Tag steering (TI adapter; vulnerability rate among compiled outputs, 95 % CI)",
+            [
+                "condition",
+                "compiled",
+                "vuln (High/Med of analysed)",
+                "injected-pattern HE",
+                "injected-pattern held-out",
+            ],
+            steering,
+        ),
+    ]
+    last = list(r["stages"])[-1]
+    s = r["stages"][last]["humaneval"]
+    headline = (
+        f"pipeline runs end to end; stage {last}: BLEU {s['bleu']:.1f}, CodeBLEU {s['codebleu']:.1f}, "
+        f"{s['compiled']}/{s['total']} compile (no verdict rule at this scale)"
+    )
+    return {
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        "method": "codebc",
+        "scale": r["mode"],
+        "environment": environment(),
+        "rules": [],
+        "verdicts": [],
+        "headline": headline,
+        "report": tables,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
     overrides = {
@@ -366,6 +437,7 @@ def main(argv: list[str] | None = None) -> dict:
         scale, out, control=args.full or args.pretrained or args.control, npm=args.npm_corpus, sdist=args.slither_sdist
     )
     results["mode"] = "pretrained" if args.pretrained else "full" if args.full else "quick"
+    results.update(report_fields(results))
     write_json(out / "results.json", results)
     _save_record(out / "model", results, scale, args)
     print(format_table(results))

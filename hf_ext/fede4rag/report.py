@@ -102,3 +102,49 @@ def decide(flat: dict, settings, seeds) -> list:
 
 
 __all__ = ["RULES", "cell", "decide", "rules_for", "seed_differences", "seed_summary"]
+
+
+COLUMNS = {
+    "own.hit@1": "own hit@1",
+    "own.hit@10": "own hit@10",
+    "own.mrr": "own MRR",
+    "union.hit@1": "union hit@1",
+    "union.mrr": "union MRR",
+    "micro.hit@1": "micro hit@1",
+    "fb.hit@1": "FB hit@1",
+    "fb.mrr": "FB MRR",
+}
+
+
+def report_fields(results: dict) -> dict:
+    """What the docs renderer reads (`hf_ext.core.results_render`): the printed per-setting table (mean ± sample SD
+    over seeds) and the paired differences to zero-shot with their 95 % t intervals."""
+    from hf_ext.core.results_render import table
+
+    rows, diffs = [], []
+    for setting, r in results["settings"].items():
+        steps = r["steps"][0]
+        rows.append([setting, f"{steps['total']} ({steps['sequential']})", *(cell(r, c) for c in COLUMNS)])
+        d = r.get("minus_zero-shot")
+        if d:
+            diffs.append(
+                [setting, *(cell(d, c, signed=True, interval=True) for c in ("own.mrr", "union.mrr", "fb.mrr"))]
+            )
+    tables = [
+        table(
+            f"Retrieval by setting (mean ± sample SD over seeds {results['seeds']})",
+            ["setting", "steps (sequential)", *COLUMNS.values()],
+            rows,
+            note="own: each client's own questions; union: every client's; FB: FinanceBench questions. Steps are "
+            "gradient steps in total over clients (the sequential chain in brackets).",
+        )
+    ]
+    if diffs:
+        tables.append(
+            table(
+                "Paired per-seed difference to zero-shot (mean ± sample SD [95 % t interval])",
+                ["setting", "own MRR", "union MRR", "FB MRR"],
+                diffs,
+            )
+        )
+    return {"report": tables}

@@ -43,10 +43,10 @@ import numpy as np
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
-from hf_ext.core.reporting import environment, print_rules, write_results
+from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION, environment, print_rules, write_results
 
 from .leave_one_company_out import LOCO_SETTINGS, company_index, format_loco, summarize_loco
-from .report import cell, decide, rules_for, seed_differences, seed_summary
+from .report import cell, decide, report_fields, rules_for, seed_differences, seed_summary
 from .task import FEDERATED, SETTINGS, RunConfig
 
 QUICK_SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "fede4rag-ckks", "centralized", "centralized-tau1")
@@ -371,6 +371,9 @@ def main(argv: list[str] | None = None) -> dict:
         out = Path(ns.out)
         out.mkdir(parents=True, exist_ok=True)
         results = merge_results(ns.merge)
+        results.update({"schema_version": RESULTS_SCHEMA_VERSION, "method": "fede4rag", **report_fields(results)})
+        results.setdefault("environment", environment())
+        results.setdefault("rules", [])  # the merged runs' rules are those of hf_ext.fede4rag.report.RULES
         write_results(out / "results.json", results)
         results["table"] = format_table(results)
         print(results["table"])
@@ -443,6 +446,8 @@ def main(argv: list[str] | None = None) -> dict:
     suite = _suite(replace(run, seed=seeds[0]))
     custom = any(v is not None for v in overrides.values()) or ns.seeds or ns.settings
     results = {
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        "method": "fede4rag",
         "scale": ("full" if ns.full else "quick") + (" with overrides" if custom else ""),
         "argv": list(argv) if argv is not None else None,
         "engine": ns.engine,
@@ -499,6 +504,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     def write():  # after each phase, so a run cut short keeps what finished
         results["seconds"] = time.perf_counter() - start
+        results.update(report_fields(results))
         write_results(out / "results.json", results)
 
     write()

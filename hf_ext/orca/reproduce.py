@@ -26,6 +26,7 @@ from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import Results, Verdict, write_results
+from hf_ext.core.results_render import markdown_tables
 
 from .causal_generator import POST_CLICK_FIELDS
 from .configuration_orca import OrcaConfig
@@ -408,6 +409,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = run_synthetic(run)
     cells = result["cells"]
     all_verdicts: list[Verdict] = []
+    report: list[dict] = []  # the display tables the docs renderer reads (hf_ext.core.results_render)
     text, record = (
         [],
         {
@@ -425,7 +427,7 @@ def main(argv: list[str] | None = None) -> dict:
         diffs_iid = paired_differences(cells[b], run.strengths, run.seeds, "iid")
         lines, verdicts = verdict(cells[b], diffs, run.strengths, run.seeds)
         all_verdicts += [_on(v, b) for v in verdicts]
-        text += [
+        block = [
             f"## {b}: i.i.d. test (same s as training)",
             reference_table(cells[b], run.strengths, run.seeds, "iid"),
             f"\n## {b}: shifted test (shortcut at s = {run.test_strength:g})",
@@ -438,6 +440,16 @@ def main(argv: list[str] | None = None) -> dict:
             *lines,
             "",
         ]
+        report += markdown_tables(
+            [
+                f"{b}: i.i.d. test (same s as training), mean ± sample SD over seeds {run.seeds}",
+                f"{b}: shifted test (shortcut at s = {run.test_strength:g}), mean ± sample SD over seeds {run.seeds}",
+                f"{b}: paired differences, shifted test (positive DT-CE gain = second model better)",
+                f"{b}: paired differences, i.i.d. test",
+            ],
+            "\n\n".join(block[1:8:2]),
+        )
+        text += block
         record["backbones"][b] = {
             "cells": [{"strength": k[0], "seed": k[1], "row": k[2], **v} for k, v in cells[b].items()],
             "paired_shifted": diffs,
@@ -447,7 +459,7 @@ def main(argv: list[str] | None = None) -> dict:
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
     results = Results(method="orca", scale=record["scale"], rules=list(RULES.values()), verdicts=all_verdicts)
-    write_results(out / "results.json", {**results.to_dict(), **record})
+    write_results(out / "results.json", {**results.to_dict(), **record, "report": report})
     top = max(run.strengths)
     order = ["oracle (test posterior)"] + [f"{run.backbones[0]} {v}" for v in ("baseline", "orca")]
     plot_heatmaps(

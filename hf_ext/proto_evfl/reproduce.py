@@ -17,6 +17,7 @@ from pathlib import Path
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.reporting import (
+    RESULTS_SCHEMA_VERSION,
     Premise,
     VerdictRule,
     environment,
@@ -25,6 +26,7 @@ from hf_ext.core.reporting import (
     summarize,
     write_results,
 )
+from hf_ext.core.results_render import markdown_tables
 
 from .reproduce_controls import (
     POSITIVE_CONTROL,
@@ -478,12 +480,18 @@ def main(argv: list[str] | None = None) -> dict:
     if run.unseen_classes:
         results["unseen_sweep"] = _unseen_sweep(run, rows)
     results["environment"] = environment()
-    write_results(out / "results.json", results)
+    results["schema_version"] = RESULTS_SCHEMA_VERSION
     table = format_table(results)
+    # the display table the docs renderer reads (hf_ext.core.results_render): the printed table itself
+    results["report"] = markdown_tables("Accuracy by data set, setting, imbalance ratio and variant", table)
+    results["report"][0]["note"] = (
+        "Cells: mean ± sample SD over seeds, in %; Δacc: paired per-seed difference, mean ± SD [95 % t interval]."
+    )
     if "unseen_sweep" in results:
-        table += "\n\nZero shot, every class unseen in turn (Proto-EVFL):\n" + format_unseen_sweep(
-            results["unseen_sweep"], CHANCE_UNSEEN
-        )
+        sweep = format_unseen_sweep(results["unseen_sweep"], CHANCE_UNSEEN)
+        results["report"] += markdown_tables("Zero shot, every class unseen in turn (Proto-EVFL)", sweep)
+        table += "\n\nZero shot, every class unseen in turn (Proto-EVFL):\n" + sweep
+    write_results(out / "results.json", results)
     print(table)
     print(f"\nwrote {out / 'results.json'}" + (f" and {out / 'artifact'} (party encoders in parties/)" if keep else "")
           + f" ({results['seconds']:.0f} s)")  # fmt: skip

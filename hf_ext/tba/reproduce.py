@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
-from hf_ext.core.reporting import environment, print_rules, summarize, write_results
+from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION, environment, print_rules, summarize, write_results
 
 from .attacks import AdversarialLossConfig, AdversarialObjective, check_eps, fgsm, mifgsm, pgd
 from .body import build_body
@@ -38,7 +38,7 @@ from .data import render_batch
 from .dhng import TbaAttackConfig, tba_attack
 from .metrics import body_errors
 from .perceptual import ssim
-from .report import ABLATIONS, BASELINES, METRICS, REGIMES, print_table, rules, summarise
+from .report import ABLATIONS, BASELINES, METRICS, REGIMES, print_table, report_fields, rules, summarise
 from .train import TbaTrainingArguments, train_all
 
 
@@ -411,6 +411,9 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
         "wall_time_s": time.perf_counter() - t0,
         "rules": {regime: rule.to_dict() for regime, rule in rules().items()},
         "environment": environment(),
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        "scale": "full" if ns.full else "quick",
+        **report_fields(by_eps, ns),
     }
     write_results(out / "results.json", results)
     _save_records(meta, main_eps["per_seed"], results["setting"], ns)

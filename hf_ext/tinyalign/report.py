@@ -25,3 +25,32 @@ def stat_cell(stat: dict, scale: float = 1.0, digits: int = 3) -> str:
     if stat["n"] < 2:
         return f"{stat['mean'] * scale:.{digits}f} (n = 1)"
     return f"{stat['mean'] * scale:.{digits}f}±{stat['std'] * scale:.{digits}f}"
+
+
+def report_fields(results: dict, printed: str) -> dict:
+    """What the docs renderer reads (`hf_ext.core.results_render`): the printed main table (its first block,
+    `printed` being `format_table`'s output) and the data-efficiency table (token accuracy by train fraction)."""
+    from hf_ext.core.results_render import markdown_tables, table
+
+    block = printed.split("\n\n")[0].splitlines()
+    main = markdown_tables(
+        "Caption metrics by LM and variant (mean ± sample SD over seeds)",
+        "\n".join(f"| {line} |" for line in block),
+    )
+    tables = [*main]
+    for lm, eff in results.get("data_efficiency", {}).items():
+        rows = []
+        for variant, by_fraction in eff.items():
+            if isinstance(by_fraction, dict) and variant != "criterion":
+                for fraction, cells in by_fraction.items():
+                    rows.append([variant, f"{float(fraction):.0%}", stat_cell(cells["token_accuracy"])])
+        best = eff.get("smallest_fraction_matching_baseline_100")
+        tables.append(
+            table(
+                f"Data efficiency ({lm} LM): test token accuracy by share of the training split",
+                ["variant", "train fraction", "token accuracy"],
+                rows,
+                note=f"Smallest fraction at which TinyAlign matches the baseline at 100 %: {best} (paper: 0.4).",
+            )
+        )
+    return {"report": tables}

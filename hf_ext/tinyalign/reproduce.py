@@ -19,7 +19,14 @@ import torch
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
-from hf_ext.core.reporting import VerdictRule, environment, paired_difference, print_rules, write_results
+from hf_ext.core.reporting import (
+    RESULTS_SCHEMA_VERSION,
+    VerdictRule,
+    environment,
+    paired_difference,
+    print_rules,
+    write_results,
+)
 
 from .components import LM_CONFIGS, VISION_CONFIG, pretrain_lm, pretrain_vision_encoder
 from .configuration_tinyalign import TinyAlignConfig
@@ -28,7 +35,7 @@ from .evaluation import evaluate_captions
 from .metrics import class_word, constant_references, steps_to_threshold
 from .modeling_tinyalign import TinyAlignForConditionalGeneration
 from .processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
-from .report import seed_stats, stat_cell
+from .report import report_fields, seed_stats, stat_cell
 from .train import TinyAlignTrainingArguments
 from .trainer import make_trainer
 
@@ -473,6 +480,8 @@ def main(argv: list[str] | None = None) -> dict:
         "environment": environment(),
         "seconds": round(time.perf_counter() - start, 1),
     }
+    results["schema_version"] = RESULTS_SCHEMA_VERSION
+    results.update(report_fields(results, format_table({**results, "verdict_objects": decided})))
     write_results(out / "results.json", results)
     if artifact_job in done and (out / "artifact").is_dir():  # what `hf-ext push tinyalign` renders the card from
         from hf_ext.core.records import metric, save_training_record

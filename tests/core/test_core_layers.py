@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
         "user_data",
         "wheel",
     },
-    {"integrity", "extras"},
+    {"integrity", "extras", "results_render"},
     {"registry"},
     {"auto", "records", "pretrained", "testing"},
     {"cards"},
