@@ -30,17 +30,23 @@ PREMISE_W = (
     "W (the baseline works): on the i.i.d. test the MTL baseline closes >= 50 % of the trivial -> oracle DT-CE gap "
     "at every strength (mean over seeds); otherwise the comparison cannot speak to the claim"
 )
+PREMISE_P = (
+    "P (the paper's premise, issue 39): at every s >= 2, on the shifted test, the MTL baseline is worse than the "
+    "single-task model on DT cross-entropy, or predicts the moderate bins less often than the oracle does, beyond "
+    "the seed spread (95 % interval of the paired difference > 0); otherwise the generator lacks the harm ORCA "
+    "undoes and the verdict is PREMISE ABSENT"
+)
 # Each rule compares two arms on the same seeds; the difference is oriented so that + favours ORCA.
 RULES: dict[str, VerdictRule] = {
     "gain": VerdictRule(
         claim="ORCA lowers the shifted-test DT cross-entropy vs the MTL baseline at every s >= 2",
         metric="shifted-test DT CE gain (baseline − ORCA, per seed)",
-        premise=PREMISE_W,
+        premise=f"{PREMISE_W}; {PREMISE_P}",
     ),
     "grows": VerdictRule(
         claim="ORCA's gain grows with the shortcut (gain at the largest s − gain at the smallest s)",
         metric="shifted-test DT CE gain difference (per seed)",
-        premise=PREMISE_W,
+        premise=f"{PREMISE_W}; {PREMISE_P}",
     ),
     "null_at_0": VerdictRule(
         claim="control: ORCA gains at s = 0, where there is no shortcut (the claim needs this INCONCLUSIVE: 0 inside)",
@@ -52,9 +58,9 @@ RULES: dict[str, VerdictRule] = {
     ),
 }
 OVERALL = (
-    "[rule] overall, on this generator: PREMISE ABSENT if W fails; CONFIRMED if 'gain' is confirmed at every s >= 2, "
-    "'grows' is confirmed, the s = 0 control is inconclusive (its interval holds 0) and 'ctr' is refuted at no s; "
-    "REFUTED if 'gain' is refuted at some s >= 2, or 'grows' or 'ctr' is refuted; else INCONCLUSIVE"
+    "[rule] overall, on this generator: PREMISE ABSENT if W or P fails; CONFIRMED if 'gain' is confirmed at every "
+    "s >= 2, 'grows' is confirmed, the s = 0 control is inconclusive (its interval holds 0) and 'ctr' is refuted at "
+    "no s; REFUTED if 'gain' is refuted at some s >= 2, or 'grows' or 'ctr' is refuted; else INCONCLUSIVE"
 )
 CRITERIA_HEADER = (
     "Stated before the runs (what would confirm or refute the paper on this generator; paired seeds, sample SD, "
@@ -229,8 +235,10 @@ def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) 
     }
     works = all(g >= 0.5 for g in gaps.values())
     detail = "baseline gap closed on i.i.d. test " + ", ".join(f"s={s:g}: {g:.2f}" for s, g in gaps.items())
-    premise = Premise("W", works, detail)
     lines.append(f"W: {detail}" + (" -> the baseline works" if works else " -> below 0.5 somewhere: premise absent"))
+    harmed, harm_detail = premise_p(cells, strengths, seeds)
+    lines.append(f"P: {harm_detail}" + (" -> the premise holds" if harmed else " -> premise absent"))
+    premise = Premise("W and P", works and harmed, f"{detail}; {harm_detail}")
     orca = {d["strength"]: d for d in diffs.values() if d["pair"] == ("baseline", "orca")}
     if not orca:
         return lines, []
@@ -264,8 +272,8 @@ def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) 
             ctr[s] = RULES["ctr"].decide(paired_difference([x + 0.002 for x in o], b))
             verdicts.append(_at(ctr[s], s))
     lines += [v.line() for v in verdicts]
-    if not works:
-        word, why = PREMISE_ABSENT, "W failed"
+    if not works or not harmed:
+        word, why = PREMISE_ABSENT, "W failed" if not works else "P failed"
     elif (
         strong
         and all(v.verdict == CONFIRMED for v in gain.values())
@@ -292,6 +300,34 @@ def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) 
     verdicts.append(overall)
     lines.append(f"verdict: {word.upper()} on this generator ({parts})")
     return lines, verdicts
+
+
+def premise_p(cells: dict, strengths: list[float], seeds: list[int]) -> tuple[bool, str]:
+    """[`PREMISE_P`]: at every s >= 2 (shifted test) the MTL baseline is harmed, beyond the seed spread: its DT
+    cross-entropy above the single-task model's, or its share of moderate-bin predictions below the oracle's.
+    Returns whether it holds and one line of evidence per strength."""
+    parts, ok = [], True
+    strong = [s for s in strengths if s >= 2]
+    if not strong:
+        return False, "no strength >= 2 was run"
+    for s in strong:
+        try:
+            base = [cells[(s, seed, "baseline")]["shifted"] for seed in seeds]
+            single = [cells[(s, seed, "single-task")]["shifted"] for seed in seeds]
+            oracle = [cells[(s, seed, "oracle")]["shifted"] for seed in seeds]
+        except KeyError:
+            return False, f"s={s:g}: the single-task, baseline and oracle rows were not all run"
+        harm = paired_difference([b["dt_ce"] for b in base], [t["dt_ce"] for t in single])
+        collapse = paired_difference(
+            [o["moderate_share_pred"] for o in oracle], [b["moderate_share_pred"] for b in base]
+        )
+        held = (harm.has_interval and harm.ci_low > 0) or (collapse.has_interval and collapse.ci_low > 0)
+        ok = ok and held
+        parts.append(
+            f"s={s:g}: baseline − single-task DT CE {harm.cell(3)}, oracle − baseline moderate share "
+            f"{collapse.cell(3)} ({'harmed' if held else 'not harmed'})"
+        )
+    return ok, "; ".join(parts)
 
 
 def _at(v: Verdict, where) -> Verdict:
