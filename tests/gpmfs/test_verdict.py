@@ -123,3 +123,14 @@ def test_tiny_verdict_end_to_end(tmp_path, monkeypatch, capsys):
     assert "| flare | 30% |" in capsys.readouterr().out
     with pytest.raises(ValueError, match="exclusive"):
         R.main(["--full", "--verdict"])
+
+
+def test_theta_strictly_inside_0_1_changes_the_tuned_family_sets(planted):
+    # the GPMFS grid's interior thetas must select different per-label sets from each other and from theta = 1,
+    # or tuning theta would be tuning nothing (issue 39: "theta in (0, 1) barely acts")
+    cache = FamilyCache(planted.X, planted.Y, k_max=20, seed=0)
+    sets = {t: cache.sets("gpmfs", {"rho": 0.0, "theta": t})(20) for t in (0.4, 0.7, 1.0)}
+    as_tuples = {t: tuple(map(tuple, s)) for t, s in sets.items()}
+    assert len(set(as_tuples.values())) == 3
+    assert len({tuple(s) for s in sets[1.0]}) == 1  # theta = 1: one global set for every label
+    assert len({tuple(s) for s in sets[0.4]}) > 1  # theta = 0.4: label-specific sets
