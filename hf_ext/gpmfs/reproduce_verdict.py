@@ -7,7 +7,7 @@ label-correlation term: rho = 0). The rules are printed before anything runs; th
 Protocol:
 - every real multi-label set that loads offline (`data.REAL_DATASETS`), `folds`-fold CV repeated `repeats` times;
   each training fold is split 75/25 (inner train / validation); every selector picks, per budget, the configuration
-  of its grid ([`selectors.GRIDS`], 6 configurations each) with the best validation ML-kNN average precision (ties:
+  of its grid ([`grids.GRIDS`], 6 configurations each) with the best validation ML-kNN average precision (ties:
   the first in grid order), is refitted with it on the whole training fold and scored on the test fold; the chosen
   configurations are recorded;
 - ML-kNN (k = 10, s = 1) on each label's own subset; Hamming loss, ranking loss, one-error, coverage, average precision,
@@ -37,10 +37,10 @@ from hf_ext.core.reporting import (
 )
 
 from .data import REAL_DATASETS
+from .grids import ABLATIONS, COMPARED, GRID_SIZE, GRIDS, FamilyCache
 from .metrics import HIGHER_IS_BETTER, METRICS, average_precision, evaluate_all
 from .mlknn import SplitScorer
 from .planted import make_planted
-from .selectors import ABLATIONS, COMPARED, GRID_SIZE, GRIDS, FamilyCache
 from .stats import friedman
 from .tuning import inner_split
 

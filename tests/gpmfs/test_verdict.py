@@ -8,8 +8,8 @@ import pytest
 
 from hf_ext.gpmfs import reproduce as R
 from hf_ext.gpmfs import reproduce_verdict as V
+from hf_ext.gpmfs.grids import COMPARED, GRID_SIZE, GRIDS, FamilyCache
 from hf_ext.gpmfs.planted import make_planted
-from hf_ext.gpmfs.selectors import COMPARED, GRID_SIZE, GRIDS, FamilyCache
 
 
 def test_every_compared_selector_has_the_same_grid_size_and_ablations_restrict_gpmfs():
