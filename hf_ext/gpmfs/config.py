@@ -29,10 +29,11 @@ class GPMFSConfig:
     The objective ([INF] assembly of the components the summary names) is
 
         min_{W, V, U >= 0}  ||X W + 1 b^T - V||^2 + alpha ||V - (Y + B * U)||^2 + beta Tr(V^T L V)
-                            + gamma Tr(W^T A W) + lam ||W||_{2,1}
+                            + gamma Tr(W^T A W) + lam ||W||_{2,1} + rho Tr(W L_C W^T)
 
-    with `L` the Laplacian of a heat-kernel kNN graph over samples and `A` the absolute cosine similarity between
-    features (zero diagonal).
+    with `L` the Laplacian of a heat-kernel kNN graph over samples, `A` the absolute cosine similarity between
+    features (zero diagonal) and `L_C` the normalised Laplacian of the label co-occurrence graph (the paper's
+    "exploiting label correlations", explicit; `rho = 0`, the default, leaves it out).
 
     Args:
         alpha (`float`, defaults to 1.0): weight of the label-relaxation term tying the pseudo-labels `V` to
@@ -40,6 +41,11 @@ class GPMFSConfig:
         beta (`float`, defaults to 1.0): weight of the manifold term `Tr(V^T L V)`.
         gamma (`float`, defaults to 0.1): weight of the feature-redundancy term `Tr(W^T A W)`.
         lam (`float`, defaults to 1.0): weight of the row-sparsity penalty `||W||_{2,1}`.
+        rho (`float`, defaults to 0.0): weight of the explicit label-correlation term `Tr(W L_C W^T)` =
+            `1/2 sum_jk C_jk ||w_j / sqrt(c_j) - w_k / sqrt(c_k)||^2`, with `C_jk` the cosine similarity of label
+            columns j and k of `Y` (zero diagonal) and `c_j = sum_k C_jk`: labels that co-occur are pulled to similar
+            weight columns, i.e. to shared (global) features [INF: the abstract says GPMFS "identifies global features
+            by exploiting label correlations"; the summary names no term]. `0` (default) is the objective without it.
         k_neighbors (`int`, defaults to 5): neighbours per sample in the kNN graph (the spec's k = 5).
         sigma (`float`, *optional*): heat-kernel width; `None` uses the root mean squared kNN distance [INF].
         fit_intercept (`bool`, defaults to `True`): fit an unpenalised bias `b` [INF: min-max scaled inputs have no
@@ -65,6 +71,7 @@ class GPMFSConfig:
     beta: float = 1.0
     gamma: float = 0.1
     lam: float = 1.0
+    rho: float = 0.0
     k_neighbors: int = 5
     sigma: float | None = None
     fit_intercept: bool = True
@@ -80,7 +87,7 @@ class GPMFSConfig:
     model_type = MODEL_TYPE  # class attribute, not a field: identifies the artifact in config.json
 
     def __post_init__(self):
-        for name in ("alpha", "beta", "gamma", "lam"):
+        for name in ("alpha", "beta", "gamma", "lam", "rho"):
             value = getattr(self, name)
             if not _is_real(value) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"GPMFSConfig.{name} must be a finite number >= 0, got {value!r}")

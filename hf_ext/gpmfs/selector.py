@@ -7,14 +7,18 @@ third-party summary names, and each choice the paper does not fix is marked [INF
 Objective (smoothed l2,1, see [`gpmfs_objective`]):
 
     ||X W + 1 b^T - V||^2 + alpha ||V - (Y + B * U)||^2 + beta Tr(V^T L V) + gamma Tr(W^T A W)
-    + lam sum_i sqrt(||w_i||^2 + eps),      U >= 0,  B = 2 Y - 1.
+    + lam sum_i sqrt(||w_i||^2 + eps) + rho Tr(W L_C W^T),      U >= 0,  B = 2 Y - 1.
+
+The last term is the explicit label-correlation term ([`label_laplacian`]; `rho = 0` by default, i.e. absent).
 
 Each block update does not increase it, so the objective decreases monotonically:
 - W: one majorize-minimize (IRLS) step. The l2,1 term is majorized by a weighted ridge (D_ii = 1 / (2 sqrt(
   ||w_i||^2 + eps))); when `H = X_c^T X_c + gamma A` is indefinite (A has a zero diagonal, so it always has negative
   eigenvalues) a proximal term `mu ||W - W_t||^2` with `mu >= -lambda_min(H)` keeps the surrogate convex. With a
   positive-definite `H` (the usual case) `mu = eps` and the step is the spec's closed form
-  `W = (X^T X + lam D + gamma A + eps I)^{-1} X^T V` up to the `eps W_t` term.
+  `W = (X^T X + lam D + gamma A + eps I)^{-1} X^T V` up to the `eps W_t` term. With `rho > 0` the step solves the
+  Sylvester system `M W + rho W L_C = R` exactly, column by column in the eigenbasis of `L_C` (convex quadratic
+  added to the surrogate, so the decrease still holds).
 - V: exact minimiser `((1 + alpha) I + beta L)^{-1} (X W + 1 b^T + alpha (Y + B * U))` (sparse SPD system, solved
   by warm-started conjugate gradients to 1e-10 relative residual).
 - U: exact minimiser `max(B * (V - Y), 0)`.
@@ -99,15 +103,38 @@ def redundancy_matrix(X: np.ndarray) -> np.ndarray:
     return A
 
 
-def gpmfs_objective(X, Y, W, b, V, U, L, A, config: GPMFSConfig) -> float:
-    """Value of the (smoothed) GPMFS objective; see the module docstring."""
+def label_laplacian(Y: np.ndarray) -> np.ndarray:
+    """Normalised Laplacian `L_C = I - C_d^{-1/2} C C_d^{-1/2}` of the label graph (q x q, eigenvalues in [0, 2]).
+
+    `C_jk = cos(y_j, y_k)` between label columns of `Y` (co-occurrence / sqrt(n_j n_k); zero diagonal), `C_d` its
+    degree matrix. A label that co-occurs with no other has degree 0 and a zero row/column (it is not tied to any
+    other label). `Tr(W L_C W^T) = 1/2 sum_jk C_jk ||w_j / sqrt(c_j) - w_k / sqrt(c_k)||^2` [INF].
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    norms = np.linalg.norm(Y, axis=0)
+    safe = np.where(norms > 0, norms, 1.0)
+    C = (Y.T @ Y) / np.outer(safe, safe)
+    np.fill_diagonal(C, 0.0)
+    deg = C.sum(axis=1)
+    inv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1.0)), 0.0)
+    L = np.diag((deg > 0).astype(np.float64)) - inv[:, None] * C * inv[None, :]
+    return 0.5 * (L + L.T)
+
+
+def gpmfs_objective(X, Y, W, b, V, U, L, A, config: GPMFSConfig, L_C=None) -> float:
+    """Value of the (smoothed) GPMFS objective; see the module docstring (`L_C`: [`label_laplacian`], built from `Y`
+    when `config.rho > 0` and not given)."""
     B = 2.0 * Y - 1.0
     fit = np.sum((X @ W + b - V) ** 2)
     relax = config.alpha * np.sum((V - (Y + B * U)) ** 2)
     manifold = config.beta * float(np.sum(V * (L @ V)))
     redundancy = config.gamma * float(np.sum(W * (A @ W)))
     sparsity = config.lam * float(np.sum(np.sqrt(np.sum(W**2, axis=1) + config.eps)))
-    return float(fit + relax + manifold + redundancy + sparsity)
+    correlation = 0.0
+    if config.rho > 0:
+        L_C = label_laplacian(Y) if L_C is None else L_C
+        correlation = config.rho * float(np.sum((W @ L_C) * W))
+    return float(fit + relax + manifold + redundancy + sparsity + correlation)
 
 
 @dataclass
@@ -124,15 +151,30 @@ class GPMFSSolution:
     mu: float = 0.0
 
 
-def w_step(Xc, Vc, H, W_prev, lam, mu, eps) -> np.ndarray:
-    """One IRLS (majorize-minimize) W update: solves `(H + lam D + mu I) W = X_c^T V_c + mu W_prev`."""
-    D = 1.0 / (2.0 * np.sqrt(np.sum(W_prev**2, axis=1) + eps))
-    M = H + np.diag(lam * D + mu)
-    rhs = Xc.T @ Vc + mu * W_prev
+def _spd_solve(M, rhs):
     try:
         return scipy.linalg.cho_solve(scipy.linalg.cho_factor(M, check_finite=False), rhs, check_finite=False)
     except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):  # numerically semi-definite: least squares instead
         return np.linalg.lstsq(M, rhs, rcond=None)[0]
+
+
+def w_step(Xc, Vc, H, W_prev, lam, mu, eps, rho: float = 0.0, label_eig=None) -> np.ndarray:
+    """One IRLS (majorize-minimize) W update: solves `(H + lam D + mu I) W + rho W L_C = X_c^T V_c + mu W_prev`.
+
+    `label_eig = (evals, Q)` of `L_C` (needed when `rho > 0`): in the basis `W Q` the system splits into one SPD
+    solve per label, `(M + rho evals_i I) (W Q)_i = (R Q)_i`.
+    """
+    D = 1.0 / (2.0 * np.sqrt(np.sum(W_prev**2, axis=1) + eps))
+    M = H + np.diag(lam * D + mu)
+    rhs = Xc.T @ Vc + mu * W_prev
+    if rho <= 0:
+        return _spd_solve(M, rhs)
+    evals, Q = label_eig
+    R = rhs @ Q
+    Wt = np.column_stack(
+        [_spd_solve(M + rho * max(ev, 0.0) * np.eye(M.shape[0]), R[:, i]) for i, ev in enumerate(evals)]
+    )
+    return Wt @ Q.T
 
 
 def block_cg(matvec, R: np.ndarray, X0: np.ndarray, rtol: float = 1e-10, max_iter: int = 1000) -> np.ndarray:
@@ -178,6 +220,8 @@ def solve_gpmfs(X: np.ndarray, Y: np.ndarray, config: GPMFSConfig, L=None, A=Non
     Y = Y.astype(np.float64)
     L = knn_laplacian(X, config.k_neighbors, config.sigma) if L is None else L
     A = redundancy_matrix(X) if A is None else A
+    L_C = label_laplacian(Y) if config.rho > 0 else None
+    label_eig = scipy.linalg.eigh(L_C) if L_C is not None else None
     B = 2.0 * Y - 1.0
     x_mean = X.mean(axis=0) if config.fit_intercept else np.zeros(d)
     Xc = X - x_mean
@@ -193,17 +237,17 @@ def solve_gpmfs(X: np.ndarray, Y: np.ndarray, config: GPMFSConfig, L=None, A=Non
     V, U = Y.copy(), np.zeros_like(Y)
     W = w_step(Xc, Y - Y.mean(axis=0) * config.fit_intercept, H + np.eye(d), np.zeros((d, Y.shape[1])), 0.0, mu, 1.0)
     b = (V.mean(axis=0) - x_mean @ W) if config.fit_intercept else np.zeros(Y.shape[1])
-    history = [gpmfs_objective(X, Y, W, b, V, U, L, A, config)]
+    history = [gpmfs_objective(X, Y, W, b, V, U, L, A, config, L_C)]
     it = 0
     for it in range(1, config.max_iter + 1):
         v_mean = V.mean(axis=0) if config.fit_intercept else np.zeros(Y.shape[1])
         with np.errstate(over="ignore", invalid="ignore"):
-            W = w_step(Xc, V - v_mean, H, W, config.lam, mu, config.eps)
+            W = w_step(Xc, V - v_mean, H, W, config.lam, mu, config.eps, config.rho, label_eig)
             b = (v_mean - x_mean @ W) if config.fit_intercept else np.zeros(Y.shape[1])
             target = Y + B * U
             V = block_cg(M_v.dot, X @ W + b + config.alpha * target, V)
             U = np.maximum(B * (V - Y), 0.0)
-            history.append(gpmfs_objective(X, Y, W, b, V, U, L, A, config))
+            history.append(gpmfs_objective(X, Y, W, b, V, U, L, A, config, L_C))
         if not (np.isfinite(history[-1]) and np.all(np.isfinite(W))):
             # With an indefinite H the quadratic redundancy term beats the linear l2,1 penalty along a negative
             # eigenvector: the objective is unbounded below and the weights diverge; say so instead of returning
@@ -329,7 +373,7 @@ class GPMFSSelector(SelectorMixin, BaseEstimator):
     `transform(X, label=j)` keeps label j's set. Paper: https://arxiv.org/abs/2504.12740.
 
     Args:
-        alpha, beta, gamma, lam, k_neighbors, sigma, fit_intercept, max_iter, tol, eps, budget, theta, k_personal,
+        alpha, beta, gamma, lam, rho, k_neighbors, sigma, fit_intercept, max_iter, tol, eps, budget, theta, k_personal,
         equal_budget, seed: the fields of [`GPMFSConfig`], with the same types, defaults and validation.
 
     Attributes:
@@ -356,6 +400,7 @@ class GPMFSSelector(SelectorMixin, BaseEstimator):
         beta=1.0,
         gamma=0.1,
         lam=1.0,
+        rho=0.0,
         k_neighbors=5,
         sigma=None,
         fit_intercept=True,
@@ -372,6 +417,7 @@ class GPMFSSelector(SelectorMixin, BaseEstimator):
         self.beta = beta
         self.gamma = gamma
         self.lam = lam
+        self.rho = rho
         self.k_neighbors = k_neighbors
         self.sigma = sigma
         self.fit_intercept = fit_intercept
