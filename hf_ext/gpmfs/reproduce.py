@@ -365,6 +365,19 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def verdict_report(results: dict) -> list[dict]:
+    """The verdict run's display tables for the docs renderer: AP per data × budget × arm, the Friedman ranks, the
+    pooled paired differences (the tables of [`~hf_ext.gpmfs.reproduce_verdict.format_verdict_markdown`])."""
+    from hf_ext.core.results_render import markdown_tables
+
+    from . import reproduce_verdict as V
+
+    titles = ["Average precision per data set, budget and arm (mean ± SD over CV runs)",
+              "Friedman average ranks per metric (Iman-Davenport p, Nemenyi critical difference)",
+              "Pooled AP difference, GPMFS − each arm (data × budget blocks)"]  # fmt: skip
+    return markdown_tables(titles, V.format_verdict_markdown(results))
+
+
 def format_markdown(results: dict, metrics=("average_precision", "macro_f1")) -> str:
     """The README / model-card tables from `results.json`: data x budget x method (mean ± SD over folds or seeds),
     then per data set the paired GPMFS differences, the tuned weights and the label-specific strength."""
@@ -596,6 +609,8 @@ def main_verdict(args, names: list[str]) -> dict:
     }
     report = Results(method="gpmfs", scale=scale, rules=list(V.RULES.values()), verdicts=decided)
     results = {**report.to_dict(), **res}
+    # the display tables the docs renderer reads (hf_ext.core.results_render): the Markdown the card shows
+    results["report"] = verdict_report(results)
     out = Path(args.out) if args.out else work_dir("gpmfs")
     out.mkdir(parents=True, exist_ok=True)
     write_results(out / "results.json", results)
