@@ -19,7 +19,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 CHROMIUM := /usr/bin/chromium
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint docs docs-serve install tools codebc-data screenshots clean
+.PHONY: run test lint docs docs-serve install tools codebc-data screenshots site-screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -106,6 +106,10 @@ docs-serve: docs
 # Refresh docs/spaces/<method>.png (the README's Space screenshots).
 screenshots: $(STAMP) $(CHROMIUM) $(SOLCJS)
 	$(PY) scripts/refresh_space_screenshots.py
+
+# Refresh docs/screenshots/site_*.png (Home and a method page of the built site, in headless Chromium).
+site-screenshots: $(STAMP) $(CHROMIUM)
+	$(PY) scripts/refresh_site_screenshots.py
 
 clean:
 	rm -rf $(VENV) runs tools/solc/node_modules tools/codebc-corpus tools/slither-sdist

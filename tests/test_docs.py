@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from helpers import site
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,47 +33,41 @@ def test_every_method_has_a_page_with_citation():
         assert "## Citation" in text and (spec.arxiv_id or "") in text
 
 
-def _load_yaml(path: Path) -> dict:
-    # mkdocs.yml has no custom tags, so plain YAML reads it
-    return yaml.safe_load(path.read_text())
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> Path:
+    """The site built once for this module (strict, offline, CLI reference generated): `tests/helpers/site.py`."""
+    try:
+        return site.build_site(tmp_path_factory.mktemp("docs_site"))
+    except site.SiteBuildError as err:
+        pytest.fail(str(err))
 
 
-def test_site_builds_strict_offline(tmp_path):
-    docs = tmp_path / "docs"
-    shutil.copytree(REPO_ROOT / "docs", docs, ignore=shutil.ignore_patterns("cli.md"))
-    gen = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts" / "gen_cli_docs.py"), "--out", str(docs / "cli.md")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert gen.returncode == 0, gen.stderr[-3000:]
-    cli = (docs / "cli.md").read_text()
+def test_site_builds_strict_offline(built_site):
+    cli = (built_site.parent / "docs" / "cli.md").read_text()
     assert "--repo_id" in cli and "## orca" in cli
-    config = _load_yaml(REPO_ROOT / "mkdocs.yml")
-    config["docs_dir"] = str(docs)
-    config["site_dir"] = str(tmp_path / "site")
-    for ext in config["markdown_extensions"]:
-        if isinstance(ext, dict) and "pymdownx.snippets" in ext:
-            ext["pymdownx.snippets"]["base_path"] = [str(REPO_ROOT)]
-    for plugin in config["plugins"]:
-        if isinstance(plugin, dict) and "mkdocstrings" in plugin:
-            plugin["mkdocstrings"]["handlers"]["python"]["paths"] = [str(REPO_ROOT)]
-    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    mkdocs = Path(sys.executable).with_name("mkdocs")
-    if not mkdocs.exists():
-        pytest.fail("mkdocs is not installed (the `docs` extra, installed by `make`)")
-    proc = subprocess.run(
-        [str(mkdocs), "build", "--strict", "-f", str(tmp_path / "mkdocs.yml")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    index = (tmp_path / "site" / "index.html").read_text()
+    index = (built_site / "index.html").read_text()
     assert "ORCA" in index and "fonts.googleapis" not in index
-    api = (tmp_path / "site" / "api" / "core.html").read_text()
+    api = (built_site / "api" / "core.html").read_text()
     assert "VerdictRule" in api and re.search(r"paired.difference", api)
+
+
+@pytest.mark.timeout(600)
+def test_site_in_chromium(built_site, tmp_path):
+    """Home and a method page open in headless Chromium and show their title, the navigation and a table; the
+    screenshots land in `$HF_EXT_SCREENSHOT_DIR` (default tmp), `make site-screenshots` commits them."""
+    from helpers import browser
+
+    browser.chromium_path()  # a readable error naming the install command when Chromium is missing
+    out = Path(os.environ.get("HF_EXT_SCREENSHOT_DIR", tmp_path))
+    nav = ["Home", "Install", "Quickstart", "Concepts", "GPMFS", "Command line", "Changelog"]
+    with site.serve(built_site) as url, browser.chromium() as context:
+        home = site.open_page(context, url + "index.html")
+        site.check_page(home, "hf_ext", nav, table_cell="ORCA")
+        shot = site.screenshot(home, out / "site_index.png")
+        gpmfs = site.open_page(context, url + "methods/gpmfs.html")
+        site.check_page(gpmfs, "GPMFS", nav)  # its report tables are rendered from results.json: any table
+        site.screenshot(gpmfs, out / "site_methods_gpmfs.png")
+    assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
+    assert set(site.SCREENSHOT_PAGES) == {"site_index.png", "site_methods_gpmfs.png"}
+    for name in site.SCREENSHOT_PAGES:  # the committed screenshots exist (refreshed by `make site-screenshots`)
+        assert (REPO_ROOT / "docs" / "screenshots" / name).is_file(), name

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
+from hf_ext.core.progress import progress, set_quiet
 
 from .adapter import adapter_state, add_adapter, load_adapter_state, save_codebc
 from .evaluation import brief, constant_tag, steer_heldout, vd_accuracy
@@ -85,6 +86,7 @@ def make_parser() -> argparse.ArgumentParser:
     from hf_ext.core.devices import add_device_argument
 
     add_device_argument(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bars (none either under CI or when piped)")
     return p
 
 
@@ -184,7 +186,7 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
     peft_model = add_adapter(model, stage_args)
     ml = stage_args.max_length
     states = {}
-    for stage in STAGES:
+    for stage in progress(STAGES, desc="codebc stages (train + evaluate)", unit="stage"):
         t = time.time()
         curve: list = []
         results["losses"][stage] = train_stage(
@@ -202,7 +204,8 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
     held = [with_version_line(r["contract"]) for r in test]
     steer_kw = dict(max_new_tokens=scale.max_new_tokens, max_prompt_tokens=scale.max_prompt_tokens)
     steering = {}
-    for name, tag in (("forced_correct", "correct"), ("forced_bug", "bug"), ("no_tag", None)):
+    steer = (("forced_correct", "correct"), ("forced_bug", "bug"), ("no_tag", None))
+    for name, tag in progress(steer, desc="codebc tag steering", unit="setting"):
         he = (
             results["stages"]["TI"]["humaneval"]
             if tag == "correct"
@@ -399,6 +402,7 @@ def report_fields(r: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
+    set_quiet(args.quiet)
     overrides = {
         k: v
         for k, v in (

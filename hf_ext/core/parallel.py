@@ -30,7 +30,7 @@ def quiet_worker_init(quiet_loggers: tuple[str, ...] = ()) -> None:
 def run_jobs(
     fn: Callable[..., Any], jobs: Iterable[tuple], *, workers: int, desc: str, quiet_loggers: tuple[str, ...] = ()
 ) -> Iterator[Any]:
-    """Yields `fn(*job)` for every job, in completion order, with a tqdm bar.
+    """Yields `fn(*job)` for every job, in completion order, with a progress bar ([`~hf_ext.core.progress.progress`]).
 
     Args:
         fn (`Callable`): a module-level function (it is pickled to spawned workers).
@@ -39,10 +39,10 @@ def run_jobs(
         desc (`str`): progress-bar label.
         quiet_loggers (`tuple[str, ...]`): loggers set to ERROR in the workers.
     """
-    from tqdm.auto import tqdm
+    from .progress import progress
 
     jobs = list(jobs)
-    bar = tqdm(total=len(jobs), desc=desc, unit="run")
+    bar = progress(total=len(jobs), desc=desc, unit="run")  # silent under --quiet, CI or a redirected stream
     try:
         if workers <= 1:
             for job in jobs:

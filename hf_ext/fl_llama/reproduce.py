@@ -24,6 +24,7 @@ import torch
 
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
+from hf_ext.core.progress import progress, set_quiet
 from hf_ext.core.reporting import Results, VerdictRule, paired_difference, print_rules, write_results
 
 from .arguments import FlLlamaTrainingArguments
@@ -100,13 +101,14 @@ def make_parser() -> argparse.ArgumentParser:
         "(its baseline is a constant predictor; the informative tables are SmolLM2's)",
     )
     p.add_argument("--finetune-steps", type=int, help="(--full) LoRA steps of each fine-tuning run")
+    p.add_argument("--quiet", action="store_true", help="no progress bars (none either under CI or when piped)")
     return p
 
 
 def _exactness(tok, data, args: FlLlamaReproduceArguments) -> dict:
     """(1) σ = 0 split vs centralized: same initial weights, data order, AdamW + LinearLR, 5 steps."""
     out = {}
-    for a, c in ((1, 1), (2, 2)):
+    for a, c in progress(((1, 1), (2, 2)), desc="exactness (a, c)", unit="run", leave=False):
         targs = FlLlamaTrainingArguments(learning_rate=args.learning_rate, max_steps=5, max_grad_norm=None)
         model = tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, seed=args.seed)
         setup = build_setup(model, a, c, 0.0, args=targs)
@@ -144,7 +146,7 @@ def _sweep(tok, train_ex, val_ex, args: FlLlamaReproduceArguments) -> tuple[list
         base = tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, seed=args.seed)
         probe = build_setup(base, a, 1, 0.0).clients[0].client
         scale = mean_abs_hidden(probe, {k: v[:64] for k, v in data.items()}, a)
-        for mult in args.noise_multipliers:
+        for mult in progress(args.noise_multipliers, desc=f"tiny sweep, a = {a}", unit="run", leave=False):
             model = tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, seed=args.seed)
             targs = FlLlamaTrainingArguments(learning_rate=args.learning_rate, max_steps=args.steps, seed=args.seed)
             setup = build_setup(model, a, 1, mult * scale, args=targs)
@@ -196,7 +198,7 @@ def _modes(tok, train_ex, args: FlLlamaReproduceArguments) -> list[dict]:
     for n in args.client_counts:
         parts = [encode_cloze(tok, p, args.max_length) for p in partition_by_passage(train_ex, n)]
         batches = [list(iter_batches(p, 4, seed=args.seed + m, steps=args.mode_steps)) for m, p in enumerate(parts)]
-        for mode in MODES:
+        for mode in progress(MODES, desc=f"modes, {n} clients", unit="run", leave=False):
             model = tiny_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, seed=args.seed)
             targs = FlLlamaTrainingArguments(learning_rate=args.learning_rate, max_steps=args.mode_steps * n)
             setup = build_setup(model, 1, 1, 0.0, num_clients=n, mode=mode, args=targs)
@@ -232,6 +234,7 @@ def noise_verdict(runs: list[dict]):
 def main(argv: list[str] | None = None) -> dict:
     parser = make_parser()
     ns = parser.parse_args(argv)
+    set_quiet(ns.quiet)
     if ns.seed < 0:
         parser.error(f"--seed must be an integer >= 0, got {ns.seed}")
     for flag, value in (("--steps", ns.steps), ("--finetune-steps", ns.finetune_steps)):

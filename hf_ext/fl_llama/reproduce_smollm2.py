@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from hf_ext.core.progress import progress
+
 from .arguments import FlLlamaTrainingArguments, PartOptimizer, apply_lora
 from .attack import InversionDecoder, attack_rouge, train_inversion
 from .data import answer_token_ids, encode_cloze_window, iter_batches, load_multirc
@@ -120,7 +122,7 @@ def noise_depth_and_attack(model, tokenizer, args: SmolLM2Arguments) -> list[dic
         split.agreed.clear()  # a re-partitioned pair handshakes again
         scale = float(split.client.head(lm["input_ids"], *_mask_pos(lm)).abs().mean())
         h_col, h_vic = (split.client.head(d["input_ids"], *_mask_pos(d)) for d in (colluder, victim))
-        for mult in args.noise_multipliers:
+        for mult in progress(args.noise_multipliers, desc=f"SmolLM2 noise x depth, a = {a}", unit="run", leave=False):
             t0 = time.perf_counter()
             client.config.noise_scale = mult * scale
             split.noise_generator.manual_seed(args.seed)
@@ -230,7 +232,7 @@ def lora_finetune(model, tokenizer, args: SmolLM2Arguments, log=print) -> dict:
     for p in params:
         p.requires_grad_(True)
     opt, wrapped, t0, losses = PartOptimizer(params, targs), _Centralized(central), time.perf_counter(), []
-    for i, b in enumerate(batches):
+    for i, b in enumerate(progress(batches, desc="SmolLM2 centralized LoRA", unit="step", leave=False)):
         central.train()
         loss = wrapped(b["input_ids"], b["attention_mask"], b["labels"], logits_to_keep=2).loss
         loss.backward()
@@ -259,7 +261,7 @@ def lora_finetune(model, tokenizer, args: SmolLM2Arguments, log=print) -> dict:
                                  position_ids_from_mask(mask))[mask].abs().mean())  # fmt: skip
     del probe
     out["mean_abs_h_a"] = scale
-    for mult in [0.0, *args.finetune_noise_multipliers]:
+    for mult in progress([0.0, *args.finetune_noise_multipliers], desc="SmolLM2 split LoRA", unit="run"):
         t0 = time.perf_counter()
         setup = build_setup(model, 2, 2, mult * scale, args=targs, lora_rank=args.lora_rank, lora_alpha=16.0)
         res = train(setup, [batches], logits_to_keep=2)

@@ -37,6 +37,7 @@ from sklearn.model_selection import KFold, train_test_split
 
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
+from hf_ext.core.progress import progress, set_quiet
 from hf_ext.core.reporting import Results, VerdictRule, paired_difference, print_rules, summarize, write_results
 from hf_ext.core.results_render import markdown_tables
 
@@ -139,6 +140,7 @@ def make_parser() -> argparse.ArgumentParser:
         + ", ".join([*REAL_DATASETS, "planted"])
         + " (the verdict uses the real ones; planted is always its positive control)",
     )
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (none either under CI or when piped)")
     return parser
 
 
@@ -266,7 +268,8 @@ def run_real(name: str, grid: dict, seed: int) -> dict:
     data = loader()
     budgets = _budgets(data.X.shape[1], grid["budgets"])
     runs = []
-    for tr, te in KFold(grid["folds"], shuffle=True, random_state=seed).split(data.X):
+    folds = KFold(grid["folds"], shuffle=True, random_state=seed).split(data.X)
+    for tr, te in progress(folds, desc=f"{name} folds", total=grid["folds"], unit="fold", leave=False):
         runs.append(_run_split(data.X[tr], data.Y[tr], data.X[te], data.Y[te], list(budgets), grid, seed))
     n, d, q = data.shape
     return {
@@ -281,7 +284,7 @@ def run_real(name: str, grid: dict, seed: int) -> dict:
 
 def run_planted(grid: dict, seed: int) -> dict:
     runs, budgets = [], None
-    for s in range(seed, seed + grid["seeds"]):
+    for s in progress(range(seed, seed + grid["seeds"]), desc="planted seeds", unit="seed", leave=False):
         data = make_planted(seed=s)
         budgets = _budgets(data.X.shape[1], grid["budgets"])
         Xtr, Xte, Ytr, Yte = train_test_split(data.X, data.Y, test_size=0.3, random_state=s)
@@ -465,6 +468,7 @@ def main(argv: list[str] | None = None) -> dict:
     from threadpoolctl import threadpool_limits
 
     args = make_parser().parse_args(argv)
+    set_quiet(args.quiet)
     if args.markdown:
         stored = json.loads(Path(args.markdown).read_text())
         if "verdict_tables" in stored:
@@ -501,7 +505,7 @@ def main(argv: list[str] | None = None) -> dict:
     with threadpool_limits(limits=1), warnings.catch_warnings():
         # digits has all-zero pixels: the selector and the F-test warn about them once per fit (documented handling)
         warnings.filterwarnings("ignore", message=r".*(are constant).*", category=UserWarning)
-        for name in names:
+        for name in progress(names, desc="gpmfs data sets", unit="data set"):
             t0 = time.perf_counter()
             datasets[name] = run_planted(grid, args.seed) if name == "planted" else run_real(name, grid, args.seed)
             datasets[name]["runtime_s"] = round(time.perf_counter() - t0, 1)

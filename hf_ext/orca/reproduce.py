@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import PrinterCallback
 
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
+from hf_ext.core.progress import set_quiet, trainer_progress
 from hf_ext.core.reporting import Results, Verdict, write_results
 from hf_ext.core.results_render import markdown_tables
 
@@ -105,6 +105,9 @@ def make_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: whatever Accelerate picks (the GPU when there is one)",
     )
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress bars (also when CI is set or stderr is no terminal)"
+    )
     return p
 
 
@@ -149,7 +152,7 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
         train_dataset=train.select_columns(list(MODEL_COLUMNS)),
         eval_dataset=None if val is None else val.select_columns([c for c in EVAL_COLUMNS if c in val.column_names]),
     )
-    trainer.remove_callback(PrinterCallback)
+    trainer_progress(trainer)  # the step bar on stderr (not in parallel workers), no log lines on stdout
     trainer.train()
     return model.eval()
 
@@ -380,6 +383,7 @@ def check_arguments(ns: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
     check_arguments(ns)
+    set_quiet(ns.quiet)
     run = OrcaReproduceArguments(full=ns.full, **({"out": ns.out} if ns.out else {}))
     for key in (
         "backbones",

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
+from hf_ext.core.progress import progress, set_quiet
 from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION, environment, print_rules, summarize, write_results
 
 from .attacks import AdversarialLossConfig, AdversarialObjective, check_eps, fgsm, mifgsm, pgd
@@ -149,7 +150,7 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
         f"pgd_{ns.reference_steps}_steps": lambda o: pgd(o, images, eps, ns.reference_steps, generator=gen()),
     }
     adversarials, timings, grad_evals = {"clean": images}, {}, {}
-    for name, run in attacks.items():
+    for name, run in progress(attacks.items(), desc=f"seed {seed} attacks", unit="attack", leave=False):
         t = time.perf_counter()
         o = objective()
         adversarials[name] = run(o)
@@ -260,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hf_ext.core.devices import add_device_argument
 
     add_device_argument(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bars (none either under CI or when piped)")
     return p
 
 
@@ -285,6 +287,7 @@ def check_reproduce_args(ns) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     ns = build_parser().parse_args(argv)
+    set_quiet(ns.quiet)
     from hf_ext.core.devices import set_device
 
     set_device(ns.device)
@@ -357,7 +360,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
     by_eps, timings, grad_evals, first = {}, [], None, None
     for eps in ns.eps:
         per_seed, per_image = [], []
-        for seed in ns.seeds:
+        for seed in progress(ns.seeds, desc=f"tba eps {eps * 255:.0f}/255", unit="seed"):
             r = run_seed(seed, eps, body, victims, dhng, ns)
             per_seed.append(r["errors"])
             per_image.append(r["per_image"])
