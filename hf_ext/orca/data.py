@@ -326,6 +326,25 @@ def field_vocabulary(table: datasets.Dataset, field_names: list[str]) -> dict[st
     return {f: np.unique(frame[f].to_numpy(dtype=object).astype(str)).tolist() for f in field_names}
 
 
+def field_ids(rows, field_names: list[str], field_values: dict[str, list[str]]) -> np.ndarray:
+    """The model's `input_ids` (`int64`, `[N, F]`) for rows of a click log: a `pandas.DataFrame`, a
+    `datasets.Dataset` or a list of dicts with the field columns (labels not needed), each value looked up in
+    `field_values` (a trained model's `config.field_values`); a value unseen in training gets the
+    out-of-vocabulary id `V + 1`."""
+    if isinstance(rows, datasets.Dataset):
+        rows = rows.select_columns(list(field_names)).to_pandas()
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    missing = [f for f in field_names if f not in frame.columns]
+    if missing:
+        raise UserDataError(f"the rows have no field column {missing} (the model reads {list(field_names)})")
+    out = np.empty((len(frame), len(field_names)), dtype=np.int64)
+    for j, f in enumerate(field_names):
+        lookup = {v: i for i, v in enumerate(field_values[f])}
+        oov = len(lookup) + 1  # `V` is the blocked id of the intervention; every id above it is the OOV bucket
+        out[:, j] = [lookup.get(v, oov) for v in frame[f].to_numpy(dtype=object).astype(str)]
+    return out
+
+
 def encode_click_log(
     table: datasets.Dataset, field_names: list[str], field_values: dict[str, list[str]]
 ) -> datasets.Dataset:
@@ -349,12 +368,8 @@ def encode_click_log(
         )
     # Missing or 0 on a clicked row becomes 1 s ("opened and closed at once"), as in the official preprocessing.
     seconds = np.clip(np.where(np.isnan(seconds), MIN_SECONDS, seconds), MIN_SECONDS, MAX_SECONDS)
-    columns: dict[str, np.ndarray] = {}
-    for f in field_names:
-        lookup = {v: i for i, v in enumerate(field_values[f])}
-        oov = len(lookup) + 1  # `V` is the blocked id of the intervention; every id above it is the OOV bucket
-        values = frame[f].to_numpy(dtype=object).astype(str)
-        columns[f] = np.fromiter((lookup.get(v, oov) for v in values), dtype=np.int64, count=len(values))
+    ids = field_ids(frame, field_names, field_values)
+    columns: dict[str, np.ndarray] = {f: ids[:, j] for j, f in enumerate(field_names)}
     columns["click"] = clicked.astype(np.int64)
     columns["dwell_seconds"] = np.where(clicked, seconds, 0.0).astype(np.float32)
     columns["dwell_bin"] = np.where(clicked, bin_dwell_time(seconds), IGNORE_INDEX).astype(np.int64)
