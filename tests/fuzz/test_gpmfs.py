@@ -215,7 +215,7 @@ CASES = [
     BadInput(
         "fit text feature",
         _fit_cli("--csv", _csv("a,b,y\n1,x,0\n3,4,1\n"), "--labels", "y"),
-        r"column 'b' should be number, found string",
+        r"column 'b' should be number, found (large_)?string",
     ),
     BadInput("fit 10^6-column csv", lambda: _fit_cli("--csv", _wide_csv())(), r"1000000 columns.*at most 5000"),
     # reproduce arguments
