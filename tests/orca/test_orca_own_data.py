@@ -95,7 +95,9 @@ def test_encoding_follows_the_documented_conventions():
 
 
 def test_resume_from_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    from safetensors.numpy import load_file
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
 
     log = Path(write_example_click_log(tmp_path / "clicks.csv", num_rows=300))
     steps = ["--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2"]
@@ -106,6 +108,16 @@ def test_resume_from_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
     assert a.keys() == b.keys()
     for key in a:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    # the resumed run really starts from the checkpoint (a fresh run with the same seed would also match above):
+    # from an edited copy of checkpoint-2 it ends elsewhere
+    edited = tmp_path / "edited"
+    shutil.copytree(tmp_path / "full" / "checkpoint-2", edited)
+    weights = load_file(edited / "model.safetensors")
+    key = next(k for k, v in weights.items() if v.dtype == np.float32 and v.ndim == 2)
+    save_file({**weights, key: weights[key] + 0.5}, edited / "model.safetensors", metadata={"format": "pt"})
+    _train(log, tmp_path / "from_edited", *steps, "--resume_from_checkpoint", str(edited))
+    c = load_file(tmp_path / "from_edited" / "artifact" / "model.safetensors")
+    assert not np.array_equal(a[key], c[key])
 
 
 @pytest.mark.parametrize(
