@@ -207,41 +207,6 @@ MAX_COLUMNS = 5_000
 MAX_ROWS = 200_000
 
 
-def read_table(path: str | os.PathLike, labels: str | None) -> MultiLabelData:
-    """Reads a user's CSV (numeric feature columns, 0/1 label columns named by `labels` or the trailing 0/1
-    columns) with the size caps checked first; errors name `--csv`. Returns a [`MultiLabelData`]."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"--csv: {path} is not a file")
-    size = path.stat().st_size
-    if size == 0:
-        raise ValueError(f"--csv: {path} is empty")
-    if size > MAX_CSV_BYTES:
-        raise ValueError(f"--csv: {path} is {size / 2**30:.1f} GiB; at most {MAX_CSV_BYTES // 2**30} GiB is read")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        header = f.readline()
-    n_cols = header.count(",") + 1
-    if n_cols > MAX_COLUMNS:
-        raise ValueError(
-            f"--csv: {n_cols} columns; GPMFS supports at most {MAX_COLUMNS} (it builds d x d "
-            "matrices): pre-select columns first"
-        )
-    try:
-        df = pd.read_csv(path, nrows=MAX_ROWS + 1)
-    except Exception as err:  # noqa: BLE001 - every parse failure becomes one readable error
-        raise ValueError(f"--csv: could not parse {path}: {err}") from err
-    if len(df) > MAX_ROWS:
-        raise ValueError(f"--csv: more than {MAX_ROWS} rows; subsample the table first")
-    if len(df) < 2:
-        raise ValueError(f"--csv: {path} has {len(df)} data rows; at least 2 are needed")
-    names = [c.strip() for c in labels.split(",") if c.strip()] if labels else None
-    data = split_frame(df, names, name=path.stem)
-    if np.isnan(data.X).any():
-        bad = [data.feature_names[i] for i in np.flatnonzero(np.isnan(data.X).any(axis=0))[:5]]
-        raise ValueError(f"--csv: feature columns {bad} have missing values (NaN); impute or drop them first")
-    return data
-
-
 # --------------------------------------------------------------------------------------------------------------
 # The user's multi-label data (`hf-ext train gpmfs --data`, `hf-ext evaluate gpmfs --data`)
 # --------------------------------------------------------------------------------------------------------------
@@ -501,6 +466,10 @@ def load_multilabel(
             data = datasets.DatasetDict({"train": datasets.Dataset.from_pandas(frame, preserve_index=False)})
         else:
             data = load_user_data(text)
+        if sum(len(t) for t in data.values()) > MAX_ROWS:
+            raise ValueError(
+                f"--data: more than {MAX_ROWS} rows; subsample the data first (GPMFS builds an n x n graph)"
+            )
         first = data["train"]
         names = resolve_labels(first.to_pandas(), labels, relation)
         labels_schema(names).check(data, source=text)
