@@ -25,6 +25,7 @@ SPEC = register_method(
         demo="hf_ext.gpmfs.demo:build_demo",
         contract="hf_ext.gpmfs.testing:contract_fixture",
         train="hf_ext.gpmfs.train:main",
+        evaluate="hf_ext.gpmfs.evaluate:main",
         commands={"fit": "hf_ext.gpmfs.train:cli"},  # the old name of `hf-ext train gpmfs`
         datasets=("mulan-yeast",),
         metrics=("hamming_loss", "average_precision", "f1"),

@@ -25,6 +25,7 @@ SPEC = register_method(
         auto_classes={"AutoModel": "hf_ext.orca.modeling_orca:OrcaModel"},
         reproduce="hf_ext.orca.reproduce:main",
         train="hf_ext.orca.train:main",
+        evaluate="hf_ext.orca.evaluate:main",
         demo="hf_ext.orca.demo:build_demo",
         contract="hf_ext.orca.testing:contract_fixture",
         datasets=("synthetic-spurious-shortcut-dwell", "synthetic-causal-dwell", "tenrec-qk-article", "ml-100k"),

@@ -79,6 +79,9 @@ class OrcaConfig(PreTrainedConfig):
             defaults to -0.2): the instance weight `ω = ReLU(BCE(p,1)^ctr_weight · CE_T^dt_weight + offset)`.
         ctr_loss_weight (`float`, defaults to 1.0): weight of the CTR loss L1. `0.0` with `use_orca=False` gives the
             single-task dwell-time reference (same architecture, trained on the DT loss only).
+        field_values (`dict[str, list[str]]`, *optional*): for a model trained on a user's click log
+            (`hf-ext train orca --data`), each field's values as strings: id `i` of field `f` is `field_values[f][i]`
+            (see [`~hf_ext.orca.data.encode_click_log`]); the list's length is the field's vocabulary size.
 
     Ids: each field has its ids `0 .. size-1`, then the "blocked" id `size` (post-click masking) and an
     out-of-vocabulary bucket `size + 1`; the model maps every id above `size` to that bucket (negative ids are an
@@ -112,6 +115,7 @@ class OrcaConfig(PreTrainedConfig):
     inst_offset: float = -0.2
     ctr_loss_weight: float = 1.0
     initializer_range: float = 0.02
+    field_values: dict[str, list[str]] | None = None
 
     def __post_init__(self, **kwargs):
         if self.field_names is None:
@@ -219,6 +223,20 @@ class OrcaConfig(PreTrainedConfig):
             raise ValueError(f"OrcaConfig.attention_heads={self.attention_heads} must divide the task feature size")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"OrcaConfig.dropout must be in [0, 1), got {self.dropout}")
+        if self.field_values is not None:
+            if not isinstance(self.field_values, dict):
+                raise ValueError(
+                    f"OrcaConfig.field_values must map field names to value lists, got {self.field_values!r}"
+                )
+            sizes = dict(zip(self.field_names, self.field_vocab_sizes))
+            for name, values in self.field_values.items():
+                if name not in sizes:
+                    raise ValueError(f"OrcaConfig.field_values: {name!r} is not among field_names {self.field_names}")
+                if not isinstance(values, (list, tuple)) or len(values) != sizes[name]:
+                    raise ValueError(
+                        f"OrcaConfig.field_values: field {name!r} needs {sizes[name]} values (its vocabulary size), "
+                        f"got {len(values) if isinstance(values, (list, tuple)) else values!r}"
+                    )
 
     @property
     def num_bins(self) -> int:

@@ -1,6 +1,7 @@
-"""Data for ORCA ([CIKM'25](https://arxiv.org/abs/2508.16573)): the user's data schema (the label columns, the
-dwell-time binning and the bad-input contract [`validate_orca_frame`]), loading Tenrec's QK-article log (the public
-data set the paper uses), the conversion to model features and the split.
+"""Data for ORCA ([CIKM'25](https://arxiv.org/abs/2508.16573)): the user's click log ([`CLICK_LOG_SCHEMA`], read
+by [`load_click_log`] and encoded by [`encode_click_log`]), the label columns, the dwell-time binning and the
+bad-input contract [`validate_orca_frame`], loading Tenrec's QK-article log (the public data set the paper uses), the
+conversion to model features and the split.
 
 Every frame ORCA trains on has the same label columns:
 
@@ -24,6 +25,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from datasets.table import InMemoryTable
+
+from hf_ext.core.user_data import Column, DataSchema, UserDataError, load_user_data, require_columns, split_data
 
 from .configuration_orca import ORCA_BIN_EDGES
 
@@ -211,6 +214,186 @@ class OrcaData(NamedTuple):
     field_names: list[str]
     vocab_sizes: list[int]
     post_click_fields: list[str]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The user's click log (`hf-ext train orca --data`, `hf-ext evaluate orca --data`)
+# --------------------------------------------------------------------------------------------------------------
+
+CLICK_COLUMN = "click"
+DWELL_COLUMN = "dwell_time"
+
+CLICK_LOG_SCHEMA = DataSchema(
+    (
+        Column(CLICK_COLUMN, "int", "1 if the impression was clicked, else 0 (`true`/`false` are read as 1/0)"),
+        Column(
+            DWELL_COLUMN,
+            "float",
+            "seconds on the item after the click; read on clicked rows only (leave it empty or 0 on the others). "
+            "Clipped to [1, 400] s (missing or 0 becomes 1 s) and cut into ORCA's 8 dwell-time bins with "
+            "`hf_ext.orca.data.bin_dwell_time` (right-closed edges 0.1, 1.9, 26.1, 44.1, 72.1, 118.1, 216.1, 314, "
+            "486 s); unclicked rows get the bin label -100, the ignore index of the DT loss and metrics",
+        ),
+        Column(
+            "user_id",
+            "any",
+            "who saw the impression: a categorical field like the others (ids or strings); optional",
+            required=False,
+        ),
+    ),
+    description=(
+        "one row per impression. Every other column is a categorical field (user, item or context: ids or strings) "
+        "unless `--field_columns a,b,c` names the fields; `--post_click_fields` names those seen only after the "
+        "click (item content), which the counterfactual intervention masks. Each field's values are mapped to ids "
+        "`0 .. V-1` on the training split (sorted string values, kept in the model config as `field_values`); a "
+        "value unseen in training goes to the field's out-of-vocabulary bucket"
+    ),
+)
+
+
+class ClickLog(NamedTuple):
+    """A user's click log, read and split; unpacks as `splits, field_names, post_click_fields`.
+
+    Args:
+        splits (`datasets.DatasetDict`): `train`, `validation`, `test` with the user's columns.
+        field_names (`list[str]`): the categorical fields, in model column order.
+        post_click_fields (`list[str]`): fields masked by the counterfactual intervention.
+    """
+
+    splits: datasets.DatasetDict
+    field_names: list[str]
+    post_click_fields: list[str]
+
+
+def _names(text: str | list[str] | tuple[str, ...] | None) -> list[str] | None:
+    if text is None:
+        return None
+    items = text.split(",") if isinstance(text, str) else list(text)
+    return [t.strip() for t in items if t.strip()]
+
+
+def load_click_log(
+    source: str | PathLike,
+    *,
+    field_columns: str | list[str] | None = None,
+    post_click_fields: str | list[str] | None = None,
+    validation: float = 0.1,
+    test: float = 0.1,
+    seed: int = 0,
+) -> ClickLog:
+    """Reads a click log in the format of [`CLICK_LOG_SCHEMA`] through [`~hf_ext.core.user_data.load_user_data`]
+    and splits it ([`~hf_ext.core.user_data.split_data`]: the user's own train/validation/test files where present,
+    else a split seeded by `seed`).
+
+    Args:
+        source (`str` or `os.PathLike`): a CSV / TSV / JSON(L) / Parquet file, a folder with `train.*` /
+            `validation.*` / `test.*` files, or a Hub dataset id.
+        field_columns (`str` or `list[str]`, *optional*): the categorical fields (comma-separated in a string);
+            default every column but `click` and `dwell_time`.
+        post_click_fields (`str` or `list[str]`, *optional*): fields seen only after the click.
+        validation (`float`), test (`float`): shares split off `train` when the data has no such split.
+        seed (`int`): seed of that split.
+
+    Raises:
+        [`~hf_ext.core.user_data.UserDataError`]: naming a missing or ill-typed column, or a flag naming a column
+            the log does not have.
+    """
+    data = load_user_data(source, schema=CLICK_LOG_SCHEMA)
+    columns = data["train"].column_names
+    fields = _names(field_columns)
+    if fields is None:
+        fields = [c for c in columns if c not in (CLICK_COLUMN, DWELL_COLUMN)]
+    elif not fields:
+        raise UserDataError("--field_columns names no column")
+    for name, split in data.items():
+        require_columns(split, fields, source=f"{source} (split {name!r}, --field_columns)")
+    bad = [f for f in fields if f in (CLICK_COLUMN, DWELL_COLUMN)]
+    if bad:
+        raise UserDataError(f"--field_columns: {bad} are label columns, not fields")
+    if not fields:
+        raise UserDataError(f"{source} has no field column besides {CLICK_COLUMN!r} and {DWELL_COLUMN!r}")
+    post_click = _names(post_click_fields) or []
+    unknown = [f for f in post_click if f not in fields]
+    if unknown:
+        raise UserDataError(f"--post_click_fields: {unknown} are not among the fields {fields}")
+    return ClickLog(split_data(data, validation=validation, test=test, seed=seed), fields, post_click)
+
+
+def field_vocabulary(table: datasets.Dataset, field_names: list[str]) -> dict[str, list[str]]:
+    """Each field's values on `table` (the training split), as sorted strings: id `i` of field `f` is
+    `vocabulary[f][i]`."""
+    frame = table.select_columns(field_names).to_pandas()
+    return {f: np.unique(frame[f].to_numpy(dtype=object).astype(str)).tolist() for f in field_names}
+
+
+def field_ids(rows, field_names: list[str], field_values: dict[str, list[str]]) -> np.ndarray:
+    """The model's `input_ids` (`int64`, `[N, F]`) for rows of a click log: a `pandas.DataFrame`, a
+    `datasets.Dataset` or a list of dicts with the field columns (labels not needed), each value looked up in
+    `field_values` (a trained model's `config.field_values`); a value unseen in training gets the
+    out-of-vocabulary id `V + 1`."""
+    if isinstance(rows, datasets.Dataset):
+        rows = rows.select_columns(list(field_names)).to_pandas()
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    missing = [f for f in field_names if f not in frame.columns]
+    if missing:
+        raise UserDataError(f"the rows have no field column {missing} (the model reads {list(field_names)})")
+    out = np.empty((len(frame), len(field_names)), dtype=np.int64)
+    for j, f in enumerate(field_names):
+        lookup = {v: i for i, v in enumerate(field_values[f])}
+        oov = len(lookup) + 1  # `V` is the blocked id of the intervention; every id above it is the OOV bucket
+        out[:, j] = [lookup.get(v, oov) for v in frame[f].to_numpy(dtype=object).astype(str)]
+    return out
+
+
+def encode_click_log(
+    table: datasets.Dataset, field_names: list[str], field_values: dict[str, list[str]]
+) -> datasets.Dataset:
+    """A click log in the user's format as an ORCA frame: field ids (values unseen in `field_values` go to the
+    out-of-vocabulary id `V + 1`), `click`, `dwell_seconds` (clipped to [1, 400] s on clicked rows, 0 elsewhere) and
+    `dwell_bin` ([`bin_dwell_time`], -100 where not clicked). [`to_model_features`] turns it into model inputs.
+
+    Raises:
+        [`~hf_ext.core.user_data.UserDataError`]: `click` is not 0/1, or `dwell_time` is negative on a clicked row.
+    """
+    frame = table.select_columns([*field_names, CLICK_COLUMN, DWELL_COLUMN]).to_pandas()
+    click = pd.to_numeric(frame[CLICK_COLUMN], errors="coerce").to_numpy(np.float64)
+    if not np.all((click == 0) | (click == 1)):
+        bad = frame[CLICK_COLUMN].to_numpy()[~((click == 0) | (click == 1))][0]
+        raise UserDataError(f"column {CLICK_COLUMN!r} must hold only 0 and 1, found {bad!r}")
+    clicked = click == 1
+    seconds = pd.to_numeric(frame[DWELL_COLUMN], errors="coerce").to_numpy(np.float64)
+    if np.any(seconds[clicked] < 0):
+        raise UserDataError(
+            f"column {DWELL_COLUMN!r} must be >= 0 seconds on clicked rows, found {seconds[clicked].min()}"
+        )
+    # Missing or 0 on a clicked row becomes 1 s ("opened and closed at once"), as in the official preprocessing.
+    seconds = np.clip(np.where(np.isnan(seconds), MIN_SECONDS, seconds), MIN_SECONDS, MAX_SECONDS)
+    ids = field_ids(frame, field_names, field_values)
+    columns: dict[str, np.ndarray] = {f: ids[:, j] for j, f in enumerate(field_names)}
+    columns["click"] = clicked.astype(np.int64)
+    columns["dwell_seconds"] = np.where(clicked, seconds, 0.0).astype(np.float32)
+    columns["dwell_bin"] = np.where(clicked, bin_dwell_time(seconds), IGNORE_INDEX).astype(np.int64)
+    return dataset_from_columns(columns)
+
+
+def write_example_click_log(path: str | PathLike, num_rows: int = 400, seed: int = 0) -> str:
+    """Writes a small click log in the documented format (a CSV with `user_id`, `item_id`, `category`, `hour`,
+    `click`, `dwell_time`), for the docs and for trying the commands: clicks and dwell depend on the item's
+    category and the user, so there is something to learn. Returns the path."""
+    rng = np.random.default_rng(seed)
+    user = rng.integers(0, 20, num_rows)
+    item = rng.integers(0, 50, num_rows)
+    category = np.array(["news", "sport", "tech", "travel"])[item % 4]
+    hour = rng.integers(0, 24, num_rows)
+    p_click = 0.15 + 0.25 * (item % 4 == 1) + 0.1 * (user % 3 == 0)
+    click = (rng.random(num_rows) < p_click).astype(int)
+    dwell = np.where(click == 1, np.round(rng.lognormal(3.0 + 0.6 * (item % 4 == 2), 0.8, num_rows), 1), np.nan)
+    frame = pd.DataFrame(
+        {"user_id": [f"u{u}" for u in user], "item_id": item, "category": category, "hour": hour, "click": click,
+         "dwell_time": dwell}
+    )  # fmt: skip
+    frame.to_csv(path, index=False)
+    return str(path)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -261,6 +261,8 @@ def dt_metrics(
     - `dt_mae_s`, `dt_rmse_s`: argmax bin → `bin_seconds` against the true seconds.
     - `ndcg@3`, `ndcg@5`: per user (see [`ndcg_per_user`]); NaN when `user_ids` is not given.
     - `moderate_share_pred`, `moderate_share_true`: share of argmax predictions / truths in `moderate_bins`.
+    - `moderate_recall`: of the rows whose true bin is moderate, the share predicted in a moderate bin (the
+      collapse onto extreme bins the paper shows lowers it); NaN when no true bin is moderate.
     - `js_distance`: Jensen–Shannon distance (base 2) between the predicted-bin and true-bin histograms.
     - `pred_entropy_norm`: entropy of the predicted-bin histogram divided by `log K`.
 
@@ -320,6 +322,9 @@ def dt_metrics(
         "dt_rmse_s": float(np.sqrt(np.mean((pred_seconds - seconds) ** 2))),
         "moderate_share_pred": float(np.isin(pred, moderate).mean()),
         "moderate_share_true": float(np.isin(y, moderate).mean()),
+        "moderate_recall": float(np.isin(pred[np.isin(y, moderate)], moderate).mean())
+        if np.isin(y, moderate).any()
+        else float("nan"),
         "js_distance": js_distance(hist_pred, hist_true),
         "pred_entropy_norm": normalized_entropy(hist_pred),
     }

@@ -106,7 +106,14 @@ def make_compute_metrics(bin_seconds, moderate_bins: tuple[int, ...] = (2, 3, 4,
                 "raw_dt_ce": float(-np.mean(np.log(np.clip(raw[rows, y], 1e-12, None)))),
                 **{
                     k: dt[k]
-                    for k in ("dt_macro_f1", "dt_mae_s", "moderate_share_pred", "moderate_share_true", "js_distance")
+                    for k in (
+                        "dt_macro_f1",
+                        "dt_mae_s",
+                        "moderate_share_pred",
+                        "moderate_share_true",
+                        "moderate_recall",
+                        "js_distance",
+                    )
                 },
             }
         )

@@ -201,7 +201,7 @@ CASES = [
         r"--theta must be in \[0, 1\]",
     ),
     BadInput("train negative seed", _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--seed", "-1"), r"--seed"),
-    BadInput("fit empty csv", _fit_cli("--csv", _csv("")), r"--csv: .* is empty"),
+    BadInput("fit empty csv", _fit_cli("--csv", _csv("")), r"--data: .* is empty"),
     BadInput(
         "fit missing label column",
         _fit_cli("--csv", _csv("a,b,y\n1,2,0\n3,4,1\n"), "--labels", "z"),
@@ -215,7 +215,7 @@ CASES = [
     BadInput(
         "fit text feature",
         _fit_cli("--csv", _csv("a,b,y\n1,x,0\n3,4,1\n"), "--labels", "y"),
-        r"X: feature columns \['b'\] are not numeric",
+        r"column 'b' should be number, found (large_)?string",
     ),
     BadInput("fit 10^6-column csv", lambda: _fit_cli("--csv", _wide_csv())(), r"1000000 columns.*at most 5000"),
     # reproduce arguments

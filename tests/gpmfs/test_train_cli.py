@@ -4,8 +4,10 @@ the report says."""
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from hf_ext.gpmfs.data import load_multilabel
 from hf_ext.gpmfs.selector import GPMFSSelector
 from hf_ext.gpmfs.train import cli, main, parse_budget
 
@@ -43,8 +45,12 @@ def test_fit_writes_a_loadable_artifact_and_a_report(small, csv_path, tmp_path):
     assert "note_id" in names
     for j, label in enumerate(small.label_names):
         assert saved["label_features"][label] == [names[i] for i in sel.label_indices_[j]]
-    # the same fit in Python gives the same selection
-    ref = GPMFSSelector(budget=5, theta=0.3).fit(small.frame().assign(note_id=np.arange(len(small.X)))[names], small.Y)
+    # the same fit in Python on the same training rows (the seeded 80 % split) gives the same selection
+    user = load_multilabel(csv_path, ",".join(small.label_names), test=0.2, seed=0)
+    assert saved["n_samples"] == len(user.train.X) == round(0.8 * len(small.X))
+    ref = GPMFSSelector(budget=5, theta=0.3).fit(
+        pd.DataFrame(user.train.X, columns=user.train.feature_names), user.train.Y
+    )
     np.testing.assert_array_equal(ref.global_indices_, sel.global_indices_)
     # trailing 0/1 columns are the labels by default, and a second fit replaces the artifact whole
     main(["--csv", str(csv_path), "--budget", "30%", "--output", str(out)])

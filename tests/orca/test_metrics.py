@@ -182,6 +182,8 @@ def test_dt_metrics_hand_computed():
     # Moderate bins 2-5: predictions {2, 5} -> 2/5; truths {2, 2, 5} -> 3/5.
     assert out["moderate_share_pred"] == pytest.approx(2 / 5)
     assert out["moderate_share_true"] == pytest.approx(3 / 5)
+    # Moderate-bin recall: the truths in 2-5 are rows 2, 3, 4, predicted 2, 5, 1 -> 2 of 3 stay moderate.
+    assert out["moderate_recall"] == pytest.approx(2 / 3)
     hist_pred = np.bincount(pred, minlength=K)
     hist_true = np.bincount(y, minlength=K)
     assert out["js_distance"] == pytest.approx(jensenshannon(hist_pred, hist_true, base=2))
@@ -201,6 +203,7 @@ def test_dt_metrics_collapse_measures_on_a_collapsed_model():
     out = dt_metrics(y, _one_hot_probs(pred), dwell_seconds_true=np.asarray(ORCA_BIN_SECONDS)[y])
     assert out["moderate_share_true"] == pytest.approx(0.5)
     assert out["moderate_share_pred"] == pytest.approx(0.5)  # all of it in bin 5
+    assert out["moderate_recall"] == pytest.approx(0.5)  # true bins 2, 3 -> 1 (extreme); 4, 5 -> 5 (moderate)
     assert out["pred_entropy_norm"] == pytest.approx(math.log(2) / math.log(K))
     # JSD between uniform-over-8 and half/half on 2 of those bins.
     p, q = np.zeros(K), np.full(K, 1 / K)
