@@ -97,9 +97,10 @@ def compare(
         field_vocab_sizes,
         generate_synthetic,
     )
-    from .data import load_tenrec_qk_article, to_model_features, train_val_test_split
+    from .data import to_model_features, train_val_test_split
     from .metrics import ctr_dt_heatmap
     from .reproduce import OrcaReproduceArguments, evaluate, plot_heatmaps, train_one
+    from .tenrec import load_tenrec_qk_article
 
     if backbone not in ("mmoe", "ple"):
         raise ValueError(f"backbone must be 'mmoe' or 'ple', got {backbone!r}")

@@ -190,10 +190,10 @@ def load_training_data(script: OrcaTrainingArguments, seed: int):
         encode_click_log,
         field_vocabulary,
         load_click_log,
-        load_tenrec_qk_article,
         to_model_features,
         train_val_test_split,
     )
+    from .tenrec import load_tenrec_qk_article
 
     if script.data:
         log = load_click_log(

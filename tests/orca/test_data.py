@@ -14,15 +14,8 @@ from hf_ext.orca.causal_generator import (
     generate_synthetic,
 )
 from hf_ext.orca.configuration_orca import ORCA_BIN_EDGES
-from hf_ext.orca.data import (
-    TENREC_FIELD_NAMES,
-    TENREC_QK_ARTICLE_COLUMNS,
-    bin_dwell_time,
-    load_tenrec_qk_article,
-    to_model_features,
-    train_val_test_split,
-    validate_orca_frame,
-)
+from hf_ext.orca.data import bin_dwell_time, to_model_features, train_val_test_split, validate_orca_frame
+from hf_ext.orca.tenrec import TENREC_FIELD_NAMES, TENREC_QK_ARTICLE_COLUMNS, load_tenrec_qk_article
 
 
 def _arrays(ds):
