@@ -34,6 +34,14 @@ class CodeBCEvaluateArguments:
     )
 
 
+class PairedSummary(dict):
+    """One comparison entry: the full numbers in the JSON (a `dict`), one readable line on stdout (`str`)."""
+
+    def __str__(self) -> str:
+        versus = f", model {self['model']:.4f} vs baseline {self['baseline']:.4f}" if "model" in self else ""
+        return f"{self['cell']}{versus} (n = {self['contracts']} contracts, paired bootstrap)"
+
+
 def build_parser() -> HfArgumentParser:
     return HfArgumentParser(CodeBCEvaluateArguments, prog="hf-ext evaluate codebc", description=__doc__)
 
@@ -70,17 +78,17 @@ def _training_config(artifact: Path) -> dict:
     return config
 
 
-def _pair(name: str, model: list, base: list, seed: int) -> dict:
+def _pair(model: list, base: list, seed: int) -> PairedSummary:
     from hf_ext.core.reporting import paired_bootstrap
 
     pairs = [(m, b) for m, b in zip(model, base) if m is not None and b is not None]
     diff = paired_bootstrap([m for m, _ in pairs], [b for _, b in pairs], seed=seed)
     full = diff.to_dict()
-    return {
-        "cell": diff.cell(4),
-        "contracts": len(pairs),
+    return PairedSummary(
+        cell=diff.cell(4),
+        contracts=len(pairs),
         **{k: full[k] for k in ("mean", "ci_low", "ci_high", "confidence", "method")},
-    }
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -106,15 +114,18 @@ def main(argv: list[str] | None = None) -> dict:
         base = heldout_metrics(base_model, base_tok, rows, **kwargs)
         ours, theirs = result["per_contract"], base["per_contract"]
         comparison = {
-            "test loss (per contract)": _pair("loss", ours["loss"], theirs["loss"], config["seed"]),
-            "test VD accuracy (per contract)": _pair("vd", ours["vd_correct"], theirs["vd_correct"], config["seed"]),
+            "test loss (per contract)": _pair(ours["loss"], theirs["loss"], config["seed"]),
+            "test VD accuracy (per contract)": _pair(ours["vd_correct"], theirs["vd_correct"], config["seed"]),
         }
         if ours["compiled"] is not None and theirs["compiled"] is not None:
-            comparison["test compile rate (per contract)"] = _pair(
-                "compile", ours["compiled"], theirs["compiled"], config["seed"]
-            )
-        for key, metric_name in (("loss", "test loss"), ("vd_accuracy", "test VD accuracy")):
-            comparison[f"{metric_name} (per contract)"].update(model=result[key], baseline=base[key])
+            comparison["test compile rate (per contract)"] = _pair(ours["compiled"], theirs["compiled"], config["seed"])
+        for key, metric_name in (
+            ("loss", "test loss"),
+            ("vd_accuracy", "test VD accuracy"),
+            ("compile_rate", "test compile rate"),
+        ):
+            if f"{metric_name} (per contract)" in comparison:
+                comparison[f"{metric_name} (per contract)"].update(model=result[key], baseline=base[key])
     header = (
         f"CodeBC {artifact} on the {len(rows)} held-out contracts of {ns.data} "
         f"({sum(r['tag'] == 'bug' for r in rows)} tagged bug)"
@@ -122,4 +133,4 @@ def main(argv: list[str] | None = None) -> dict:
     return report_evaluation(metrics, output=ns.output, comparison=comparison, header=header)
 
 
-__all__ = ["CodeBCEvaluateArguments", "build_parser", "load_artifact", "main"]
+__all__ = ["CodeBCEvaluateArguments", "PairedSummary", "build_parser", "load_artifact", "main"]

@@ -34,6 +34,14 @@ class FlLlamaEvaluateArguments:
     eval_batch_size: int | None = field(default=None, metadata={"help": "chunks per forward (default: as trained)"})
 
 
+class PairedSummary(dict):
+    """One comparison entry: the full numbers in the JSON (a `dict`), one readable line on stdout (`str`)."""
+
+    def __str__(self) -> str:
+        versus = f", model {self['model']:.4f} vs baseline {self['baseline']:.4f}" if "model" in self else ""
+        return f"{self['cell']}{versus} (n = {self['documents']} documents, paired bootstrap)"
+
+
 def build_parser() -> HfArgumentParser:
     return HfArgumentParser(FlLlamaEvaluateArguments, prog="hf-ext evaluate fl_llama", description=__doc__)
 
@@ -108,14 +116,14 @@ def main(argv: list[str] | None = None) -> dict:
         diff = paired_bootstrap([m for m, _ in pairs], [b for _, b in pairs], seed=config["seed"])
         full = diff.to_dict()
         comparison = {
-            "test loss (per document)": {
-                "cell": diff.cell(4),
-                "model": test["loss"],
-                "baseline": base["loss"],
-                "baseline_perplexity": base["perplexity"],
-                "documents": len(pairs),
+            "test loss (per document)": PairedSummary(
+                cell=diff.cell(4),
+                model=test["loss"],
+                baseline=base["loss"],
+                baseline_perplexity=base["perplexity"],
+                documents=len(pairs),
                 **{k: full[k] for k in ("mean", "sd", "ci_low", "ci_high", "confidence", "method")},
-            }
+            )
         }
     header = (
         f"FL-LLaMA split model {artifact} on the test split of {ns.data} ({test['documents']} documents, "
@@ -124,4 +132,4 @@ def main(argv: list[str] | None = None) -> dict:
     return report_evaluation(metrics, output=ns.output, comparison=comparison, header=header)
 
 
-__all__ = ["FlLlamaEvaluateArguments", "build_parser", "main"]
+__all__ = ["FlLlamaEvaluateArguments", "PairedSummary", "build_parser", "main"]
