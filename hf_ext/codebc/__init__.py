@@ -37,6 +37,7 @@ SPEC = register_method(
         library_name="peft",
         status="3-stage LoRA + forced tags + solc-js/Slither scoring (tiny LLaMA or SmolLM2-135M; see model card)",
         train="hf_ext.codebc.train:main",
+        evaluate="hf_ext.codebc.evaluate:main",
         commands={
             "score": "hf_ext.codebc.scoring:main",
             "setup": "hf_ext.codebc.solidity:setup_main",

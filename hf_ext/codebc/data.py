@@ -23,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from hf_ext.core import paths
+from hf_ext.core.user_data import Column, DataSchema, UserDataError, load_user_data
 
 DATA_ENV = paths.data_env_var("codebc")
 
@@ -235,3 +236,103 @@ def clm_dataset(tokenizer, texts: Sequence[str], block_size: int):
         stream += tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     blocks = [stream[i : i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
     return Dataset.from_dict({"input_ids": blocks, "labels": [b[:] for b in blocks]})
+
+
+# ---- the user's own contracts (`hf-ext train codebc --data SOURCE`) -----------------------------------------------
+
+SCHEMA = DataSchema(
+    (
+        Column(
+            "code", "str", "one Solidity source file (comments are stripped for training and become the TI request)"
+        ),
+        Column(
+            "tag",
+            "str",
+            "the security tag, `correct` or `bug` (VD target, TI tag); empty: labelled by `--label_untagged`",
+            required=False,
+        ),
+        Column(
+            "instruction",
+            "str",
+            "the TI request for this contract (default: its solidity version line and its comments)",
+            required=False,
+        ),
+    ),
+    description="one row per contract; a folder of `.sol` files is read as one row per file",
+)
+
+
+def _sol_folder(folder: Path):
+    """A folder of `.sol` files (searched recursively) as a `DatasetDict` with `code`, `tag`, `path`: a file under
+    a `correct/` or `bug/` sub-folder gets that tag, any other file none."""
+    from datasets import Dataset, DatasetDict
+
+    from .tags import SECURITY_TAGS
+
+    rows = []
+    for path in sorted(p for p in folder.rglob("*.sol") if p.is_file()):
+        rel = path.relative_to(folder)
+        try:
+            code = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError) as err:
+            raise UserDataError(f"{path}: cannot read this Solidity file ({err})") from None
+        tag = next((part for part in rel.parts[:-1] if part in SECURITY_TAGS), None)
+        rows.append({"code": code, "tag": tag, "path": rel.as_posix()})
+    return DatasetDict({"train": Dataset.from_list(rows)})
+
+
+def load_contracts(source: str | Path):
+    """The user's contracts as a `datasets.DatasetDict` with `code`, `tag` and `instruction` columns (`None` where not
+    given), checked against [`SCHEMA`].
+
+    `source` is a folder of `.sol` files (recursively; files under `correct/` or `bug/` sub-folders get that tag), or
+    any source of [`~hf_ext.core.user_data.load_user_data`] with a `code` column (CSV / JSONL / Parquet, a folder of
+    `train.*` / `test.*` files, a Hub id). Raises [`~hf_ext.core.user_data.UserDataError`] naming the column for a
+    missing or ill-typed column, an empty `code`, or a tag other than `correct` / `bug`.
+    """
+    from .tags import SECURITY_TAGS
+
+    path = Path(source).expanduser()
+    if path.is_dir() and any(p.is_file() for p in path.rglob("*.sol")):
+        data = _sol_folder(path)
+    else:
+        data = load_user_data(source, schema=SCHEMA)
+    for name in ("tag", "instruction"):
+        for split in list(data):
+            if name not in data[split].column_names:
+                data[split] = data[split].add_column(name, [None] * len(data[split]))
+    problems = []
+    for split, table in data.items():
+        empty = [i for i, code in enumerate(table["code"]) if code is None or not code.strip()]
+        if empty:
+            problems.append(f"column 'code' is empty in split {split!r}, rows {empty[:10]}")
+        bad = sorted({t for t in table["tag"] if t not in (None, "") and t.strip() not in SECURITY_TAGS})
+        if bad:
+            problems.append(f"column 'tag' must be one of {SECURITY_TAGS} or empty, got {bad[:5]} in split {split!r}")
+        if len(table) == 0:
+            problems.append(f"split {split!r} has no contract")
+    if problems:
+        raise UserDataError(f"data {str(source)!r}: " + "; ".join(problems))
+    return data
+
+
+def write_example_contracts(folder: str | Path) -> Path:
+    """Writes a tiny folder in the documented layout for the docs' example and the tests: 12 small 0.8 contracts,
+    four of them under `bug/` (an unchecked `call` and a `tx.origin` check), the rest under `correct/`."""
+    folder = Path(folder)
+    for k in range(8):
+        (folder / "correct").mkdir(parents=True, exist_ok=True)
+        (folder / "correct" / f"Counter{k}.sol").write_text(
+            f"// SPDX-License-Identifier: MIT\npragma solidity ^0.8.20;\n\n// A counter that only goes up by {k + 1}.\n"
+            f"contract Counter{k} {{\n    uint256 public count;\n\n    // Adds {k + 1} to the count.\n"
+            f"    function increment() external {{\n        count += {k + 1};\n    }}\n}}\n"
+        )
+    for k in range(4):
+        (folder / "bug").mkdir(parents=True, exist_ok=True)
+        (folder / "bug" / f"Wallet{k}.sol").write_text(
+            f"// SPDX-License-Identifier: MIT\npragma solidity ^0.8.20;\n\n// A wallet anyone can drain.\n"
+            f"contract Wallet{k} {{\n    address public owner = msg.sender;\n\n    // Sends everything to `to`.\n"
+            f"    function drain(address payable to) external {{\n        require(tx.origin == owner);\n"
+            f'        to.call{{value: address(this).balance}}("");\n    }}\n}}\n'
+        )
+    return folder

@@ -65,3 +65,28 @@ def tiny_config(**overrides) -> CodeBCConfig:
     )
     kwargs.update(overrides)
     return CodeBCConfig(**kwargs)
+
+
+def save_tiny_causal_lm(folder, codes: list[str], hidden_size: int = 32, layers: int = 2, seed: int = BASE_SEED):
+    """Saves a tiny random `LlamaForCausalLM` with a byte-level BPE trained on `codes` (CodeBC's tokenizer) into
+    `folder`: the offline stand-in for "any causal LM" in the docs' "train on your own data" example and the tests
+    (`--model_name_or_path folder`). Returns the folder."""
+    from pathlib import Path
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from .tokenizer import train_tokenizer
+
+    tok = train_tokenizer(codes, vocab_size=400, min_frequency=1)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=1024, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id, tie_word_embeddings=True)  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

@@ -12,6 +12,10 @@ Blockchain-HumanEval `clean_code/`. Reported:
 
 A file that cannot be read, has no reference, does not compile, asks for another compiler version, or crashes the
 analyser is reported in `files` with its reason; the run goes on.
+
+Without `--json` the command prints a per-file table first ([`format_files`]: file, verdict — `not compiled
+(<reason>)`, `vulnerable`, `clean` — BLEU, CodeBLEU, and the Slither detectors that fired with their impact, or the
+first compiler error), then the summary; `--no-files` prints the summary only.
 """
 
 from __future__ import annotations
@@ -94,6 +98,8 @@ def score_sources(
                 "reason": a.reason,
                 "counts": a.counts,
                 "checks": sorted(a.checks),
+                # each detector once, at its highest impact (what the per-file table prints)
+                "findings": _findings(a.findings),
                 "error": a.error and a.error.splitlines()[0][:300],
             }
             if a.ok:
@@ -126,6 +132,20 @@ def score_sources(
         "files": files,
     }
     return summary
+
+
+IMPACT_ORDER = ("High", "Medium", "Low", "Informational", "Optimization")
+
+
+def _findings(findings: list[dict]) -> list[dict]:
+    """`{"check", "impact"}` per Slither detector that fired, at its highest impact, most severe first."""
+    rank = {impact: i for i, impact in enumerate(IMPACT_ORDER)}
+    best: dict[str, str] = {}
+    for f in findings:
+        check, impact = f.get("check"), f.get("impact")
+        if check and (check not in best or rank.get(impact, 99) < rank.get(best[check], 99)):
+            best[check] = impact
+    return [{"check": c, "impact": i} for c, i in sorted(best.items(), key=lambda x: (rank.get(x[1], 99), x[0]))]
 
 
 def _analyse_here(name: str, source: str) -> AnalysisResult:
@@ -229,6 +249,65 @@ def format_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
+def file_verdict(info: dict) -> str:
+    """One file's verdict: `not compiled (<reason>)`, `vulnerable` (a High or Medium Slither finding), `clean`,
+    `compiled` (not analysed: `--no-analyse`) or `compiled, not analysed (<reason>)`."""
+    if not info.get("compiled"):
+        return f"not compiled ({info.get('compile_reason') or 'unknown'})"
+    analysis = info.get("analysis")
+    if analysis is None:
+        return "compiled"
+    if not analysis.get("ok"):
+        return f"compiled, not analysed ({analysis.get('reason') or 'unknown'})"
+    counts = analysis.get("counts") or {}
+    return "vulnerable" if any(counts.get(i, 0) for i in ("High", "Medium")) else "clean"
+
+
+def file_findings(info: dict, width: int = 160) -> str:
+    """What a reader needs next to the verdict: the first compiler error of a file that did not compile, else the
+    Slither detectors that fired with their impact (`reentrancy-eth (High), tx-origin (Medium)`), `none`, or `-`
+    when not analysed; a missing reference is named first."""
+    if not info.get("compiled"):
+        errors = info.get("compile_errors") or []
+        text = errors[0] if errors else "-"
+    else:
+        analysis = info.get("analysis")
+        if analysis is None:
+            text = "-"
+        elif not analysis.get("ok"):
+            text = analysis.get("error") or "-"
+        else:
+            found = analysis.get("findings")
+            if found is None:  # a summary from before per-impact findings were kept
+                found = [{"check": c, "impact": "?"} for c in analysis.get("checks", [])]
+            text = ", ".join(f"{f['check']} ({f['impact']})" for f in found) or "none"
+    if info.get("reference"):  # first: a long list of findings is cut at `width`, this note must stay visible
+        text = f"{info['reference']}; {text}"
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def format_files(s: dict) -> str:
+    """The per-file table: file, verdict, BLEU, CodeBLEU and the findings (see [`file_verdict`], [`file_findings`])."""
+
+    def number(x):
+        return "-" if x is None else f"{x:.2f}"
+
+    rows = [
+        (name, file_verdict(info), number(info.get("bleu")), number(info.get("codebleu")), file_findings(info))
+        for name, info in sorted(s["files"].items())
+    ]
+    head = ("file", "verdict", "BLEU", "CodeBLEU", "findings / first error")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    lines = []
+    for r in [head, *rows]:
+        lines.append(
+            f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:>{widths[3]}}  {r[4]}".rstrip()
+        )
+    lines.insert(1, "-" * max(len(line) for line in lines))
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="hf-ext codebc score",
@@ -249,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="Slither processes (default: the available cores; 1 runs it in this process)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object (per-file details under 'files')")
+    p.add_argument(
+        "--no-files", action="store_true", help="print the summary only, without the per-file table of verdicts"
+    )
     return p
 
 
@@ -262,5 +344,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         print(json.dumps(summary))
     else:
+        if not args.no_files:
+            print(format_files(summary))
+            print()
         print(format_summary(summary))
     return summary

@@ -39,6 +39,7 @@ SPEC = register_method(
         ),
         reproduce="hf_ext.fl_llama.reproduce:main",
         train="hf_ext.fl_llama.train:main",
+        evaluate="hf_ext.fl_llama.evaluate:main",
         demo="hf_ext.fl_llama.demo:build_demo",
         contract="hf_ext.fl_llama.testing:contract_fixture",
         commands={

@@ -1,4 +1,10 @@
-"""MultiRC (SuperGLUE) as yes/no cloze prompts, a byte-level BPE tokenizer trained on the corpus, and batching.
+"""The user's text corpus ([`SCHEMA`], [`load_corpus`]); MultiRC (SuperGLUE) as yes/no cloze prompts, a byte-level
+BPE tokenizer trained on the corpus, and batching.
+
+**Your own corpus** (`hf-ext train fl_llama --data SOURCE`): one document per row of a `text` column, read with
+[`load_corpus`] from a JSONL / JSON / CSV / TSV / Parquet file, a folder with `train.*` / `validation.*` / `test.*`
+files, a Hub dataset id, or a plain `.txt` file with **one document per line** (blank lines are skipped; a document
+with line breaks of its own belongs in JSONL).
 
 The paper's MultiRC template (Table 5 of the appendix) is `[passage]. Question: q? Is it [answer a]? [M].` with the
 mask filled by `yes`/`no`. The data is read from `../shared/data/multirc` (the JSONL files shipped in the authors'
@@ -16,8 +22,57 @@ from pathlib import Path
 import torch
 
 from hf_ext.core.paths import data_dir
+from hf_ext.core.user_data import Column, DataSchema, UserDataError, load_user_data
 
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]
+
+TEXT_COLUMN = "text"
+SCHEMA = DataSchema(
+    (Column(TEXT_COLUMN, "str", "one document of the client's private corpus (the causal-LM training text)"),),
+    description="one row per document; a `.txt` file holds one document per line",
+)
+
+
+def load_corpus(source: str | Path):
+    """The user's corpus as a `datasets.DatasetDict` with a `text` column, checked against [`SCHEMA`].
+
+    A `.txt` file is read with `load_dataset("text")`, one document per non-blank line; every other source goes
+    through [`~hf_ext.core.user_data.load_user_data`]. Empty documents are dropped (nothing to predict). Raises
+    [`~hf_ext.core.user_data.UserDataError`] naming the missing or ill-typed column, or when no document is left.
+    """
+    path = Path(source).expanduser()
+    if path.is_file() and path.suffix.lower() == ".txt":
+        from datasets import load_dataset
+
+        try:
+            data = load_dataset("text", data_files={"train": str(path)}, keep_linebreaks=False)
+        except Exception as err:  # noqa: BLE001 - an unreadable file (bad encoding ...): one line naming it
+            raise UserDataError(f"cannot read data {str(source)!r}: {type(err).__name__}: {err}") from None
+    else:
+        data = load_user_data(source, schema=SCHEMA)
+    SCHEMA.check(data, source=str(source))
+    data = data.filter(lambda row: row[TEXT_COLUMN] is not None and row[TEXT_COLUMN].strip() != "")
+    if any(len(split) == 0 for split in data.values()):
+        empty = [name for name, split in data.items() if len(split) == 0]
+        raise UserDataError(f"data {str(source)!r}: no non-empty {TEXT_COLUMN!r} in split(s) {empty}")
+    return data
+
+
+def write_example_corpus(path: str | Path, documents: int = 40) -> Path:
+    """Writes a tiny corpus in the documented format (JSONL, one `{"text": ...}` per line) for the docs' example
+    and the tests: short sentences about federated split learning, `documents` of them."""
+    subjects = ["The client", "The server", "A hospital", "A bank", "Each party", "The federation"]
+    verbs = ["keeps", "sends", "trains", "protects", "encrypts", "averages"]
+    objects = ["its private tokens", "the hidden states", "the first blocks", "the noisy activations",
+               "the gradients", "the language model head"]  # fmt: skip
+    rng = random.Random(0)
+    lines = []
+    for i in range(documents):
+        sentences = [f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)}." for _ in range(2 + i % 3)]
+        lines.append(json.dumps({TEXT_COLUMN: " ".join(sentences)}))
+    path = Path(path)
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 @dataclass(frozen=True)
@@ -209,14 +264,17 @@ def iter_batches(data: dict[str, torch.Tensor], batch_size: int, seed: int = 0, 
 
 
 __all__ = [
+    "SCHEMA",
     "ClozeExample",
     "answer_token_ids",
     "corpus",
     "encode_cloze",
     "encode_cloze_window",
     "iter_batches",
+    "load_corpus",
     "load_multirc",
     "partition_by_passage",
     "question_window",
     "train_tokenizer",
+    "write_example_corpus",
 ]

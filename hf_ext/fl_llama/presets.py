@@ -19,4 +19,21 @@ def tiny_llama(vocab_size: int = 1000, hidden_size: int = 64, num_layers: int = 
     return LlamaForCausalLM(cfg).eval()
 
 
-__all__ = ["tiny_llama"]
+def save_tiny_llama(folder, texts: list[str], vocab_size: int = 300, hidden_size: int = 32, num_layers: int = 4):
+    """Saves a tiny random `LlamaForCausalLM` and a byte-level BPE tokenizer trained on `texts` into `folder` (what
+    `--model_name_or_path` reads): the offline stand-in for a real Llama in the docs' "train on your own data"
+    example and the tests. Returns the folder."""
+    from pathlib import Path
+
+    from .data import train_tokenizer
+
+    tok = train_tokenizer(list(texts), vocab_size=vocab_size)
+    model = tiny_llama(vocab_size=len(tok), hidden_size=hidden_size, num_layers=num_layers,
+                       pad_token_id=tok.pad_token_id)  # fmt: skip
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+__all__ = ["save_tiny_llama", "tiny_llama"]
