@@ -85,3 +85,17 @@ def test_scripts_use_one_flag_style(method):
     take `--flag_name` with `--flag-name` as an alias; a plain `argparse.ArgumentParser` would take only one."""
     bad = [f.name for f in _files(method) if "argparse.ArgumentParser(" in f.read_text()]
     assert not bad, f"{method}: use hf_ext.core.arguments.ArgumentParser in {bad}"
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_trains_and_evaluates_on_own_data(method):
+    """Issue 36's contract: `hf-ext train` and `hf-ext evaluate` exist for every method, each at its own module, and
+    the own-data path (train → load → evaluate → push) has its test file."""
+    spec = hf_ext.get_method(method)
+    assert spec.train == f"hf_ext.{method}.train:main"
+    assert spec.evaluate == f"hf_ext.{method}.evaluate:main"
+    assert (PACKAGE / method / "evaluate.py").is_file()
+    tests = PACKAGE.parent / "tests" / method
+    assert list(tests.glob("test_*own_data*.py")), f"tests/{method} has no test_*own_data*.py"
+    page = (PACKAGE.parent / "docs" / "methods" / f"{method}.md").read_text()
+    assert "## Train on your own data" in page
