@@ -41,36 +41,19 @@ from hf_ext.core.paths import work_dir
 from .aggregation import server_update
 from .alignment import initial_global
 from .model import MODULE_SLOTS
+from .report import HEADLINE, all_rules, comparisons, decide, format_comparisons, headroom, verdict_rules
 from .task import GLOBAL_RANK, VARIANTS, H2TuneClient, RunConfig, global_shape, pretrained_base
 
-# Stated before running (README): where H2Tune should beat local-only, and by how much would count. The criterion is
-# the per-client `VerdictRule` of [`verdict_rules`], printed before any work.
+# Stated before running (README): the claims and the criterion, one `VerdictRule` per comparison and client
+# (report.verdict_rules), printed before any work.
 PREDICTION = (
-    "H2Tune beats local-only on a client when the 95 % t-interval of its paired per-seed gain lies above 0 and the "
-    "mean gain is at least 0.05 exact match; it should show on the clients whose test pairs the others train "
-    "on, i.e. all three, and most on client 2 (the only one that no LoRA baseline can reach). HetLoRA and "
-    "FLoRA can help only clients 0 and 1 (one shared base)."
+    "Sharing helps a client when H2Tune beats the adapter-only control (the same H2Tune adapter trained locally, no "
+    "aggregation) by at least 0.05 exact match with the 95 % t-interval of the paired per-seed gain above 0; decided "
+    "only on clients with headroom (pooled ceiling − local-only, 95 % interval above 0), else PREMISE ABSENT. The "
+    "adapter form alone (adapter-only − local-only LoRA) and both together (H2Tune − local-only) are decided by the "
+    "same rule. HetLoRA and FLoRA can help only clients 0 and 1 (one shared base)."
 )
-GAIN_MARGIN = 0.05  # exact match: the smallest mean gain over local-only that counts as the paper's effect
 SETTING_PREMISE = "setting check on that client: chance < local-only < pooled ceiling (mean over seeds)"
-
-
-def verdict_rules(clients) -> dict:
-    """The stated H2Tune criterion as one [`~hf_ext.core.reporting.VerdictRule`] per client: H2Tune − local-only
-    on final exact match, paired over seeds, margin 0.05, premise the client's setting check (its local-only run
-    lands strictly between chance and the pooled ceiling)."""
-    from hf_ext.core.reporting import VerdictRule
-
-    return {
-        c["name"]: VerdictRule(
-            claim=f"H2Tune beats local-only LoRA on {c['name']} ({c['task']})",
-            metric="final exact match",
-            margin=GAIN_MARGIN,
-            higher_is_better=True,
-            premise=SETTING_PREMISE,
-        )
-        for c in clients
-    }
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -324,34 +307,6 @@ def paired_differences(results: dict) -> None:
         }
 
 
-def decide(results: dict, rules: dict) -> dict:
-    """The verdict of each client's rule on H2Tune − local-only (premise: that client's setting check); empty
-    when H2Tune or local-only did not run."""
-    from hf_ext.core.reporting import Premise, paired_difference
-
-    variants = results["variants"]
-    if "h2tune" not in variants or "local-only" not in variants:
-        return {}
-    check = results.get("setting_check", {}).get("clients", {})
-    out = {}
-    for name, rule in rules.items():
-        diff = paired_difference(
-            variants["h2tune"]["final_accuracy_per_seed"][name], variants["local-only"]["final_accuracy_per_seed"][name]
-        )
-        c = check.get(name)
-        if c is None:
-            premise = Premise(SETTING_PREMISE, False, "the pooled ceiling did not run: the setting is unchecked")
-        else:
-            premise = Premise(
-                SETTING_PREMISE,
-                bool(c["ok"]),
-                f"chance {c['chance']} < local-only {c['local_only']:.3f} < pooled ceiling {c['pooled_ceiling']:.3f}"
-                + ("" if c["ok"] else " fails"),
-            )
-        out[name] = rule.decide(diff, premise)
-    return out
-
-
 def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
     """`training_record.json` beside each saved H2Tune client (`clients/<name>/adapter` and `base`): its final
     exact match in the first seed's federation, so `hf-ext push h2tune --from ...` renders the card from it."""
@@ -443,7 +398,7 @@ def main(argv: list[str] | None = None) -> dict:
     clients = [c.__dict__ for c in run.clients]
     rules = verdict_rules(clients)
     print(f"prediction (stated before the run): {PREDICTION}")
-    print_rules(rules)  # the criterion, before any work
+    print_rules(all_rules(rules))  # the criteria, before any work (the headline, sharing vs adapter-only, first)
     start = time.perf_counter()
     results: dict = {
         "scale": "pretrained" if ns.pretrained else "full" if ns.full else "quick",
@@ -453,7 +408,8 @@ def main(argv: list[str] | None = None) -> dict:
         "clients": clients,
         "variants": {},
         "prediction": PREDICTION,
-        "rules": {name: rule.to_dict() for name, rule in rules.items()},
+        "rules": {kind: {name: rule.to_dict() for name, rule in r.items()} for kind, r in rules.items()},
+        "headline": HEADLINE,
     }
     done: dict[tuple[str, int], dict] = {}
     workers = max(1, ns.workers)
@@ -491,13 +447,15 @@ def main(argv: list[str] | None = None) -> dict:
         }
     paired_differences(results)
     results["setting_check"] = setting_check(results)
+    results["headroom"] = headroom(results)
+    results["comparisons"] = comparisons(results)
     verdicts = decide(results, rules)
-    results["verdicts"] = {name: v.to_dict() for name, v in verdicts.items()}
+    results["verdicts"] = {kind: {name: v.to_dict() for name, v in vs.items()} for kind, vs in verdicts.items()}
     results["seconds"] = time.perf_counter() - start
     results["seconds_federated"] = results["seconds"] - results["seconds_pretrain"]
     results["environment"] = environment()
     write_results(out / "results.json", results)
-    (out / "results.md").write_text(format_markdown(results))
+    (out / "results.md").write_text(format_markdown(results) + "\n" + format_comparisons(results))
     _save_records(out, results, run, seeds, ns)
     check = results["setting_check"]
     for name, c in check["clients"].items():
@@ -508,8 +466,12 @@ def main(argv: list[str] | None = None) -> dict:
     table = format_table(results)
     print(table)
     print(format_curves(results))
-    for verdict in verdicts.values():
-        print(f"[verdict] {verdict.line()}")
+    for name, c in results["headroom"].get("clients", {}).items():
+        print(f"headroom {name}: {c['detail']}" + ("" if c["ok"] else " (its verdicts: PREMISE ABSENT)"))
+    print(format_comparisons(results))
+    for kind, vs in verdicts.items():
+        for verdict in vs.values():
+            print(f"[verdict{' (headline)' if kind == HEADLINE else ''}] {verdict.line()}")
     print(
         f"wrote {out / 'results.json'} and {out / 'clients'} ({results['seconds']:.0f} s: pretraining "
         f"{results['seconds_pretrain']:.0f} s, federated runs {results['seconds_federated']:.0f} s)"
