@@ -84,6 +84,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--heal-steps", type=int, help="--pretrained: distillation steps per derived base")
     p.add_argument("--num-train", type=int, help="training examples per client")
     p.add_argument("--num-test", type=int, help="test examples per client")
+    p.add_argument(
+        "--client-tasks",
+        help="comma-separated task per client (fill_in, choice, program, modulo); default: the preset's",
+    )
     return p
 
 
@@ -383,6 +387,7 @@ def main(argv: list[str] | None = None) -> dict:
         ("heal_steps", "heal_steps"),
         ("num_train", "num_train"),
         ("num_test", "num_test"),
+        ("client_tasks", "client_tasks"),
     ):
         if getattr(ns, flag) is not None:
             run = dataclasses.replace(run, **{field: getattr(ns, flag)})
