@@ -41,6 +41,16 @@ from hf_ext.core.paths import work_dir
 from .aggregation import server_update
 from .alignment import initial_global
 from .model import MODULE_SLOTS
+from .presets import (
+    FULL,
+    FULL_SEEDS,
+    PRETRAINED,
+    PRETRAINED_SEEDS,
+    PRETRAINED_VARIANTS,
+    QUICK,
+    QUICK_SEEDS,
+    QUICK_VARIANTS,
+)
 from .report import HEADLINE, all_rules, comparisons, decide, format_comparisons, headroom, verdict_rules
 from .task import GLOBAL_RANK, VARIANTS, H2TuneClient, RunConfig, global_shape, pretrained_base
 
@@ -79,7 +89,7 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="real and derived bases: SmolLM2-135M-Instruct (fill-in, r 8) and two smaller bases derived "
         "from it (smollm2-L24, modulo, r 4; smollm2-L28, program, r 16), healed by distillation and "
-        "cached (see PRETRAINED below for the CPU budget)",
+        "cached (see presets.PRETRAINED for the CPU budget)",
     )
     p.add_argument("--heal-steps", type=int, help="--pretrained: distillation steps per derived base")
     p.add_argument("--num-train", type=int, help="training examples per client")
@@ -89,30 +99,6 @@ def make_parser() -> argparse.ArgumentParser:
         help="comma-separated task per client (fill_in, choice, program, modulo); default: the preset's",
     )
     return p
-
-
-# `--pretrained` on CPU: SmolLM2-135M-Instruct (fill-in, r 8) and two bases derived from it, smollm2-L24 (modulo,
-# r 4) and smollm2-L28 (program, r 16), each healed by 100 distillation steps (cached; smollm2-L20 healed the same
-# way stayed at chance locally on fill-in and smollm2-L12 on program, L24 / L28 reach 0.67 / 0.62 on fill-in after
-# one round); prompts in SmolLM2's chat template (<= 42 tokens with the answer and EOS, so max_len 48); seeds 0 and
-# 1, 3 rounds of 20 local steps of batch 8 on 64 training / 24 test examples per client; local-only, the pooled
-# ceiling and H2Tune.
-PRETRAINED = {
-    "client_models": "smollm2,smollm2-L24,smollm2-L28",
-    "client_ranks": "8,4,16",
-    "rounds": 3,
-    "local_steps": 20,
-    "batch_size": 8,
-    "num_train": 64,
-    "num_test": 24,
-    "pretrain_steps": 0,
-    "heal_steps": 100,
-    "max_len": 48,
-}
-
-
-# quick scale: the methods and the ceiling; the three H2Tune ablations run with --full (or --variants)
-QUICK_VARIANTS = ["local-only", "pooled", "hetlora", "flora", "h2tune"]
 
 
 def run_variant(variant: str, run: RunConfig) -> dict:
@@ -376,11 +362,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     set_device(ns.device)
     out = Path(ns.out)
-    run = RunConfig(rounds=3, local_steps=300 if ns.full else 80, pretrain_steps=300, cache_dir=str(out / "pretrained"))
-    seeds = ns.seeds or ([0, 1, 2] if ns.full else [0, 1])
-    if ns.pretrained:
-        run = dataclasses.replace(run, **PRETRAINED)
-        seeds = ns.seeds or [0, 1]
+    scale = PRETRAINED if ns.pretrained else FULL if ns.full else QUICK
+    run = RunConfig(cache_dir=str(out / "pretrained"), **scale)
+    seeds = ns.seeds or (PRETRAINED_SEEDS if ns.pretrained else FULL_SEEDS if ns.full else QUICK_SEEDS)
     for flag, field in (
         ("rounds", "rounds"),
         ("local_steps", "local_steps"),
@@ -392,9 +376,7 @@ def main(argv: list[str] | None = None) -> dict:
         if getattr(ns, flag) is not None:
             run = dataclasses.replace(run, **{field: getattr(ns, flag)})
     engine = ns.engine or ("simulation" if ns.full else "inprocess")
-    variants = ns.variants or (
-        ["local-only", "pooled", "h2tune"] if ns.pretrained else list(VARIANTS) if ns.full else QUICK_VARIANTS
-    )
+    variants = ns.variants or (PRETRAINED_VARIANTS if ns.pretrained else list(VARIANTS) if ns.full else QUICK_VARIANTS)
     if ns.pretrained:
         ns.workers = 1  # three real decoders per federation: one process (memory)
     out.mkdir(parents=True, exist_ok=True)

@@ -188,3 +188,16 @@ def test_healing_corpus_poses_sums_as_chat_turns_for_a_chat_tokenizer():
     assert len(texts) == len(HEAL_SUMS) + len(HEAL_TEXT) and texts[len(HEAL_SUMS) :] == HEAL_TEXT
     assert "<|im_start|>user\n3+4=<|im_end|>\n<|im_start|>assistant\n7<|im_end|>" in texts[34]
     assert max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts) <= HEAL["max_len"]  # none cut
+
+
+def test_every_scale_runs_the_adapter_only_control_and_pretrained_has_four_seeds_and_48_distinct_test_pairs():
+    from hf_ext.h2tune.data import client_split
+    from hf_ext.h2tune.presets import PRETRAINED, PRETRAINED_SEEDS, PRETRAINED_VARIANTS, QUICK_SEEDS, QUICK_VARIANTS
+    from hf_ext.h2tune.task import VARIANTS
+
+    for variants in (QUICK_VARIANTS, PRETRAINED_VARIANTS, list(VARIANTS)):  # --full runs every variant
+        assert {"local-only", "pooled", "adapter-only", "h2tune"} <= set(variants)
+    assert len(QUICK_SEEDS) >= 3 and len(set(PRETRAINED_SEEDS)) >= 4 and PRETRAINED["num_test"] >= 48
+    # the synthetic split can give 48 test pairs that are all distinct and none of them a training input
+    train, test = client_split("fill_in", 0, 3, PRETRAINED["num_train"], PRETRAINED["num_test"], seed=0)
+    assert len(test) == 48 and len(set(test)) == 48 and not set(test) & set(train)
