@@ -1,28 +1,29 @@
 """`hf-ext reproduce h2tune`: three clients on two tiny decoders (clients 0 and 1 share a Llama-style base with LoRA
 ranks 4 and 8; client 2 is a shallower, narrower GPT-2-style decoder with rank 16), the bases briefly pretrained on a
 shared corpus of plain sums (cached under `--out/pretrained`), each client posing (a + b) mod 10 in its own format
-(fill-in `3+4=`, `3+4 mod 10=`, program output `print((3+4)%10)>`) with little local data: 25 operand pairs per
-client, and **test inputs disjoint from the client's own training inputs** (every test pair is another client's
-training pair; see `data.client_split`). Compares H2Tune (shared middle matrices through relation-guided alignment,
-unweighted mean on the server) with local-only LoRA, the pooled-data ceiling (each model trained on every client's
-operand pairs, posed in its own format), HetLoRA (rank-padded averaging within a base), FLoRA (stacking within a
-base), and (`--full`) the ablations no sparsification, index-aligned layers and joint instead of alternating
-training. Before any comparison it checks that local-only lands strictly between chance and the pooled ceiling on
-every client (the setting is uninformative otherwise). The criterion (H2Tune − local-only, paired over seeds: 95 %
-t-interval above 0 and mean ≥ 0.05, premise the client's setting check) is printed as a
-[`~hf_ext.core.reporting.VerdictRule`] per client before any work, and decided at the end. Per-client exact match after
-each round (mean over seeds: the convergence curve), final exact match (mean ± sample SD), paired per-seed differences
-against local-only with 95 % t-intervals, bytes sent per round; every spread comes from `hf_ext.core.reporting`.
-Writes `results.json`, each H2Tune client's adapted model under `--out/clients` and the pushable `--out/artifact`
-(client 0: base at the root, adapter in `adapter/`).
+(fill-in `3+4=`, `3+4 mod 10=`, program output `print((3+4)%10)>`; at quick scale client 2 poses fill-in, see
+`presets.QUICK`) with little local data: 25 operand pairs per client, and **test inputs disjoint from the client's own
+training inputs** (every test pair is another client's training pair; see `data.client_split`).
+
+Compared (`task.VARIANTS`): local-only plain LoRA; the pooled-data ceiling (each model trained on every client's
+operand pairs, posed in its own format); **the adapter-only control** (the H2Tune adapter trained locally, no
+aggregation); H2Tune; with `--full` also HetLoRA (rank-padded averaging within a base), FLoRA (stacking within a base)
+and the ablations no sparsification, index-aligned layers and joint instead of alternating training. The verdicts
+(`report.py`) are per client, paired over seeds with 95 % t-intervals: **sharing** = H2Tune − adapter-only (the
+headline), **adapter form** = adapter-only − local-only, and both together = H2Tune − local-only; each needs the
+client's headroom (pooled ceiling − local-only, interval above 0) as its premise, else *premise absent*. The rules are
+printed before any work. Per-client exact match after each round (mean over seeds: the convergence curve), final
+exact match (mean ± sample SD), bytes sent per round; every spread comes from `hf_ext.core.reporting`. Writes
+`results.json`, `results.md`, each H2Tune client's adapted model under `--out/clients` and the pushable
+`--out/artifact` (client 0: base at the root, adapter in `adapter/`).
 
 Two engines run the same client and server code (`H2TuneClient.run_round`, `server_update`): `--engine simulation`
 runs the Flower ServerApp and ClientApps on Flower's simulation engine (Ray), one federation at a time (the `--full`
 default); `--engine inprocess` loops over the clients in worker processes, spreading the (variant, seed) runs over
 `--workers` single-threaded processes (the quick default: no Ray start-up per run). Either way the bases are
-pretrained first (or loaded from the cache under `--out/pretrained`, keyed by config, init seed and steps). Quick
-scale: 2 seeds, 3 rounds of 80 local steps, five variants; `--full`: 3 seeds, 3 rounds of 300 steps, all eight;
-both pretrain 300 steps.
+pretrained first (or loaded from the cache under `--out/pretrained`, keyed by config, init seed and steps). The
+scales are in `presets.py`: quick 4 seeds, 3 rounds of 50 local steps, four variants; `--full` 3 seeds, 3 rounds of
+300 steps, every variant; `--pretrained` SmolLM2 + two derived bases, 4 seeds, 48 test pairs, four variants.
 """
 
 from __future__ import annotations
