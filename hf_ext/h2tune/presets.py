@@ -84,4 +84,65 @@ def write_tiny_decoder(path, family: str = "llama", layers: int = 2, hidden: int
     return path
 
 
-__all__ = ["BASE_SEED", "VOCAB", "char_tokenizer", "tiny_base", "tiny_base_config", "write_tiny_decoder"]
+# ---- the scales of `hf-ext reproduce h2tune` (RunConfig fields; seeds; compared variants) -------------------------
+
+# Quick: the comparison without the confound (local-only LoRA, the pooled ceiling, the adapter-only control, H2Tune)
+# on four paired seeds, so a 95 % t-interval (t = 3.18) can exclude zero; HetLoRA / FLoRA and the ablations run with
+# --full (or --variants). Client 2 (GPT-2, L2 d32) poses the sum as fill-in here, not as program output (its task in
+# --full): on program output that base has no headroom at quick scale (local-only 0.06, pooled ceiling 0.11, ceiling −
+# local-only +0.05 [-0.05, +0.15] over seeds 0-3 at 50 steps; 0.20 vs 0.21 at 80 steps), so no comparison could
+# speak there; on fill-in it has (local-only 0.34, ceiling − local-only +0.22 [+0.11, +0.33], same seeds and steps).
+# 50 local steps keep four seeds within today's quick budget (+30 %).
+QUICK_CLIENT_2_TASK = "fill_in"
+QUICK = {
+    "rounds": 3,
+    "local_steps": 50,
+    "pretrain_steps": 300,
+    "client_tasks": f"fill_in,modulo,{QUICK_CLIENT_2_TASK}",
+}
+QUICK_SEEDS = [0, 1, 2, 3]
+QUICK_VARIANTS = ["local-only", "pooled", "adapter-only", "h2tune"]
+
+# --full: every variant (HetLoRA, FLoRA, the three ablations, the adapter-only control), 3 rounds x 300 steps
+FULL = {"rounds": 3, "local_steps": 300, "pretrain_steps": 300}
+FULL_SEEDS = [0, 1, 2]
+
+# `--pretrained` on CPU: SmolLM2-135M-Instruct (fill-in, r 8) and two bases derived from it, smollm2-L24 (modulo,
+# r 4) and smollm2-L28 (program, r 16), each healed by 100 distillation steps (cached; smollm2-L20 healed the same
+# way stayed at chance locally on fill-in and smollm2-L12 on program, L24 / L28 reach 0.67 / 0.62 on fill-in after
+# one round); prompts in SmolLM2's chat template (<= 42 tokens with the answer and EOS, so max_len 48); 3 rounds of
+# 20 local steps of batch 8 on 64 training examples per client and 48 test pairs (of the 50 other clients' pairs);
+# 4 paired seeds; local-only, the pooled ceiling, the adapter-only control and H2Tune. The earlier 2-seed, 24-pair,
+# 3-variant run took 51.8 min on the idle 2-core machine; this one is ~2.7x the federated work (16 runs instead of
+# 6, twice the test pairs): about 2.3 h on 2 cores, so it is a GPU job (`--device cuda`).
+PRETRAINED = {
+    "client_models": "smollm2,smollm2-L24,smollm2-L28",
+    "client_ranks": "8,4,16",
+    "rounds": 3,
+    "local_steps": 20,
+    "batch_size": 8,
+    "num_train": 64,
+    "num_test": 48,
+    "pretrain_steps": 0,
+    "heal_steps": 100,
+    "max_len": 48,
+}
+PRETRAINED_SEEDS = [0, 1, 2, 3]
+PRETRAINED_VARIANTS = ["local-only", "pooled", "adapter-only", "h2tune"]
+
+__all__ = [
+    "BASE_SEED",
+    "FULL",
+    "FULL_SEEDS",
+    "PRETRAINED",
+    "PRETRAINED_SEEDS",
+    "PRETRAINED_VARIANTS",
+    "QUICK",
+    "QUICK_SEEDS",
+    "QUICK_VARIANTS",
+    "VOCAB",
+    "char_tokenizer",
+    "tiny_base",
+    "tiny_base_config",
+    "write_tiny_decoder",
+]

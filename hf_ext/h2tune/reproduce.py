@@ -1,28 +1,29 @@
 """`hf-ext reproduce h2tune`: three clients on two tiny decoders (clients 0 and 1 share a Llama-style base with LoRA
 ranks 4 and 8; client 2 is a shallower, narrower GPT-2-style decoder with rank 16), the bases briefly pretrained on a
 shared corpus of plain sums (cached under `--out/pretrained`), each client posing (a + b) mod 10 in its own format
-(fill-in `3+4=`, `3+4 mod 10=`, program output `print((3+4)%10)>`) with little local data: 25 operand pairs per
-client, and **test inputs disjoint from the client's own training inputs** (every test pair is another client's
-training pair; see `data.client_split`). Compares H2Tune (shared middle matrices through relation-guided alignment,
-unweighted mean on the server) with local-only LoRA, the pooled-data ceiling (each model trained on every client's
-operand pairs, posed in its own format), HetLoRA (rank-padded averaging within a base), FLoRA (stacking within a
-base), and (`--full`) the ablations no sparsification, index-aligned layers and joint instead of alternating
-training. Before any comparison it checks that local-only lands strictly between chance and the pooled ceiling on
-every client (the setting is uninformative otherwise). The criterion (H2Tune − local-only, paired over seeds: 95 %
-t-interval above 0 and mean ≥ 0.05, premise the client's setting check) is printed as a
-[`~hf_ext.core.reporting.VerdictRule`] per client before any work, and decided at the end. Per-client exact match after
-each round (mean over seeds: the convergence curve), final exact match (mean ± sample SD), paired per-seed differences
-against local-only with 95 % t-intervals, bytes sent per round; every spread comes from `hf_ext.core.reporting`.
-Writes `results.json`, each H2Tune client's adapted model under `--out/clients` and the pushable `--out/artifact`
-(client 0: base at the root, adapter in `adapter/`).
+(fill-in `3+4=`, `3+4 mod 10=`, program output `print((3+4)%10)>`; at quick scale client 2 poses fill-in, see
+`presets.QUICK`) with little local data: 25 operand pairs per client, and **test inputs disjoint from the client's own
+training inputs** (every test pair is another client's training pair; see `data.client_split`).
+
+Compared (`task.VARIANTS`): local-only plain LoRA; the pooled-data ceiling (each model trained on every client's
+operand pairs, posed in its own format); **the adapter-only control** (the H2Tune adapter trained locally, no
+aggregation); H2Tune; with `--full` also HetLoRA (rank-padded averaging within a base), FLoRA (stacking within a base)
+and the ablations no sparsification, index-aligned layers and joint instead of alternating training. The verdicts
+(`report.py`) are per client, paired over seeds with 95 % t-intervals: **sharing** = H2Tune − adapter-only (the
+headline), **adapter form** = adapter-only − local-only, and both together = H2Tune − local-only; each needs the
+client's headroom (pooled ceiling − local-only, interval above 0) as its premise, else *premise absent*. The rules are
+printed before any work. Per-client exact match after each round (mean over seeds: the convergence curve), final
+exact match (mean ± sample SD), bytes sent per round; every spread comes from `hf_ext.core.reporting`. Writes
+`results.json`, `results.md`, each H2Tune client's adapted model under `--out/clients` and the pushable
+`--out/artifact` (client 0: base at the root, adapter in `adapter/`).
 
 Two engines run the same client and server code (`H2TuneClient.run_round`, `server_update`): `--engine simulation`
 runs the Flower ServerApp and ClientApps on Flower's simulation engine (Ray), one federation at a time (the `--full`
 default); `--engine inprocess` loops over the clients in worker processes, spreading the (variant, seed) runs over
 `--workers` single-threaded processes (the quick default: no Ray start-up per run). Either way the bases are
-pretrained first (or loaded from the cache under `--out/pretrained`, keyed by config, init seed and steps). Quick
-scale: 2 seeds, 3 rounds of 80 local steps, five variants; `--full`: 3 seeds, 3 rounds of 300 steps, all eight;
-both pretrain 300 steps.
+pretrained first (or loaded from the cache under `--out/pretrained`, keyed by config, init seed and steps). The
+scales are in `presets.py`: quick 4 seeds, 3 rounds of 50 local steps, four variants; `--full` 3 seeds, 3 rounds of
+300 steps, every variant; `--pretrained` SmolLM2 + two derived bases, 4 seeds, 48 test pairs, four variants.
 """
 
 from __future__ import annotations
@@ -41,36 +42,29 @@ from hf_ext.core.paths import work_dir
 from .aggregation import server_update
 from .alignment import initial_global
 from .model import MODULE_SLOTS
+from .presets import (
+    FULL,
+    FULL_SEEDS,
+    PRETRAINED,
+    PRETRAINED_SEEDS,
+    PRETRAINED_VARIANTS,
+    QUICK,
+    QUICK_SEEDS,
+    QUICK_VARIANTS,
+)
+from .report import HEADLINE, all_rules, comparisons, decide, format_comparisons, headroom, verdict_rules
 from .task import GLOBAL_RANK, VARIANTS, H2TuneClient, RunConfig, global_shape, pretrained_base
 
-# Stated before running (README): where H2Tune should beat local-only, and by how much would count. The criterion is
-# the per-client `VerdictRule` of [`verdict_rules`], printed before any work.
+# Stated before running (README): the claims and the criterion, one `VerdictRule` per comparison and client
+# (report.verdict_rules), printed before any work.
 PREDICTION = (
-    "H2Tune beats local-only on a client when the 95 % t-interval of its paired per-seed gain lies above 0 and the "
-    "mean gain is at least 0.05 exact match; it should show on the clients whose test pairs the others train "
-    "on, i.e. all three, and most on client 2 (the only one that no LoRA baseline can reach). HetLoRA and "
-    "FLoRA can help only clients 0 and 1 (one shared base)."
+    "Sharing helps a client when H2Tune beats the adapter-only control (the same H2Tune adapter trained locally, no "
+    "aggregation) by at least 0.05 exact match with the 95 % t-interval of the paired per-seed gain above 0; decided "
+    "only on clients with headroom (pooled ceiling − local-only, 95 % interval above 0), else PREMISE ABSENT. The "
+    "adapter form alone (adapter-only − local-only LoRA) and both together (H2Tune − local-only) are decided by the "
+    "same rule. HetLoRA and FLoRA can help only clients 0 and 1 (one shared base)."
 )
-GAIN_MARGIN = 0.05  # exact match: the smallest mean gain over local-only that counts as the paper's effect
 SETTING_PREMISE = "setting check on that client: chance < local-only < pooled ceiling (mean over seeds)"
-
-
-def verdict_rules(clients) -> dict:
-    """The stated H2Tune criterion as one [`~hf_ext.core.reporting.VerdictRule`] per client: H2Tune − local-only
-    on final exact match, paired over seeds, margin 0.05, premise the client's setting check (its local-only run
-    lands strictly between chance and the pooled ceiling)."""
-    from hf_ext.core.reporting import VerdictRule
-
-    return {
-        c["name"]: VerdictRule(
-            claim=f"H2Tune beats local-only LoRA on {c['name']} ({c['task']})",
-            metric="final exact match",
-            margin=GAIN_MARGIN,
-            higher_is_better=True,
-            premise=SETTING_PREMISE,
-        )
-        for c in clients
-    }
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -96,36 +90,16 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="real and derived bases: SmolLM2-135M-Instruct (fill-in, r 8) and two smaller bases derived "
         "from it (smollm2-L24, modulo, r 4; smollm2-L28, program, r 16), healed by distillation and "
-        "cached (see PRETRAINED below for the CPU budget)",
+        "cached (see presets.PRETRAINED for the CPU budget)",
     )
     p.add_argument("--heal-steps", type=int, help="--pretrained: distillation steps per derived base")
     p.add_argument("--num-train", type=int, help="training examples per client")
     p.add_argument("--num-test", type=int, help="test examples per client")
+    p.add_argument(
+        "--client-tasks",
+        help="comma-separated task per client (fill_in, choice, program, modulo); default: the preset's",
+    )
     return p
-
-
-# `--pretrained` on CPU: SmolLM2-135M-Instruct (fill-in, r 8) and two bases derived from it, smollm2-L24 (modulo,
-# r 4) and smollm2-L28 (program, r 16), each healed by 100 distillation steps (cached; smollm2-L20 healed the same
-# way stayed at chance locally on fill-in and smollm2-L12 on program, L24 / L28 reach 0.67 / 0.62 on fill-in after
-# one round); prompts in SmolLM2's chat template (<= 42 tokens with the answer and EOS, so max_len 48); seeds 0 and
-# 1, 3 rounds of 20 local steps of batch 8 on 64 training / 24 test examples per client; local-only, the pooled
-# ceiling and H2Tune.
-PRETRAINED = {
-    "client_models": "smollm2,smollm2-L24,smollm2-L28",
-    "client_ranks": "8,4,16",
-    "rounds": 3,
-    "local_steps": 20,
-    "batch_size": 8,
-    "num_train": 64,
-    "num_test": 24,
-    "pretrain_steps": 0,
-    "heal_steps": 100,
-    "max_len": 48,
-}
-
-
-# quick scale: the methods and the ceiling; the three H2Tune ablations run with --full (or --variants)
-QUICK_VARIANTS = ["local-only", "pooled", "hetlora", "flora", "h2tune"]
 
 
 def run_variant(variant: str, run: RunConfig) -> dict:
@@ -324,34 +298,6 @@ def paired_differences(results: dict) -> None:
         }
 
 
-def decide(results: dict, rules: dict) -> dict:
-    """The verdict of each client's rule on H2Tune − local-only (premise: that client's setting check); empty
-    when H2Tune or local-only did not run."""
-    from hf_ext.core.reporting import Premise, paired_difference
-
-    variants = results["variants"]
-    if "h2tune" not in variants or "local-only" not in variants:
-        return {}
-    check = results.get("setting_check", {}).get("clients", {})
-    out = {}
-    for name, rule in rules.items():
-        diff = paired_difference(
-            variants["h2tune"]["final_accuracy_per_seed"][name], variants["local-only"]["final_accuracy_per_seed"][name]
-        )
-        c = check.get(name)
-        if c is None:
-            premise = Premise(SETTING_PREMISE, False, "the pooled ceiling did not run: the setting is unchecked")
-        else:
-            premise = Premise(
-                SETTING_PREMISE,
-                bool(c["ok"]),
-                f"chance {c['chance']} < local-only {c['local_only']:.3f} < pooled ceiling {c['pooled_ceiling']:.3f}"
-                + ("" if c["ok"] else " fails"),
-            )
-        out[name] = rule.decide(diff, premise)
-    return out
-
-
 def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
     """`training_record.json` beside each saved H2Tune client (`clients/<name>/adapter` and `base`): its final
     exact match in the first seed's federation, so `hf-ext push h2tune --from ...` renders the card from it."""
@@ -417,24 +363,21 @@ def main(argv: list[str] | None = None) -> dict:
 
     set_device(ns.device)
     out = Path(ns.out)
-    run = RunConfig(rounds=3, local_steps=300 if ns.full else 80, pretrain_steps=300, cache_dir=str(out / "pretrained"))
-    seeds = ns.seeds or ([0, 1, 2] if ns.full else [0, 1])
-    if ns.pretrained:
-        run = dataclasses.replace(run, **PRETRAINED)
-        seeds = ns.seeds or [0, 1]
+    scale = PRETRAINED if ns.pretrained else FULL if ns.full else QUICK
+    run = RunConfig(cache_dir=str(out / "pretrained"), **scale)
+    seeds = ns.seeds or (PRETRAINED_SEEDS if ns.pretrained else FULL_SEEDS if ns.full else QUICK_SEEDS)
     for flag, field in (
         ("rounds", "rounds"),
         ("local_steps", "local_steps"),
         ("heal_steps", "heal_steps"),
         ("num_train", "num_train"),
         ("num_test", "num_test"),
+        ("client_tasks", "client_tasks"),
     ):
         if getattr(ns, flag) is not None:
             run = dataclasses.replace(run, **{field: getattr(ns, flag)})
     engine = ns.engine or ("simulation" if ns.full else "inprocess")
-    variants = ns.variants or (
-        ["local-only", "pooled", "h2tune"] if ns.pretrained else list(VARIANTS) if ns.full else QUICK_VARIANTS
-    )
+    variants = ns.variants or (PRETRAINED_VARIANTS if ns.pretrained else list(VARIANTS) if ns.full else QUICK_VARIANTS)
     if ns.pretrained:
         ns.workers = 1  # three real decoders per federation: one process (memory)
     out.mkdir(parents=True, exist_ok=True)
@@ -444,7 +387,7 @@ def main(argv: list[str] | None = None) -> dict:
     clients = [c.__dict__ for c in run.clients]
     rules = verdict_rules(clients)
     print(f"prediction (stated before the run): {PREDICTION}")
-    print_rules(rules)  # the criterion, before any work
+    print_rules(all_rules(rules))  # the criteria, before any work (the headline, sharing vs adapter-only, first)
     start = time.perf_counter()
     results: dict = {
         "scale": "pretrained" if ns.pretrained else "full" if ns.full else "quick",
@@ -454,7 +397,8 @@ def main(argv: list[str] | None = None) -> dict:
         "clients": clients,
         "variants": {},
         "prediction": PREDICTION,
-        "rules": {name: rule.to_dict() for name, rule in rules.items()},
+        "rules": {kind: {name: rule.to_dict() for name, rule in r.items()} for kind, r in rules.items()},
+        "headline": HEADLINE,
     }
     done: dict[tuple[str, int], dict] = {}
     workers = max(1, ns.workers)
@@ -492,8 +436,10 @@ def main(argv: list[str] | None = None) -> dict:
         }
     paired_differences(results)
     results["setting_check"] = setting_check(results)
+    results["headroom"] = headroom(results)
+    results["comparisons"] = comparisons(results)
     verdicts = decide(results, rules)
-    results["verdicts"] = {name: v.to_dict() for name, v in verdicts.items()}
+    results["verdicts"] = {kind: {name: v.to_dict() for name, v in vs.items()} for kind, vs in verdicts.items()}
     results["seconds"] = time.perf_counter() - start
     results["seconds_federated"] = results["seconds"] - results["seconds_pretrain"]
     results["environment"] = environment()
@@ -507,7 +453,7 @@ def main(argv: list[str] | None = None) -> dict:
         format_markdown(results),
     )
     write_results(out / "results.json", results)
-    (out / "results.md").write_text(format_markdown(results))
+    (out / "results.md").write_text(format_markdown(results) + "\n" + format_comparisons(results))
     _save_records(out, results, run, seeds, ns)
     check = results["setting_check"]
     for name, c in check["clients"].items():
@@ -518,8 +464,12 @@ def main(argv: list[str] | None = None) -> dict:
     table = format_table(results)
     print(table)
     print(format_curves(results))
-    for verdict in verdicts.values():
-        print(f"[verdict] {verdict.line()}")
+    for name, c in results["headroom"].get("clients", {}).items():
+        print(f"headroom {name}: {c['detail']}" + ("" if c["ok"] else " (its verdicts: PREMISE ABSENT)"))
+    print(format_comparisons(results))
+    for kind, vs in verdicts.items():
+        for verdict in vs.values():
+            print(f"[verdict{' (headline)' if kind == HEADLINE else ''}] {verdict.line()}")
     print(
         f"wrote {out / 'results.json'} and {out / 'clients'} ({results['seconds']:.0f} s: pretraining "
         f"{results['seconds_pretrain']:.0f} s, federated runs {results['seconds_federated']:.0f} s)"

@@ -34,8 +34,12 @@ GLOBAL_RANK = 16
 # The compared methods, all run by the same client and server code (in-process or on Flower): `mode` says what a
 # client sends ("h2tune": G_c; "hetlora" / "flora": its LoRA factors; "local": nothing), the other keys set RunConfig
 # fields. "pooled" is the ceiling: local-only training on every client's training data (each in its own format).
+# "adapter-only" is the control that separates H2Tune's adapter form from its sharing: every client trains the H2Tune
+# adapter (ΔW = (α/r)·B(T+I)A with its T, S and P_c, the same seeded G⁰ to start from, the same two-pass step) and
+# never aggregates: like local-only it sends nothing and ignores whatever the server sends.
 VARIANTS: dict[str, dict] = {
     "local-only": {"mode": "local"},
+    "adapter-only": {"mode": "local", "h2tune_adapter": True},
     "pooled": {"mode": "local", "pooled": True},
     "hetlora": {"mode": "hetlora"},
     "flora": {"mode": "flora"},
@@ -82,6 +86,8 @@ class RunConfig(FlowerRunConfig):
     variant: str = "h2tune"  # a key of VARIANTS; `for_variant` sets the fields it implies
     save_dir: str = ""  # Flower runs: where the ClientApps save their adapted models after the last round
     pooled: bool = field(default=False, metadata={"run_config": None})  # the ceiling: every client's training pairs
+    # the adapter-only control: the H2Tune adapter trained locally, no aggregation (set by the variant)
+    h2tune_adapter: bool = field(default=False, metadata={"run_config": None})
     # the clients (clients.py): comma-separated, one entry per client; all empty = the built-in CLIENTS
     client_models: str = ""
     client_ranks: str = ""
@@ -126,7 +132,13 @@ class RunConfig(FlowerRunConfig):
         """This config for `variant`, with the fields the variant implies (sparsify, index_aligned, alternating)."""
         if variant not in VARIANTS:
             raise ValueError(f"unknown H2Tune variant {variant!r}; choose from {sorted(VARIANTS)}")
-        implied = {"sparsify": True, "index_aligned": False, "alternating": True, "pooled": False}
+        implied = {
+            "sparsify": True,
+            "index_aligned": False,
+            "alternating": True,
+            "pooled": False,
+            "h2tune_adapter": False,
+        }
         implied.update({k: v for k, v in VARIANTS[variant].items() if k != "mode"})
         return dataclasses.replace(self, variant=variant, **implied)
 
@@ -148,8 +160,9 @@ class H2TuneClient:
     """A federated H2Tune client (see the module docstring)."""
 
     def __init__(self, spec: ClientSpec, run: RunConfig, max_layers: int, base=None, index: int = 0):
-        # the local-only and HetLoRA baselines train vanilla LoRA; every H2Tune variant trains the H2Tune adapter
-        plain_lora = run.mode != "h2tune"
+        # the local-only and HetLoRA baselines train vanilla LoRA; every H2Tune variant and the adapter-only control
+        # train the H2Tune adapter
+        plain_lora = run.mode != "h2tune" and not run.h2tune_adapter
         self.spec, self.run, self.plain_lora = spec, run, plain_lora
         self.output_dir = tempfile.mkdtemp(prefix=f"h2tune_{spec.name}_")  # Trainer scratch (nothing is saved)
         from .data import CHARS_CODEC
@@ -196,6 +209,9 @@ class H2TuneClient:
         from .checks import check_global
 
         incoming = check_global(incoming, self.run.mode, global_shape(self.relation.weight.shape[0]))
+        if self.run.h2tune_adapter and self.run.mode == "local":  # the adapter-only control: `incoming` is ignored
+            self.fit_alone()
+            return {}
         if self.run.mode == "h2tune":
             g = torch.from_numpy(np.array(incoming["g"], dtype=np.float32)) if incoming and "g" in incoming else None
             return {"g": self.fit(g).numpy().astype(np.float32)}
@@ -216,6 +232,23 @@ class H2TuneClient:
         self.global_tensor = global_tensor
         self.train_local()
         return self.relation.upload(get_middle(self.model))
+
+    def fit_alone(self) -> None:
+        """One round of the adapter-only control: the H2Tune adapter trained with no aggregation.
+
+        The first round starts, as H2Tune's does, from M̃_c = P_c·G⁰ with the run's common seeded G⁰ (so an
+        adapter-only client and an H2Tune client of the same seed are identical after round 1); later rounds keep
+        the client's own trained M̃ (nothing is downloaded) and run the same two-pass step. G⁰ stays the tensor P_c's
+        task gradient flows through (M̃_c = P_cᵀ·G⁰ + D_c). "First round" is read from the persisted T_prev, so a
+        Flower client rebuilt from its saved state each round does not restart from G⁰."""
+        from .alignment import initial_global
+
+        g0 = initial_global(self.relation.weight.shape[0], len(MODULE_SLOTS), GLOBAL_RANK, seed=self.run.seed)
+        if self.prev_t is None:
+            set_middle(self.model, self.relation.download(g0))
+        self.global_tensor = g0
+        self.train_local()
+        self.rounds_done += 1
 
     def train_local(self) -> None:
         from datasets import Dataset

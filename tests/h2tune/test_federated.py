@@ -167,9 +167,10 @@ def _assert_same_run(a: dict, b: dict):
         np.testing.assert_allclose(a["final_message"][key], b["final_message"][key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
-@pytest.mark.parametrize("variant", ["h2tune", "hetlora"])
+@pytest.mark.parametrize("variant", ["h2tune", "hetlora", "adapter-only"])
 def test_flower_apps_reproduce_the_in_process_run(variant):
-    """The reproduction's in-process loop and the Flower apps are the same computation (same G / HetLoRA means)."""
+    """The reproduction's in-process loop and the Flower apps are the same computation (same G / HetLoRA means; for
+    the adapter-only control, a ClientApp rebuilt from its saved state each round keeps its own M̃, as in-process)."""
     from hf_ext.h2tune.reproduce import run_variant, run_variant_flower
 
     run = RunConfig(rounds=2, local_steps=2, num_train=16, num_test=8, batch_size=8)
