@@ -166,7 +166,7 @@ def format_comparisons(results: dict) -> str:
             cell = _cell(paired_difference(d["per_pair"], [0.0] * len(d["per_pair"])))
             cells.append(cell + ("" if room[c["name"]]["ok"] else " **no headroom**"))
         lines.append("| headroom: pooled ceiling − local-only | " + " | ".join(cells) + " |")
-    verdicts = results.get("verdicts", {})
+    verdicts = results.get("verdicts_by_comparison", {})
     for kind, (a, b, _) in COMPARISONS.items():
         diffs = results.get("comparisons", {}).get(kind)
         if not diffs:

@@ -158,7 +158,7 @@ def test_the_comparison_table_prints_every_paired_difference_with_its_verdict():
         }
     )
     rows["headroom"], rows["comparisons"] = headroom(rows), comparisons(rows)
-    rows["verdicts"] = {
+    rows["verdicts_by_comparison"] = {
         k: {c: v.to_dict() for c, v in vs.items()} for k, vs in decide(rows, verdict_rules(CLIENTS)).items()
     }
     table = format_comparisons(rows)
