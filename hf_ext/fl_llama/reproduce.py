@@ -8,8 +8,11 @@ hidden states for a ∈ {1, 2, 3}, s ∈ {0, 1, 5} × mean|h_A|, and the share o
 with and without attention-mask compression, and per generated token with and without KV caches; (5) the parallel
 modes with 2 and 4 clients: wall time and bytes; (6) SmolLM2 split: exact logits, transformers' `generate` (batch 2,
 left padding) with the split cache == without == the unsplit model's `generate`.
-`--full` adds (7): LoRA fine-tuning of SmolLM2 on MultiRC, centralized vs split at s = 0 and two noise levels, next
-to the pretrained model and the majority rate (sized for <= 60 min on 2 idle CPU cores).
+`--full` adds the noise verdict (issue 40, [`~hf_ext.fl_llama.reproduce_noise`]): LoRA fine-tuning of SmolLM2 on
+MultiRC with 3 paired seeds x {centralised, split s = 0, split s = 1 x mean|h_A|} at a = 1 and a = 3, decided by
+rules printed before the run (premise: the centralised model learns) on a paired bootstrap over the same prompts;
+`--noise_verdict` runs only that experiment (`--noise_smoke`: seconds on the tiny Llama, a smoke run). The older
+single-seed table (7) (a = c = 2, s in {0, 1, 5}x) runs with `--full --finetune`.
 Prints the tables and writes `runs/fl_llama/results.json`.
 """
 
@@ -95,7 +98,8 @@ def make_parser() -> argparse.ArgumentParser:
         "--full",
         action="store_true",
         help="all 456 training passages, a in 1..3, s in {0,.5,1,2,5} x "
-        "mean|h_A|, 600 steps, 30 steps per client in the parallel modes (quick: a in {1,3}, s in {0,1,5})",
+        "mean|h_A|, 600 steps, 30 steps per client in the parallel modes (quick: a in {1,3}, s in {0,1,5}), and the "
+        "powered noise verdict on SmolLM2",
     )
     p.add_argument("--out", default=str(work_dir("fl_llama")), help="output folder (results.json)")
     p.add_argument("--seed", type=int, default=0)
