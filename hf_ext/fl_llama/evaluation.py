@@ -11,11 +11,12 @@ from .split_model import FlLlamaSplitForCausalLM
 
 @torch.no_grad()
 def evaluate(split: FlLlamaSplitForCausalLM, data: dict[str, torch.Tensor], yes_id: int, no_id: int,
-             batch_size: int = 32, logits_to_keep: int = 0) -> dict:  # fmt: skip
+             batch_size: int = 32, logits_to_keep: int = 0, per_item: bool = False) -> dict:  # fmt: skip
     """Yes/no accuracy (is the `yes` logit above the `no` logit at the answer position), the share of `yes`
     predictions (1.0 or 0.0 means a constant predictor), the mean answer loss, and the ROC AUC of the margin
     `logit(yes) − logit(no)` against the label — threshold-free, so it still ranks examples when every prediction
-    falls on one side (0.5 = chance)."""
+    falls on one side (0.5 = chance). `per_item=True` adds `"margins"`: the margin of every prompt, in order (what a
+    paired comparison over the same prompts resamples)."""
     split.client.eval()
     correct, yes_count, loss_sum, n = 0, 0, 0.0, len(data["input_ids"])
     margins = []
@@ -31,7 +32,10 @@ def evaluate(split: FlLlamaSplitForCausalLM, data: dict[str, torch.Tensor], yes_
         yes_count += int(pred.sum())
         loss_sum += float(out.loss) * len(pred)
     auc = margin_auc(torch.cat(margins), data["label"][:n])
-    return {"accuracy": correct / n, "yes_rate": yes_count / n, "loss": loss_sum / n, "auc": auc}
+    out = {"accuracy": correct / n, "yes_rate": yes_count / n, "loss": loss_sum / n, "auc": auc}
+    if per_item:
+        out["margins"] = torch.cat(margins).tolist()
+    return out
 
 
 def margin_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:

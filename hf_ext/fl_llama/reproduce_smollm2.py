@@ -66,6 +66,9 @@ class SmolLM2Arguments:
     learning_rate: float = 5e-4
     lora_rank: int = 8
     finetune_noise_multipliers: list[float] = field(default_factory=lambda: [1.0, 5.0])
+    # with `full`: also the single-seed fine-tuning table; `--full` now runs the powered noise verdict instead
+    # (`hf_ext.fl_llama.reproduce_noise`) and this table only with `--finetune`
+    finetune: bool = True
 
     def __post_init__(self):
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
@@ -293,7 +296,7 @@ def run(args: SmolLM2Arguments | None = None, log=print) -> dict:
     out = {"args": asdict(args), "model": "SmolLM2-135M-Instruct", "num_layers": model.config.num_hidden_layers,
            "val_fit_share": fit_share(tok, val_ex, args.max_length), "val_examples": len(val_ex)}  # fmt: skip
     out["noise_depth"] = noise_depth_and_attack(model, tok, args)
-    if args.full:
+    if args.full and args.finetune:
         out["finetune"] = lora_finetune(model, tok, args, log=log)
     out["wall_s"] = time.perf_counter() - start
     return out
