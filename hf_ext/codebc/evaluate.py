@@ -17,6 +17,8 @@ from pathlib import Path
 
 from transformers import HfArgumentParser
 
+from hf_ext.core.records import Comparison
+
 
 @dataclass
 class CodeBCEvaluateArguments:
@@ -34,12 +36,11 @@ class CodeBCEvaluateArguments:
     )
 
 
-class PairedSummary(dict):
-    """One comparison entry: the full numbers in the JSON (a `dict`), one readable line on stdout (`str`)."""
-
-    def __str__(self) -> str:
-        versus = f", model {self['model']:.4f} vs baseline {self['baseline']:.4f}" if "model" in self else ""
-        return f"{self['cell']}{versus} (n = {self['contracts']} contracts, paired bootstrap)"
+def _comparison(**numbers) -> dict:
+    """A [`~hf_ext.core.records.Comparison`] whose printed line adds the two means and the number of contracts."""
+    versus = f", model {numbers['model']:.4f} vs baseline {numbers['baseline']:.4f}" if "model" in numbers else ""
+    line = f"{numbers['cell']}{versus} (n = {numbers['contracts']} contracts, paired bootstrap)"
+    return Comparison(line=line, **numbers)
 
 
 def build_parser() -> HfArgumentParser:
@@ -78,13 +79,13 @@ def _training_config(artifact: Path) -> dict:
     return config
 
 
-def _pair(model: list, base: list, seed: int) -> PairedSummary:
+def _pair(model: list, base: list, seed: int) -> dict:
     from hf_ext.core.reporting import paired_bootstrap
 
     pairs = [(m, b) for m, b in zip(model, base) if m is not None and b is not None]
     diff = paired_bootstrap([m for m, _ in pairs], [b for _, b in pairs], seed=seed)
     full = diff.to_dict()
-    return PairedSummary(
+    return _comparison(
         cell=diff.cell(4),
         contracts=len(pairs),
         **{k: full[k] for k in ("mean", "ci_low", "ci_high", "confidence", "method")},
@@ -133,4 +134,4 @@ def main(argv: list[str] | None = None) -> dict:
     return report_evaluation(metrics, output=ns.output, comparison=comparison, header=header)
 
 
-__all__ = ["CodeBCEvaluateArguments", "PairedSummary", "build_parser", "load_artifact", "main"]
+__all__ = ["CodeBCEvaluateArguments", "build_parser", "load_artifact", "main"]

@@ -153,7 +153,7 @@ def report_evaluation(
     if comparison:
         print("paired with the baseline (method - baseline):")
         for name, summary in comparison.items():
-            print(f"  {name:<{width}}  {_difference_cell(summary)}")
+            print(f"  {name:<{width}}  {summary if isinstance(summary, Comparison) else _difference_cell(summary)}")
     result = {"metrics": [dict(m) for m in metrics], "comparison": dict(comparison or {})}
     if output is not None:
         path = Path(output)
@@ -164,6 +164,21 @@ def report_evaluation(
         os.replace(tmp, path)
         print(f"wrote {path}")
     return result
+
+
+class Comparison(dict):
+    """One entry of an evaluation's `comparison` ([`report_evaluation`]): every number as JSON (it is a `dict`) and
+    one line in the printed table — its `line`, else its `difference` or `cell` text, else `mean ± SD [interval]
+    (n)` from a `PairedDifference.to_dict()`."""
+
+    def __str__(self) -> str:
+        for key in ("line", "difference", "cell"):
+            if isinstance(self.get(key), str):
+                return self[key]
+        return _difference_cell(dict(self))
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _difference_cell(summary: Any) -> str:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from transformers import HfArgumentParser
 
+from hf_ext.core.records import Comparison
+
 
 @dataclass
 class FedE4RAGEvaluateArguments:
@@ -45,13 +47,6 @@ class FedE4RAGEvaluateArguments:
     test_fraction: float | None = field(default=None, metadata={"help": "test share (default: the record's)"})
     max_query_length: int | None = field(default=None, metadata={"help": "query truncation (default: the record's)"})
     max_passage_length: int | None = field(default=None, metadata={"help": "passage truncation (default: record's)"})
-
-
-class _Comparison(dict):
-    """A paired difference as JSON (the dict) that prints as its one-line cell in the evaluation table."""
-
-    def __format__(self, spec: str) -> str:
-        return self["cell"]
 
 
 def build_parser() -> HfArgumentParser:
@@ -119,7 +114,7 @@ def main(argv: list[str] | None = None) -> dict:
         comparison = {}
         for k in USER_METRICS:
             diff = paired_bootstrap(scores[k], base_scores[k], seed=seed)
-            comparison[k] = _Comparison(diff.to_dict() | {"baseline": base, "cell": diff.cell()})
+            comparison[k] = Comparison(diff.to_dict() | {"baseline": base, "cell": diff.cell()})
     header = (
         f"fede4rag {args.model} on {args.data}: {len(scores['mrr'])} test queries of {len(up.clients)} clients, "
         f"{len(up.passages)} passages (split seed {seed}, test share {test})"

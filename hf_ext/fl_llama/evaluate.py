@@ -16,6 +16,8 @@ from pathlib import Path
 
 from transformers import HfArgumentParser
 
+from hf_ext.core.records import Comparison
+
 
 @dataclass
 class FlLlamaEvaluateArguments:
@@ -34,12 +36,11 @@ class FlLlamaEvaluateArguments:
     eval_batch_size: int | None = field(default=None, metadata={"help": "chunks per forward (default: as trained)"})
 
 
-class PairedSummary(dict):
-    """One comparison entry: the full numbers in the JSON (a `dict`), one readable line on stdout (`str`)."""
-
-    def __str__(self) -> str:
-        versus = f", model {self['model']:.4f} vs baseline {self['baseline']:.4f}" if "model" in self else ""
-        return f"{self['cell']}{versus} (n = {self['documents']} documents, paired bootstrap)"
+def _comparison(**numbers) -> dict:
+    """A [`~hf_ext.core.records.Comparison`] whose printed line adds the two means and the number of documents."""
+    versus = f", model {numbers['model']:.4f} vs baseline {numbers['baseline']:.4f}" if "model" in numbers else ""
+    line = f"{numbers['cell']}{versus} (n = {numbers['documents']} documents, paired bootstrap)"
+    return Comparison(line=line, **numbers)
 
 
 def build_parser() -> HfArgumentParser:
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
         diff = paired_bootstrap([m for m, _ in pairs], [b for _, b in pairs], seed=config["seed"])
         full = diff.to_dict()
         comparison = {
-            "test loss (per document)": PairedSummary(
+            "test loss (per document)": _comparison(
                 cell=diff.cell(4),
                 model=test["loss"],
                 baseline=base["loss"],
@@ -132,4 +133,4 @@ def main(argv: list[str] | None = None) -> dict:
     return report_evaluation(metrics, output=ns.output, comparison=comparison, header=header)
 
 
-__all__ = ["FlLlamaEvaluateArguments", "PairedSummary", "build_parser", "main"]
+__all__ = ["FlLlamaEvaluateArguments", "build_parser", "main"]

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 from transformers import HfArgumentParser
 
+from hf_ext.core.records import Comparison
+
 from .metrics import evaluate_all
 
 METRIC_NAMES = {
@@ -149,24 +151,17 @@ def paired_comparison(Y, S, S_base, n_resamples: int = 2000, seed: int = 0) -> d
         if keep.sum() == 0:
             continue
         d = paired_bootstrap(values[keep].tolist(), b[key][keep].tolist(), n_resamples=n_resamples, seed=seed)
-        out[METRIC_NAMES[key][0]] = _Summary(
+        out[METRIC_NAMES[key][0]] = Comparison(
             difference=d.cell(4), **{k: v for k, v in d.to_dict().items() if k != "per_pair"}
         )
     mine = evaluate_all(Y, (S > 0.5).astype(np.int64), S)
     theirs = evaluate_all(Y, (S_base > 0.5).astype(np.int64), S_base)
     for key in ("macro_f1", "micro_f1"):
         diff = mine[key] - theirs[key]
-        out[METRIC_NAMES[key][0]] = _Summary(
+        out[METRIC_NAMES[key][0]] = Comparison(
             difference=f"{diff:+.4f} (point difference; not a mean over samples)", mean=diff, method="point"
         )
     return out
-
-
-class _Summary(dict):
-    """A comparison entry: JSON as a dict, printed by `report_evaluation` as its one-line `difference`."""
-
-    def __str__(self) -> str:
-        return self["difference"]
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from transformers import HfArgumentParser
 
+from hf_ext.core.records import Comparison
+
 
 @dataclass
 class H2TuneEvaluateArguments:
@@ -36,13 +38,6 @@ class H2TuneEvaluateArguments:
     baseline: str | None = field(
         default=None, metadata={"help": "'local-only' (MODEL/local-only) or another trained federation's folder"}
     )
-
-
-class _Comparison(dict):
-    """A paired difference as JSON (the dict) that prints as its one-line cell in the evaluation table."""
-
-    def __format__(self, spec: str) -> str:
-        return self["cell"]
 
 
 def build_parser() -> HfArgumentParser:
@@ -98,13 +93,13 @@ def main(argv: list[str] | None = None) -> dict:
             for label, mine, theirs in (("exact match", s.exact_match, b.exact_match),
                                         ("answer loss", s.answer_loss, b.answer_loss)):  # fmt: skip
                 diff = paired_bootstrap(mine, theirs, seed=seed)
-                comparison[f"{name} {label}"] = _Comparison(
+                comparison[f"{name} {label}"] = Comparison(
                     diff.to_dict() | {"baseline": str(base), "cell": diff.cell()}
                 )
         pooled = [v for s in scores.values() for v in s.exact_match]
         pooled_base = [v for s in base_scores.values() for v in s.exact_match]
         diff = paired_bootstrap(pooled, pooled_base, seed=seed)
-        comparison["exact match (all clients)"] = _Comparison(
+        comparison["exact match (all clients)"] = Comparison(
             diff.to_dict() | {"baseline": str(base), "cell": diff.cell()}
         )
     header = (

@@ -28,17 +28,10 @@ import numpy as np
 import torch
 from transformers import HfArgumentParser
 
-from hf_ext.core.records import load_training_record, metric, report_evaluation
+from hf_ext.core.records import Comparison, load_training_record, metric, report_evaluation
 from hf_ext.core.reporting import paired_bootstrap
 
 MODERATE_BINS = (2, 3, 4, 5)
-
-
-class _Summary(dict):
-    """A comparison entry: JSON as a dict, printed by `report_evaluation` as its one-line `difference`."""
-
-    def __str__(self) -> str:
-        return self["difference"]
 
 
 @dataclass
@@ -164,12 +157,12 @@ def paired_comparison(features, pred, base_pred, metrics, base_metrics, *, n_res
             continue
         d = paired_bootstrap(a[key].tolist(), b[key].tolist(), n_resamples=n_resamples, seed=seed)
         summary = {k: v for k, v in d.to_dict().items() if k != "per_pair"}
-        out[name] = _Summary(difference=d.cell(4), items=key, **summary)
+        out[name] = Comparison(difference=d.cell(4), items=key, **summary)
     base = {m["name"]: m["value"] for m in base_metrics}
     for m in metrics:
         if m["name"] in ("DT macro-F1", "CTR AUC", "DT MAE (s)"):
             diff = m["value"] - base[m["name"]]
-            out[m["name"]] = _Summary(
+            out[m["name"]] = Comparison(
                 difference=f"{diff:+.4f} (point difference; not a mean over items)",
                 mean=None if math.isnan(diff) else diff,
                 method="point",

@@ -162,3 +162,18 @@ def test_report_evaluation_prints_the_interval_and_writes_json(tmp_path, capsys)
     printed = capsys.readouterr().out
     assert f"[{d.ci_low:+.4g}, {d.ci_high:+.4g}] (n = 3)" in printed and "0.61" in printed
     assert json.loads((tmp_path / "e.json").read_text()) == json.loads(json.dumps(out))
+
+
+def test_a_comparison_prints_its_line_and_serialises_every_number(capsys):
+    from hf_ext.core.records import Comparison, metric, report_evaluation
+
+    entry = Comparison(line="+0.1 (n = 3)", mean=0.1, ci_low=0.0, ci_high=0.2, n=3)
+    bare = Comparison(mean=0.1, sd=0.05, ci_low=0.0, ci_high=0.2, n=3)
+    out = report_evaluation(
+        [metric("loss", "loss", 1.0)], comparison={"a": entry, "b": bare, "c": Comparison(cell="x")}
+    )
+    printed = capsys.readouterr().out
+    assert "+0.1 (n = 3)" in printed
+    assert "+0.1 ± 0.05 [+0, +0.2] (n = 3)" in printed and printed.rstrip().endswith("x")
+    assert json.loads(json.dumps(out))["comparison"]["a"] == {"line": "+0.1 (n = 3)", "mean": 0.1, "ci_low": 0.0,
+                                                               "ci_high": 0.2, "n": 3}  # fmt: skip
