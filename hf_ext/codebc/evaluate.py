@@ -36,13 +36,6 @@ class CodeBCEvaluateArguments:
     )
 
 
-def _comparison(**numbers) -> dict:
-    """A [`~hf_ext.core.records.Comparison`] whose printed line adds the two means and the number of contracts."""
-    versus = f", model {numbers['model']:.4f} vs baseline {numbers['baseline']:.4f}" if "model" in numbers else ""
-    line = f"{numbers['cell']}{versus} (n = {numbers['contracts']} contracts, paired bootstrap)"
-    return Comparison(line=line, **numbers)
-
-
 def build_parser() -> HfArgumentParser:
     return HfArgumentParser(CodeBCEvaluateArguments, prog="hf-ext evaluate codebc", description=__doc__)
 
@@ -85,7 +78,8 @@ def _pair(model: list, base: list, seed: int) -> dict:
     pairs = [(m, b) for m, b in zip(model, base) if m is not None and b is not None]
     diff = paired_bootstrap([m for m, _ in pairs], [b for _, b in pairs], seed=seed)
     full = diff.to_dict()
-    return _comparison(
+    return Comparison.paired(
+        "contracts",
         cell=diff.cell(4),
         contracts=len(pairs),
         **{k: full[k] for k in ("mean", "ci_low", "ci_high", "confidence", "method")},

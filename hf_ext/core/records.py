@@ -180,6 +180,14 @@ class Comparison(dict):
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
 
+    @classmethod
+    def paired(cls, items: str, **numbers: Any) -> Comparison:
+        """A paired-bootstrap entry whose line is its `cell`, the model's and the baseline's means (when given) and
+        the number of paired items, counted under the key `items` (e.g. `"documents"`)."""
+        versus = f", model {numbers['model']:.4f} vs baseline {numbers['baseline']:.4f}" if "model" in numbers else ""
+        line = f"{numbers['cell']}{versus} (n = {numbers[items]} {items}, paired bootstrap)"
+        return cls(line=line, **numbers)
+
 
 def _difference_cell(summary: Any) -> str:
     """`+0.0123 ± 0.0040 [+0.0045, +0.0201] (n = 200)` for a `PairedDifference.to_dict()`; anything else as is."""

@@ -195,6 +195,21 @@ class PairedDifference:
         sd = f" ± {self.sd:.{digits}f}" if not math.isnan(self.sd) else ""
         return f"{self.mean:+.{digits}f}{sd} [{self.ci_low:+.{digits}f}, {self.ci_high:+.{digits}f}]"
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PairedDifference:
+        """The inverse of [`to_dict`]: a stored difference (`None` for a missing SD or interval) back as an object."""
+        nan = math.nan
+        return cls(
+            d["mean"],
+            nan if d["sd"] is None else d["sd"],
+            d["n"],
+            nan if d["ci_low"] is None else d["ci_low"],
+            nan if d["ci_high"] is None else d["ci_high"],
+            d["confidence"],
+            tuple(d["per_pair"]),
+            d.get("method", "t"),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["per_pair"] = list(self.per_pair)

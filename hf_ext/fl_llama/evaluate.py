@@ -36,13 +36,6 @@ class FlLlamaEvaluateArguments:
     eval_batch_size: int | None = field(default=None, metadata={"help": "chunks per forward (default: as trained)"})
 
 
-def _comparison(**numbers) -> dict:
-    """A [`~hf_ext.core.records.Comparison`] whose printed line adds the two means and the number of documents."""
-    versus = f", model {numbers['model']:.4f} vs baseline {numbers['baseline']:.4f}" if "model" in numbers else ""
-    line = f"{numbers['cell']}{versus} (n = {numbers['documents']} documents, paired bootstrap)"
-    return Comparison(line=line, **numbers)
-
-
 def build_parser() -> HfArgumentParser:
     return HfArgumentParser(FlLlamaEvaluateArguments, prog="hf-ext evaluate fl_llama", description=__doc__)
 
@@ -117,7 +110,8 @@ def main(argv: list[str] | None = None) -> dict:
         diff = paired_bootstrap([m for m, _ in pairs], [b for _, b in pairs], seed=config["seed"])
         full = diff.to_dict()
         comparison = {
-            "test loss (per document)": _comparison(
+            "test loss (per document)": Comparison.paired(
+                "documents",
                 cell=diff.cell(4),
                 model=test["loss"],
                 baseline=base["loss"],

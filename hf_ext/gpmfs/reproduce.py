@@ -300,17 +300,7 @@ def verdicts(results: dict) -> list:
         for b in ds["results"]["gpmfs"]:
             for rule_key, key in (("global", "gpmfs_minus_global"), ("ftest", "gpmfs_minus_ftest")):
                 c = ds[key][b]["average_precision"]
-                nan = float("nan")
-                diff = PairedDifference(
-                    c["mean"],
-                    nan if c["sd"] is None else c["sd"],
-                    c["n"],
-                    nan if c["ci_low"] is None else c["ci_low"],
-                    nan if c["ci_high"] is None else c["ci_high"],
-                    c["confidence"],
-                    tuple(c["per_pair"]),
-                )
-                v = RULES[rule_key].decide(diff)
+                v = RULES[rule_key].decide(PairedDifference.from_dict(c))
                 out.append(type(v)(f"{name} {b}: {v.claim}", v.verdict, v.reason, v.difference))
     return out
 

@@ -227,20 +227,6 @@ def _block_table(datasets: dict, names: list[str], metric: str) -> tuple[list[st
     return labels, np.array(rows)
 
 
-def _pd_from_dict(c: dict) -> PairedDifference:
-    nan = float("nan")
-    return PairedDifference(
-        c["mean"],
-        nan if c["sd"] is None else c["sd"],
-        c["n"],
-        nan if c["ci_low"] is None else c["ci_low"],
-        nan if c["ci_high"] is None else c["ci_high"],
-        c["confidence"],
-        tuple(c["per_pair"]),
-        c.get("method", "t"),
-    )
-
-
 def decide(datasets: dict, control: dict | None) -> tuple[list[Verdict], dict]:
     """Applies [`RULES`]: the Friedman / Nemenyi rank verdict and the pooled paired AP verdicts. Returns the verdicts
     and the tables they read (Friedman per metric, block differences)."""
@@ -392,7 +378,7 @@ def format_verdict_table(res: dict) -> str:
     lines.append("pooled AP difference over informative blocks (mean ± SD [95 % interval])")
     for m, c in t["pooled_ap"].items():
         if c["n"]:
-            lines.append(f"  {m:<28}{_pd_from_dict(c).cell(4)}  (n = {c['n']})")
+            lines.append(f"  {m:<28}{PairedDifference.from_dict(c).cell(4)}  (n = {c['n']})")
     pc = res["positive_control"]
     lines.append(f"positive control: {pc['premise']['detail']} -> {'passed' if pc['premise']['passed'] else 'FAILED'}")
     return "\n".join(lines)
@@ -422,6 +408,6 @@ def format_verdict_markdown(res: dict) -> str:
     lines += ["", "| pooled AP difference | mean ± SD [95 % interval] | blocks |", "|---|---|---|"]
     for m, c in t["pooled_ap"].items():
         if c["n"]:
-            lines.append(f"| {m} | {_pd_from_dict(c).cell(4)} | {c['n']} |")
+            lines.append(f"| {m} | {PairedDifference.from_dict(c).cell(4)} | {c['n']} |")
     lines += ["", *(f"- {v['claim']}: **{v['verdict']}** ({v['reason']})" for v in res.get("verdicts", []))]
     return "\n".join(lines)

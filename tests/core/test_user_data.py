@@ -177,3 +177,16 @@ def test_a_comparison_prints_its_line_and_serialises_every_number(capsys):
     assert "+0.1 ± 0.05 [+0, +0.2] (n = 3)" in printed and printed.rstrip().endswith("x")
     assert json.loads(json.dumps(out))["comparison"]["a"] == {"line": "+0.1 (n = 3)", "mean": 0.1, "ci_low": 0.0,
                                                                "ci_high": 0.2, "n": 3}  # fmt: skip
+
+
+def test_paired_comparison_line_and_difference_round_trip():
+    from hf_ext.core.records import Comparison
+    from hf_ext.core.reporting import PairedDifference, paired_bootstrap, paired_difference
+
+    entry = Comparison.paired("documents", cell="+0.1000", model=2.0, baseline=1.9, documents=7)
+    assert str(entry) == "+0.1000, model 2.0000 vs baseline 1.9000 (n = 7 documents, paired bootstrap)"
+    assert entry["documents"] == 7 and "line" in entry
+    for d in (paired_difference([1.0, 2.0, 4.0], [0.5, 1.0, 1.0]), paired_difference([1.0], [0.0]),
+              paired_bootstrap([0.1, 0.5, 0.9], [0.0, 0.2, 0.4])):  # fmt: skip
+        again = PairedDifference.from_dict(json.loads(json.dumps(d.to_dict())))
+        assert again.cell(4) == d.cell(4) and again.method == d.method and again.per_pair == d.per_pair
