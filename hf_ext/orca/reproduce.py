@@ -31,20 +31,21 @@ from hf_ext.core.results_render import markdown_tables
 from .causal_generator import POST_CLICK_FIELDS
 from .configuration_orca import OrcaConfig
 from .data import to_model_features
+from .families import FAMILIES, get_family
 from .metrics import ctr_dt_heatmap
 from .modeling_orca import OrcaModel
 from .report import (
-    RULES,
     paired_differences,
     paired_table,
     plot_heatmaps,
     print_criteria,
     reference_table,
+    rules,
     score,
     verdict,
 )
 from .train import OrcaTrainingArguments
-from .trainer import EVAL_COLUMNS, MODEL_COLUMNS, OrcaTrainer
+from .trainer import EVAL_COLUMNS, MODEL_COLUMNS, OrcaTrainer, TensorRows, stacked_collator
 
 VARIANTS = {
     "single-task": {"use_orca": False, "ctr_loss_weight": 0.0},
@@ -70,6 +71,8 @@ class OrcaReproduceArguments:
     seeds: list[int] = field(default_factory=lambda: [0, 1])
     num_impressions: int = 48_000
     num_users: int = 1_000
+    num_items: int = 300
+    family: str = "spurious"
     test_impressions: int = 30_000
     test_strength: float = 0.0
     epochs: float = 6.0
@@ -89,6 +92,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="300k impressions, 3000 users, 3 seeds, 4 epochs max")
     p.add_argument("--out", default=None, help="output folder (default: work_dir('orca'))")
     p.add_argument("--data", choices=["synthetic", "ml-100k"], default="synthetic")
+    p.add_argument(
+        "--family",
+        choices=list(FAMILIES),
+        help="synthetic generator family: spurious (the control without the premise, quick default) or reliance "
+        "(the paper's premise built in)",
+    )
+    p.add_argument("--num-items", type=int, help="items of the reliance family (default 300)")
     p.add_argument("--ml100k-dir", default=None, help="folder with ml-100k.inter/.user/.item, or the recbole wheel")
     p.add_argument("--backbones", nargs="+", choices=["mmoe", "ple"])
     p.add_argument("--strengths", nargs="+", type=float, help="training shortcut strengths s")
@@ -145,12 +155,16 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
         report_to="none",
         use_cpu=device == "cpu",
         dataloader_pin_memory=device != "cpu" and torch.cuda.is_available(),
+        remove_unused_columns=False,
     )
+    # In-memory tensor batches: the same rows and values as the Arrow rows through the default collator, without
+    # formatting every row (a third of a quick run's training time went there).
     trainer = OrcaTrainer(
         model=model,
         args=args,
-        train_dataset=train.select_columns(list(MODEL_COLUMNS)),
-        eval_dataset=None if val is None else val.select_columns([c for c in EVAL_COLUMNS if c in val.column_names]),
+        data_collator=stacked_collator,
+        train_dataset=TensorRows(train, MODEL_COLUMNS),
+        eval_dataset=None if val is None else TensorRows(val, EVAL_COLUMNS),
     )
     trainer_progress(trainer)  # the step bar on stderr (not in parallel workers), no log lines on stdout
     trainer.train()
@@ -161,7 +175,7 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
 def predict(model: OrcaModel, dataset, batch_size: int = 8192) -> dict[str, np.ndarray]:
     """Click probabilities and DT bin probabilities (prediction head and raw head) on a model-features dataset."""
     model.eval()
-    ids = torch.as_tensor(np.asarray(dataset["input_ids"], dtype=np.int64))
+    ids = torch.as_tensor(np.asarray(dataset.with_format("numpy")["input_ids"], dtype=np.int64))
     out = {"click_probs": [], "dt_probs": [], "dt_probs_raw": []}
     for start in range(0, len(ids), batch_size):
         o = model(input_ids=ids[start : start + batch_size].to(model.device))
@@ -193,32 +207,30 @@ def evaluate(model: OrcaModel, test) -> tuple[dict[str, float], dict[str, np.nda
 
 
 def _configs(run: OrcaReproduceArguments, strength: float, seed: int):
-    from .spurious_generator import SpuriousOrcaConfig, shifted_test_config
-
-    train = SpuriousOrcaConfig(
-        num_users=run.num_users, num_impressions=run.num_impressions, shortcut_strength=strength, seed=seed
-    )
-    val = shifted_test_config(train, max(run.num_impressions // 8, 2_000), 5_000 + seed, strength)
-    iid = shifted_test_config(train, run.test_impressions, IID_TEST_SEED, strength)
-    shift = shifted_test_config(train, run.test_impressions, SHIFT_TEST_SEED, run.test_strength)
+    fam = get_family(run.family)
+    train = fam.make_config(run.num_users, run.num_items, run.num_impressions, strength, seed)
+    val = fam.test_config(train, max(run.num_impressions // 8, 2_000), 5_000 + seed, strength)
+    iid = fam.test_config(train, run.test_impressions, IID_TEST_SEED, strength)
+    shift = fam.test_config(train, run.test_impressions, SHIFT_TEST_SEED, run.test_strength)
     return train, val, iid, shift
+
+
+def _family_of(cfg):
+    return get_family("reliance" if type(cfg).__name__ == "RelianceOrcaConfig" else "spurious")
 
 
 @functools.lru_cache(maxsize=4)
 def _frame(cfg):
-    from .spurious_generator import SPURIOUS_FIELD_NAMES, generate_spurious, spurious_vocab_sizes
-
-    ds = generate_spurious(cfg)
-    return ds, to_model_features(ds, SPURIOUS_FIELD_NAMES, spurious_vocab_sizes(cfg))
+    fam = _family_of(cfg)
+    ds = fam.generate(cfg)
+    return ds, to_model_features(ds, fam.field_names, fam.vocab_sizes(cfg))
 
 
 @functools.lru_cache(maxsize=8)
 def _oracle(cfg, data_cfg):
     """The posterior of generator `cfg` on the rows of the data set drawn from `data_cfg` (cached: the test sets
     are shared by every seed)."""
-    from .spurious_generator import oracle_posterior
-
-    return oracle_posterior(cfg, _columns(_frame(data_cfg)[0]))
+    return _family_of(cfg).oracle(cfg, _columns(_frame(data_cfg)[0]))
 
 
 def _columns(ds) -> dict[str, np.ndarray]:
@@ -227,16 +239,13 @@ def _columns(ds) -> dict[str, np.ndarray]:
 
 def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: str, variant: str, keep: bool):
     """Trains one (s, seed, backbone, variant) and scores it on the i.i.d. and shifted tests."""
-    from .spurious_generator import SPURIOUS_FIELD_NAMES, SPURIOUS_POST_CLICK_FIELDS, spurious_vocab_sizes
-
+    fam = get_family(run.family)
     train_cfg, val_cfg, iid_cfg, shift_cfg = _configs(run, strength, seed)
     splits = {"train": _frame(train_cfg)[1], "validation": _frame(val_cfg)[1]}
-    overrides = dict({**VARIANTS, **ABLATIONS}[variant], post_click_fields=list(SPURIOUS_POST_CLICK_FIELDS))
+    overrides = dict({**VARIANTS, **ABLATIONS}[variant], post_click_fields=list(fam.post_click_fields))
     if variant == "single-task":
         overrides["_clicked_only"] = True
-    model = train_one(
-        splits, list(SPURIOUS_FIELD_NAMES), spurious_vocab_sizes(train_cfg), backbone, seed, run, **overrides
-    )
+    model = train_one(splits, list(fam.field_names), fam.vocab_sizes(train_cfg), backbone, seed, run, **overrides)
     scores, maps = {}, {}
     for name, cfg in (("iid", iid_cfg), ("shifted", shift_cfg)):
         raw_ds, features = _frame(cfg)
@@ -266,7 +275,7 @@ def _save_record(run: OrcaReproduceArguments, strength: float, seed: int, backbo
     numbers on both test sets of its cell."""
     from hf_ext.core.records import metric, save_training_record
 
-    data = f"synthetic-spurious-dwell (s = {strength:g})"
+    data = f"synthetic-{run.family}-dwell (s = {strength:g})"
     metrics = []
     for test in ("iid", "shifted"):
         m = scores[("orca", test)]
@@ -283,11 +292,9 @@ def _save_record(run: OrcaReproduceArguments, strength: float, seed: int, backbo
         command="hf-ext reproduce orca" + (" --full" if run.full else ""),
         datasets=[
             {
-                "name": "synthetic-spurious-dwell",
+                "name": f"synthetic-{run.family}-dwell",
                 "hub_id": None,
-                "description": "hf_ext.orca.spurious_generator: hidden clickbait seen through a noisy proxy; "
-                "the shifted "
-                "test has the shortcut absent",
+                "description": get_family(run.family).description + "; the shifted test has the shortcut absent",
             }
         ],
         metrics=metrics,
@@ -376,6 +383,8 @@ def check_arguments(ns: argparse.Namespace) -> None:
             raise bad(flag, ">= 1000 (smaller logs leave too few clicked rows to score)", value)
     if ns.epochs is not None and (not math.isfinite(ns.epochs) or ns.epochs <= 0):
         raise bad("--epochs", "a finite number > 0", ns.epochs)
+    if ns.num_items is not None and ns.num_items < 2:
+        raise bad("--num-items", ">= 2", ns.num_items)
     if ns.workers is not None and ns.workers < 1:
         raise bad("--workers", ">= 1", ns.workers)
 
@@ -394,6 +403,8 @@ def main(argv: list[str] | None = None) -> dict:
         "test_strength",
         "epochs",
         "workers",
+        "family",
+        "num_items",
     ):
         if getattr(ns, key) is not None:
             setattr(run, key, getattr(ns, key))
@@ -407,7 +418,8 @@ def main(argv: list[str] | None = None) -> dict:
         return run_movielens(run, ns.ml100k_dir)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
-    print_criteria()
+    fam = get_family(run.family)
+    print_criteria(test=fam.verdict_test)
     print(flush=True)
     start = time.perf_counter()
     result = run_synthetic(run)
@@ -420,8 +432,7 @@ def main(argv: list[str] | None = None) -> dict:
             "method": "orca",
             "scale": "full" if run.full else "quick",
             "settings": asdict(run),
-            "data": "spurious-shortcut generator (hf_ext.orca.spurious_generator); "
-            "train seed = model seed; "
+            "data": f"{fam.description}; train seed = model seed; "
             f"fixed test sets (seeds {IID_TEST_SEED}, {SHIFT_TEST_SEED})",
             "backbones": {},
         },
@@ -429,7 +440,8 @@ def main(argv: list[str] | None = None) -> dict:
     for b in run.backbones:
         diffs = paired_differences(cells[b], run.strengths, run.seeds, "shifted")
         diffs_iid = paired_differences(cells[b], run.strengths, run.seeds, "iid")
-        lines, verdicts = verdict(cells[b], diffs, run.strengths, run.seeds)
+        chosen = diffs if fam.verdict_test == "shifted" else diffs_iid
+        lines, verdicts = verdict(cells[b], chosen, run.strengths, run.seeds, fam.verdict_test)
         all_verdicts += [_on(v, b) for v in verdicts]
         block = [
             f"## {b}: i.i.d. test (same s as training)",
@@ -462,7 +474,9 @@ def main(argv: list[str] | None = None) -> dict:
             "verdicts": verdicts,
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
-    results = Results(method="orca", scale=record["scale"], rules=list(RULES.values()), verdicts=all_verdicts)
+    results = Results(
+        method="orca", scale=record["scale"], rules=list(rules(fam.verdict_test).values()), verdicts=all_verdicts
+    )
     write_results(out / "results.json", {**results.to_dict(), **record, "report": report})
     top = max(run.strengths)
     order = ["oracle (test posterior)"] + [f"{run.backbones[0]} {v}" for v in ("baseline", "orca")]
