@@ -184,6 +184,8 @@ PAIRS = (
     ("baseline", "orca", "ORCA gain over baseline"),
     ("orca-raw", "orca", "ORCA head vs its raw head"),
     ("single-task", "baseline", "baseline vs single-task"),
+    ("baseline", "orca-code", "ORCA as released (h_T not detached) over baseline"),
+    ("orca", "orca-code", "ORCA as released vs ORCA with h_T detached"),
 )
 
 
@@ -191,6 +193,10 @@ def _paired(a: list[float], b: list[float]):
     """[`paired_difference`] of `a − b` over the seeds where both are finite; `None` if none is."""
     pairs = [(x, y) for x, y in zip(a, b) if np.isfinite(x) and np.isfinite(y)]
     return paired_difference([x for x, _ in pairs], [y for _, y in pairs]) if pairs else None
+
+
+def _ctr(m: dict) -> float:
+    return m.get("ctr_auc_own_stop", m["ctr_auc"])
 
 
 def paired_differences(cells: dict, strengths: list[float], seeds: list[int], test_name: str) -> dict:
@@ -209,7 +215,8 @@ def paired_differences(cells: dict, strengths: list[float], seeds: list[int], te
                 "strength": s,
                 "ce_gain": paired_difference([a["dt_ce"] for a in r], [b["dt_ce"] for b in n]),
                 "f1_gain": paired_difference([b["dt_macro_f1"] for b in n], [a["dt_macro_f1"] for a in r]),
-                "auc_change": _paired([b["ctr_auc"] for b in n], [a["ctr_auc"] for a in r]),
+                # With `ctr_own_stopping`, CTR is read at each model's best validation CTR AUC (its own rule).
+                "auc_change": _paired([_ctr(b) for b in n], [_ctr(a) for a in r]),
             }
     return out
 
@@ -281,7 +288,8 @@ def verdict(
         verdicts.append(null0)
     ctr = {}
     for s, d in sorted(orca.items()):
-        rows = [cells[(s, seed, r)][test]["ctr_auc"] for r in ("orca", "baseline") for seed in seeds]
+        key = "ctr_auc_own_stop" if "ctr_auc_own_stop" in cells[(s, seeds[0], "orca")][test] else "ctr_auc"
+        rows = [cells[(s, seed, r)][test][key] for r in ("orca", "baseline") for seed in seeds]
         if all(np.isfinite(rows)):
             o, b = rows[: len(seeds)], rows[len(seeds) :]
             ctr[s] = RULES["ctr"].decide(paired_difference([x + 0.002 for x in o], b))

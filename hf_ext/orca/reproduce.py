@@ -45,7 +45,15 @@ from .report import (
     verdict,
 )
 from .train import OrcaTrainingArguments
-from .trainer import EVAL_COLUMNS, MODEL_COLUMNS, OrcaTrainer, TensorRows, stacked_collator
+from .trainer import (
+    EVAL_COLUMNS,
+    MODEL_COLUMNS,
+    BestStateCallback,
+    OrcaEarlyStoppingCallback,
+    OrcaTrainer,
+    TensorRows,
+    stacked_collator,
+)
 
 VARIANTS = {
     "single-task": {"use_orca": False, "ctr_loss_weight": 0.0},
@@ -57,6 +65,8 @@ ABLATIONS = {
     "orca-no-inter": {"use_orca": True, "use_inter": False},
     "orca-no-inst": {"use_orca": True, "use_inst": False},
 }
+# `--full` arms: ORCA as the released code trains it (the NDE loss also trains the shared network through h_T).
+ARMS = {"orca-code": {"use_orca": True, "detach_nde_input": False}}
 IID_TEST_SEED, SHIFT_TEST_SEED = 10_000, 20_000
 
 
@@ -78,18 +88,31 @@ class OrcaReproduceArguments:
     epochs: float = 6.0
     batch_size: int = 512
     ablations: bool = False
+    arms: list[str] = field(default_factory=list)
+    grid_lr: list[float] = field(default_factory=lambda: [1e-3])
+    ctr_own_stopping: bool = False
     workers: int = 2
     device: str = "auto"
 
     def __post_init__(self):
         if self.full:
-            self.num_impressions, self.num_users, self.test_impressions = 300_000, 3_000, 40_000
-            self.epochs, self.seeds = 4.0, [0, 1, 2]  # 6.25× the data: fewer passes (≈ 25 min idle, estimated)
+            # The premise family, the two ends of the sweep, 5 paired seeds, ORCA also as released (h_T not
+            # detached), every arm tuned on the same learning-rate grid (validation DT CE), CTR read at its own best
+            # validation AUC. 4 arms x 2 s x 5 seeds x 2 lr = 80 trainings at the quick size.
+            self.family, self.strengths, self.seeds = "reliance", [0.0, 3.0], [0, 1, 2, 3, 4]
+            self.arms, self.grid_lr, self.ctr_own_stopping = ["orca-code"], [1e-3, 3e-3], True
 
 
 def make_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="hf-ext reproduce orca", description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="300k impressions, 3000 users, 3 seeds, 4 epochs max")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="reliance family, s in {0, 3}, 5 seeds, + ORCA as released, lr grid {1e-3, 3e-3}, CTR on its own stopping",
+    )
+    p.add_argument("--arms", nargs="*", choices=list(ARMS), help="extra arms (orca-code: h_T not detached)")
+    p.add_argument("--grid-lr", nargs="+", type=float, help="learning rates tried by every arm (validation DT CE)")
+    p.add_argument("--ctr-own-stopping", action="store_true", help="CTR AUC at each model's best validation AUC")
     p.add_argument("--out", default=None, help="output folder (default: work_dir('orca'))")
     p.add_argument("--data", choices=["synthetic", "ml-100k"], default="synthetic")
     p.add_argument(
@@ -127,6 +150,8 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
     use_mask = overrides.pop("_use_mask_fea", True)
     post_click = overrides.pop("post_click_fields", list(POST_CLICK_FIELDS))
     clicked_only = overrides.pop("_clicked_only", False)
+    lr = overrides.pop("_lr", None)
+    ctr_snapshot = overrides.pop("_ctr_snapshot", False)
     config = OrcaConfig(
         field_names=names, field_vocab_sizes=sizes, post_click_fields=post_click, backbone=backbone, **overrides
     )
@@ -156,6 +181,7 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
         use_cpu=device == "cpu",
         dataloader_pin_memory=device != "cpu" and torch.cuda.is_available(),
         remove_unused_columns=False,
+        **({"learning_rate": lr} if lr is not None else {}),
     )
     # In-memory tensor batches: the same rows and values as the Arrow rows through the default collator, without
     # formatting every row (a third of a quick run's training time went there).
@@ -166,8 +192,15 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
         train_dataset=TensorRows(train, MODEL_COLUMNS),
         eval_dataset=None if val is None else TensorRows(val, EVAL_COLUMNS),
     )
+    snapshot = BestStateCallback() if ctr_snapshot and val is not None else None
+    if snapshot is not None:
+        trainer.add_callback(snapshot)
     trainer_progress(trainer)  # the step bar on stderr (not in parallel workers), no log lines on stdout
     trainer.train()
+    stopper = [c for c in trainer.callback_handler.callbacks if isinstance(c, OrcaEarlyStoppingCallback)]
+    # What the tuning grid reads: the best validation DT CE of the run (its early-stopping criterion).
+    model.val_dt_ce = stopper[0].best if stopper and stopper[0].best is not None else float("nan")
+    model.ctr_snapshot = snapshot.state if snapshot is not None else None
     return model.eval()
 
 
@@ -242,17 +275,35 @@ def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: 
     fam = get_family(run.family)
     train_cfg, val_cfg, iid_cfg, shift_cfg = _configs(run, strength, seed)
     splits = {"train": _frame(train_cfg)[1], "validation": _frame(val_cfg)[1]}
-    overrides = dict({**VARIANTS, **ABLATIONS}[variant], post_click_fields=list(fam.post_click_fields))
+    overrides = dict({**VARIANTS, **ABLATIONS, **ARMS}[variant], post_click_fields=list(fam.post_click_fields))
     if variant == "single-task":
         overrides["_clicked_only"] = True
-    model = train_one(splits, list(fam.field_names), fam.vocab_sizes(train_cfg), backbone, seed, run, **overrides)
+    model, chosen, grid = None, None, []
+    for lr in run.grid_lr:  # every arm gets the same grid, chosen on the validation DT CE (never on a test set)
+        candidate = train_one(
+            splits,
+            list(fam.field_names),
+            fam.vocab_sizes(train_cfg),
+            backbone,
+            seed,
+            run,
+            _lr=lr,
+            _ctr_snapshot=run.ctr_own_stopping and variant != "single-task",
+            **overrides,
+        )
+        grid.append([lr, candidate.val_dt_ce])
+        if model is None or candidate.val_dt_ce < model.val_dt_ce:
+            model, chosen = candidate, lr
+    tuned = {"chosen_lr": chosen, "val_dt_ce": model.val_dt_ce, "grid_val_dt_ce": grid} if len(grid) > 1 else {}
     scores, maps = {}, {}
     for name, cfg in (("iid", iid_cfg), ("shifted", shift_cfg)):
         raw_ds, features = _frame(cfg)
         test = _columns(raw_ds)
         pred = predict(model, features)
         click = None if variant == "single-task" else pred["click_probs"]
-        scores[(variant, name)] = score(test, click, pred["dt_probs"], model.config.bin_seconds)
+        scores[(variant, name)] = {**score(test, click, pred["dt_probs"], model.config.bin_seconds), **tuned}
+        if model.ctr_snapshot is not None:  # CTR judged with the weights of its own best validation AUC
+            scores[(variant, name)]["ctr_auc_own_stop"] = _ctr_auc_at(model, model.ctr_snapshot, features, test)
         if model.config.use_orca and variant == "orca":
             scores[("orca-raw", name)] = score(test, click, pred["dt_probs_raw"], model.config.bin_seconds)
         if keep and name == "shifted":
@@ -268,6 +319,17 @@ def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: 
         save_artifact(model.cpu(), Path(run.out) / "artifact", SPEC)
         _save_record(run, strength, seed, backbone, scores)
     return (strength, seed, backbone), scores, maps
+
+
+def _ctr_auc_at(model: OrcaModel, state: dict, features, test: dict) -> float:
+    """CTR AUC of `model` with the weights `state` (restored afterwards)."""
+    from .metrics import ctr_metrics
+
+    current = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    click = predict(model, features)["click_probs"]
+    model.load_state_dict(current)
+    return ctr_metrics(test["click"], click)["ctr_auc"]
 
 
 def _save_record(run: OrcaReproduceArguments, strength: float, seed: int, backbone: str, scores: dict) -> None:
@@ -335,7 +397,7 @@ def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict
 
 
 def run_synthetic(run: OrcaReproduceArguments) -> dict:
-    variants = list(VARIANTS) + (list(ABLATIONS) if run.ablations else [])
+    variants = list(VARIANTS) + (list(ABLATIONS) if run.ablations else []) + list(run.arms)
     top = max(run.strengths)
     jobs = [
         (run, s, seed, b, v, s == top and seed == run.seeds[0] and b == run.backbones[0])
@@ -385,6 +447,9 @@ def check_arguments(ns: argparse.Namespace) -> None:
         raise bad("--epochs", "a finite number > 0", ns.epochs)
     if ns.num_items is not None and ns.num_items < 2:
         raise bad("--num-items", ">= 2", ns.num_items)
+    for lr in ns.grid_lr or []:
+        if not math.isfinite(lr) or lr <= 0:
+            raise bad("--grid-lr", "finite numbers > 0", lr)
     if ns.workers is not None and ns.workers < 1:
         raise bad("--workers", ">= 1", ns.workers)
 
@@ -405,10 +470,13 @@ def main(argv: list[str] | None = None) -> dict:
         "workers",
         "family",
         "num_items",
+        "arms",
+        "grid_lr",
     ):
         if getattr(ns, key) is not None:
             setattr(run, key, getattr(ns, key))
     run.ablations = run.ablations or ns.ablations
+    run.ctr_own_stopping = run.ctr_own_stopping or ns.ctr_own_stopping
     run.device = ns.device
     if run.device != "cpu" and torch.cuda.is_available() and run.workers > 1:
         run.workers = 1  # one GPU: one training process at a time

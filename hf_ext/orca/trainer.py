@@ -194,6 +194,32 @@ class OrcaEarlyStoppingCallback(TrainerCallback):
         return control
 
 
+class BestStateCallback(TrainerCallback):
+    """Keeps (in memory) the weights at the best value of one validation metric, without stopping training: the
+    reproduction scores CTR with the weights at the best validation CTR AUC (CTR judged on its own stopping rule),
+    while the run itself stops on the DT criterion.
+
+    Args:
+        metric (`str`, defaults to `"eval_ctr_auc"`): key of the evaluation metrics.
+        higher_is_better (`bool`, defaults to `True`): direction of `metric`.
+    """
+
+    def __init__(self, metric: str = "eval_ctr_auc", higher_is_better: bool = True):
+        self.metric, self.sign = metric, 1.0 if higher_is_better else -1.0
+        self.best: float | None = None
+        self.state: dict[str, torch.Tensor] | None = None
+
+    def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
+        value = (metrics or {}).get(self.metric)
+        if value is None or not np.isfinite(value):
+            return control
+        if self.best is None or self.sign * value > self.sign * self.best:
+            self.best = float(value)
+            if model is not None:
+                self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return control
+
+
 class OrcaTrainer(Trainer):
     """`Trainer` for [`OrcaModel`] (subclassed because the optimisation changes, not just the loss).
 
@@ -282,6 +308,7 @@ class OrcaTrainer(Trainer):
 
 
 __all__ = [
+    "BestStateCallback",
     "EVAL_COLUMNS",
     "MODEL_COLUMNS",
     "OrcaEarlyStoppingCallback",
