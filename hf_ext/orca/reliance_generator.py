@@ -30,15 +30,22 @@ without the premise.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import datasets
 import numpy as np
 
 from .configuration_orca import ORCA_BIN_EDGES
-from .data import IGNORE_INDEX, MAX_SECONDS, MIN_SECONDS, bin_dwell_time, dataset_from_columns
+from .data import (
+    IGNORE_INDEX,
+    MAX_SECONDS,
+    MIN_SECONDS,
+    bin_dwell_time,
+    check_generator_numbers,
+    dataset_from_columns,
+)
+from .spurious_generator import _sigmoid
 
 RELIANCE_FIELD_NAMES: tuple[str, ...] = ("user_id", "item_id", "title_tag", "category", "length_bin")
 RELIANCE_EXPOSURE_FIELDS: tuple[str, ...] = ("user_id", "item_id", "title_tag")
@@ -117,14 +124,7 @@ class RelianceOrcaConfig:
     population_seed: int = 0
 
     def __post_init__(self):
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in _INT_FIELDS:
-                low = 0 if f.name in ("seed", "population_seed") else 1
-                if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                    raise ValueError(f"{f.name} must be an integer >= {low}, got {value!r}")
-            elif isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value):
-                raise ValueError(f"{f.name} must be a finite number, got {value!r}")
+        check_generator_numbers(self, _INT_FIELDS, zero_ok=("seed", "population_seed"))
         for name in ("num_patience_groups", "num_depth_levels"):
             if getattr(self, name) < 2:
                 raise ValueError(f"{name} must be >= 2, got {getattr(self, name)!r}")
@@ -186,10 +186,6 @@ def reliance_population(config: RelianceOrcaConfig) -> ReliancePopulation:
         title_tag=rng.integers(0, c.num_title_tags, size=c.num_items),
         length_bin=np.where(keep, depth, rng.integers(0, c.num_depth_levels, size=c.num_items)),
     )
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
 def _latents(c: RelianceOrcaConfig, pop: ReliancePopulation, users: np.ndarray, items: np.ndarray):
