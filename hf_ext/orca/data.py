@@ -76,6 +76,22 @@ def bin_dwell_time(seconds: Any, bin_edges: tuple[float, ...] | list[float] = OR
     return (np.searchsorted(edges, t, side="left") - 1).astype(np.int64)
 
 
+def check_generator_numbers(config, int_fields: tuple[str, ...], zero_ok: tuple[str, ...] = ("seed",)) -> None:
+    """Checks every field of a generator config dataclass: the `int_fields` are integers >= 1 (>= 0 for `zero_ok`),
+    every other field a finite number; a `ValueError` names the field."""
+    import dataclasses
+    import math
+
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name in int_fields:
+            low = 0 if f.name in zero_ok else 1
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{f.name} must be an integer >= {low}, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value):
+            raise ValueError(f"{f.name} must be a finite number, got {value!r}")
+
+
 def dataset_from_columns(columns: dict[str, np.ndarray]) -> datasets.Dataset:
     """A `datasets.Dataset` straight from NumPy columns (the Arrow types follow the dtypes: int64, float32)."""
     # Straight to Arrow: `Dataset.from_dict(..., features=...)` encodes every value in Python (~2 s for 200k rows).

@@ -30,33 +30,44 @@ PREMISE_W = (
     "W (the baseline works): on the i.i.d. test the MTL baseline closes >= 50 % of the trivial -> oracle DT-CE gap "
     "at every strength (mean over seeds); otherwise the comparison cannot speak to the claim"
 )
-PREMISE_P = (
-    "P (the paper's premise, issue 39): at every s >= 2, on the shifted test, the MTL baseline is worse than the "
+PREMISE_P_TEMPLATE = (
+    "P (the paper's premise, issue 39): at every s >= 2, on the {test} test, the MTL baseline is worse than the "
     "single-task model on DT cross-entropy, or predicts the moderate bins less often than the oracle does, beyond "
     "the seed spread (95 % interval of the paired difference > 0); otherwise the generator lacks the harm ORCA "
     "undoes and the verdict is PREMISE ABSENT"
 )
-# Each rule compares two arms on the same seeds; the difference is oriented so that + favours ORCA.
-RULES: dict[str, VerdictRule] = {
-    "gain": VerdictRule(
-        claim="ORCA lowers the shifted-test DT cross-entropy vs the MTL baseline at every s >= 2",
-        metric="shifted-test DT CE gain (baseline − ORCA, per seed)",
-        premise=f"{PREMISE_W}; {PREMISE_P}",
-    ),
-    "grows": VerdictRule(
-        claim="ORCA's gain grows with the shortcut (gain at the largest s − gain at the smallest s)",
-        metric="shifted-test DT CE gain difference (per seed)",
-        premise=f"{PREMISE_W}; {PREMISE_P}",
-    ),
-    "null_at_0": VerdictRule(
-        claim="control: ORCA gains at s = 0, where there is no shortcut (the claim needs this INCONCLUSIVE: 0 inside)",
-        metric="shifted-test DT CE gain at s = 0 (per seed)",
-    ),
-    "ctr": VerdictRule(
-        claim="ORCA keeps CTR AUC: the AUC drop vs the baseline is below 0.002 at every s",
-        metric="CTR AUC change + 0.002 (ORCA − baseline + 0.002, per seed)",
-    ),
-}
+PREMISE_P = PREMISE_P_TEMPLATE.format(test="shifted")
+
+
+def rules(test: str = "shifted") -> dict[str, VerdictRule]:
+    """The verdict rules read on the `test` set (`"shifted"` for the spurious family, `"iid"` for the reliance
+    family, whose premise needs no shift). Each rule compares two arms on the same seeds; the difference is oriented
+    so that + favours ORCA."""
+    premise = f"{PREMISE_W}; {PREMISE_P_TEMPLATE.format(test=test)}"
+    return {
+        "gain": VerdictRule(
+            claim=f"ORCA lowers the {test}-test DT cross-entropy vs the MTL baseline at every s >= 2",
+            metric=f"{test}-test DT CE gain (baseline − ORCA, per seed)",
+            premise=premise,
+        ),
+        "grows": VerdictRule(
+            claim="ORCA's gain grows with the shortcut (gain at the largest s − gain at the smallest s)",
+            metric=f"{test}-test DT CE gain difference (per seed)",
+            premise=premise,
+        ),
+        "null_at_0": VerdictRule(
+            claim="control: ORCA gains at s = 0, where there is no shortcut (the claim needs this INCONCLUSIVE: 0 "
+            "inside)",
+            metric=f"{test}-test DT CE gain at s = 0 (per seed)",
+        ),
+        "ctr": VerdictRule(
+            claim="ORCA keeps CTR AUC: the AUC drop vs the baseline is below 0.002 at every s",
+            metric="CTR AUC change + 0.002 (ORCA − baseline + 0.002, per seed)",
+        ),
+    }
+
+
+RULES: dict[str, VerdictRule] = rules("shifted")
 OVERALL = (
     "[rule] overall, on this generator: PREMISE ABSENT if W or P fails; CONFIRMED if 'gain' is confirmed at every "
     "s >= 2, 'grows' is confirmed, the s = 0 control is inconclusive (its interval holds 0) and 'ctr' is refuted at "
@@ -68,10 +79,10 @@ CRITERIA_HEADER = (
 )
 
 
-def print_criteria(file=None) -> list[str]:
-    """Prints the rules of the verdict (call before the run); returns the lines."""
+def print_criteria(file=None, test: str = "shifted") -> list[str]:
+    """Prints the rules of the verdict read on the `test` set (call before the run); returns the lines."""
     print(CRITERIA_HEADER, file=file, flush=True)
-    lines = print_rules(RULES, file=file)
+    lines = print_rules(rules(test), file=file)
     print(OVERALL, file=file, flush=True)
     return [CRITERIA_HEADER, *lines, OVERALL]
 
@@ -173,6 +184,8 @@ PAIRS = (
     ("baseline", "orca", "ORCA gain over baseline"),
     ("orca-raw", "orca", "ORCA head vs its raw head"),
     ("single-task", "baseline", "baseline vs single-task"),
+    ("baseline", "orca-code", "ORCA as released (h_T not detached) over baseline"),
+    ("orca", "orca-code", "ORCA as released vs ORCA with h_T detached"),
 )
 
 
@@ -180,6 +193,10 @@ def _paired(a: list[float], b: list[float]):
     """[`paired_difference`] of `a − b` over the seeds where both are finite; `None` if none is."""
     pairs = [(x, y) for x, y in zip(a, b) if np.isfinite(x) and np.isfinite(y)]
     return paired_difference([x for x, _ in pairs], [y for _, y in pairs]) if pairs else None
+
+
+def _ctr(m: dict) -> float:
+    return m.get("ctr_auc_own_stop", m["ctr_auc"])
 
 
 def paired_differences(cells: dict, strengths: list[float], seeds: list[int], test_name: str) -> dict:
@@ -198,7 +215,8 @@ def paired_differences(cells: dict, strengths: list[float], seeds: list[int], te
                 "strength": s,
                 "ce_gain": paired_difference([a["dt_ce"] for a in r], [b["dt_ce"] for b in n]),
                 "f1_gain": paired_difference([b["dt_macro_f1"] for b in n], [a["dt_macro_f1"] for a in r]),
-                "auc_change": _paired([b["ctr_auc"] for b in n], [a["ctr_auc"] for a in r]),
+                # With `ctr_own_stopping`, CTR is read at each model's best validation CTR AUC (its own rule).
+                "auc_change": _paired([_ctr(b) for b in n], [_ctr(a) for a in r]),
             }
     return out
 
@@ -216,8 +234,12 @@ def paired_table(diffs: dict) -> str:
     return "\n".join(lines)
 
 
-def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) -> tuple[list[str], list[Verdict]]:
-    """The rules [`RULES`] and [`OVERALL`], applied mechanically; returns the reading lines and the verdicts."""
+def verdict(
+    cells: dict, diffs: dict, strengths: list[float], seeds: list[int], test: str = "shifted"
+) -> tuple[list[str], list[Verdict]]:
+    """The rules [`rules`] and [`OVERALL`] on the `test` set (`diffs` are its paired differences), applied
+    mechanically; returns the reading lines and the verdicts."""
+    RULES = rules(test)  # noqa: N806 (the module's rule set, read on this test)
     lines: list[str] = []
     gaps = {
         s: np.mean(
@@ -236,14 +258,14 @@ def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) 
     works = all(g >= 0.5 for g in gaps.values())
     detail = "baseline gap closed on i.i.d. test " + ", ".join(f"s={s:g}: {g:.2f}" for s, g in gaps.items())
     lines.append(f"W: {detail}" + (" -> the baseline works" if works else " -> below 0.5 somewhere: premise absent"))
-    harmed, harm_detail = premise_p(cells, strengths, seeds)
+    harmed, harm_detail = premise_p(cells, strengths, seeds, test)
     lines.append(f"P: {harm_detail}" + (" -> the premise holds" if harmed else " -> premise absent"))
     premise = Premise("W and P", works and harmed, f"{detail}; {harm_detail}")
     orca = {d["strength"]: d for d in diffs.values() if d["pair"] == ("baseline", "orca")}
     if not orca:
         return lines, []
     lines.append(
-        "shifted test, ORCA DT-CE gain over baseline (mean ± SD [95 % CI]): "
+        f"{test} test, ORCA DT-CE gain over baseline (mean ± SD [95 % CI]): "
         + ", ".join(f"s={s:g}: {d['ce_gain'].cell(3)}" for s, d in sorted(orca.items()))
     )
     lines.append(
@@ -266,7 +288,8 @@ def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) 
         verdicts.append(null0)
     ctr = {}
     for s, d in sorted(orca.items()):
-        rows = [cells[(s, seed, r)]["shifted"]["ctr_auc"] for r in ("orca", "baseline") for seed in seeds]
+        key = "ctr_auc_own_stop" if "ctr_auc_own_stop" in cells[(s, seeds[0], "orca")][test] else "ctr_auc"
+        rows = [cells[(s, seed, r)][test][key] for r in ("orca", "baseline") for seed in seeds]
         if all(np.isfinite(rows)):
             o, b = rows[: len(seeds)], rows[len(seeds) :]
             ctr[s] = RULES["ctr"].decide(paired_difference([x + 0.002 for x in o], b))
@@ -302,8 +325,8 @@ def verdict(cells: dict, diffs: dict, strengths: list[float], seeds: list[int]) 
     return lines, verdicts
 
 
-def premise_p(cells: dict, strengths: list[float], seeds: list[int]) -> tuple[bool, str]:
-    """[`PREMISE_P`]: at every s >= 2 (shifted test) the MTL baseline is harmed, beyond the seed spread: its DT
+def premise_p(cells: dict, strengths: list[float], seeds: list[int], test: str = "shifted") -> tuple[bool, str]:
+    """[`PREMISE_P`]: at every s >= 2 (on the `test` set) the MTL baseline is harmed, beyond the seed spread: its DT
     cross-entropy above the single-task model's, or its share of moderate-bin predictions below the oracle's.
     Returns whether it holds and one line of evidence per strength."""
     parts, ok = [], True
@@ -312,9 +335,9 @@ def premise_p(cells: dict, strengths: list[float], seeds: list[int]) -> tuple[bo
         return False, "no strength >= 2 was run"
     for s in strong:
         try:
-            base = [cells[(s, seed, "baseline")]["shifted"] for seed in seeds]
-            single = [cells[(s, seed, "single-task")]["shifted"] for seed in seeds]
-            oracle = [cells[(s, seed, "oracle")]["shifted"] for seed in seeds]
+            base = [cells[(s, seed, "baseline")][test] for seed in seeds]
+            single = [cells[(s, seed, "single-task")][test] for seed in seeds]
+            oracle = [cells[(s, seed, "oracle")][test] for seed in seeds]
         except KeyError:
             return False, f"s={s:g}: the single-task, baseline and oracle rows were not all run"
         harm = paired_difference([b["dt_ce"] for b in base], [t["dt_ce"] for t in single])

@@ -31,20 +31,29 @@ from hf_ext.core.results_render import markdown_tables
 from .causal_generator import POST_CLICK_FIELDS
 from .configuration_orca import OrcaConfig
 from .data import to_model_features
+from .families import FAMILIES, get_family
 from .metrics import ctr_dt_heatmap
 from .modeling_orca import OrcaModel
 from .report import (
-    RULES,
     paired_differences,
     paired_table,
     plot_heatmaps,
     print_criteria,
     reference_table,
+    rules,
     score,
     verdict,
 )
 from .train import OrcaTrainingArguments
-from .trainer import EVAL_COLUMNS, MODEL_COLUMNS, OrcaTrainer
+from .trainer import (
+    EVAL_COLUMNS,
+    MODEL_COLUMNS,
+    BestStateCallback,
+    OrcaEarlyStoppingCallback,
+    OrcaTrainer,
+    TensorRows,
+    stacked_collator,
+)
 
 VARIANTS = {
     "single-task": {"use_orca": False, "ctr_loss_weight": 0.0},
@@ -56,6 +65,8 @@ ABLATIONS = {
     "orca-no-inter": {"use_orca": True, "use_inter": False},
     "orca-no-inst": {"use_orca": True, "use_inst": False},
 }
+# `--full` arms: ORCA as the released code trains it (the NDE loss also trains the shared network through h_T).
+ARMS = {"orca-code": {"use_orca": True, "detach_nde_input": False}}
 IID_TEST_SEED, SHIFT_TEST_SEED = 10_000, 20_000
 
 
@@ -70,25 +81,47 @@ class OrcaReproduceArguments:
     seeds: list[int] = field(default_factory=lambda: [0, 1])
     num_impressions: int = 48_000
     num_users: int = 1_000
+    num_items: int = 300
+    family: str = "spurious"
     test_impressions: int = 30_000
     test_strength: float = 0.0
     epochs: float = 6.0
     batch_size: int = 512
     ablations: bool = False
+    arms: list[str] = field(default_factory=list)
+    grid_lr: list[float] = field(default_factory=lambda: [1e-3])
+    ctr_own_stopping: bool = False
     workers: int = 2
     device: str = "auto"
 
     def __post_init__(self):
         if self.full:
-            self.num_impressions, self.num_users, self.test_impressions = 300_000, 3_000, 40_000
-            self.epochs, self.seeds = 4.0, [0, 1, 2]  # 6.25× the data: fewer passes (≈ 25 min idle, estimated)
+            # The premise family, the two ends of the sweep, 5 paired seeds, ORCA also as released (h_T not
+            # detached), every arm tuned on the same learning-rate grid (validation DT CE), CTR read at its own best
+            # validation AUC. 4 arms x 2 s x 5 seeds x 2 lr = 80 trainings at the quick size.
+            self.family, self.strengths, self.seeds = "reliance", [0.0, 3.0], [0, 1, 2, 3, 4]
+            self.arms, self.grid_lr, self.ctr_own_stopping = ["orca-code"], [1e-3, 3e-3], True
 
 
 def make_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="hf-ext reproduce orca", description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="300k impressions, 3000 users, 3 seeds, 4 epochs max")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="reliance family, s in {0, 3}, 5 seeds, + ORCA as released, lr grid {1e-3, 3e-3}, CTR on its own stopping",
+    )
+    p.add_argument("--arms", nargs="*", choices=list(ARMS), help="extra arms (orca-code: h_T not detached)")
+    p.add_argument("--grid-lr", nargs="+", type=float, help="learning rates tried by every arm (validation DT CE)")
+    p.add_argument("--ctr-own-stopping", action="store_true", help="CTR AUC at each model's best validation AUC")
     p.add_argument("--out", default=None, help="output folder (default: work_dir('orca'))")
     p.add_argument("--data", choices=["synthetic", "ml-100k"], default="synthetic")
+    p.add_argument(
+        "--family",
+        choices=list(FAMILIES),
+        help="synthetic generator family: spurious (the control without the premise, quick default) or reliance "
+        "(the paper's premise built in)",
+    )
+    p.add_argument("--num-items", type=int, help="items of the reliance family (default 300)")
     p.add_argument("--ml100k-dir", default=None, help="folder with ml-100k.inter/.user/.item, or the recbole wheel")
     p.add_argument("--backbones", nargs="+", choices=["mmoe", "ple"])
     p.add_argument("--strengths", nargs="+", type=float, help="training shortcut strengths s")
@@ -117,6 +150,8 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
     use_mask = overrides.pop("_use_mask_fea", True)
     post_click = overrides.pop("post_click_fields", list(POST_CLICK_FIELDS))
     clicked_only = overrides.pop("_clicked_only", False)
+    lr = overrides.pop("_lr", None)
+    ctr_snapshot = overrides.pop("_ctr_snapshot", False)
     config = OrcaConfig(
         field_names=names, field_vocab_sizes=sizes, post_click_fields=post_click, backbone=backbone, **overrides
     )
@@ -145,15 +180,27 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
         report_to="none",
         use_cpu=device == "cpu",
         dataloader_pin_memory=device != "cpu" and torch.cuda.is_available(),
+        remove_unused_columns=False,
+        **({"learning_rate": lr} if lr is not None else {}),
     )
+    # In-memory tensor batches: the same rows and values as the Arrow rows through the default collator, without
+    # formatting every row (a third of a quick run's training time went there).
     trainer = OrcaTrainer(
         model=model,
         args=args,
-        train_dataset=train.select_columns(list(MODEL_COLUMNS)),
-        eval_dataset=None if val is None else val.select_columns([c for c in EVAL_COLUMNS if c in val.column_names]),
+        data_collator=stacked_collator,
+        train_dataset=TensorRows(train, MODEL_COLUMNS),
+        eval_dataset=None if val is None else TensorRows(val, EVAL_COLUMNS),
     )
+    snapshot = BestStateCallback() if ctr_snapshot and val is not None else None
+    if snapshot is not None:
+        trainer.add_callback(snapshot)
     trainer_progress(trainer)  # the step bar on stderr (not in parallel workers), no log lines on stdout
     trainer.train()
+    stopper = [c for c in trainer.callback_handler.callbacks if isinstance(c, OrcaEarlyStoppingCallback)]
+    # What the tuning grid reads: the best validation DT CE of the run (its early-stopping criterion).
+    model.val_dt_ce = stopper[0].best if stopper and stopper[0].best is not None else float("nan")
+    model.ctr_snapshot = snapshot.state if snapshot is not None else None
     return model.eval()
 
 
@@ -161,7 +208,7 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
 def predict(model: OrcaModel, dataset, batch_size: int = 8192) -> dict[str, np.ndarray]:
     """Click probabilities and DT bin probabilities (prediction head and raw head) on a model-features dataset."""
     model.eval()
-    ids = torch.as_tensor(np.asarray(dataset["input_ids"], dtype=np.int64))
+    ids = torch.as_tensor(np.asarray(dataset.with_format("numpy")["input_ids"], dtype=np.int64))
     out = {"click_probs": [], "dt_probs": [], "dt_probs_raw": []}
     for start in range(0, len(ids), batch_size):
         o = model(input_ids=ids[start : start + batch_size].to(model.device))
@@ -193,32 +240,30 @@ def evaluate(model: OrcaModel, test) -> tuple[dict[str, float], dict[str, np.nda
 
 
 def _configs(run: OrcaReproduceArguments, strength: float, seed: int):
-    from .spurious_generator import SpuriousOrcaConfig, shifted_test_config
-
-    train = SpuriousOrcaConfig(
-        num_users=run.num_users, num_impressions=run.num_impressions, shortcut_strength=strength, seed=seed
-    )
-    val = shifted_test_config(train, max(run.num_impressions // 8, 2_000), 5_000 + seed, strength)
-    iid = shifted_test_config(train, run.test_impressions, IID_TEST_SEED, strength)
-    shift = shifted_test_config(train, run.test_impressions, SHIFT_TEST_SEED, run.test_strength)
+    fam = get_family(run.family)
+    train = fam.make_config(run.num_users, run.num_items, run.num_impressions, strength, seed)
+    val = fam.test_config(train, max(run.num_impressions // 8, 2_000), 5_000 + seed, strength)
+    iid = fam.test_config(train, run.test_impressions, IID_TEST_SEED, strength)
+    shift = fam.test_config(train, run.test_impressions, SHIFT_TEST_SEED, run.test_strength)
     return train, val, iid, shift
+
+
+def _family_of(cfg):
+    return get_family("reliance" if type(cfg).__name__ == "RelianceOrcaConfig" else "spurious")
 
 
 @functools.lru_cache(maxsize=4)
 def _frame(cfg):
-    from .spurious_generator import SPURIOUS_FIELD_NAMES, generate_spurious, spurious_vocab_sizes
-
-    ds = generate_spurious(cfg)
-    return ds, to_model_features(ds, SPURIOUS_FIELD_NAMES, spurious_vocab_sizes(cfg))
+    fam = _family_of(cfg)
+    ds = fam.generate(cfg)
+    return ds, to_model_features(ds, fam.field_names, fam.vocab_sizes(cfg))
 
 
 @functools.lru_cache(maxsize=8)
 def _oracle(cfg, data_cfg):
     """The posterior of generator `cfg` on the rows of the data set drawn from `data_cfg` (cached: the test sets
     are shared by every seed)."""
-    from .spurious_generator import oracle_posterior
-
-    return oracle_posterior(cfg, _columns(_frame(data_cfg)[0]))
+    return _family_of(cfg).oracle(cfg, _columns(_frame(data_cfg)[0]))
 
 
 def _columns(ds) -> dict[str, np.ndarray]:
@@ -227,23 +272,38 @@ def _columns(ds) -> dict[str, np.ndarray]:
 
 def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: str, variant: str, keep: bool):
     """Trains one (s, seed, backbone, variant) and scores it on the i.i.d. and shifted tests."""
-    from .spurious_generator import SPURIOUS_FIELD_NAMES, SPURIOUS_POST_CLICK_FIELDS, spurious_vocab_sizes
-
+    fam = get_family(run.family)
     train_cfg, val_cfg, iid_cfg, shift_cfg = _configs(run, strength, seed)
     splits = {"train": _frame(train_cfg)[1], "validation": _frame(val_cfg)[1]}
-    overrides = dict({**VARIANTS, **ABLATIONS}[variant], post_click_fields=list(SPURIOUS_POST_CLICK_FIELDS))
+    overrides = dict({**VARIANTS, **ABLATIONS, **ARMS}[variant], post_click_fields=list(fam.post_click_fields))
     if variant == "single-task":
         overrides["_clicked_only"] = True
-    model = train_one(
-        splits, list(SPURIOUS_FIELD_NAMES), spurious_vocab_sizes(train_cfg), backbone, seed, run, **overrides
-    )
+    model, chosen, grid = None, None, []
+    for lr in run.grid_lr:  # every arm gets the same grid, chosen on the validation DT CE (never on a test set)
+        candidate = train_one(
+            splits,
+            list(fam.field_names),
+            fam.vocab_sizes(train_cfg),
+            backbone,
+            seed,
+            run,
+            _lr=lr,
+            _ctr_snapshot=run.ctr_own_stopping and variant != "single-task",
+            **overrides,
+        )
+        grid.append([lr, candidate.val_dt_ce])
+        if model is None or candidate.val_dt_ce < model.val_dt_ce:
+            model, chosen = candidate, lr
+    tuned = {"chosen_lr": chosen, "val_dt_ce": model.val_dt_ce, "grid_val_dt_ce": grid} if len(grid) > 1 else {}
     scores, maps = {}, {}
     for name, cfg in (("iid", iid_cfg), ("shifted", shift_cfg)):
         raw_ds, features = _frame(cfg)
         test = _columns(raw_ds)
         pred = predict(model, features)
         click = None if variant == "single-task" else pred["click_probs"]
-        scores[(variant, name)] = score(test, click, pred["dt_probs"], model.config.bin_seconds)
+        scores[(variant, name)] = {**score(test, click, pred["dt_probs"], model.config.bin_seconds), **tuned}
+        if model.ctr_snapshot is not None:  # CTR judged with the weights of its own best validation AUC
+            scores[(variant, name)]["ctr_auc_own_stop"] = _ctr_auc_at(model, model.ctr_snapshot, features, test)
         if model.config.use_orca and variant == "orca":
             scores[("orca-raw", name)] = score(test, click, pred["dt_probs_raw"], model.config.bin_seconds)
         if keep and name == "shifted":
@@ -261,12 +321,23 @@ def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: 
     return (strength, seed, backbone), scores, maps
 
 
+def _ctr_auc_at(model: OrcaModel, state: dict, features, test: dict) -> float:
+    """CTR AUC of `model` with the weights `state` (restored afterwards)."""
+    from .metrics import ctr_metrics
+
+    current = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    click = predict(model, features)["click_probs"]
+    model.load_state_dict(current)
+    return ctr_metrics(test["click"], click)["ctr_auc"]
+
+
 def _save_record(run: OrcaReproduceArguments, strength: float, seed: int, backbone: str, scores: dict) -> None:
     """The artifact's training record (what `hf-ext push orca` renders the card from): this model's own test
     numbers on both test sets of its cell."""
     from hf_ext.core.records import metric, save_training_record
 
-    data = f"synthetic-spurious-dwell (s = {strength:g})"
+    data = f"synthetic-{run.family}-dwell (s = {strength:g})"
     metrics = []
     for test in ("iid", "shifted"):
         m = scores[("orca", test)]
@@ -283,11 +354,9 @@ def _save_record(run: OrcaReproduceArguments, strength: float, seed: int, backbo
         command="hf-ext reproduce orca" + (" --full" if run.full else ""),
         datasets=[
             {
-                "name": "synthetic-spurious-dwell",
+                "name": f"synthetic-{run.family}-dwell",
                 "hub_id": None,
-                "description": "hf_ext.orca.spurious_generator: hidden clickbait seen through a noisy proxy; "
-                "the shifted "
-                "test has the shortcut absent",
+                "description": get_family(run.family).description + "; the shifted test has the shortcut absent",
             }
         ],
         metrics=metrics,
@@ -328,7 +397,7 @@ def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict
 
 
 def run_synthetic(run: OrcaReproduceArguments) -> dict:
-    variants = list(VARIANTS) + (list(ABLATIONS) if run.ablations else [])
+    variants = list(VARIANTS) + (list(ABLATIONS) if run.ablations else []) + list(run.arms)
     top = max(run.strengths)
     jobs = [
         (run, s, seed, b, v, s == top and seed == run.seeds[0] and b == run.backbones[0])
@@ -376,6 +445,11 @@ def check_arguments(ns: argparse.Namespace) -> None:
             raise bad(flag, ">= 1000 (smaller logs leave too few clicked rows to score)", value)
     if ns.epochs is not None and (not math.isfinite(ns.epochs) or ns.epochs <= 0):
         raise bad("--epochs", "a finite number > 0", ns.epochs)
+    if ns.num_items is not None and ns.num_items < 2:
+        raise bad("--num-items", ">= 2", ns.num_items)
+    for lr in ns.grid_lr or []:
+        if not math.isfinite(lr) or lr <= 0:
+            raise bad("--grid-lr", "finite numbers > 0", lr)
     if ns.workers is not None and ns.workers < 1:
         raise bad("--workers", ">= 1", ns.workers)
 
@@ -394,10 +468,15 @@ def main(argv: list[str] | None = None) -> dict:
         "test_strength",
         "epochs",
         "workers",
+        "family",
+        "num_items",
+        "arms",
+        "grid_lr",
     ):
         if getattr(ns, key) is not None:
             setattr(run, key, getattr(ns, key))
     run.ablations = run.ablations or ns.ablations
+    run.ctr_own_stopping = run.ctr_own_stopping or ns.ctr_own_stopping
     run.device = ns.device
     if run.device != "cpu" and torch.cuda.is_available() and run.workers > 1:
         run.workers = 1  # one GPU: one training process at a time
@@ -407,7 +486,8 @@ def main(argv: list[str] | None = None) -> dict:
         return run_movielens(run, ns.ml100k_dir)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
-    print_criteria()
+    fam = get_family(run.family)
+    print_criteria(test=fam.verdict_test)
     print(flush=True)
     start = time.perf_counter()
     result = run_synthetic(run)
@@ -420,8 +500,7 @@ def main(argv: list[str] | None = None) -> dict:
             "method": "orca",
             "scale": "full" if run.full else "quick",
             "settings": asdict(run),
-            "data": "spurious-shortcut generator (hf_ext.orca.spurious_generator); "
-            "train seed = model seed; "
+            "data": f"{fam.description}; train seed = model seed; "
             f"fixed test sets (seeds {IID_TEST_SEED}, {SHIFT_TEST_SEED})",
             "backbones": {},
         },
@@ -429,7 +508,8 @@ def main(argv: list[str] | None = None) -> dict:
     for b in run.backbones:
         diffs = paired_differences(cells[b], run.strengths, run.seeds, "shifted")
         diffs_iid = paired_differences(cells[b], run.strengths, run.seeds, "iid")
-        lines, verdicts = verdict(cells[b], diffs, run.strengths, run.seeds)
+        chosen = diffs if fam.verdict_test == "shifted" else diffs_iid
+        lines, verdicts = verdict(cells[b], chosen, run.strengths, run.seeds, fam.verdict_test)
         all_verdicts += [_on(v, b) for v in verdicts]
         block = [
             f"## {b}: i.i.d. test (same s as training)",
@@ -462,7 +542,9 @@ def main(argv: list[str] | None = None) -> dict:
             "verdicts": verdicts,
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
-    results = Results(method="orca", scale=record["scale"], rules=list(RULES.values()), verdicts=all_verdicts)
+    results = Results(
+        method="orca", scale=record["scale"], rules=list(rules(fam.verdict_test).values()), verdicts=all_verdicts
+    )
     write_results(out / "results.json", {**results.to_dict(), **record, "report": report})
     top = max(run.strengths)
     order = ["oracle (test posterior)"] + [f"{run.backbones[0]} {v}" for v in ("baseline", "orca")]

@@ -29,15 +29,21 @@ it, against its exact oracle) and of the Space's linked model. `hf-ext train orc
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import datasets
 import numpy as np
 
 from .configuration_orca import ORCA_BIN_EDGES
-from .data import IGNORE_INDEX, MAX_SECONDS, MIN_SECONDS, bin_dwell_time, dataset_from_columns
+from .data import (
+    IGNORE_INDEX,
+    MAX_SECONDS,
+    MIN_SECONDS,
+    bin_dwell_time,
+    check_generator_numbers,
+    dataset_from_columns,
+)
 
 SPURIOUS_FIELD_NAMES: tuple[str, ...] = (
     "user_id",
@@ -134,14 +140,7 @@ class SpuriousOrcaConfig:
     population_seed: int = 0
 
     def __post_init__(self):
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in _INT_FIELDS:
-                low = 0 if f.name in ("seed", "population_seed") else 1
-                if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                    raise ValueError(f"{f.name} must be an integer >= {low}, got {value!r}")
-            elif isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value):
-                raise ValueError(f"{f.name} must be a finite number, got {value!r}")
+        check_generator_numbers(self, _INT_FIELDS, zero_ok=("seed", "population_seed"))
         for name in ("num_patience_groups", "num_quality_levels", "num_length_levels"):
             if getattr(self, name) < 2:
                 raise ValueError(f"{name} must be >= 2, got {getattr(self, name)!r}")

@@ -39,6 +39,39 @@ def _frozen_batchnorm_stats(model: torch.nn.Module, keep: list[torch.nn.Module])
                 m.num_batches_tracked.copy_(tracked)
 
 
+class TensorRows(torch.utils.data.Dataset):
+    """Columns of a model-features dataset held as tensors, served a batch at a time: the `Trainer`'s loader asks
+    for a batch of indices (`__getitems__`) and gets the stacked columns in one indexing, instead of formatting every
+    row of an Arrow table and stacking them again. Same indices, same values and dtypes as the default collator
+    makes from the rows (`input_ids` int64, `click_labels` float32, `dwell_labels` int64, `dwell_seconds` float32).
+    Use with [`stacked_collator`] and `remove_unused_columns=False`.
+
+    Args:
+        dataset (`datasets.Dataset`): the model-features dataset ([`~hf_ext.orca.data.to_model_features`]).
+        columns (`tuple[str, ...]`): the columns to keep (those missing from `dataset` are skipped).
+    """
+
+    def __init__(self, dataset, columns: tuple[str, ...]):
+        table = dataset.with_format("numpy")
+        self.columns = {c: torch.as_tensor(np.asarray(table[c])) for c in columns if c in dataset.column_names}
+        self.length = len(dataset)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {k: v[index] for k, v in self.columns.items()}
+
+    def __getitems__(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        return {k: v[idx] for k, v in self.columns.items()}
+
+
+def stacked_collator(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The collator of [`TensorRows`]: its batches are already stacked."""
+    return batch
+
+
 def counterfactual_nde_step(
     model: OrcaModel, inputs: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, reduce=None
 ) -> torch.Tensor:
@@ -161,6 +194,32 @@ class OrcaEarlyStoppingCallback(TrainerCallback):
         return control
 
 
+class BestStateCallback(TrainerCallback):
+    """Keeps (in memory) the weights at the best value of one validation metric, without stopping training: the
+    reproduction scores CTR with the weights at the best validation CTR AUC (CTR judged on its own stopping rule),
+    while the run itself stops on the DT criterion.
+
+    Args:
+        metric (`str`, defaults to `"eval_ctr_auc"`): key of the evaluation metrics.
+        higher_is_better (`bool`, defaults to `True`): direction of `metric`.
+    """
+
+    def __init__(self, metric: str = "eval_ctr_auc", higher_is_better: bool = True):
+        self.metric, self.sign = metric, 1.0 if higher_is_better else -1.0
+        self.best: float | None = None
+        self.state: dict[str, torch.Tensor] | None = None
+
+    def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
+        value = (metrics or {}).get(self.metric)
+        if value is None or not np.isfinite(value):
+            return control
+        if self.best is None or self.sign * value > self.sign * self.best:
+            self.best = float(value)
+            if model is not None:
+                self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return control
+
+
 class OrcaTrainer(Trainer):
     """`Trainer` for [`OrcaModel`] (subclassed because the optimisation changes, not just the loss).
 
@@ -249,10 +308,13 @@ class OrcaTrainer(Trainer):
 
 
 __all__ = [
+    "BestStateCallback",
     "EVAL_COLUMNS",
     "MODEL_COLUMNS",
     "OrcaEarlyStoppingCallback",
     "OrcaTrainer",
+    "TensorRows",
     "counterfactual_nde_step",
     "make_compute_metrics",
+    "stacked_collator",
 ]

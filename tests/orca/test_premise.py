@@ -52,3 +52,12 @@ def test_the_overall_verdict_is_premise_absent_when_p_fails():
     assert overall.verdict == "premise absent" and "P failed" in overall.reason
     gain = next(v for v in verdicts if v.claim.startswith("ORCA lowers"))
     assert gain.verdict == "premise absent"
+
+
+def test_the_premise_is_read_on_the_families_test_set():
+    """The reliance family judges on the i.i.d. test: harm there holds the premise with `test="iid"` only."""
+    cells = _cells([0.0, 0.0, 0.0], [0, 0, 0])
+    for seed, h in enumerate([0.05, 0.06, 0.07]):
+        cells[(3.0, seed, "baseline")]["iid"]["dt_ce"] = 1.0 + h
+    assert premise_p(cells, [3.0], [0, 1, 2], test="iid")[0]
+    assert not premise_p(cells, [3.0], [0, 1, 2], test="shifted")[0]

@@ -312,3 +312,22 @@ def test_paired_models_share_their_common_initialisation():
 def test_training_arguments_do_not_force_the_cpu(tmp_path):
     args = OrcaTrainingArguments(output_dir=str(tmp_path))
     assert args.use_cpu is False
+
+
+def test_full_arm_is_tuned_on_validation_and_reads_ctr_at_its_own_stop(tmp_path):
+    """Issue 39 (`--full`): every arm tries the same lr grid and keeps the lowest validation DT CE (recorded with
+    the grid); ORCA as released (`orca-code`) trains h_T through the NDE loss; CTR AUC is also read with the weights
+    of the best validation AUC."""
+    from hf_ext.orca.reproduce import OrcaReproduceArguments, _run_job
+
+    run = OrcaReproduceArguments(
+        out=str(tmp_path), family="reliance", num_impressions=3_000, test_impressions=2_000, epochs=2.0, workers=1
+    )
+    run.grid_lr, run.ctr_own_stopping, run.device = [1e-3, 3e-2], True, "cpu"
+    _, scores, _ = _run_job(run, 3.0, 0, "mmoe", "orca-code", False)
+    m = scores[("orca-code", "iid")]
+    grid = dict(map(tuple, m["grid_val_dt_ce"]))
+    assert set(grid) == {1e-3, 3e-2} and m["chosen_lr"] == min(grid, key=grid.get)
+    assert m["val_dt_ce"] == pytest.approx(min(grid.values()))
+    assert 0.0 < m["ctr_auc_own_stop"] < 1.0 and 0.0 < m["ctr_auc"] < 1.0
+    assert ("orca-code", "shifted") in scores
