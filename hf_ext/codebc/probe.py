@@ -142,15 +142,22 @@ def continuation_logprobs(
     for b in range(0, len(order), batch_size):
         chunk = order[b : b + batch_size]
         width = max(len(rows[i]) for i in chunk)
-        ids = torch.tensor([rows[i] + [pad] * (width - len(rows[i])) for i in chunk], device=model.device)
-        mask = torch.tensor([[1] * len(rows[i]) + [0] * (width - len(rows[i])) for i in chunk], device=model.device)
-        logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)
+        # left padding puts every scored span at the end of its row, so only the last `keep` positions need logits
+        # (the vocabulary projection of the prompt tokens is skipped); RoPE sees relative positions only, so the
+        # shift by the padding changes nothing
+        keep = max(spans[i][1] - spans[i][0] for i in chunk) + 1
+        ids = torch.tensor([[pad] * (width - len(rows[i])) + rows[i] for i in chunk], device=model.device)
+        mask = torch.tensor([[0] * (width - len(rows[i])) + [1] * len(rows[i]) for i in chunk], device=model.device)
+        logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits  # positions width-keep ...
         for r, i in enumerate(chunk):
             s, e = spans[i]
-            if e <= s:
+            n = e - s
+            if n <= 0:
                 continue
-            targets = ids[r, s:e]
-            out[i] = float(logp[r, s - 1 : e - 1].gather(-1, targets[:, None]).sum())
+            # token t (row coordinate, padded) is predicted at position t - 1; the span's tokens are the last n
+            pred = logits[r, keep - 1 - n : keep - 1].float()
+            targets = ids[r, width - n :]
+            out[i] = float((pred.gather(-1, targets[:, None]).squeeze(-1) - torch.logsumexp(pred, -1)).sum())
     return out
 
 
