@@ -191,3 +191,42 @@ def test_probe_set_is_held_out_of_every_training_set(tmp_path, monkeypatch):
     assert without["probe"] == [] and [r["contract"].code for r in without["train"]] == [
         r["contract"].code for r in ex["train"]
     ]
+
+
+def test_parse_pass_counts_parsed_files_overall_and_on_fitting_tasks(tok):
+    from hf_ext.codebc.data import humaneval_tasks
+    from hf_ext.codebc.evaluation import fitting_tasks, parse_pass
+    from hf_ext.codebc.solidity import SolcServer, toolchain_problem
+
+    tasks = humaneval_tasks()
+    assert fitting_tasks(tok, tasks, 10**6) == tasks and fitting_tasks(tok, tasks, 1) == []
+    if toolchain_problem():
+        pytest.skip(toolchain_problem())
+    gens = {
+        "Context.txt_0.sol": "pragma solidity ^0.8.20;\ncontract C { function f() public { y = 1; } }",  # parses
+        "Context.txt_1.sol": "pragma solidity ^0.8.20;\ncontract C { function f( }",  # syntax error
+        "Address.txt_0.sol": "pragma solidity ^0.4.24;\ncontract C { }",  # the version pragma fails at parsing
+        "Address.txt_1.sol": "contract D { uint x; }",
+    }
+    with SolcServer() as server:
+        got = parse_pass(gens, server, ["Context"])
+        assert server.compile(gens["Context.txt_0.sol"]).reason == "declaration"  # a full compile fails it
+    assert (got["passed"], got["total"], got["fit_passed"], got["fit_total"]) == (2, 4, 1, 2)
+    assert got["ci95"][0] < 0.5 < got["ci95"][1] and got["fit_tasks"] == ["Context"]
+
+
+def test_bootstrap_resamples_whole_hosts(monkeypatch):
+    """Each resample draws hosts, so every host's secure and injected rows come together: with one of each per
+    host, every resample is balanced (an item-level resample would not be)."""
+    seen = []
+    real = P.auroc
+
+    def spy(scores, labels):
+        seen.append(sum(labels) * 2 == len(labels))
+        return real(scores, labels)
+
+    monkeypatch.setattr(P, "auroc", spy)
+    rng = random.Random(2)
+    hosts = [h for h in range(10) for _ in range(2)]
+    P.bootstrap_auroc([rng.random() for _ in hosts], [i % 2 for i in range(20)], hosts, n_resamples=200)
+    assert len(seen) == 201 and all(seen)
