@@ -62,6 +62,8 @@ class ScaleConfig:
     seed: int = 0
     tasks: int = 41
     vd_real: int = 0
+    n_probe: int = 24  # held-out host contracts of the likelihood probe (each secure + one injected copy)
+    gen_batch: int = 8  # prompts per generate() call (the GPU scale batches more)
 
     def __post_init__(self):
         """Every size is an integer >= 1 (steps >= 0), rates and the temperature finite and > 0; checked before any
@@ -79,11 +81,12 @@ class ScaleConfig:
             "samples",
             "max_new_tokens",
             "max_prompt_tokens",
+            "gen_batch",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ScaleConfig.{name} must be an integer >= 1, got {value!r}")
-        for name in ("pretrain_steps", "stage_steps", "n_injected_per_pattern", "seed"):
+        for name in ("pretrain_steps", "stage_steps", "n_injected_per_pattern", "seed", "n_probe"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"ScaleConfig.{name} must be an integer >= 0, got {value!r}")
@@ -175,7 +178,9 @@ def build_examples(scale: ScaleConfig, cache_dir: Path, corpus: list[Contract] |
                 code = inject(host.code, pattern, seed=k)
                 if solc.compile(code).ok:
                     injected.append((Contract(code, host.comments, host.raw), pattern, host.code))
-    secure = short[: scale.n_secure]
+        secure = short[: scale.n_secure]
+        used = {c.code for c in secure} | {host for _, _, host in injected}
+    probe = build_probe(scale, corpus, used)
     items = [(c, None, c.code) for c in secure] + injected
     labels = label_contracts([c.code for c, _, _ in items], cache_dir / "slither_labels.json")
     rows = []
@@ -192,7 +197,7 @@ def build_examples(scale: ScaleConfig, cache_dir: Path, corpus: list[Contract] |
             }
         )
     train, test = split_by_host(rows, rng)
-    heldout = heldout_codes(test)
+    heldout = heldout_codes(test) | {r["code"] for r in probe}  # a probe host is its own secure row
     agreement = {p: [r["tag"] == "bug" for r in rows if r["pattern"] == p and r["slither_ok"]] for p in PATTERNS}
     return {
         # CI (and the base model's pretraining, see `pretraining_texts`) never see a held-out contract or its host
@@ -200,12 +205,52 @@ def build_examples(scale: ScaleConfig, cache_dir: Path, corpus: list[Contract] |
         "train": train,
         "test": test,
         "heldout_codes": sorted(heldout),
+        "probe": probe,
         "slither_agreement": {p: [sum(v), len(v)] for p, v in agreement.items()},
         "secure_flagged": [
             sum(1 for r in rows if r["pattern"] is None and r["tag"] == "bug"),
             sum(1 for r in rows if r["pattern"] is None and r["slither_ok"]),
         ],
     }
+
+
+PROBE_PATTERNS = tuple(p for p in PATTERNS if p != "unchecked_arithmetic")  # Slither has no detector for it
+
+
+def build_probe(scale: ScaleConfig, corpus: list[Contract], used: set[str]) -> list[dict]:
+    """The likelihood probe of [`~hf_ext.codebc.probe`]: `scale.n_probe` secure contracts of at most `max_chars`
+    characters not used by VD/TI (`used`), each with one injected copy (the Slither-detectable patterns in turn;
+    `unchecked_arithmetic` is left out because training labels it `correct`, Slither having no detector).
+
+    Nothing is compiled: the probe reads likelihoods, so hosts of every Solidity version qualify (the 0.8 ones
+    alone are too few: 16 of the 828 corpus contracts under 900 characters). Rows
+    `{"code", "instruction", "injected", "host", "pattern"}`, a host's two rows together; the label is the injection,
+    not Slither. Drawn with its own seeded generator, so the VD/TI split is the same with or without it.
+    """
+    rng = random.Random(f"probe-{scale.seed}")
+    pool = [
+        c
+        for c in corpus
+        if len(c.code) <= scale.max_chars
+        and c.code not in used
+        and re.search(r"^(?:abstract\s+)?contract\s", c.code, re.M)
+    ]
+    pool = list({c.code: c for c in pool}.values())  # one row per distinct source
+    rng.shuffle(pool)
+    rows: list[dict] = []
+    for c in pool:
+        if len(rows) >= 2 * scale.n_probe:
+            break
+        pattern = PROBE_PATTERNS[(len(rows) // 2) % len(PROBE_PATTERNS)]
+        try:
+            code = inject(c.code, pattern, seed=len(rows) // 2)
+        except ValueError:  # no contract body to insert into
+            continue
+        instruction = with_version_line(c)
+        host = hashlib.sha256(c.code.encode()).hexdigest()[:12]
+        rows.append({"code": c.code, "instruction": instruction, "injected": False, "host": host, "pattern": None})
+        rows.append({"code": code, "instruction": instruction, "injected": True, "host": host, "pattern": pattern})
+    return rows
 
 
 def split_by_host(rows: list[dict], rng: random.Random, test_share: float = 0.1) -> tuple[list[dict], list[dict]]:
@@ -327,6 +372,7 @@ def generate_humaneval(
             temperature=scale.temperature,
             seed=scale.seed * 100 + k,
             max_prompt_tokens=scale.max_prompt_tokens,
+            batch_size=scale.gen_batch,
         )
         for t, g in zip(tasks, gens):
             out[f"{t}.txt_{k}.sol"] = g["code"]
@@ -350,6 +396,7 @@ __all__ = [
     "ScaleConfig",
     "build_base",
     "build_examples",
+    "build_probe",
     "generate_humaneval",
     "heldout_codes",
     "load_base",

@@ -43,6 +43,25 @@ PRETRAINED = dataclasses.replace(
     vd_real=48,
 )
 
+# The paper-scale job for one GPU (`hf-ext reproduce codebc --gpu --device cuda`, prepared, not run on CPU): the
+# SmolLM2 recipe with 10x the steps, all 41 tasks, 5 sampled generations per task (the paper's 5) with 512 new tokens
+# (the fenced reference fits in 160 / 400 / 512 / 768 tokens for 20 / 30 / 34 / 38 of the 41 tasks under SmolLM2's
+# tokenizer: the parser-pass rate is also reported on the fitting ones), batched 64 prompts at a time.
+GPU = dataclasses.replace(
+    PRETRAINED,
+    n_secure=160,
+    n_injected_per_pattern=10,
+    stage_steps=400,
+    stage_batch=8,
+    max_chars=1600,
+    max_length=1024,
+    samples=5,
+    max_new_tokens=512,
+    max_prompt_tokens=1024,
+    tasks=41,
+    n_probe=40,
+    gen_batch=64,
+)
 
 VOCAB = 96
 BASE_SEED = 1234

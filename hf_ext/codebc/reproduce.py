@@ -19,6 +19,12 @@ Quick scale: a 2-layer 128-wide LLaMA, 200 pretraining steps, 40 steps per stage
 task. `--full`: 5 sampled generations per task, more data and steps, and the no-tag control. `--pretrained`:
 SmolLM2-135M-Instruct (its chat template, FIM tokens added) with 40 steps per stage at seq 512 / batch 2, 8 tasks,
 the no-tag control, and VD on 48 labelled Slither contracts when `--slither-sdist` (or its variable) is set.
+`--gpu`: the paper-scale job for one GPU (`presets.GPU`, run with `--device cuda`; prepared, not run on CPU).
+
+Every scale also measures the two claims **without compilation** ([`~hf_ext.codebc.probe`]): on a held-out probe
+of secure contracts and their injected copies, the tag-steering Δ and the VD log-odds as AUROCs per stage, decided
+by the verdict rules of [`~hf_ext.codebc.report`] (printed before the run; the base is the control), and the
+parser-pass rate of each stage's Blockchain-HumanEval outputs.
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ from hf_ext.core.paths import work_dir
 from hf_ext.core.progress import progress, set_quiet
 
 from .adapter import adapter_state, add_adapter, load_adapter_state, save_codebc
-from .evaluation import brief, constant_tag, steer_heldout, vd_accuracy
+from .evaluation import brief, constant_tag, fitting_tasks, parse_pass, steer_heldout, vd_accuracy
 from .external import NPM_ENV, SLITHER_SDIST_ENV, licences
-from .pipeline import ScaleConfig, generate_humaneval, score_generations, with_version_line
-from .presets import FULL, PRETRAINED, QUICK
+from .pipeline import ScaleConfig, generate_humaneval, score_generations, task_subset, with_version_line
+from .presets import FULL, GPU, PRETRAINED, QUICK
+from .probe import probe_scores
 from .recipe import STAGES, prepare, stage_arguments, stage_dataset
+from .report import RULES, decide, format_table, report_fields
 from .solidity import SolcServer, toolchain_problem
 from .tags import SECURITY_TAGS
 from .trainer import train_stage
@@ -70,6 +78,12 @@ def make_parser() -> argparse.ArgumentParser:
         "--pretrained",
         action="store_true",
         help="SmolLM2-135M-Instruct as the base (hf_ext.core.pretrained), scoped to ~150 CPU steps",
+    )
+    p.add_argument(
+        "--gpu",
+        action="store_true",
+        help="the paper-scale job for one GPU (SmolLM2, 400 steps a stage, 41 tasks x 5 samples x 400 new tokens); "
+        "run it with --device cuda",
     )
     p.add_argument("--tasks", type=int, help="Blockchain-HumanEval tasks evaluated (an even spread of the 41)")
     p.add_argument("--vd-real", type=int, help="labelled Slither detector-test contracts for VD (needs the sdist)")
@@ -130,11 +144,17 @@ def real_vd_set(scale: ScaleConfig, sdist: str | None) -> tuple[list[str], list[
     return [c.code for c in picked], [c.tag for c in picked], about
 
 
-def evaluate(model, tok, scale: ScaleConfig, server, test, real, constant: str, *, analyse: bool = True) -> dict:
+def evaluate(
+    model, tok, scale: ScaleConfig, server, test, real, constant: str, probe, fit, *, analyse: bool = True
+) -> dict:
     """One stage's evaluation: Blockchain-HumanEval with the forced `correct` tag (BLEU / CodeBLEU / compiled /
-    Slither vulnerability rate) and VD accuracy on the held-out rows and the real labelled contracts, each beside
-    the constant predictor."""
-    out = {"humaneval": brief(score_generations(generate_humaneval(model, tok, "correct", scale), analyse, server))}
+    Slither vulnerability rate, and the parser-pass rate over all tasks and the `fit` ones), VD accuracy on the
+    held-out rows and the real labelled contracts, each beside the constant predictor, and the compile-free probe
+    (tag-steering Δ and VD log-odds on the `probe` rows, [`~hf_ext.codebc.probe.probe_scores`])."""
+    gens = generate_humaneval(model, tok, "correct", scale)
+    out = {"humaneval": brief(score_generations(gens, analyse, server)), "parse": parse_pass(gens, server, fit)}
+    if probe:
+        out["probe"] = probe_scores(model, tok, probe, batch_size=scale.stage_batch)
     kw = dict(max_prompt_tokens=scale.max_length, batch_size=scale.stage_batch * 2)
     out["vd_heldout"] = vd_accuracy(
         model, tok, [r["contract"].code for r in test], [r["tag"] for r in test], constant, **kw
@@ -157,6 +177,8 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
     train, test = ex["train"], ex["test"]
     stage_args = stage_arguments(scale, trainable)
     constant = constant_tag([r["tag"] for r in train])
+    probe = ex["probe"]
+    fit = fitting_tasks(tok, task_subset(scale.tasks), scale.max_new_tokens)
     results: dict = {
         "scale": dataclasses.asdict(scale),
         "data": {
@@ -171,6 +193,16 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
             "vd_real": real[2],
             "constant_tag": constant,
             "trainable_token_ids": trainable,
+            "probe": {
+                "hosts": len({r["host"] for r in probe}),
+                "rows": len(probe),
+                "patterns": dict(Counter(r["pattern"] for r in probe if r["injected"])),
+                "solidity": dict(Counter((r["instruction"][0].split()[-1] or "?") for r in probe if r["injected"])),
+                "labels": [int(r["injected"]) for r in probe],
+                "hosts_of_rows": [r["host"] for r in probe],
+                "fit_tasks": len(fit),
+                "max_new_tokens": scale.max_new_tokens,
+            },
         },
         "stages": {},
         "losses": {},
@@ -179,7 +211,7 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
     }
     server = SolcServer()
     t = time.time()
-    results["stages"]["base"] = evaluate(model, tok, scale, server, test, real, constant)
+    results["stages"]["base"] = evaluate(model, tok, scale, server, test, real, constant, probe, fit)
     results["seconds"]["eval_base"] = round(time.time() - t, 1)
     _progress("base", results["stages"]["base"], time.time() - t0)
     write_json(out / "results.partial.json", results)
@@ -196,7 +228,7 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
         results["seconds"][f"train_{stage}"] = round(time.time() - t, 1)
         states[stage] = adapter_state(peft_model)
         t = time.time()
-        results["stages"][stage] = evaluate(peft_model, tok, scale, server, test, real, constant)
+        results["stages"][stage] = evaluate(peft_model, tok, scale, server, test, real, constant, probe, fit)
         results["seconds"][f"eval_{stage}"] = round(time.time() - t, 1)
         _progress(stage, results["stages"][stage], time.time() - t0)
         write_json(out / "results.partial.json", results)  # a long run killed later keeps its finished stages
@@ -233,62 +265,9 @@ def run(scale: ScaleConfig, out: Path, control: bool, npm: str | None = None, sd
     from . import SPEC
 
     save_codebc(peft_model, out / "model", tok, SPEC)
+    results["verdicts"] = decide(results, probe)
     results["seconds"].update(data_and_base=round(t_data, 1), total=round(time.time() - t0, 1))
     return results
-
-
-def _pct(x) -> str:
-    return "  n/a" if x is None else f"{100 * x:5.1f}"
-
-
-def _vd_cell(v: dict | None) -> str:
-    if not v:
-        return "n/a"
-    return f"{v['correct']}/{v['total']} (const {v['constant_correct']})"
-
-
-def format_table(r: dict) -> str:
-    lines = [
-        "Stage ablation (Blockchain-HumanEval, forced `correct` tag; VD: accuracy, constant predictor in brackets)",
-        "stage | BLEU  | CodeBLEU | compiled [95% CI %]        | vuln (High/Med) | VD held-out       | VD Slither "
-        "tests",
-    ]
-    for k, ev in r["stages"].items():
-        s = ev["humaneval"]
-        lo, hi = s["compile_rate_ci95"]
-        vuln = "n/a" if s["vulnerability_rate"] is None else f"{s['vulnerable']}/{s['analysed']}"
-        lines.append(
-            f"{k:5} | {s['bleu']:5.2f} | {s['codebleu']:8.2f} | {s['compiled']:3d}/{s['total']:<3d} "
-            f"[{_pct(lo)}, {_pct(hi)}]       | {vuln:15} | {_vd_cell(ev.get('vd_heldout')):17} | "
-            f"{_vd_cell(ev.get('vd_real'))}"
-        )
-    lines += [
-        "",
-        "Tag steering (TI adapter; vulnerability rate among compiled outputs, 95% CI)",
-        "condition        | compiled | vuln (High/Med of analysed) | injected-pattern HE | injected-pattern held-out",
-    ]
-    for k, v in r["steering"].items():
-        h, o = v["humaneval"], v["heldout"]
-        if h["vulnerability_rate"] is None:
-            vuln = "n/a"
-        else:
-            lo, hi = h["vulnerability_rate_ci95"]
-            vuln = f"{h['vulnerable']}/{h['analysed']} [{_pct(lo)}, {_pct(hi)}]"
-        lines.append(
-            f"{k:16} | {h['compiled']:3d}/{h['total']:<4d}| {vuln:27} | {h['injected_pattern_files']:3d}/"
-            f"{h['total']:<15d} | {o['injected_pattern_files']}/{o['total']}"
-        )
-    agree = r["data"]["slither_agreement_per_pattern"]
-    lines += [
-        "",
-        "Slither agreed with the injection (flagged High/Medium): "
-        + ", ".join(f"{p} {a}/{n}" for p, (a, n) in agree.items()),
-        "secure corpus contracts flagged by Slither 0.11.6: {}/{}".format(
-            *r["data"]["secure_contracts_flagged_by_slither"]
-        ),
-        "mean training loss per stage: " + ", ".join(f"{k} {v:.3f}" for k, v in r["losses"].items()),
-    ]
-    return "\n".join(lines)
 
 
 def _save_record(artifact: Path, results: dict, scale, args) -> None:
@@ -312,7 +291,8 @@ def _save_record(artifact: Path, results: dict, scale, args) -> None:
         method="codebc",
         command="hf-ext reproduce codebc"
         + (" --full" if args.full else "")
-        + (" --pretrained" if args.pretrained else ""),
+        + (" --pretrained" if args.pretrained else "")
+        + (" --gpu" if args.gpu else ""),
         datasets=[
             {
                 "name": "codebc-contracts",
@@ -327,77 +307,6 @@ def _save_record(artifact: Path, results: dict, scale, args) -> None:
         skip_nonfinite=True,
         notes=f"scores of stage {stage} (forced `correct` tag), {s.get('total')} generations",
     )
-
-
-def report_fields(r: dict) -> dict:
-    """What the docs renderer reads (`hf_ext.core.results_render`): the stage-ablation and tag-steering tables as
-    printed, where and when it was measured, and a headline (CodeBC states no verdict rule: its quick scale is a
-    pipeline check, too few CPU steps for the paper's claims)."""
-    from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION, environment
-    from hf_ext.core.results_render import table
-
-    def ci(rate_ci) -> str:
-        lo, hi = rate_ci
-        return f"[{_pct(lo).strip()}, {_pct(hi).strip()}]"
-
-    stages = []
-    for k, ev in r["stages"].items():
-        s = ev["humaneval"]
-        vuln = "n/a" if s["vulnerability_rate"] is None else f"{s['vulnerable']}/{s['analysed']}"
-        stages.append([k, f"{s['bleu']:.2f}", f"{s['codebleu']:.2f}", f"{s['compiled']}/{s['total']} "
-                       f"{ci(s['compile_rate_ci95'])}", vuln, _vd_cell(ev.get("vd_heldout")),
-                       _vd_cell(ev.get("vd_real"))])  # fmt: skip
-    steering = []
-    for k, v in r.get("steering", {}).items():
-        h, o = v["humaneval"], v["heldout"]
-        vuln = "n/a" if h["vulnerability_rate"] is None else (
-            f"{h['vulnerable']}/{h['analysed']} {ci(h['vulnerability_rate_ci95'])}")  # fmt: skip
-        steering.append([k, f"{h['compiled']}/{h['total']}", vuln, f"{h['injected_pattern_files']}/{h['total']}",
-                         f"{o['injected_pattern_files']}/{o['total']}"])  # fmt: skip
-    tables = [
-        table(
-            "Stage ablation (Blockchain-HumanEval, forced `correct` tag)",
-            [
-                "stage",
-                "BLEU",
-                "CodeBLEU",
-                "compiled [95 % CI %]",
-                "vuln (High/Med)",
-                "VD held-out",
-                "VD Slither tests",
-            ],  # fmt: skip
-            stages,
-            note="VD: accuracy, the constant predictor in brackets.",
-            plot={"x": "stage", "y": ["BLEU", "CodeBLEU"], "kind": "bar", "ylabel": "score"},
-        ),
-        table(
-            "Tag steering (TI adapter; vulnerability rate among compiled outputs, 95 % CI)",
-            [
-                "condition",
-                "compiled",
-                "vuln (High/Med of analysed)",
-                "injected-pattern HE",
-                "injected-pattern held-out",
-            ],
-            steering,
-        ),
-    ]
-    last = list(r["stages"])[-1]
-    s = r["stages"][last]["humaneval"]
-    headline = (
-        f"pipeline runs end to end; stage {last}: BLEU {s['bleu']:.1f}, CodeBLEU {s['codebleu']:.1f}, "
-        f"{s['compiled']}/{s['total']} compile (no verdict rule at this scale)"
-    )
-    return {
-        "schema_version": RESULTS_SCHEMA_VERSION,
-        "method": "codebc",
-        "scale": r["mode"],
-        "environment": environment(),
-        "rules": [],
-        "verdicts": [],
-        "headline": headline,
-        "report": tables,
-    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -416,9 +325,9 @@ def main(argv: list[str] | None = None) -> dict:
         )
         if v is not None
     }
-    if args.full and args.pretrained:
-        raise SystemExit("--full and --pretrained are two different scales: pick one")
-    preset = PRETRAINED if args.pretrained else FULL if args.full else QUICK
+    if args.full + args.pretrained + args.gpu > 1:
+        raise SystemExit("--full, --pretrained and --gpu are different scales: pick one")
+    preset = GPU if args.gpu else PRETRAINED if args.pretrained else FULL if args.full else QUICK
     if preset.vd_real and not args.slither_sdist and args.vd_real is None:
         preset = dataclasses.replace(preset, vd_real=0)  # no sdist given: VD on the held-out rows only
     scale = dataclasses.replace(preset, **overrides)  # validates the flags, before any work
@@ -437,10 +346,18 @@ def main(argv: list[str] | None = None) -> dict:
     hf_logging.set_verbosity_error()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    from hf_ext.core.reporting import print_rules
+
+    print_rules(RULES)  # the verdict rules, before any work
     results = run(
-        scale, out, control=args.full or args.pretrained or args.control, npm=args.npm_corpus, sdist=args.slither_sdist
+        scale,
+        out,
+        control=args.full or args.pretrained or args.gpu or args.control,
+        npm=args.npm_corpus,
+        sdist=args.slither_sdist,
     )
-    results["mode"] = "pretrained" if args.pretrained else "full" if args.full else "quick"
+    results["mode"] = "gpu" if args.gpu else "pretrained" if args.pretrained else "full" if args.full else "quick"
+    results["rules"] = [rule.to_dict() for rule in RULES.values()]
     results.update(report_fields(results))
     write_json(out / "results.json", results)
     _save_record(out / "model", results, scale, args)

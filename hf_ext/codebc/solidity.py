@@ -189,19 +189,41 @@ class SolcServer:
             raise ToolchainError(f"solc-js compile server failed: {msg.get('fatal', msg)}")
         self.version = msg["version"]
 
-    def compile(self, source: str, name: str = "Contract.sol") -> CompileResult:
-        """Compiles one file; never raises for bad source or a missing toolchain (the reason says why)."""
+    def compile(self, source: str, name: str = "Contract.sol", *, parse_only: bool = False) -> CompileResult:
+        """Compiles one file; never raises for bad source or a missing toolchain (the reason says why).
+
+        `parse_only=True` stops solc after parsing: `ok` then means "syntactically valid Solidity" (no name
+        resolution, no type check, no bytecode; a wrong `pragma` is not checked either).
+        """
         if not source.strip():
             return CompileResult(name, False, "empty", ["empty source"])
+        request = {"sources": {name: source}, "codegen": self.codegen}
+        if parse_only:
+            request["parseOnly"] = True
+        reply = self._request(request, name, ("errors", "contracts"))
+        if isinstance(reply, CompileResult):
+            return reply
+        errors = [e for e in reply["errors"] if e["severity"] == "error"]
+        warnings = sum(e["severity"] == "warning" for e in reply["errors"])
+        if errors:
+            return CompileResult(name, False, _reason(reply["errors"]), [e["message"] for e in errors], warnings)
+        return CompileResult(name, True, None, [], warnings, reply["contracts"])
+
+    def standard_json(self, standard: dict, name: str = "standard.json") -> dict | CompileResult:
+        """solc's standard-JSON output for a standard-JSON `standard` input (sources given by `content`), as solc
+        writes it (what crytic-compile parses), or a [`CompileResult`] saying why the server gave none."""
+        reply = self._request({"standard": standard}, name, ("output",))
+        return reply if isinstance(reply, CompileResult) else reply["output"]
+
+    def _request(self, payload: dict, name: str, keys: tuple[str, ...]) -> dict | CompileResult:
+        """Sends one request and returns the server's reply (a dict with `keys`), or the failure as a result."""
         with self._lock:
             try:
                 if self._proc is None or self._proc.poll() is not None:
                     self._start()
                 req_id = self._next_id
                 self._next_id += 1
-                self._proc.stdin.write(
-                    json.dumps({"id": req_id, "sources": {name: source}, "codegen": self.codegen}) + "\n"
-                )
+                self._proc.stdin.write(json.dumps({"id": req_id, **payload}) + "\n")
                 self._proc.stdin.flush()
                 # the server answers one JSON line per request; wait for it with a deadline so that one
                 # pathological file cannot block a scoring run forever
@@ -219,10 +241,15 @@ class SolcServer:
                     reply = json.loads(line)
                 except json.JSONDecodeError:
                     reply = None
-                if not isinstance(reply, dict) or not isinstance(reply.get("errors"), list) or "contracts" not in reply:
+                if (
+                    not isinstance(reply, dict)
+                    or any(k not in reply for k in keys)
+                    or ("errors" in keys and not isinstance(reply.get("errors"), list))
+                ):
                     self._restart()
                     return CompileResult(name, False, "server_error", [f"malformed server reply {line[:200]!r}"])
-                if any(e.get("type") == "ServerError" for e in reply["errors"]):
+                errors = reply.get("errors") if "errors" in keys else (reply.get("output") or {}).get("errors", [])
+                if any(e.get("type") == "ServerError" for e in errors):
                     # solc-js is left broken after an internal error: an 80 KB `1 + 1 + ...` expression overflows
                     # the stack, and every later compile in that process fails ("You shall not have another
                     # CompilerStack aside me"). A fresh process for the next file keeps one bad file from
@@ -234,11 +261,7 @@ class SolcServer:
             except (BrokenPipeError, OSError) as err:
                 self._proc = None
                 return CompileResult(name, False, "server_error", [f"solc-js compile server failed: {err}"])
-        errors = [e for e in reply["errors"] if e["severity"] == "error"]
-        warnings = sum(e["severity"] == "warning" for e in reply["errors"])
-        if errors:
-            return CompileResult(name, False, _reason(reply["errors"]), [e["message"] for e in errors], warnings)
-        return CompileResult(name, True, None, [], warnings, reply["contracts"])
+        return reply
 
     def _restart(self) -> None:
         """Kills the compile server; the next [`compile`] starts a fresh one."""
@@ -307,11 +330,93 @@ class AnalysisResult:
         return {f["check"] for f in self.findings}
 
 
-def analyze(source: str, name: str = "Contract.sol") -> AnalysisResult:
-    """Runs every Slither detector on one contract through crytic-compile and the solc-js shim.
+ANALYSIS_COMPILERS = ("server", "shim")
+_PROCESS_SERVER: SolcServer | None = None
+_SOLC_VERSION: str | None = None
+
+
+def _process_server() -> SolcServer:
+    """This process's compile server for Slither (one solc-js start-up per process, not one per file)."""
+    global _PROCESS_SERVER
+    if _PROCESS_SERVER is None:
+        _PROCESS_SERVER = SolcServer()
+    return _PROCESS_SERVER
+
+
+def _solc_version() -> str:
+    """The version crytic-compile reads from `solc --version` (its own parser on the shim's answer; asked once)."""
+    global _SOLC_VERSION
+    if _SOLC_VERSION is None:
+        from crytic_compile.platform.solc import get_version
+
+        _SOLC_VERSION = get_version(str(SHIM), None)
+    return _SOLC_VERSION
+
+
+def _server_platform(path: Path, server: SolcServer):
+    """crytic-compile's standard-JSON platform for `path`, compiling through `server` instead of running the
+    `solc` executable twice (`--version`, then `--standard-json`: two node + soljson start-ups per file).
+
+    The input is the one crytic-compile builds (its default output selection, optimizer off), with the source given
+    by content rather than by URL; the output goes through crytic-compile's own parser and error check, so Slither
+    sees what the shim path gives it."""
+    from crytic_compile.compilation_unit import CompilationUnit
+    from crytic_compile.compiler.compiler import CompilerVersion
+    from crytic_compile.platform.exceptions import InvalidCompilation
+    from crytic_compile.platform.solc import is_optimized
+    from crytic_compile.platform.solc_standard_json import (
+        SolcStandardJson,
+        add_optimization,
+        parse_standard_json_output,
+    )
+
+    class ServerStandardJson(SolcStandardJson):
+        def compile(self, crytic_compile, **kwargs) -> None:
+            unit = CompilationUnit(crytic_compile, "standard_json")
+            unit.compiler_version = CompilerVersion(
+                compiler="solc", version=_solc_version(), optimized=is_optimized(kwargs.get("solc_args", ""))
+            )
+            add_optimization(self._json, unit.compiler_version.optimized, unit.compiler_version.optimize_runs)
+            standard = dict(self._json)
+            standard["sources"] = {
+                key: {"content": Path(key).read_text(encoding="utf-8")} for key in self._json["sources"]
+            }
+            out = server.standard_json(standard, path.name)
+            if isinstance(out, CompileResult):
+                raise InvalidCompilation(f"solc-js compile server: {out.reason}: {' '.join(out.errors)[:500]}")
+            # crytic-compile's rule (run_solc_standard_json): any diagnostic that is not a warning fails
+            errors = out.get("errors", [])
+            if any(e.get("severity") != "warning" for e in errors):
+                raise InvalidCompilation(
+                    "".join(
+                        f"{e.get('type', 'UnknownExceptionType')}: {e.get('formattedMessage', 'N/A')}\n" for e in errors
+                    )  # fmt: skip
+                )
+            parse_standard_json_output(out, unit, solc_working_dir=kwargs.get("solc_working_dir"))
+
+    platform = ServerStandardJson()
+    platform.add_source_file(str(path))
+    return platform
+
+
+def analyze(
+    source: str, name: str = "Contract.sol", *, compiler: str = "server", server: SolcServer | None = None
+) -> AnalysisResult:
+    """Runs every Slither detector on one contract through crytic-compile and solc-js.
+
+    Args:
+        source (`str`): the Solidity source.
+        name (`str`): its file name (kept in the findings).
+        compiler (`str`, defaults to `"server"`): `"server"` compiles through a long-lived solc-js process
+            (`server`, else one per Python process) and hands crytic-compile the standard-JSON output;
+            `"shim"` lets crytic-compile run `tools/solc/solc` itself (a node start-up for `--version` and another
+            for `--standard-json`, per file: the slow path, kept as the benchmark's baseline). Same verdicts.
+        server ([`SolcServer`], *optional*): the compile server of the `"server"` path.
 
     Never raises for a bad contract: a compile failure or a crash inside Slither is returned with its reason.
     """
+    if compiler not in ANALYSIS_COMPILERS:
+        raise ValueError(f"compiler must be one of {ANALYSIS_COMPILERS}, got {compiler!r}")
     problem = toolchain_problem()
     if problem:
         return AnalysisResult(
@@ -337,9 +442,12 @@ def analyze(source: str, name: str = "Contract.sol") -> AnalysisResult:
             # UTF-8 whatever the locale (an ASCII locale made a non-ASCII comment abort the whole scoring run)
             path.write_text(source, encoding="utf-8")
             os.chdir(tmp)  # crytic-compile resolves and reports paths relative to the working directory
-            standard = SolcStandardJson()
-            standard.add_source_file(str(path))
-            cc = CryticCompile(standard, solc=str(SHIM))
+            if compiler == "server":
+                cc = CryticCompile(_server_platform(path, server or _process_server()))
+            else:
+                standard = SolcStandardJson()
+                standard.add_source_file(str(path))
+                cc = CryticCompile(standard, solc=str(SHIM))
             slither = Slither(cc)
             for d in detectors:
                 slither.register_detector(d)
@@ -387,17 +495,20 @@ def _worker_init(levels: dict[str, int]) -> None:
         logging.getLogger(name).setLevel(level)
 
 
-def _analyze_pair(item: tuple[str, str]) -> AnalysisResult:
-    return analyze(item[0], item[1])
+def _analyze_pair(item: tuple[str, str, str]) -> AnalysisResult:
+    return analyze(item[0], item[1], compiler=item[2])
 
 
-def analyze_many(sources: dict[str, str], workers: int | None = None) -> dict[str, AnalysisResult]:
+def analyze_many(
+    sources: dict[str, str], workers: int | None = None, *, compiler: str = "server"
+) -> dict[str, AnalysisResult]:
     """[`analyze`] on every `{name: source}`, over `workers` processes (default [`default_workers`]).
 
     Slither is pure Python and single-threaded, so a process pool scales it with the cores. Each worker is a
     fresh interpreter (`spawn`: forking a process that already runs torch's thread pool can deadlock) and each
     contract is analysed in its own temporary folder, so the results are those of the sequential loop, in input
-    order. `workers=1` (or one source) runs in this process.
+    order. `workers=1` (or one source) runs in this process. `compiler` as in [`analyze`]: with `"server"` each
+    worker keeps one solc-js process for all its files.
     """
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
@@ -406,8 +517,10 @@ def analyze_many(sources: dict[str, str], workers: int | None = None) -> dict[st
     workers = default_workers() if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    if compiler not in ANALYSIS_COMPILERS:
+        raise ValueError(f"compiler must be one of {ANALYSIS_COMPILERS}, got {compiler!r}")
     if workers == 1 or len(items) <= 1:
-        return {name: analyze(src, name) for name, src in items}
+        return {name: analyze(src, name, compiler=compiler) for name, src in items}
     import logging
 
     levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
@@ -417,5 +530,5 @@ def analyze_many(sources: dict[str, str], workers: int | None = None) -> dict[st
         initializer=_worker_init,
         initargs=(levels,),
     ) as pool:
-        results = list(pool.map(_analyze_pair, [(src, name) for name, src in items]))
+        results = list(pool.map(_analyze_pair, [(src, name, compiler) for name, src in items]))
     return dict(zip((name for name, _ in items), results))

@@ -73,3 +73,35 @@ def test_injection_recognisers():
 def test_non_compiling_source_is_a_result_not_a_crash():
     a = analyze("pragma solidity ^0.8.0;\ncontract A { function f( }")
     assert not a.ok and a.reason == "compile" and a.error
+
+
+def test_server_path_gives_the_shim_paths_verdicts_and_starts_no_solc_per_file(monkeypatch):
+    """The compile-server path (default) hands Slither what the shim path does: same counts, checks and findings on
+    a released output with 3 High findings; a compile failure is a `compile` result as on the shim path
+    (`test_non_compiling_source_is_a_result_not_a_crash`); it never runs the shim per file."""
+    import subprocess
+
+    from hf_ext.codebc import solidity
+
+    src = (released_outputs_dir() / "Address.txt_2.sol").read_text()
+    bad = "pragma solidity ^0.8.0;\ncontract A { function f() public { y = 1; } }"  # parses, fails name resolution
+    shim = {"A.sol": analyze(src, "A.sol", compiler="shim")}
+    solidity._solc_version()  # asked once per process (crytic-compile's own parser of `solc --version`)
+    real_popen = subprocess.Popen
+    calls = []
+
+    def spy(cmd, *a, **kw):
+        calls.append(cmd)
+        return real_popen(cmd, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    with solidity.SolcServer() as server:
+        got = {n: analyze(s, n, server=server) for n, s in (("A.sol", src), ("B.sol", bad))}
+    assert not [c for c in calls if str(SHIM) in " ".join(map(str, c))]
+    for n in shim:
+        assert (got[n].ok, got[n].reason, got[n].counts, got[n].checks) == (
+            shim[n].ok, shim[n].reason, shim[n].counts, shim[n].checks)  # fmt: skip
+        assert [f["description"] for f in got[n].findings] == [f["description"] for f in shim[n].findings]
+    assert got["A.sol"].counts["High"] == 3 and got["B.sol"].reason == "compile"
+    with pytest.raises(ValueError, match="compiler"):
+        analyze(src, compiler="native")

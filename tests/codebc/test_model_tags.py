@@ -12,14 +12,6 @@ CODE = "pragma solidity ^0.8.0;\ncontract A {\n    function f(uint a) public pur
 
 
 @pytest.fixture(scope="module")
-def tok():
-    from hf_ext.codebc.tokenizer import train_tokenizer
-
-    corpus = [CODE, CODE.replace("A", "B"), "pragma solidity ^0.6.0;\ncontract Token { uint256 total; }"] * 5
-    return train_tokenizer(corpus, vocab_size=300, min_frequency=1)
-
-
-@pytest.fixture(scope="module")
 def model(tok):
     from hf_ext.codebc.testing import make_adapter, tiny_config
     from hf_ext.codebc.tokenizer import codebc_token_ids

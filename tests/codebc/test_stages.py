@@ -18,14 +18,6 @@ TEMPLATE = (
 
 
 @pytest.fixture(scope="module")
-def tok():
-    from hf_ext.codebc.tokenizer import train_tokenizer
-
-    corpus = [CODE, CODE.replace("A", "B"), "pragma solidity ^0.6.0;\ncontract Token { uint256 total; }"] * 5
-    return train_tokenizer(corpus, vocab_size=300, min_frequency=1)
-
-
-@pytest.fixture(scope="module")
 def plain_tok():
     """A byte-level BPE with no CodeBC tokens and a chat template, like a pretrained chat model's tokenizer."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
