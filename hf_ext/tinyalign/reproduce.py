@@ -37,7 +37,7 @@ from .metrics import class_word, constant_references, steps_to_threshold
 from .modeling_tinyalign import TinyAlignForConditionalGeneration
 from .processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
 from .report import references_line, report_fields, seed_stats, stat_cell
-from .train import TinyAlignTrainingArguments
+from .train import run_arguments
 from .trainer import make_trainer
 
 METRICS = ("final_train_loss", "test_loss", "token_accuracy", "class_word_accuracy", "bleu", "neighbour_class_match")
@@ -100,6 +100,12 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the paper's setting instead: frozen EfficientNet-Lite0 + SmolLM2-135M on Fashion-MNIST "
         "(its own flags: hf-ext reproduce tinyalign --pretrained --help)",
+    )
+    p.add_argument(
+        "--finetune",
+        action="store_true",
+        help="only the fine-tuning axis of --full: stage 2 (LoRA on SmolLM2) on 20..100 %% of a fine-tuning split, "
+        "baseline vs TinyAlign, 3 paired seeds (its own flags: hf-ext reproduce tinyalign --finetune --help)",
     )
     p.add_argument(
         "--out", default=str(work_dir("tinyalign")), help="output folder (results.json, loss_curves.png, artifact/)"
@@ -178,14 +184,7 @@ def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, 
     for stage, epochs, lr in (("pretrain", run.epochs, 1e-3), ("finetune", run.stage2_epochs, run.stage2_lr)):
         if epochs <= 0:
             continue
-        args = TinyAlignTrainingArguments(
-            output_dir=str(Path(run.out) / "trainer"),
-            num_train_epochs=epochs,
-            learning_rate=lr,
-            per_device_train_batch_size=run.batch_size,
-            seed=seed,
-            data_seed=seed,
-        )
+        args = run_arguments(run.out, epochs, lr, run.batch_size, seed)
         trainer, curve = make_trainer(model, processor, train, args, stage=stage)
         trainer.remove_callback(PrinterCallback)
         start = time.perf_counter()
@@ -417,6 +416,10 @@ def main(argv: list[str] | None = None) -> dict:
         from .reproduce_pretrained import main as pretrained_main
 
         return pretrained_main(sys.argv[1:] if argv is None else argv)
+    if "--finetune" in (sys.argv[1:] if argv is None else argv):  # the fine-tuning axis alone: its own flags
+        from .reproduce_finetune import main as finetune_main
+
+        return finetune_main(sys.argv[1:] if argv is None else argv)
     ns = make_parser().parse_args(argv)
     from hf_ext.core.devices import set_device
 
@@ -434,6 +437,12 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
     print_rules(rules(run))  # stated before anything trains
+    if run.full:  # the fine-tuning axis runs after the digits sweep; its rules are stated now, with these
+        from .reproduce_finetune import FinetuneRunArguments
+        from .reproduce_finetune import rules as finetune_rules
+
+        finetune_run = FinetuneRunArguments(out=str(out / "finetune"))
+        print_rules(finetune_rules(finetune_run))
     start = time.perf_counter()
     setup()  # pretrain (or load) the frozen parts once, before the workers start
     variants = ["baseline"] + [f"k{k}" for k in run.ks]
@@ -510,6 +519,15 @@ def main(argv: list[str] | None = None) -> dict:
     }
     results["schema_version"] = RESULTS_SCHEMA_VERSION
     results.update(report_fields(results, format_table({**results, "verdict_objects": decided})))
+    if run.full:  # the paper's data-efficiency claim on its own axis (reproduce_finetune), merged in
+        from .reproduce_finetune import main as finetune_main
+
+        tuned = finetune_main(["--out", finetune_run.out])
+        results["rules"].update(tuned["rules"])
+        results["verdicts"].update(tuned["verdicts"])
+        results["report"] += tuned["report"]
+        results["finetune_axis"] = {k: v for k, v in tuned.items() if k not in ("rules", "verdicts", "report")}
+        results["seconds"] = round(time.perf_counter() - start, 1)
     write_results(out / "results.json", results)
     if artifact_job is not None and (out / "artifact").is_dir():  # what `hf-ext push tinyalign` renders the card from
         from hf_ext.core.records import metric, save_training_record

@@ -120,7 +120,7 @@ def run_job(run, parts, data, banks, variant, seed, fraction):
     from .evaluation import evaluate_captions
     from .pretrained_parts import pretrained_tinyalign
     from .processing_tinyalign import build_memory_bank
-    from .train import TinyAlignTrainingArguments
+    from .train import run_arguments
     from .trainer import make_trainer
 
     torch.manual_seed(seed)
@@ -147,15 +147,7 @@ def run_job(run, parts, data, banks, variant, seed, fraction):
     train = data["train"].shuffle(seed=seed)
     train = train.select(range(max(run.batch_size, int(round(fraction * len(train))))))
     norms = token_norms(model.eval(), _batch(processor, train[: run.batch_size]))
-    args = TinyAlignTrainingArguments(
-        output_dir=str(Path(run.out) / "trainer"),
-        num_train_epochs=run.epochs,
-        learning_rate=run.learning_rate,
-        per_device_train_batch_size=run.batch_size,
-        seed=seed,
-        data_seed=seed,
-        disable_tqdm=True,
-    )
+    args = run_arguments(run.out, run.epochs, run.learning_rate, run.batch_size, seed, disable_tqdm=True)
     trainer, curve = make_trainer(model, processor, train, args, stage="pretrain")
     trainer.remove_callback(PrinterCallback)
     start = time.perf_counter()
