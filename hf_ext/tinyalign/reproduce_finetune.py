@@ -57,11 +57,11 @@ class FinetuneRunArguments:
     out: str = str(work_dir("tinyalign", "finetune"))
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     fractions: list[float] = field(default_factory=lambda: [0.2, 0.4, 0.6, 1.0])
-    learning_rates: list[float] = field(default_factory=lambda: [3e-4, 1e-3, 3e-3])
+    learning_rates: list[float] = field(default_factory=lambda: [1e-3, 3e-3])
     variant: str = "k4"
     n_memory: int = 400
     n_stage1: int = 400
-    n_finetune: int = 320
+    n_finetune: int = 240
     n_validation: int = 80
     n_test: int = 100
     stage1_epochs: float = 1.0
@@ -230,6 +230,9 @@ def run_arm(run, data, factory, variant: str, seed: int, words, log: Path | None
         "losses": losses,
         "seconds": seconds,
     }
+    if log is not None:  # stage-1 rows too, so a run cut short keeps the premise's reference
+        with log.open("a") as f:
+            f.write(json.dumps({"stage": 1, **stage1}) + "\n")
     keep = ("language_model.", "vision_tower.")
     state = {k: v.detach().clone() for k, v in model.state_dict().items() if not k.startswith(keep)}
     del model
@@ -261,7 +264,7 @@ def run_arm(run, data, factory, variant: str, seed: int, words, log: Path | None
             rows.append(row)
             if log is not None:
                 with log.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+                    f.write(json.dumps({"stage": 2, **row}) + "\n")
             print(
                 f"{variant} seed {seed} {fraction:.0%} lr {lr:g}: val CE {row['validation']['loss']:.3f}, test acc "
                 f"{row['test']['token_accuracy']:.3f} ({seconds:.0f} s)",
@@ -379,6 +382,18 @@ def make_parser() -> argparse.ArgumentParser:
     d = FinetuneRunArguments()
     p.add_argument("--finetune", action="store_true", help="(selects this run)")
     p.add_argument("--out", default=d.out)
+    p.add_argument(
+        "--summarise",
+        nargs="+",
+        metavar="JOBS",
+        help="train nothing: build --out/results.json from these jobs.jsonl files (stage-1 and stage-2 rows of runs "
+        "with the same settings, e.g. a run cut short plus one that finished its seeds; the first row of a cell wins)",
+    )
+    p.add_argument(
+        "--log-only",
+        action="store_true",
+        help="train and log jobs.jsonl for the given seeds / fractions / rates only (any fractions), no verdict",
+    )
     for name in ("seeds", "fractions", "learning_rates"):
         kind = int if name == "seeds" else float
         p.add_argument(f"--{name.replace('_', '-')}", nargs="+", type=kind, default=getattr(d, name))
@@ -414,9 +429,15 @@ def summarise(run: FinetuneRunArguments, stage1: list[dict], rows: list[dict], d
 def main(argv: list[str] | None = None) -> dict:
     ns = vars(make_parser().parse_args(argv))
     ns.pop("finetune")
+    summarise_logs, log_only = ns.pop("summarise"), ns.pop("log_only")
     run = FinetuneRunArguments(**ns)
-    check_run(run)
+    if log_only:
+        check_run(FinetuneRunArguments(**{**ns, "fractions": [0.4, 1.0]}))
+    else:
+        check_run(run)
     print_rules(rules(run))  # stated before anything loads or trains
+    if summarise_logs:
+        return _from_logs(run, summarise_logs)
     torch.set_num_threads(run.threads)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -438,8 +459,35 @@ def main(argv: list[str] | None = None) -> dict:
             s1, r = run_arm(run, data, factory, variant, seed, FASHION_WORDS, log)
             stage1.append(s1)
             rows += r
+    if log_only:
+        return {"stage1": stage1, "stage2": rows}
+    return _write(run, stage1, rows, data, time.perf_counter() - start)
+
+
+def _from_logs(run: FinetuneRunArguments, logs: list[str]) -> dict:
+    """results.json from jobs.jsonl files: rows without a `stage` key are stage-2 rows (older logs); the first row
+    of each (stage, variant, seed, fraction, rate) wins. Only the seeds of `run.seeds` are used."""
+    stage1, rows, seen = [], [], set()
+    for path in logs:
+        for line in Path(path).read_text().splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            stage = row.pop("stage", 2)
+            key = (stage, row["variant"], row["seed"], row.get("fraction"), row.get("learning_rate"))
+            if key in seen or row["seed"] not in run.seeds:
+                continue
+            seen.add(key)
+            (stage1 if stage == 1 else rows).append(row)
+    data = load_splits(run)  # the captions only (references): no model is loaded
+    return _write(run, stage1, rows, data, float("nan"), logs=logs)
+
+
+def _write(run, stage1, rows, data, seconds: float, logs: list[str] | None = None) -> dict:
     import os
 
+    out = Path(run.out)
+    out.mkdir(parents=True, exist_ok=True)
     results = {
         "method": "tinyalign",
         "scale": "full",
@@ -457,7 +505,8 @@ def main(argv: list[str] | None = None) -> dict:
         },
         **summarise(run, stage1, rows, data),
         "environment": environment(),
-        "seconds": round(time.perf_counter() - start, 1),
+        "seconds": round(seconds, 1) if seconds == seconds else None,
+        "summarised_from": logs,
         "load_average_at_end": list(os.getloadavg()),
         "schema_version": RESULTS_SCHEMA_VERSION,
     }
@@ -465,7 +514,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, v in results["verdicts"].items():
         print(f"{name}: {v['verdict'].upper()} ({v['reason']})")
     print(references_line(results["references"]))
-    print(f"wrote {out / 'results.json'} ({results['seconds']:.0f} s)")
+    print(f"wrote {out / 'results.json'}")
     return results
 
 

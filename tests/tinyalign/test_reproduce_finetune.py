@@ -3,6 +3,7 @@ stage 2 from its state on shares of a separate fine-tuning split, the learning r
 premise before the claim, and the honest bank checked against every split a model learns or is selected on."""
 
 import copy
+import json
 
 import pytest
 import torch
@@ -56,7 +57,9 @@ def test_stage2_lora_from_stage1_state_and_validation_only_selection(tmp_path):
             rows += r
     for k, v in shared_lm.state_dict().items():  # LoRA went into private copies: the shared frozen LM is untouched
         assert torch.equal(v, before[k])
-    assert len(rows) == 2 * 2 * 2 * 2 and len((tmp_path / "jobs.jsonl").read_text().splitlines()) == len(rows)
+    logged = [json.loads(line) for line in (tmp_path / "jobs.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 2 * 2 * 2 and [r["stage"] for r in logged].count(2) == len(rows)
+    assert [r["stage"] for r in logged].count(1) == len(stage1) == 4
     assert {r["n_finetune_rows"] for r in rows} == {8, 20}  # 40 % and 100 % of the fine-tuning split
     assert all(r["lora_parameters"] > 0 for r in rows)
     # stage 2 starts from stage 1: with a learning rate of ~0 its validation CE would equal stage 1's; here it moved
