@@ -46,9 +46,18 @@ def _tiny_world():
 def test_stage2_lora_from_stage1_state_and_validation_only_selection(tmp_path):
     data, factory, shared_lm = _tiny_world()
     before = {k: v.clone() for k, v in shared_lm.state_dict().items()}
-    run = FinetuneRunArguments(out=str(tmp_path), seeds=[0, 1], fractions=[0.4, 1.0], learning_rates=[1e-3, 3e-2],
-                               variant="k1", stage1_epochs=1, stage2_epochs=1, batch_size=4, lora_r=2,
-                               lora_alpha=4)  # fmt: skip
+    run = FinetuneRunArguments(
+        out=str(tmp_path),
+        seeds=[0, 1],
+        fractions=[0.4, 1.0],
+        learning_rates=[1e-3, 3e-2],
+        variant="k1",
+        stage1_epochs=1,
+        stage2_epochs=1,
+        batch_size=4,
+        lora_r=2,
+        lora_alpha=4,
+    )
     stage1, rows = [], []
     for seed in run.seeds:
         for variant in ("baseline", "k1"):
@@ -63,8 +72,12 @@ def test_stage2_lora_from_stage1_state_and_validation_only_selection(tmp_path):
     assert {r["n_finetune_rows"] for r in rows} == {8, 20}  # 40 % and 100 % of the fine-tuning split
     assert all(r["lora_parameters"] > 0 for r in rows)
     # stage 2 starts from stage 1: with a learning rate of ~0 its validation CE would equal stage 1's; here it moved
-    assert any(abs(r["validation"]["loss"] - s["validation"]["loss"]) > 1e-4 for r in rows for s in stage1
-               if (s["variant"], s["seed"]) == (r["variant"], r["seed"]))  # fmt: skip
+    assert any(
+        abs(r["validation"]["loss"] - s["validation"]["loss"]) > 1e-4
+        for r in rows
+        for s in stage1
+        if (s["variant"], s["seed"]) == (r["variant"], r["seed"])
+    )
     decided = decide(run, stage1, rows)
     assert set(decided) == {"finetune_premise", "finetune_data_efficiency", "finetune_tinyalign_vs_baseline"}
     assert decided["finetune_data_efficiency"].difference.n == 2
@@ -74,8 +87,14 @@ def test_stage2_lora_from_stage1_state_and_validation_only_selection(tmp_path):
 
 def test_learning_rate_is_chosen_on_validation_never_on_test():
     def row(lr, seed, val, test):
-        return {"variant": "k4", "fraction": 0.4, "learning_rate": lr, "seed": seed,
-                "validation": {"loss": val}, "test": {"loss": test}}  # fmt: skip
+        return {
+            "variant": "k4",
+            "fraction": 0.4,
+            "learning_rate": lr,
+            "seed": seed,
+            "validation": {"loss": val},
+            "test": {"loss": test},
+        }
 
     rows = [row(1e-3, 0, 1.0, 0.1), row(1e-3, 1, 1.2, 0.1), row(3e-3, 0, 0.9, 5.0), row(3e-3, 1, 1.0, 5.0)]
     assert choose_learning_rates(rows) == {("k4", 0.4): 3e-3}  # lower mean validation CE, whatever test says
@@ -89,11 +108,23 @@ def test_the_premise_gates_the_claim():
     run = FinetuneRunArguments(seeds=[0, 1, 2], fractions=[0.4, 1.0], learning_rates=[1e-3])
 
     def rows(variant, fraction, accs):
-        return [{"variant": variant, "fraction": fraction, "learning_rate": 1e-3, "seed": s,
-                 "validation": {"loss": 1.0}, "test": {"token_accuracy": a}} for s, a in enumerate(accs)]  # fmt: skip
+        return [
+            {
+                "variant": variant,
+                "fraction": fraction,
+                "learning_rate": 1e-3,
+                "seed": s,
+                "validation": {"loss": 1.0},
+                "test": {"token_accuracy": a},
+            }
+            for s, a in enumerate(accs)
+        ]
 
-    stage1 = [{"variant": v, "seed": s, "test": {"token_accuracy": 0.80 + 0.01 * s}} for v in ("baseline", "k4")
-              for s in range(3)]  # fmt: skip
+    stage1 = [
+        {"variant": v, "seed": s, "test": {"token_accuracy": 0.80 + 0.01 * s}}
+        for v in ("baseline", "k4")
+        for s in range(3)
+    ]
     stage2 = rows("baseline", 1.0, [0.70, 0.72, 0.71]) + rows("k4", 1.0, [0.9, 0.91, 0.92])
     stage2 += rows("k4", 0.4, [0.95, 0.96, 0.97]) + rows("baseline", 0.4, [0.7, 0.7, 0.7])
     decided = decide(run, stage1, stage2)  # stage 2 made the baseline worse: no claim is decided
@@ -132,3 +163,71 @@ def test_bad_settings_are_refused_naming_the_flag():
         check_run(FinetuneRunArguments(variant="baseline"))
     with pytest.raises(ValueError, match="--n-finetune"):
         check_run(FinetuneRunArguments(n_finetune=0))
+
+
+def test_summarise_rebuilds_results_from_the_logs_of_a_cut_short_run(tmp_path):
+    """`--summarise`: stage-1 and stage-2 rows from several jobs.jsonl files (older logs have no `stage` key: stage 2),
+    the first row of a cell winning; the result passes the results schema. No model is loaded."""
+    from hf_ext.core.results_schema import validate_results
+    from hf_ext.tinyalign.fashion import FASHION_DIR
+    from hf_ext.tinyalign.reproduce_finetune import main
+
+    if not (FASHION_DIR / "t10k-labels-idx1-ubyte.gz").is_file():
+        pytest.skip("Fashion-MNIST (apt-get install dataset-fashion-mnist) is not installed")
+
+    def s2(variant, seed, fraction, acc):
+        return {
+            "variant": variant,
+            "seed": seed,
+            "fraction": fraction,
+            "learning_rate": 1e-3,
+            "validation": {"loss": 1.0, "token_accuracy": acc},
+            "test": {"loss": 1.0, "token_accuracy": acc},
+        }
+
+    first = [s2(v, s, f, 0.5 + 0.1 * f + 0.01 * s) for v in ("baseline", "k4") for s in (0, 1) for f in (0.4, 1.0)]
+    second = [
+        {
+            "stage": 1,
+            "variant": v,
+            "seed": s,
+            "validation": {"loss": 2.0, "token_accuracy": 0.3},
+            "test": {"loss": 2.0, "token_accuracy": 0.3 + 0.01 * s},
+        }
+        for v in ("baseline", "k4")
+        for s in (0, 1)
+    ]
+    second.append({"stage": 2, **s2("baseline", 0, 1.0, 0.0)})  # a duplicate cell: the first log's row wins
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in first))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in second))
+    out = main(
+        [
+            "--finetune",
+            "--summarise",
+            str(tmp_path / "a.jsonl"),
+            str(tmp_path / "b.jsonl"),
+            "--seeds",
+            "0",
+            "1",
+            "--fractions",
+            "0.4",
+            "1.0",
+            "--learning-rates",
+            "0.001",
+            "--out",
+            str(tmp_path / "out"),
+            "--n-memory",
+            "8",
+            "--n-stage1",
+            "8",
+            "--n-finetune",
+            "8",
+            "--n-validation",
+            "8",
+            "--n-test",
+            "8",
+        ]
+    )
+    validate_results(json.loads((tmp_path / "out" / "results.json").read_text()))
+    assert out["verdicts"]["finetune_premise"]["difference"]["per_pair"] == pytest.approx([0.3, 0.3])
+    assert len(out["stage1"]) == 4 and len(out["stage2"]) == 8
