@@ -31,6 +31,7 @@ THICKNESS = ("thin", "medium", "thick")
 WIDTH = ("narrow", "regular", "wide")
 SLANT = ("slanted left", "upright", "slanted right")
 SPLIT_FRACTIONS = {"memory": 0.4, "train": 0.4, "test": 0.2}
+VALIDATION_SHARE_OF_TEST = 1 / 3  # the validation split is carved from the 20 % test part (training is unchanged)
 
 
 def measure_attributes(images: np.ndarray) -> dict[str, np.ndarray]:
@@ -62,9 +63,11 @@ def caption_for(label: int, attrs: dict[str, float], edges: dict[str, np.ndarray
 
 
 def load_digit_captions(seed: int = 0):
-    """The digits as a `datasets.DatasetDict` with splits `memory` (40 %), `train` (40 %), `test` (20 %), stratified
-    by class with a fixed `seed`. Columns: `pixel_values` (1×8×8 in [0, 1]), `caption`, `label`, `index`.
-    Attribute terciles are fitted on the memory split only and applied to all splits."""
+    """The digits as a `datasets.DatasetDict` with splits `memory` (40 %), `train` (40 %), `validation` (1/3 of the
+    remaining 20 %, 120 digits) and `test` (the other 240), stratified by class with a fixed `seed`. Columns:
+    `pixel_values` (1×8×8 in [0, 1]), `caption`, `label`, `index`. Attribute terciles are fitted on the memory split
+    only and applied to all splits. The validation split picks what a run selects (the published artifact); it was
+    carved from the test part so that the memory and train splits, and so every training run, stay as they were."""
     from datasets import Dataset, DatasetDict
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -80,6 +83,9 @@ def load_digit_captions(seed: int = 0):
         stratify=labels[rest],
         random_state=seed,
     )
+    validation, test = train_test_split(
+        test, train_size=VALIDATION_SHARE_OF_TEST, stratify=labels[test], random_state=seed
+    )
     attrs = measure_attributes(images)
     edges = {k: tercile_edges(v[mem]) for k, v in attrs.items()}
 
@@ -94,7 +100,9 @@ def load_digit_captions(seed: int = 0):
             }
         )
 
-    return DatasetDict({"memory": split(mem), "train": split(train), "test": split(test)})
+    return DatasetDict(
+        {"memory": split(mem), "train": split(train), "validation": split(validation), "test": split(test)}
+    )
 
 
 def to_model_images(images, image_size: int = 8, num_channels: int = 1) -> np.ndarray:

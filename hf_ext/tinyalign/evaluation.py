@@ -11,9 +11,10 @@ from .metrics import class_word_accuracy, corpus_bleu, token_accuracy
 
 @torch.no_grad()
 def evaluate_captions(
-    model, processor, dataset, batch_size: int = 120, max_new_tokens: int = 10, class_words=None
+    model, processor, dataset, batch_size: int = 120, max_new_tokens: int = 10, class_words=None, generate=True
 ) -> dict:
-    """Teacher-forced token accuracy and loss, and greedy captions scored by class-word accuracy and BLEU-4.
+    """Teacher-forced token accuracy and loss, and greedy captions scored by class-word accuracy and BLEU-4
+    (`generate=False`: the teacher-forced pair only, the generation metrics `nan`; what a validation pass needs).
 
     Retrieval is always the prompt-only (honest) query, whatever `config.query_includes_answer`: in eval mode the
     model's query pools the image and prompt positions only (`text_query_mask`), so the test caption in the
@@ -35,6 +36,10 @@ def evaluate_captions(
         out = model(**batch)
         c, t = token_accuracy(out.logits, batch["labels"])
         correct, total, loss_sum = correct + c, total + t, loss_sum + float(out.loss) * t
+        if out.retrieved_ids is not None:
+            neighbours += out.retrieved_ids.tolist()
+        if not generate:
+            continue
         prompt = {k: v.to(model.device) for k, v in processor(rows["pixel_values"]).items()}
         if "vision_features" in batch:
             prompt["vision_features"] = batch["vision_features"]
@@ -42,13 +47,11 @@ def evaluate_captions(
         gen = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False)
         preds += processor.decode(gen[:, prompt["input_ids"].shape[1] :])
         refs += list(rows["caption"])
-        if out.retrieved_ids is not None:
-            neighbours += out.retrieved_ids.tolist()
     return {
         "token_accuracy": correct / max(total, 1),
         "test_loss": loss_sum / max(total, 1),
-        "class_word_accuracy": class_word_accuracy(preds, refs, class_words),
-        "bleu": corpus_bleu(preds, refs),
+        "class_word_accuracy": class_word_accuracy(preds, refs, class_words) if generate else float("nan"),
+        "bleu": corpus_bleu(preds, refs) if generate else float("nan"),
         "examples": [[p, r] for p, r in zip(preds[:3], refs[:3])],
         "neighbours": neighbours,
     }

@@ -27,6 +27,17 @@ def stat_cell(stat: dict, scale: float = 1.0, digits: int = 3) -> str:
     return f"{stat['mean'] * scale:.{digits}f}±{stat['std'] * scale:.{digits}f}"
 
 
+def references_line(refs: dict) -> str:
+    """One printed line for [`~hf_ext.tinyalign.metrics.constant_references`]' output: the training-majority class
+    and the best constant caption, both chosen on the train split and scored on test."""
+    return (
+        f"references (chosen on the train split, scored on test): training-majority class "
+        f"'{refs['majority_class']}' class-word acc {refs['majority_class_word_accuracy']:.3f}; best constant "
+        f"caption '{refs['best_constant_caption']}' BLEU {refs['best_constant_caption_test_bleu']:.1f}, "
+        f"class-word acc {refs['best_constant_caption_class_word_accuracy']:.3f}"
+    )
+
+
 def report_fields(results: dict, printed: str) -> dict:
     """What the docs renderer reads (`hf_ext.core.results_render`): the printed main table (its first block,
     `printed` being `format_table`'s output) and the data-efficiency table (token accuracy by train fraction)."""

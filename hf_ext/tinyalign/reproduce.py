@@ -9,6 +9,7 @@ import argparse
 import functools
 import json
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,8 +36,8 @@ from .evaluation import evaluate_captions
 from .metrics import class_word, constant_references, steps_to_threshold
 from .modeling_tinyalign import TinyAlignForConditionalGeneration
 from .processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
-from .report import report_fields, seed_stats, stat_cell
-from .train import TinyAlignTrainingArguments
+from .report import references_line, report_fields, seed_stats, stat_cell
+from .train import run_arguments
 from .trainer import make_trainer
 
 METRICS = ("final_train_loss", "test_loss", "token_accuracy", "class_word_accuracy", "bleu", "neighbour_class_match")
@@ -99,6 +100,12 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the paper's setting instead: frozen EfficientNet-Lite0 + SmolLM2-135M on Fashion-MNIST "
         "(its own flags: hf-ext reproduce tinyalign --pretrained --help)",
+    )
+    p.add_argument(
+        "--finetune",
+        action="store_true",
+        help="only the fine-tuning axis of --full: stage 2 (LoRA on SmolLM2) on 20..100 %% of a fine-tuning split, "
+        "baseline vs TinyAlign, 3 paired seeds (its own flags: hf-ext reproduce tinyalign --finetune --help)",
     )
     p.add_argument(
         "--out", default=str(work_dir("tinyalign")), help="output folder (results.json, loss_curves.png, artifact/)"
@@ -177,14 +184,7 @@ def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, 
     for stage, epochs, lr in (("pretrain", run.epochs, 1e-3), ("finetune", run.stage2_epochs, run.stage2_lr)):
         if epochs <= 0:
             continue
-        args = TinyAlignTrainingArguments(
-            output_dir=str(Path(run.out) / "trainer"),
-            num_train_epochs=epochs,
-            learning_rate=lr,
-            per_device_train_batch_size=run.batch_size,
-            seed=seed,
-            data_seed=seed,
-        )
+        args = run_arguments(run.out, epochs, lr, run.batch_size, seed)
         trainer, curve = make_trainer(model, processor, train, args, stage=stage)
         trainer.remove_callback(PrinterCallback)
         start = time.perf_counter()
@@ -204,14 +204,31 @@ def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, 
             ]
             metrics["neighbour_class_match"] = float(np.mean(hits))
         stages[stage] = metrics
-    if save_to:
+    if save_to:  # a candidate for the published artifact: saved with its validation score (select_artifact)
         from hf_ext.core.hub import save_artifact
 
         from . import SPEC
 
+        val = evaluate_captions(model, processor, data["validation"], generate=False)
+        stages["validation"] = {"loss": val["test_loss"], "token_accuracy": val["token_accuracy"]}
         save_artifact(model, save_to, SPEC)
         processor.save_pretrained(save_to)  # AutoProcessor / AutoImageProcessor / AutoTokenizer load it back
     return (lm, variant, seed, fraction), stages, losses, seconds, ev["examples"]
+
+
+def artifact_candidates(run: TinyAlignReproduceArguments) -> list[tuple]:
+    """The cells whose model may become the published artifact: honest TinyAlign (every k, LM and seed) trained on
+    the whole train split. The baseline (no memory) and the released leaky retrieval are not TinyAlign artifacts."""
+    return [(lm, f"k{k}", s, 1.0) for lm in run.lm_sizes for k in run.ks for s in run.seeds]
+
+
+def select_artifact(validation: dict[tuple, dict]) -> tuple:
+    """The candidate cell with the lowest validation caption CE (ties: the higher validation token accuracy, then
+    the first cell in sorted order). `validation` maps a cell to `{"loss", "token_accuracy"}` measured on the
+    validation split, never on test."""
+    if not validation:
+        raise ValueError("select_artifact needs at least one candidate cell with a validation score")
+    return min(sorted(validation), key=lambda c: (validation[c]["loss"], -validation[c]["token_accuracy"]))
 
 
 def rules(run: TinyAlignReproduceArguments) -> dict[str, VerdictRule]:
@@ -385,14 +402,8 @@ def format_table(results: dict) -> str:
             f"  smallest fraction at which TinyAlign matches baseline-100%: "
             f"{eff['smallest_fraction_matching_baseline_100']} (paper: 0.4)"
         )
-    refs = results.get("references")
-    if refs:
-        lines.append(
-            f"\nreferences (chosen on the train split, scored on test): training-majority class "
-            f"'{refs['majority_class']}' class-word acc {refs['majority_class_word_accuracy']:.3f}; best constant "
-            f"caption '{refs['best_constant_caption']}' BLEU {refs['best_constant_caption_test_bleu']:.1f}, "
-            f"class-word acc {refs['best_constant_caption_class_word_accuracy']:.3f}"
-        )
+    if results.get("references"):
+        lines.append("\n" + references_line(results["references"]))
     for name, v in results.get("verdict_objects", {}).items():
         lines.append(f"{name}: paired Δ token acc {v.difference.cell()} -> {v.verdict.upper()}")
     return "\n".join(lines)
@@ -405,6 +416,10 @@ def main(argv: list[str] | None = None) -> dict:
         from .reproduce_pretrained import main as pretrained_main
 
         return pretrained_main(sys.argv[1:] if argv is None else argv)
+    if "--finetune" in (sys.argv[1:] if argv is None else argv):  # the fine-tuning axis alone: its own flags
+        from .reproduce_finetune import main as finetune_main
+
+        return finetune_main(sys.argv[1:] if argv is None else argv)
     ns = make_parser().parse_args(argv)
     from hf_ext.core.devices import set_device
 
@@ -422,6 +437,12 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
     print_rules(rules(run))  # stated before anything trains
+    if run.full:  # the fine-tuning axis runs after the digits sweep; its rules are stated now, with these
+        from .reproduce_finetune import FinetuneRunArguments
+        from .reproduce_finetune import rules as finetune_rules
+
+        finetune_run = FinetuneRunArguments(out=str(out / "finetune"))
+        print_rules(finetune_rules(finetune_run))
     start = time.perf_counter()
     setup()  # pretrain (or load) the frozen parts once, before the workers start
     variants = ["baseline"] + [f"k{k}" for k in run.ks]
@@ -438,10 +459,11 @@ def main(argv: list[str] | None = None) -> dict:
     ]
     if f"k{run.efficiency_k}" not in variants:
         jobs += [(lm, f"k{run.efficiency_k}", s, 1.0) for lm in run.efficiency_lms for s in run.seeds]
-    artifact_job = (run.lm_sizes[0], f"k{max(run.ks)}", run.seeds[0], 1.0)
+    candidates = artifact_candidates(run)
     jobs.sort(key=lambda j: (j[0] != "large", -j[3], j[1] == "baseline"))  # longest first, for the worker pool
     done = {}
-    calls = [(run, *j, str(out / "artifact") if j == artifact_job else "") for j in jobs]
+    staging = out / "artifact_candidates"
+    calls = [(run, *j, str(staging / "-".join(map(str, j[:3]))) if j in candidates else "") for j in jobs]
     log = out / "jobs.jsonl"  # one line per finished job, so an interrupted sweep keeps what it measured
     log.write_text("")
     for key, stages, losses, seconds, examples in run_jobs(
@@ -454,12 +476,19 @@ def main(argv: list[str] | None = None) -> dict:
             "losses": losses,
             "seconds": seconds,
             "examples": examples,
+            "validation": stages.get("validation"),
         }
         with log.open("a") as f:
             f.write(json.dumps({"job": key, **done[key]}) + "\n")
     summary = summarise(run, done)
     data, _, _, vision_info, lms = setup()
     decided = verdicts(run, done)
+    scored = {c: done[c]["validation"] for c in candidates if c in done and done[c]["validation"]}
+    artifact_job = select_artifact(scored) if scored else None
+    if artifact_job is not None:  # the best cell by validation becomes `artifact/`; the other candidates go
+        shutil.rmtree(out / "artifact", ignore_errors=True)
+        (staging / "-".join(map(str, artifact_job[:3]))).rename(out / "artifact")
+    shutil.rmtree(staging, ignore_errors=True)
     results = {
         "method": "tinyalign",
         "scale": "full" if run.full else "quick",
@@ -475,6 +504,14 @@ def main(argv: list[str] | None = None) -> dict:
         },
         **summary,
         "references": constant_references(data["train"]["caption"], data["test"]["caption"], DIGIT_WORDS),
+        "artifact": {
+            "cell": None if artifact_job is None else dict(zip(("lm", "variant", "seed", "fraction"), artifact_job)),
+            "selected_by": "lowest validation caption CE among honest TinyAlign cells at 100 % of the train split "
+            "(validation split: 120 digits carved from the test part, never scored as test)",
+            "validation": [
+                {**dict(zip(("lm", "variant", "seed", "fraction"), c)), **v} for c, v in sorted(scored.items())
+            ],
+        },
         "rules": {name: rule.to_dict() for name, rule in rules(run).items()},
         "verdicts": {name: v.to_dict() for name, v in decided.items()},
         "environment": environment(),
@@ -482,8 +519,17 @@ def main(argv: list[str] | None = None) -> dict:
     }
     results["schema_version"] = RESULTS_SCHEMA_VERSION
     results.update(report_fields(results, format_table({**results, "verdict_objects": decided})))
+    if run.full:  # the paper's data-efficiency claim on its own axis (reproduce_finetune), merged in
+        from .reproduce_finetune import main as finetune_main
+
+        tuned = finetune_main(["--out", finetune_run.out])
+        results["rules"].update(tuned["rules"])
+        results["verdicts"].update(tuned["verdicts"])
+        results["report"] += tuned["report"]
+        results["finetune_axis"] = {k: v for k, v in tuned.items() if k not in ("rules", "verdicts", "report")}
+        results["seconds"] = round(time.perf_counter() - start, 1)
     write_results(out / "results.json", results)
-    if artifact_job in done and (out / "artifact").is_dir():  # what `hf-ext push tinyalign` renders the card from
+    if artifact_job is not None and (out / "artifact").is_dir():  # what `hf-ext push tinyalign` renders the card from
         from hf_ext.core.records import metric, save_training_record
 
         m = done[artifact_job]["metrics"]
@@ -523,7 +569,8 @@ def main(argv: list[str] | None = None) -> dict:
                 "seed": seed,
                 **{k: v for k, v in asdict(run).items() if k in ("epochs", "stage2_epochs", "full")},
             },
-            notes=f"TinyAlign {variant} on the {lm} LM, seed {seed} (the first job of the sweep's artifact cell)",
+            notes=f"TinyAlign {variant} on the {lm} LM, seed {seed}: of the sweep's honest TinyAlign cells, the one "
+            f"with the lowest validation caption CE ({done[artifact_job]['validation']['loss']:.3f})",
             skip_nonfinite=True,
         )
     plot_curves(summary["curves"], out / "loss_curves.png")

@@ -36,6 +36,22 @@ class TinyAlignTrainingArguments(TrainingArguments):
     dataloader_num_workers: int = 0
 
 
+def run_arguments(out, epochs: float, lr: float, batch_size: int, seed: int, **kwargs) -> TinyAlignTrainingArguments:
+    """The arguments of one reproduction run: scratch folder `out/trainer`, the seed also fixing the batch order (so
+    runs with one seed are paired); `kwargs` go to [`TinyAlignTrainingArguments`]."""
+    from pathlib import Path
+
+    return TinyAlignTrainingArguments(
+        output_dir=str(Path(out) / "trainer"),
+        num_train_epochs=epochs,
+        learning_rate=lr,
+        per_device_train_batch_size=batch_size,
+        seed=seed,
+        data_seed=seed,
+        **kwargs,
+    )
+
+
 @dataclass
 class TinyAlignTrainScriptArguments:
     """What `hf-ext train tinyalign` trains (the optimiser and schedule are `TinyAlignTrainingArguments`)."""

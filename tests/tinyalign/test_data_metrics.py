@@ -24,9 +24,11 @@ def digits():
 
 def test_splits_are_disjoint_stratified_and_sized(digits):
     ids = {k: set(v["index"]) for k, v in digits.items()}
-    assert not (ids["memory"] & ids["train"]) and not (ids["memory"] & ids["test"]) and not (ids["train"] & ids["test"])
+    names = sorted(ids)
+    assert names == ["memory", "test", "train", "validation"]
+    assert all(not (ids[a] & ids[b]) for a in names for b in names if a < b)
     assert sum(map(len, ids.values())) == 1797
-    assert len(ids["memory"]) == 718 and len(ids["test"]) == 360
+    assert len(ids["memory"]) == 718 and len(ids["validation"]) == 120 and len(ids["test"]) == 240
     for split in digits.values():
         counts = np.bincount(split["label"], minlength=10)
         assert counts.min() >= 0.8 * counts.mean()

@@ -143,3 +143,40 @@ def test_the_honest_memory_bank_shares_no_row_with_training(monkeypatch):
     assert train_ids <= set(leaky.memory_bank.source_ids)
     assert train_ids.isdisjoint(memory_source(data, "k4")["index"])
     assert train_ids <= set(memory_source(data, "released-k4")["index"])
+
+
+def test_keys_and_queries_go_through_the_connector_snapshot_taken_when_the_bank_is_built():
+    """A deliberate choice, pinned: `build_memory_bank` freezes a copy of the connector (`retrieval_connector`) and
+    both the bank's keys and every later query go through that copy. Training the connector afterwards (what stage 1
+    does) moves neither, so an (image, prompt) pair retrieves the same rows before and after; a query through the
+    live connector (the released code's drift) would retrieve other rows: the positive control that the change of
+    weights matters."""
+    import torch
+
+    from hf_ext.tinyalign.testing import tiny_batch, tiny_data, tiny_model, tiny_processor
+
+    model = tiny_model().eval()
+    for a, b in zip(model.connector.state_dict().values(), model.retrieval_connector.state_dict().values()):
+        assert torch.equal(a, b)  # the snapshot is the connector at build time
+    assert not any(p.requires_grad for p in model.retrieval_connector.parameters())
+    # the keys are the pooled keys through the snapshot (build_memory_bank's rows: tiny_data(24, seed=100))
+    rows, processor = tiny_data(24, seed=100), tiny_processor(model.config)
+    ids, mask = processor.key_text(rows["caption"])
+    with torch.no_grad():
+        feats = model.image_features(processor.pixel_values(rows["pixel_values"]))
+        keys = model.fused_key(feats, model.get_input_embeddings()(ids), mask, connector=model.retrieval_connector)
+    torch.testing.assert_close(model.memory_bank.keys, torch.nn.functional.normalize(keys, dim=-1))
+    batch = tiny_batch(model.config, n=8)
+    with torch.no_grad():
+        before = model(**batch).retrieved_ids
+        snapshot = {k: v.clone() for k, v in model.retrieval_connector.state_dict().items()}
+        for p in model.connector.parameters():  # the connector trains on: a large move
+            p.add_(torch.randn_like(p) * 3.0)
+        after = model(**batch).retrieved_ids
+        for k, v in model.retrieval_connector.state_dict().items():
+            assert torch.equal(v, snapshot[k])
+        # positive control: queries through the live (trained) connector against the same keys retrieve other rows
+        model.retrieval_connector.load_state_dict(model.connector.state_dict())
+        live = model(**batch).retrieved_ids
+    assert torch.equal(before, after)
+    assert not torch.equal(live, after)
