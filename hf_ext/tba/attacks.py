@@ -24,7 +24,7 @@ import torch
 
 from .metrics import mpjpe, pve
 from .modeling_tba import check_pixel_values
-from .perceptual import ssim
+from .perceptual import reference_stats, ssim
 
 
 @dataclass
@@ -122,12 +122,42 @@ class ObjectiveBase:
         self.victim = victim.eval() if hasattr(victim, "eval") else victim
         self.clean = clean.detach()
         self.grad_evals = 0
+        # Compute the clean images' SSIM statistics once (False: at every call, the uncached path of the benchmark).
+        self.reuse_clean_work = True
+        self._clean_stats = None
+
+    def _check_differentiable(self) -> None:
+        """Refuses a victim whose prediction carries no gradient to its input (computed under `torch.no_grad()`,
+        `.detach()`-ed, or through numpy): every attack here follows `d loss / d x'`, and without the victim's part
+        the SSIM penalty alone would be optimised silently (or autograd would fail deep inside an attack). One probe
+        of one image, outside the counted budget."""
+        with torch.enable_grad():
+            probe = self.clean[:1].clone().requires_grad_(True)
+            out = self.predict(probe)
+            grad = None
+            if out.requires_grad:
+                (grad,) = torch.autograd.grad(out.sum(), probe, allow_unused=True)
+        if grad is None:
+            raise ValueError(
+                "the victim's output is detached from its input (no gradient reaches the images: computed under "
+                "torch.no_grad(), .detach()-ed or through numpy); the attacks need a differentiable victim"
+            )
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        """The victim's raw prediction (subclasses check its shape)."""
+        return call_victim(self.victim, images)
 
     def penalty(self, adv: torch.Tensor) -> torch.Tensor:
         """`λ_q (1 - SSIM(x', x))` per sample (skipped when λ_q = 0: SSIM needs 11-pixel images)."""
         if not self.config.lambda_perceptual:
             return torch.zeros(adv.shape[0], dtype=adv.dtype)
-        return self.config.lambda_perceptual * (1 - ssim(adv, self.clean))
+        stats = None
+        if self.reuse_clean_work:  # the clean images' SSIM statistics do not change from step to step
+            if self._clean_stats is None:
+                with torch.no_grad():
+                    self._clean_stats = reference_stats(self.clean)
+            stats = self._clean_stats
+        return self.config.lambda_perceptual * (1 - ssim(adv, self.clean, stats))
 
     def gradient(self, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`(per-sample loss, d loss / d adv)`: one victim gradient evaluation."""
@@ -169,6 +199,7 @@ class AdversarialObjective(ObjectiveBase):
         self.body = body
         if self.config.targeted and reference_params is None:
             raise ValueError("a targeted attack needs reference_params (the target pose)")
+        self._check_differentiable()  # before the reference, the body model or any attack step
         if reference_params is not None:
             ref = reference_params.detach()
         else:
@@ -178,24 +209,6 @@ class AdversarialObjective(ObjectiveBase):
         self.ref_params = ref
         with torch.no_grad():
             self.ref_joints, self.ref_verts = body(ref)
-        self._check_differentiable()
-
-    def _check_differentiable(self) -> None:
-        """Refuses a victim whose prediction carries no gradient to its input (computed under `torch.no_grad()`,
-        `.detach()`-ed, or through numpy): every attack here follows `d loss / d x'`, and without the victim's part
-        the SSIM penalty alone would be optimised silently (or autograd would fail deep inside an attack). One probe
-        of one image, outside the counted budget."""
-        with torch.enable_grad():
-            probe = self.clean[:1].clone().requires_grad_(True)
-            out = self.predict(probe)
-            grad = None
-            if out.requires_grad:
-                (grad,) = torch.autograd.grad(out.sum(), probe, allow_unused=True)
-        if grad is None:
-            raise ValueError(
-                "the victim's output is detached from its input (no gradient reaches the images: computed under "
-                "torch.no_grad(), .detach()-ed or through numpy); the attacks need a differentiable victim"
-            )
 
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         params = call_victim(self.victim, images)

@@ -20,7 +20,8 @@ Both subtract the same SSIM penalty and count gradients the same way, so the bud
 ```
 
 The callable must be differentiable in its input (the attacks are white-box); a model whose forward detaches
-(e.g. numpy inside) gives a `ValueError` on the first gradient.
+(`.detach()`, `torch.no_grad()`, numpy inside) is refused with a `ValueError` when the objective is built (one
+probe image), before any attack step.
 
 **A saved regressor as the victim** (what `hf-ext train tba --data ... --victim DIR` and `hf-ext evaluate tba` take,
 through [`load_victim`]): a folder (or Hub id) that `transformers.AutoModel.from_pretrained` loads, whose forward
@@ -59,6 +60,7 @@ class KeypointObjective(ObjectiveBase):
         super().__init__(victim, clean, eps, config)
         if self.config.targeted and reference_keypoints is None:
             raise ValueError("a targeted attack needs reference_keypoints (the target keypoints)")
+        self._check_differentiable()
         with torch.no_grad():
             clean_pred = self.predict(self.clean)
         ref = clean_pred if reference_keypoints is None else reference_keypoints.detach()
@@ -98,6 +100,7 @@ class RegressionObjective(ObjectiveBase):
         super().__init__(victim, clean, eps, config)
         if self.config.targeted:
             raise ValueError("RegressionObjective is untargeted (it pushes the output away from the clean one)")
+        self._check_differentiable()
         with torch.no_grad():
             self.ref = self.predict(self.clean)
         self.scale = float(self.ref.pow(2).sum(-1).mean().sqrt()) + 1e-6

@@ -157,6 +157,17 @@ class TbaPoseRegressor(PreTrainedModel):
         return TbaPoseOutput(loss=out.loss, params=out.logits)
 
 
+class _Precomputed(torch.nn.Module):
+    """Stands in for a submodule whose output is already known: returns it whatever the input."""
+
+    def __init__(self, value: torch.Tensor):
+        super().__init__()
+        self.value = value
+
+    def forward(self, *args, **kwargs) -> torch.Tensor:
+        return self.value
+
+
 @dataclass
 class TbaDhngOutput(ModelOutput):
     """Output of [`TbaDhngModel`]'s training forward.
@@ -290,19 +301,32 @@ class TbaDhngModel(PreTrainedModel):
         return torch.zeros(latent.shape[0], 1, self.config.cross_attention_dim, dtype=latent.dtype,
                            device=latent.device)  # fmt: skip
 
-    def controlnet_residuals(self, latent: torch.Tensor, cond: torch.Tensor, t: torch.Tensor | None = None):
-        """The ControlNet's down and mid residuals `[*down, mid]` for `latent` at step `t` (default: the attack's)."""
+    def controlnet_residuals(self, latent: torch.Tensor, cond: torch.Tensor, t: torch.Tensor | None = None,
+                             cond_embedding: torch.Tensor | None = None):  # fmt: skip
+        """The ControlNet's down and mid residuals `[*down, mid]` for `latent` at step `t` (default: the attack's).
+
+        `cond_embedding`: `controlnet_cond_embedding(cond)` computed beforehand (the condition is the clean image, the
+        same at every attack step), used instead of recomputing it."""
         if t is None:
             t = torch.full((latent.shape[0],), self.config.timestep, dtype=torch.long, device=latent.device)
-        down, mid = self.controlnet(latent, t, encoder_hidden_states=self._null_embedding(latent),
-                                    controlnet_cond=cond, return_dict=False)  # fmt: skip
+        cn = self.controlnet
+        embedder = cn.controlnet_cond_embedding
+        if cond_embedding is not None:  # diffusers embeds `controlnet_cond` inside forward: hand it the cached one
+            cn.controlnet_cond_embedding = _Precomputed(cond_embedding)
+        try:
+            down, mid = cn(latent, t, encoder_hidden_states=self._null_embedding(latent), controlnet_cond=cond,
+                           return_dict=False)  # fmt: skip
+        finally:
+            cn.controlnet_cond_embedding = embedder
         return [*down, mid]
 
     def predict_noise(self, latent: torch.Tensor, t: torch.Tensor, cond: torch.Tensor,
-                      gains: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+                      gains: torch.Tensor | None = None,
+                      cond_embedding: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """`ε̂ = UNet(z_t, t, residuals = gains · ControlNet(z_t, t, cond))`; `gains (B, num_residuals)` scale the
-        residuals one by one (the attack's free variables; default 1)."""
-        res = self.controlnet_residuals(latent, cond, t)
+        residuals one by one (the attack's free variables; default 1); `cond_embedding` as in
+        [`controlnet_residuals`]."""
+        res = self.controlnet_residuals(latent, cond, t, cond_embedding)
         if gains is not None:
             res = [g[:, None, None, None] * r for g, r in zip(gains.unbind(1), res)]
         return self.unet(
@@ -319,12 +343,15 @@ class TbaDhngModel(PreTrainedModel):
         return (latent - math.sqrt(1 - a) * eps_hat) / math.sqrt(a)
 
     @torch.no_grad()
-    def prepare(self, pixel_values: torch.Tensor, generator: torch.Generator | None = None) -> dict:
+    def prepare(self, pixel_values: torch.Tensor, generator: torch.Generator | None = None,
+                reuse_clean_work: bool = True) -> dict:  # fmt: skip
         """Everything about the clean images the noise branches reuse at every attack step.
 
         Returns a dict with the VAE mean `mu`, a reparameterised sample `z = mu + σ ξ`, the noised latent
-        `z_t = sqrt(ᾱ_t) mu + sqrt(1 - ᾱ_t) ξ'`, the condition (the image itself) and the decoded reference
-        `decode(mu)` both branches subtract.
+        `z_t = sqrt(ᾱ_t) mu + sqrt(1 - ᾱ_t) ξ'`, the condition (the image itself), the decoded reference
+        `decode(mu)` both branches subtract and (`reuse_clean_work`) the ControlNet's embedding of the condition,
+        `cond_embedding` (`None` without: recomputed at every step, the uncached path `benchmarks/tba_cost.py`
+        measures against).
         """
         check_pixel_values(pixel_values, self.config.image_size, type(self).__name__)
         posterior = self.vae.encode(pixel_values * 2 - 1).latent_dist
@@ -333,7 +360,9 @@ class TbaDhngModel(PreTrainedModel):
         xi_t = torch.randn(mu.shape, generator=generator, dtype=mu.dtype)
         a = self.alpha_bar
         z_t = math.sqrt(a) * mu + math.sqrt(1 - a) * xi_t
-        return {"mu": mu, "z": mu + std * xi, "z_t": z_t, "cond": pixel_values, "ref": self.vae.decode(mu).sample}
+        embedding = self.controlnet.controlnet_cond_embedding(pixel_values) if reuse_clean_work else None
+        return {"mu": mu, "z": mu + std * xi, "z_t": z_t, "cond": pixel_values, "ref": self.vae.decode(mu).sample,
+                "cond_embedding": embedding}  # fmt: skip
 
     def vae_noise(self, state: dict, eta_v: torch.Tensor) -> torch.Tensor:
         """VAE branch: `(decode(z + η_v) - decode(mu)) / 2`, image-space noise tailored to the image's features."""
@@ -346,7 +375,8 @@ class TbaDhngModel(PreTrainedModel):
         ControlNet injects."""
         latent = state["z_t"] + eta_latent
         t = torch.full((latent.shape[0],), self.config.timestep, dtype=torch.long, device=latent.device)
-        x0_hat = self.predict_x0(latent, self.predict_noise(latent, t, state["cond"], gains))
+        eps_hat = self.predict_noise(latent, t, state["cond"], gains, state.get("cond_embedding"))
+        x0_hat = self.predict_x0(latent, eps_hat)
         return (self.vae.decode(x0_hat).sample - state["ref"]) / 2
 
 

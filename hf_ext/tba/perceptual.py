@@ -24,28 +24,37 @@ def _window(channels: int, dtype: torch.dtype, device) -> torch.Tensor:
     return (g[:, None] * g[None, :]).expand(channels, 1, -1, -1).contiguous()
 
 
-def ssim(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def _blur(t: torch.Tensor) -> torch.Tensor:
+    return F.conv2d(t, _window(t.shape[1], t.dtype, t.device), groups=t.shape[1])
+
+
+def reference_stats(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The windowed mean and variance of a reference batch `y`, what [`ssim`] computes of it every call: pass them
+    as `y_stats` to compute them once when `y` is fixed (the clean images of an attack)."""
+    my = _blur(y)
+    return my, _blur(y * y) - my * my
+
+
+def ssim(x: torch.Tensor, y: torch.Tensor, y_stats: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """Per-sample mean SSIM `(B,)` of images `(B, C, H, W)` in [0, 1] (mean over channels and valid pixels).
 
-    Raises a `ValueError` when the shapes differ or the images are smaller than the 11-pixel window.
+    `y_stats`: [`reference_stats`]`(y)` computed beforehand (same values, not recomputed). Raises a `ValueError`
+    when the shapes differ or the images are smaller than the 11-pixel window.
     """
     if x.shape != y.shape or x.ndim != 4:
         raise ValueError(f"ssim needs two image batches of the same shape (B, C, H, W), got {tuple(x.shape)} and "
                          f"{tuple(y.shape)}")  # fmt: skip
-    w = _window(x.shape[1], x.dtype, x.device)
-    if min(x.shape[-2:]) < w.shape[-1]:
-        raise ValueError(f"ssim needs images of at least {w.shape[-1]}x{w.shape[-1]} pixels, got {tuple(x.shape)}")
-    c = x.shape[1]
-
-    def blur(t):
-        return F.conv2d(t, w, groups=c)
-
-    mx, my = blur(x), blur(y)
+    size = 2 * int(3.5 * _SIGMA + 0.5) + 1
+    if min(x.shape[-2:]) < size:
+        raise ValueError(f"ssim needs images of at least {size}x{size} pixels, got {tuple(x.shape)}")
+    blur = _blur
+    my, vy = reference_stats(y) if y_stats is None else y_stats
+    mx = blur(x)
     # Population (not sample) covariances, as skimage with use_sample_covariance=False.
-    vx, vy, cxy = blur(x * x) - mx * mx, blur(y * y) - my * my, blur(x * y) - mx * my
+    vx, cxy = blur(x * x) - mx * mx, blur(x * y) - mx * my
     c1, c2 = _K1**2, _K2**2
     s = ((2 * mx * my + c1) * (2 * cxy + c2)) / ((mx * mx + my * my + c1) * (vx + vy + c2))
     return s.mean((1, 2, 3))
 
 
-__all__ = ["ssim"]
+__all__ = ["reference_stats", "ssim"]

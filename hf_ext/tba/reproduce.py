@@ -41,6 +41,7 @@ from .metrics import body_errors
 from .perceptual import ssim
 from .report import ABLATIONS, BASELINES, METRICS, REGIMES, print_table, report_fields, rules, summarise
 from .train import TbaTrainingArguments, train_all
+from .tuning import attack_runners, time_matched_steps, tune
 
 
 def _resize(x: torch.Tensor) -> torch.Tensor:
@@ -125,9 +126,11 @@ def _errors(body, victim, images, gt) -> dict[str, torch.Tensor]:
     return body_errors(body, pred, gt)
 
 
-def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
+def run_seed(seed: int, eps: float, body, victims, dhng, ns, tuning: dict | None = None) -> dict:
     """All attacks and regimes for one seed and budget; returns {regime: {attack: {metric: mean error}}}, the
-    per-image errors, the SSIM per attack, timings and gradient counts."""
+    per-image errors, the SSIM per attack, timings and gradient counts. With `tuning` ([`~hf_ext.tba.tuning.tune`]),
+    PGD, MI-FGSM and TBA (and TBA's ablations) run at the settings chosen on the tuning split, and a PGD with TBA's
+    wall time (`pgd_time_matched`) joins them."""
     images, gt = render_batch(body, ns.num_test, seed=10_000 + seed, image_size=dhng.config.image_size)
     steps = ns.steps
     loss_cfg = AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)
@@ -137,6 +140,8 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
 
     gen = lambda: torch.Generator().manual_seed(seed)  # noqa: E731
     tba_cfg = dict(eps=eps, steps=steps, seed=seed, beta=ns.beta)
+    if tuning is not None:
+        tba_cfg.update(tuning["chosen"]["tba"])
     attacks = {
         "fgsm": lambda o: fgsm(o, images, eps),
         "pgd": lambda o: pgd(o, images, eps, steps, generator=gen()),
@@ -149,6 +154,15 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
         ),  # fmt: skip
         f"pgd_{ns.reference_steps}_steps": lambda o: pgd(o, images, eps, ns.reference_steps, generator=gen()),
     }
+    budget = {n: (1 if n == "fgsm" else ns.reference_steps if n.startswith("pgd_") else steps) for n in attacks}
+    if tuning is not None:
+        attacks.update(attack_runners(images, eps, steps, dhng, seed, tuning["chosen"]))
+        matched = time_matched_steps(tuning, steps)
+        alpha = min(1.0, tuning["chosen"]["pgd"]["alpha_mult"] * eps / matched)
+        reference = attacks.popitem()  # the many-step reference stays last (summarise compares TBA with it)
+        attacks["pgd_time_matched"] = lambda o: pgd(o, images, eps, matched, alpha=alpha, generator=gen())
+        attacks[reference[0]] = reference[1]
+        budget["pgd_time_matched"] = matched
     adversarials, timings, grad_evals = {"clean": images}, {}, {}
     for name, run in progress(attacks.items(), desc=f"seed {seed} attacks", unit="attack", leave=False):
         t = time.perf_counter()
@@ -159,7 +173,6 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns) -> dict:
         linf = float((adversarials[name] - images).abs().max())
         assert linf <= eps + 1e-6, (name, linf)  # a broken projection must not reach the table
     # Equal budgets: every iterative attack spent exactly `steps` victim gradients (FGSM one).
-    budget = {n: (1 if n == "fgsm" else ns.reference_steps if n.startswith("pgd_") else steps) for n in attacks}
     assert grad_evals == budget, (grad_evals, budget)
     views = {
         "white_box": (victims["a"], lambda x: x),
@@ -198,19 +211,23 @@ QUICK = dict(
     denoiser_epochs=1.0,
     dhng_num_train=1000,
     body="procedural",
+    tune=False,
+    num_tune=8,
 )
 FULL = dict(
     seeds=[0, 1, 2],
     steps=10,
     num_test=16,
     reference_steps=30,
-    eps=[4 / 255, 8 / 255, 16 / 255],
+    eps=[0.5 / 255, 1 / 255, 2 / 255, 4 / 255, 8 / 255],  # the white-box rise from below to above the paper's +41 %
     num_train=16000,
     input_size=128,
     vae_epochs=1.5,
     denoiser_epochs=1.5,
     dhng_num_train=4000,
     body="procedural",
+    tune=True,
+    num_tune=16,
 )
 
 
@@ -218,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="hf-ext tba reproduce", description=__doc__.split("\n\n")[0])
     q, f = QUICK, FULL
     p.add_argument("--full", action="store_true",
-                   help=f"{len(f['seeds'])} seeds, {f['num_test']} test images, {f['steps']} steps, eps 4/8/16 of 255, "
+                   help=f"{len(f['seeds'])} seeds, {f['num_test']} test images, {f['steps']} steps, eps 0.5/1/2/4/8 of "
+                        f"255, every arm tuned on {f['num_tune']} tuning renders, "
                         f"{f['num_train']} training renders, victims at {f['input_size']} px, "
                         f"{f['reference_steps']}-step PGD reference (quick: {len(q['seeds'])} seeds, {q['num_test']} "
                         f"images, {q['steps']} steps, eps 8/255, {q['num_train']} renders, victims at "
@@ -233,6 +251,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eps", nargs="+", type=float, help="L-infinity budgets in [0, 1] pixel units (default 8/255; "
                    "--full: 4/255 8/255 16/255)")  # fmt: skip
     p.add_argument("--steps", type=int, help="victim gradient evaluations per attack")
+    p.add_argument("--tune", dest="tune", action="store_const", const=True,
+                   help="tune PGD, MI-FGSM and TBA with the same 4-point grid on a tuning split before the test "
+                        "(hf_ext.tba.tuning) and add the wall-time-matched PGD (default with --full)")  # fmt: skip
+    p.add_argument(
+        "--no-tune",
+        dest="tune",
+        action="store_const",
+        const=False,
+        help="every arm at its default settings (default at quick scale)",
+    )
+    p.add_argument("--num-tune", type=int, help="tuning renders (quick 8, --full 16)")
     p.add_argument("--beta", type=float, default=TbaAttackConfig.beta, help="TBA generator step")
     p.add_argument(
         "--lambda-perceptual",
@@ -279,6 +308,8 @@ def check_reproduce_args(ns) -> None:
         raise ValueError(f"--lambda-perceptual must be a finite number >= 0, got {ns.lambda_perceptual}")
     if not 0 <= ns.beta < float("inf"):
         raise ValueError(f"--beta must be a finite number >= 0, got {ns.beta}")
+    if ns.num_tune < 1:
+        raise ValueError(f"--num-tune must be >= 1, got {ns.num_tune}")
     if ns.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {ns.threads}")
     if any(s < 0 for s in ns.seeds):
@@ -303,13 +334,15 @@ def main(argv: list[str] | None = None) -> dict:
         "denoiser_epochs",
         "dhng_num_train",
         "body",
+        "tune",
+        "num_tune",
     ):
         if getattr(ns, key) is None:  # `is None`, not `or`: an explicit 0 must be refused, not replaced
             setattr(ns, key, scale[key])
     if ns.victim_input_size is None:
         ns.victim_input_size = scale["input_size"]
     check_reproduce_args(ns)
-    print_rules(rules())  # stated before anything trains or attacks
+    print_rules(rules(ns.tune))  # stated before anything trains or attacks
     train_args = TbaTrainingArguments(
         body=ns.body, victim=ns.victim, victim_input_size=ns.victim_input_size, num_train=ns.num_train,
         num_eval=ns.num_eval,
@@ -357,11 +390,18 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
     dhng = AutoModel.from_pretrained(meta["paths"]["dhng"]).eval()
     for v in (*victims.values(), dhng):
         v.requires_grad_(False)
-    by_eps, timings, grad_evals, first = {}, [], None, None
+    by_eps, timings, grad_evals, first, tuned = {}, [], None, None, {}
+    loss_cfg = AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)
     for eps in ns.eps:
         per_seed, per_image = [], []
+        tuning = None
+        if ns.tune:
+            tuning = tune(body, victims["a"], dhng, eps, ns.steps, ns.num_tune, loss_cfg)
+            tuned[f"{eps * 255:g}/255"] = {**tuning, "time_matched_pgd_steps": time_matched_steps(tuning, ns.steps)}
+            print(f"eps {eps * 255:g}/255 tuned on {ns.num_tune} tuning renders: {tuning['chosen']}; PGD with TBA's "
+                  f"wall time: {time_matched_steps(tuning, ns.steps)} steps", flush=True)  # fmt: skip
         for seed in progress(ns.seeds, desc=f"tba eps {eps * 255:.0f}/255", unit="seed"):
-            r = run_seed(seed, eps, body, victims, dhng, ns)
+            r = run_seed(seed, eps, body, victims, dhng, ns, tuning)
             per_seed.append(r["errors"])
             per_image.append(r["per_image"])
             timings.append(r["timings_s"])
@@ -392,6 +432,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
             "seeds": ns.seeds,
             "reference_steps": ns.reference_steps,
             "beta": ns.beta,
+            "tuned": ns.tune,
             "full": ns.full,
             "victim_a": describe[0],
             "victim_b": describe[1],
@@ -404,6 +445,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
         "victims": meta.get("victims", {}),
         "vae_loss_history": meta.get("vae_loss_history", []),
         "denoiser_loss_history": meta.get("denoiser_loss_history", []),
+        **({"tuning": tuned} if ns.tune else {}),
         "victim_gradient_evaluations": grad_evals,
         "summary": main_eps["summary"],
         "per_seed": main_eps["per_seed"],
@@ -412,7 +454,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
         "training_time_s": meta["timings"],
         "artifacts_cached": cached,
         "wall_time_s": time.perf_counter() - t0,
-        "rules": {regime: rule.to_dict() for regime, rule in rules().items()},
+        "rules": {regime: rule.to_dict() for regime, rule in rules(ns.tune).items()},
         "environment": environment(),
         "schema_version": RESULTS_SCHEMA_VERSION,
         "scale": "full" if ns.full else "quick",

@@ -92,6 +92,37 @@ def test_fixed_seed_gives_identical_results(setup):
     assert not torch.equal(other, runs["tba"]())
 
 
+def test_step_invariant_work_is_done_once_and_changes_nothing(setup):
+    """`reuse_clean_work` computes the ControlNet's embedding of the clean image and the clean image's SSIM
+    statistics once per attack instead of at every step: bitwise the same adversarial images and loss trace as the
+    uncached path, and the embedding network runs once instead of `steps + 1` times (so the cache is really used)."""
+    _, _, dhng, x, _ = setup
+    calls = []
+    hook = dhng.controlnet.controlnet_cond_embedding.register_forward_hook(lambda *a: calls.append(1))
+    stats_calls = []
+    import hf_ext.tba.attacks as attacks_module
+
+    real_stats = attacks_module.reference_stats
+    attacks_module.reference_stats = lambda y: stats_calls.append(1) or real_stats(y)
+    try:
+        runs = {}
+        for reuse in (True, False):
+            calls.clear()
+            config = TbaAttackConfig(eps=EPS, steps=4, reuse_clean_work=reuse)
+            runs[reuse] = tba_attack(_objective(setup), dhng, x, config, return_trace=True)
+            assert len(calls) == (1 if reuse else 5), (reuse, len(calls))  # 4 steps + the final noise
+    finally:
+        hook.remove()
+        attacks_module.reference_stats = real_stats
+    assert len(stats_calls) == 1  # the cached path asked for the clean statistics once, the uncached path never
+    assert torch.equal(runs[True][0], runs[False][0])
+    assert runs[True][1] == runs[False][1]
+    uncached = _objective(setup)
+    uncached.reuse_clean_work = False  # PGD shares the objective's cache: same images either way
+    cached = pgd(_objective(setup), x, EPS, 3, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(cached, pgd(uncached, x, EPS, 3, generator=torch.Generator().manual_seed(0)))
+
+
 def test_tba_counts_one_victim_gradient_per_step(setup):
     _, _, dhng, x, _ = setup
     objective = _objective(setup)
@@ -186,3 +217,19 @@ def test_baselines_match_torchattacks_on_a_classifier():
     ours = mifgsm(ce, x, eps, steps=steps, alpha=alpha, decay=1.0)
     theirs = torchattacks.MIFGSM(model, eps=eps, alpha=alpha, steps=steps, decay=1.0)(x, y)
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
+
+
+def test_tuning_keeps_the_best_of_an_equal_grid_per_arm(setup):
+    """`tune` scores the same number of configurations per arm on the tuning split, keeps each arm's highest
+    white-box MPJPE, and the wall-time-matched PGD gets TBA's time in PGD steps."""
+    from hf_ext.tba.tuning import GRIDS, time_matched_steps, tune
+
+    body, victim, dhng, _, _ = setup
+    result = tune(body, victim, dhng, EPS, 1, 2, AdversarialLossConfig())
+    assert {len(rows) for rows in result["grid"].values()} == {4} and set(result["grid"]) == set(GRIDS)
+    for arm, rows in result["grid"].items():
+        assert [r["config"] for r in rows] == GRIDS[arm]
+        assert result["chosen"][arm] == max(rows, key=lambda r: r["mpjpe_mm"])["config"]
+        assert all(r["mpjpe_mm"] > 0 and r["time_s"] > 0 for r in rows)
+    assert time_matched_steps({"step_time_s": {"pgd": 0.1, "tba": 1.04}}, 5) == 52
+    assert time_matched_steps({"step_time_s": {"pgd": 1.0, "tba": 0.5}}, 5) == 5  # never below the gradient budget

@@ -157,8 +157,8 @@ def test_a_keypoint_regressor_is_attacked_through_the_interface(data):
         KeypointObjective(flat, x, EPS)
     with pytest.raises(ValueError, match="needs reference_keypoints"):
         KeypointObjective(keypoints, x, EPS, AdversarialLossConfig(targeted=True))
-    with pytest.raises(ValueError, match="detached the graph"):
-        KeypointObjective(lambda im: keypoints(im).detach(), x, EPS, cfg).gradient(x)
+    with pytest.raises(ValueError, match="detached from its input"):  # refused when built, not at the 1st step
+        KeypointObjective(lambda im: keypoints(im).detach(), x, EPS, cfg)
 
 
 def _loss_terms(body, victim, adv, x, ref):
@@ -200,14 +200,27 @@ def test_adversarial_loss_is_the_weighted_sum_of_its_four_terms(data, targeted):
     torch.testing.assert_close(AdversarialObjective(victim, body, x, EPS, cfg, reference_params=ref)(adv), want)
 
 
-@pytest.mark.parametrize("weight", [0.0, 50.0])
+@pytest.mark.parametrize("weight", [0.0, 2.0, None])
 def test_a_detached_victim_is_refused_with_a_value_error(data, weight):
-    """A victim whose prediction carries no gradient to the images is refused when the objective is built: at the
-    default perceptual weight the attack would otherwise optimise SSIM alone, at weight 0 autograd failed deep
-    inside the attack with a RuntimeError."""
+    """A victim whose prediction carries no gradient to the images is refused when the objective is built, at every
+    perceptual weight (None: the default): at the default weight the attack would otherwise optimise SSIM alone, at
+    weight 0 autograd failed deep inside the attack with a RuntimeError."""
     body, x, p = data
     victim = _linear_victim(body.num_params)
-    cfg = AdversarialLossConfig(lambda_perceptual=weight)
+    cfg = AdversarialLossConfig() if weight is None else AdversarialLossConfig(lambda_perceptual=weight)
+    calls = []
+
+    def counted(im):  # before any work: the one-image probe is the only call the victim sees
+        calls.append(im.shape[0])
+        return victim(im).detach()
+
+    with pytest.raises(ValueError, match="detached from its input"):
+        AdversarialObjective(counted, body, x, EPS, cfg)
+    assert calls == [1]
+    from hf_ext.tba.interface import RegressionObjective
+
+    with pytest.raises(ValueError, match="detached from its input"):
+        RegressionObjective(lambda im: victim(im).detach(), x, EPS, cfg)
     detached = [
         lambda im: victim(im).detach(),
         lambda im: victim(im.detach()),

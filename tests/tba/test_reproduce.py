@@ -51,3 +51,27 @@ def test_reproduce_writes_all_attacks_in_all_regimes(tmp_path):
     again = main([*TOY[:-7], "--steps", "1", "--seeds", "0", "--reference-steps", "1", "--eps", "0.02", "0.04",
                   "--out", str(out)])  # fmt: skip
     assert again["artifacts_cached"] and set(again["by_eps"]) == {"5.1/255", "10.2/255"}
+    assert "tuning" not in again and not again["setting"]["tuned"]  # quick scale: every arm at its defaults
+
+
+@pytest.mark.skipif(not efficientnet_lite0_available(), reason="EfficientNet-Lite0 weights not installed")
+def test_tuned_reproduction_records_the_chosen_settings_and_the_time_matched_pgd(tmp_path):
+    """--tune: every arm tuned with a 4-point grid on the tuning split, the chosen values in results.json, the
+    wall-time-matched PGD spending the steps the tuning split's timings gave it, and its verdicts."""
+    from hf_ext.tba.tuning import GRIDS
+
+    out = tmp_path / "run"
+    results = main([*TOY[:-7], "--steps", "2", "--seeds", "0", "1", "--reference-steps", "3", "--tune",
+                    "--num-tune", "2", "--out", str(out)])  # fmt: skip
+    tuning = results["tuning"]["8/255"]
+    assert {arm: len(rows) for arm, rows in tuning["grid"].items()} == {arm: 4 for arm in GRIDS}
+    for arm, rows in tuning["grid"].items():
+        assert tuning["chosen"][arm] == max(rows, key=lambda r: r["mpjpe_mm"])["config"]
+    matched = tuning["time_matched_pgd_steps"]
+    assert matched >= 2 and results["victim_gradient_evaluations"]["pgd_time_matched"] == matched
+    white = results["summary"]["white_box"]
+    assert "pgd_time_matched" in white["tba_minus_paired"]
+    assert white["verdict_vs_pgd_time_matched"].verdict in VERDICTS
+    assert set(white["tba_improvement_pct"]) == set(BASELINES) | {"pgd_3_steps"}  # the reference stays last
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk["tuning"]["8/255"]["chosen"] == tuning["chosen"] and on_disk["setting"]["tuned"]
