@@ -231,7 +231,7 @@ def format_table(results: dict) -> str:
     n, st = len(results["seeds"]), results["eval"]
     lines = (
         [
-            "SMOKE RUN: it exercises the code path (every setting, Flower, CKKS) at a size where training moves nothing; "
+            "SMOKE RUN: it exercises the code path (every setting, Flower, CKKS) where training moves nothing; "
             "its numbers decide no claim (the verdicts: `--full`)"
         ]
         if results.get("smoke")
