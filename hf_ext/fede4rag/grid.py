@@ -115,20 +115,19 @@ class _InDomainOnly:
 
 
 def grid_jobs(run, seeds, rounds=ROUNDS, lambdas=LAMBDAS, one_client: bool = True):
-    """`(name, setting, run)` of every job: zero-shot, local-only, each (R, λ) cell and the one-client sampling."""
-    jobs = []
-    for seed in seeds:
-        base = replace(run, seed=seed)
-        jobs.append(("zero-shot", "zero-shot", base))
-        jobs.append(("local-only", "local-only", replace(base, rounds=max(rounds))))
-        for r in rounds:
-            for lam in lambdas:
-                setting = "fedavg" if lam == 0 else "fede4rag"
-                jobs.append((cell_name(r, lam), setting, replace(base, rounds=r, kd_lambda=lam)))
-        if one_client:
-            r = max(rounds)
-            jobs.append((f"R{r} one-client λ=100", "fede4rag-one-client", replace(base, rounds=r, kd_lambda=100.0)))
-    return jobs
+    """`(name, setting, run)` of every job: zero-shot, local-only, each (R, λ) cell and the one-client sampling.
+    Cell-major (every seed of a cell before the next cell), the references and the paper's λ first: a run cut short
+    keeps complete, paired cells."""
+    cells = [("zero-shot", "zero-shot", {}), ("local-only", "local-only", {"rounds": max(rounds)})]
+    order = sorted(lambdas, key=lambda lam: (lam not in (0.0, PAPER_LAMBDA), lam))
+    for lam in order:
+        for r in sorted(rounds, key=lambda r: (r not in (min(rounds), max(rounds)), r)):
+            setting = "fedavg" if lam == 0 else "fede4rag"
+            cells.append((cell_name(r, lam), setting, {"rounds": r, "kd_lambda": lam}))
+    if one_client:
+        r = max(rounds)
+        cells.append((f"R{r} one-client λ=100", "fede4rag-one-client", {"rounds": r, "kd_lambda": PAPER_LAMBDA}))
+    return [(name, setting, replace(run, seed=seed, **kw)) for name, setting, kw in cells for seed in seeds]
 
 
 def run_grid(run, seeds, out: Path, *, engine: str = "local", rounds=ROUNDS, lambdas=LAMBDAS, argv=None) -> dict:
@@ -192,6 +191,58 @@ def generator_check_only(run, out: Path) -> dict | None:
     res["seconds"] = time.perf_counter() - t0
     print(res.get("dropped") or f"RAG generator check passed: {res['generator_check']['reason']}", flush=True)
     return res
+
+
+def rules_with_arms(rules: dict, names) -> dict:
+    """The rules whose arms were all run (a grid cut short decides only those)."""
+    have = set(names)
+
+    def arms(kind, r, lam):
+        base = {"zero-shot", "local-only", cell_name(r, 0)}
+        return base | ({cell_name(r, lam)} if kind != "fed" else set())
+
+    return {key: rule for key, rule in rules.items() if arms(*key) <= have}
+
+
+def summarize_progress(out: Path, rounds=ROUNDS, lambdas=LAMBDAS, argv=None) -> dict:
+    """A grid run cut short: `out/progress.jsonl` summarised over the cells that finished on every seed that the
+    references (zero-shot, local-only) finished; the rules with all their arms are decided, the rest reported
+    as not run. Writes `out/results.json` (its `cut_short` lists what is missing)."""
+    from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION
+
+    rows = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines() if line.strip()]
+    if not rows:
+        raise ValueError(f"{out / 'progress.jsonl'} has no finished job")
+    done = {(r["name"], r["seed"]): r for r in rows}
+    seeds = sorted({s for n, s in done if n == "zero-shot" and ("local-only", s) in done})
+    names = [n for n in dict.fromkeys(n for n, _ in done) if all((n, s) in done for s in seeds)]
+    done = {(n, s): done[(n, s)] for n in names for s in seeds}
+    stated = grid_rules(rounds, lambdas)
+    rules = rules_with_arms(stated, names)
+    results = summarize_grid(done, seeds, rules)
+    first = rows[0]
+    results.update(
+        {
+            "schema_version": RESULTS_SCHEMA_VERSION,
+            "method": "fede4rag",
+            "scale": "full",
+            "argv": list(argv) if argv is not None else None,
+            "engine": "local",
+            "rules": [r.to_dict() for r in rules.values()],
+            "rules_not_run": [r.claim for k, r in stated.items() if k not in rules],
+            "cut_short": {
+                "cells_complete": names,
+                "jobs_finished": len(rows),
+                "seconds_of_finished_jobs": float(sum(r["seconds"] for r in rows)),
+            },
+            "environment": environment(),
+            "seconds": float(sum(r["seconds"] for r in rows)),
+            "first_job": {"name": first["name"], "seed": first["seed"]},
+        }
+    )
+    write_results(out / "results.json", results)
+    print(format_grid(results))
+    return results
 
 
 def summarize_grid(done: dict, seeds, rules) -> dict:
@@ -263,4 +314,51 @@ def format_grid(results: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LAMBDAS", "ROUNDS", "cell_name", "decide_grid", "grid_jobs", "grid_rules", "run_grid", "summarize_grid"]
+def main_full(ns, out: Path, argv) -> dict:
+    """`--full`: the round × λ grid ([`~hf_ext.fede4rag.grid.run_grid`]) on the in-process Flower grid (the same
+    apps; Ray's start-up per federation would cost more than the cells at this size)."""
+    from .task import RunConfig
+
+    for flag in ("settings", "leave_out", "merge"):
+        if getattr(ns, flag):
+            raise ValueError(f"--{flag.replace('_', '-')} does not apply to --full (the grid has its own settings)")
+    steps = ns.client_steps or 25
+    rounds = tuple(ns.grid_rounds or ROUNDS)
+    if steps < max(rounds):
+        raise ValueError(f"--client-steps ({steps}) must be >= the largest of --grid-rounds ({max(rounds)})")
+    run = RunConfig(
+        rounds=max(rounds),
+        client_steps=steps,
+        max_passage_length=ns.max_passage_length or 64,
+        train_fraction=ns.train_fraction or 1.0,
+        learning_rate=ns.lr or RunConfig.learning_rate,
+        temperature=ns.temperature or RunConfig.temperature,
+        cache_dir=ns.cache_dir or str(out / "cache"),
+    )
+    if ns.grid_summary:
+        return summarize_progress(out, rounds, tuple(ns.grid_lambdas or LAMBDAS), argv=argv)
+    engine = "local" if ns.engine == "simulation" else ns.engine
+    return run_grid(
+        run,
+        ns.seeds or [0, 1, 2],
+        out,
+        engine=engine,
+        rounds=rounds,
+        lambdas=tuple(ns.grid_lambdas or LAMBDAS),
+        argv=argv,
+    )
+
+
+__all__ = [
+    "LAMBDAS",
+    "ROUNDS",
+    "cell_name",
+    "decide_grid",
+    "grid_jobs",
+    "grid_rules",
+    "main_full",
+    "rules_with_arms",
+    "run_grid",
+    "summarize_grid",
+    "summarize_progress",
+]

@@ -66,6 +66,11 @@ def make_parser() -> argparse.ArgumentParser:
         "client steps, zero-shot, local-only and the one-client sampling, 3 seeds, in-domain own MRR",
     )
     p.add_argument("--client-steps", type=int, help="--full: gradient steps per client over the run (default 25)")
+    p.add_argument(
+        "--grid-summary",
+        action="store_true",
+        help="--full: train nothing; summarise --out/progress.jsonl of a grid run cut short (complete cells only)",
+    )
     p.add_argument("--grid-rounds", nargs="+", type=int, help="--full: round counts (default 2 10 25)")
     p.add_argument("--grid-lambdas", nargs="+", type=float, help="--full: KD weights, 0 = FedAvg (default 0 1 10 100)")
     p.add_argument("--out", default=str(work_dir("fede4rag")), help="output folder (results.json, retriever/, cache/)")
@@ -389,39 +394,6 @@ def custom_run(ns) -> bool:
     return bool(any(v is not None for v in knobs) or ns.seeds or ns.settings)
 
 
-def _full(ns, out: Path, argv) -> dict:
-    """`--full`: the round × λ grid ([`~hf_ext.fede4rag.grid.run_grid`]) on the in-process Flower grid (the same
-    apps; Ray's start-up per federation would cost more than the cells at this size)."""
-    from .grid import LAMBDAS, ROUNDS, run_grid
-
-    for flag in ("settings", "leave_out", "merge"):
-        if getattr(ns, flag):
-            raise ValueError(f"--{flag.replace('_', '-')} does not apply to --full (the grid has its own settings)")
-    steps = ns.client_steps or 25
-    rounds = tuple(ns.grid_rounds or ROUNDS)
-    if steps < max(rounds):
-        raise ValueError(f"--client-steps ({steps}) must be >= the largest of --grid-rounds ({max(rounds)})")
-    run = RunConfig(
-        rounds=max(rounds),
-        client_steps=steps,
-        max_passage_length=ns.max_passage_length or 64,
-        train_fraction=ns.train_fraction or 1.0,
-        learning_rate=ns.lr or RunConfig.learning_rate,
-        temperature=ns.temperature or RunConfig.temperature,
-        cache_dir=ns.cache_dir or str(out / "cache"),
-    )
-    engine = "local" if ns.engine == "simulation" else ns.engine
-    return run_grid(
-        run,
-        ns.seeds or [0, 1, 2],
-        out,
-        engine=engine,
-        rounds=rounds,
-        lambdas=tuple(ns.grid_lambdas or LAMBDAS),
-        argv=argv,
-    )
-
-
 def main(argv: list[str] | None = None) -> dict:
     ns = make_parser().parse_args(argv)
     if ns.merge:
@@ -440,7 +412,9 @@ def main(argv: list[str] | None = None) -> dict:
     set_device(ns.device)
     out = Path(ns.out)
     if ns.full:
-        return _full(ns, out, argv)
+        from .grid import main_full
+
+        return main_full(ns, out, argv)
     run = RunConfig(
         rounds=2,
         train_fraction=0.08,

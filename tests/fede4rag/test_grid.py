@@ -61,3 +61,42 @@ def test_grid_rules_decided_on_paired_seeds():
     own["local-only"] = [0.49, 0.51, 0.47]  # training does not help: the federated claims have no premise
     out = {v.claim: v for v in decide_grid(own, rules)}
     assert out["FedE4RAG (λ = 100) beats FedAvg at 25 rounds"].verdict == "premise absent"
+
+
+def _metrics(v):
+    from hf_ext.fede4rag.data import COMPANIES
+
+    row = {k: v for k in ("hit@1", "hit@10", "mrr", "ndcg@10")}
+    d = {"own": {c: dict(row) for c in COMPANIES}, "own_mean": row, "union_mean": row, "union_micro": row}
+    return {"financebench": {}, "in_domain": d}
+
+
+def test_a_grid_cut_short_is_summarised_over_its_complete_paired_cells(tmp_path):
+    """`--grid-summary`: cells finished on every seed are summarised and the rules with all their arms decided; a
+    cell with a missing seed and the rules that need it are reported as not run."""
+    import json
+
+    from hf_ext.core.results_schema import validate_results
+    from hf_ext.fede4rag.grid import summarize_progress
+
+    own = {"zero-shot": 0.50, "local-only": 0.60, "R2 fedavg": 0.58, "R2 λ=100": 0.52, "R25 fedavg": 0.59}
+    lines = []
+    for name, v in own.items():
+        for seed in (0, 1, 2):
+            if name == "R25 fedavg" and seed == 2:
+                continue  # cut before its last seed
+            metrics = _metrics(v + 0.01 * seed + (0.003 * seed**2 if name != "zero-shot" else 0))
+            steps = {"total": 125, "sequential": 25}
+            lines.append(json.dumps({"name": name, "seed": seed, "seconds": 1.0, "metrics": metrics, "steps": steps}))
+    (tmp_path / "progress.jsonl").write_text("\n".join(lines) + "\n")
+    res = summarize_progress(tmp_path, rounds=(2, 25), lambdas=(0.0, 100.0))
+    assert res["seeds"] == [0, 1, 2] and "R25 fedavg" not in res["settings"]
+    claims = {v["claim"]: v["verdict"] for v in res["verdicts"]}
+    assert set(claims) == {
+        "FedE4RAG (λ = 100) beats FedAvg at 2 rounds",
+        "FedAvg beats local-only at 2 rounds (matched client steps)",
+        "KD (λ = 100) halves FedAvg's gain at 2 rounds",
+    }
+    assert claims["FedE4RAG (λ = 100) beats FedAvg at 2 rounds"] == "refuted"
+    assert "FedE4RAG (λ = 100) beats FedAvg at 25 rounds" in res["rules_not_run"]
+    validate_results(json.loads((tmp_path / "results.json").read_text()))
