@@ -118,10 +118,11 @@ def grid_jobs(run, seeds, rounds=ROUNDS, lambdas=LAMBDAS, one_client: bool = Tru
     """`(name, setting, run)` of every job: zero-shot, local-only, each (R, λ) cell and the one-client sampling.
     Cell-major (every seed of a cell before the next cell), the references and the paper's λ first: a run cut short
     keeps complete, paired cells."""
-    cells = [("zero-shot", "zero-shot", {}), ("local-only", "local-only", {"rounds": max(rounds)})]
-    order = sorted(lambdas, key=lambda lam: (lam not in (0.0, PAPER_LAMBDA), lam))
-    for lam in order:
-        for r in sorted(rounds, key=lambda r: (r not in (min(rounds), max(rounds)), r)):
+    # local-only: the same client_steps in one local fit (no rounds: nothing is exchanged)
+    cells = [("zero-shot", "zero-shot", {}), ("local-only", "local-only", {"rounds": 1})]
+    # the paper's round count and λ first: R = 25 (FedAvg, then λ = 100), then R = 2, then the rest
+    for r in sorted(rounds, key=lambda r: (r != max(rounds), r != min(rounds), r)):
+        for lam in sorted(lambdas, key=lambda lam: (lam != 0.0, lam != PAPER_LAMBDA, -lam)):
             setting = "fedavg" if lam == 0 else "fede4rag"
             cells.append((cell_name(r, lam), setting, {"rounds": r, "kd_lambda": lam}))
     if one_client:
@@ -151,7 +152,9 @@ def run_grid(run, seeds, out: Path, *, engine: str = "local", rounds=ROUNDS, lam
         own = flat_metrics(res["metrics"])[METRIC]
         print(f"{name} seed {seed}: own MRR {own:.3f}, steps {res['steps']} ({secs:.0f} s)", flush=True)
         with progress.open("a") as fh:
-            fh.write(json.dumps({"name": name, "seed": seed, "seconds": secs, **res}) + "\n")
+            row = {"name": name, "seed": seed, "seconds": secs, **res}
+            row["run"] = {**job_run.__dict__, "lora_layers": list(job_run.lora_layers)}
+            fh.write(json.dumps(row) + "\n")
     results = summarize_grid(done, seeds, rules)
     results.update(
         {
@@ -204,11 +207,13 @@ def rules_with_arms(rules: dict, names) -> dict:
     return {key: rule for key, rule in rules.items() if arms(*key) <= have}
 
 
-def summarize_progress(out: Path, rounds=ROUNDS, lambdas=LAMBDAS, argv=None) -> dict:
+def summarize_progress(out: Path, rounds=ROUNDS, lambdas=LAMBDAS, argv=None, rag_check: bool = False) -> dict:
     """A grid run cut short: `out/progress.jsonl` summarised over the cells that finished on every seed that the
     references (zero-shot, local-only) finished; the rules with all their arms are decided, the rest reported
     as not run. Writes `out/results.json` (its `cut_short` lists what is missing)."""
     from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION
+
+    from .task import RunConfig
 
     rows = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines() if line.strip()]
     if not rows:
@@ -240,6 +245,10 @@ def summarize_progress(out: Path, rounds=ROUNDS, lambdas=LAMBDAS, argv=None) -> 
             "first_job": {"name": first["name"], "seed": first["seed"]},
         }
     )
+    if rag_check:
+        results["rag"] = generator_check_only(
+            RunConfig(**{**first["run"], "lora_layers": tuple(first["run"]["lora_layers"])}), out
+        )
     write_results(out / "results.json", results)
     print(format_grid(results))
     return results
@@ -336,7 +345,7 @@ def main_full(ns, out: Path, argv) -> dict:
         cache_dir=ns.cache_dir or str(out / "cache"),
     )
     if ns.grid_summary:
-        return summarize_progress(out, rounds, tuple(ns.grid_lambdas or LAMBDAS), argv=argv)
+        return summarize_progress(out, rounds, tuple(ns.grid_lambdas or LAMBDAS), argv=argv, rag_check=True)
     engine = "local" if ns.engine == "simulation" else ns.engine
     return run_grid(
         run,
