@@ -161,6 +161,7 @@ def run_grid(run, seeds, out: Path, *, engine: str = "local", rounds=ROUNDS, lam
             "schema_version": RESULTS_SCHEMA_VERSION,
             "method": "fede4rag",
             "scale": "full",
+            "command": grid_command(rounds, lambdas),
             "argv": list(argv) if argv is not None else None,
             "engine": engine,
             "run": {**run.__dict__, "lora_layers": list(run.lora_layers)},
@@ -207,6 +208,14 @@ def rules_with_arms(rules: dict, names) -> dict:
     return {key: rule for key, rule in rules.items() if arms(*key) <= have}
 
 
+def grid_command(rounds, lambdas) -> str:
+    """The `hf-ext reproduce` command line of a grid over `rounds` × `lambdas`."""
+    if tuple(rounds) == ROUNDS and tuple(lambdas) == LAMBDAS:
+        return "hf-ext reproduce fede4rag --full"
+    r, lam = " ".join(map(str, rounds)), " ".join(f"{x:g}" for x in lambdas)
+    return f"hf-ext reproduce fede4rag --full --grid-rounds {r} --grid-lambdas {lam}"
+
+
 def summarize_progress(out: Path, rounds=ROUNDS, lambdas=LAMBDAS, argv=None, rag_check: bool = False) -> dict:
     """A grid run cut short: `out/progress.jsonl` summarised over the cells that finished on every seed that the
     references (zero-shot, local-only) finished; the rules with all their arms are decided, the rest reported
@@ -234,6 +243,7 @@ def summarize_progress(out: Path, rounds=ROUNDS, lambdas=LAMBDAS, argv=None, rag
             "argv": list(argv) if argv is not None else None,
             "engine": "local",
             "rules": [r.to_dict() for r in rules.values()],
+            "command": grid_command(rounds, lambdas) + " (cut short; summarised with --grid-summary)",
             "rules_not_run": [r.claim for k, r in stated.items() if k not in rules],
             "cut_short": {
                 "cells_complete": names,
