@@ -53,18 +53,17 @@ from .task import FEDERATED, SETTINGS, RunConfig
 
 QUICK_SETTINGS = ("zero-shot", "local-only", "fedavg", "fede4rag", "fede4rag-ckks", "centralized", "centralized-tau1")
 METRICS = ("hit@1", "hit@10", "mrr", "ndcg@10")
+FULL_HELP = (
+    "the round × λ verdict grid (hf_ext.fede4rag.grid): R in {2, 10, 25} × λ in {0, 1, 10, 100} at matched client "
+    "steps, zero-shot, local-only and the one-client sampling, 3 seeds, in-domain own MRR"
+)
 
 
 def make_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="hf-ext reproduce fede4rag", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--full",
-        action="store_true",
-        help="the round × λ verdict grid (hf_ext.fede4rag.grid): R in {2, 10, 25} × λ in {0, 1, 10, 100} at matched "
-        "client steps, zero-shot, local-only and the one-client sampling, 3 seeds, in-domain own MRR",
-    )
+    p.add_argument("--full", action="store_true", help=FULL_HELP)
     p.add_argument("--client-steps", type=int, help="--full: gradient steps per client over the run (default 25)")
     p.add_argument(
         "--grid-summary",
