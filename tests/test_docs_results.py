@@ -215,6 +215,17 @@ def test_headline_stands_in_for_verdicts():
         rr.validate_results(results)
 
 
+def test_a_smoke_run_is_labelled_as_such():
+    results = _example()
+    assert "Smoke run" not in rr.render_section(rr.validate_results(results), source="x")
+    results["smoke"] = True
+    text = rr.render_section(rr.validate_results(results), source="x")
+    assert text.startswith("**Smoke run at quick scale** (it exercises the code path; its numbers decide nothing)")
+    results["smoke"] = "yes"
+    with pytest.raises(rr.ResultsSchemaError, match="results.smoke"):
+        rr.validate_results(results)
+
+
 # ---- the schema refuses malformed results, naming the field ------------------------------------------------------
 
 

@@ -137,8 +137,11 @@ def _verdict_rows(results: Mapping) -> tuple[list[list[str]], list[str]]:
 
 def render_section(results: Mapping, *, source: str, figure_dir: str | None = None, figures: Sequence[str] = ()) -> str:
     """The report section of a method page (what goes between the markers), or of a card (`figure_dir=None`)."""
+    heading = f"**Reproduction at {results['scale']} scale**"
+    if results.get("smoke"):
+        heading = f"**Smoke run at {results['scale']} scale** (it exercises the code path; its numbers decide nothing)"
     lines = [
-        f"**Reproduction at {results['scale']} scale** (`{command_of(results)}`), {measured_line(results)}.",
+        f"{heading} (`{command_of(results)}`), {measured_line(results)}.",
         f"<!-- {_GENERATED.format(src=source)} -->",
         "",
     ]
@@ -347,7 +350,9 @@ def rendered_pages(root: str | os.PathLike) -> dict[Path, str]:
         for path, body in ((page, page_body), (card, card_body)):
             if path.is_file() and START in path.read_text(encoding="utf-8"):
                 out[path] = replace_between(path.read_text(encoding="utf-8"), START, END, body, where=str(path))
-        summaries[method] = "; ".join(f"{verdict_summary(loaded[s])} ({s})" for s in order)
+        summaries[method] = "; ".join(
+            f"{verdict_summary(loaded[s])} ({s}{', smoke run' if loaded[s].get('smoke') else ''})" for s in order
+        )
     readme = root / "README.md"
     if summaries and readme.is_file() and README_START in readme.read_text(encoding="utf-8"):
         out[readme] = render_readme_table(readme.read_text(encoding="utf-8"), summaries)

@@ -11,6 +11,8 @@ Other keys (a method's raw numbers) may be present and are kept but not rendered
   (`--full`) or another named scale.
 * `environment` (object): where and when — `date` (str), `commit` (str or null), `machine` (str),
   `load_average` (three numbers or null).
+* `smoke` (bool, *optional*): `true` for a smoke run — it exercises the code path and its numbers decide nothing;
+  the renderer says so in the report heading and the README cell.
 * `command` (str, *optional*): the command that produced it (default `hf-ext reproduce <method>`, `--full` added
   at full scale).
 * `rules` (list, or an object whose values are the rules): each [`~hf_ext.core.reporting.VerdictRule.to_dict`]
@@ -103,6 +105,8 @@ def validate_results(results: Any) -> dict[str, Any]:
     _need(results, "scale", str, "results")
     if "command" in results:
         _need(results, "command", str, "results")
+    if "smoke" in results:
+        _need(results, "smoke", bool, "results")
     env = _need(results, "environment", dict, "results")
     _need(env, "date", str, "results.environment")
     _need(env, "commit", str, "results.environment", nullable=True)

@@ -50,7 +50,7 @@ class TestQuestion:
 
 @dataclass
 class Corpus:
-    """The retrieval corpus: ids, texts and where each passage comes from (`"gold"` or `"train-page"`)."""
+    """The retrieval corpus: ids, texts and where each passage comes from (`"gold"`, `"distractor"`, `"train-page"`)."""
 
     ids: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)

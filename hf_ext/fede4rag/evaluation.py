@@ -1,6 +1,7 @@
 """Retrieval evaluation through a faiss index: FinanceBench (100 test questions over their golden passages plus
-every training page as a distractor) and in-domain (each client's held-out questions over its own company's
-reference passages, and over all five companies' references).
+distractor passages disjoint from every client's training data, [`~hf_ext.fede4rag.distractors`]) and in-domain
+(each client's held-out questions over its own company's reference passages, and over all five companies'
+references).
 
 The frozen lower layers of every text are cached once; `evaluate(model)` then runs only the trainable top.
 """
@@ -14,7 +15,8 @@ import numpy as np
 
 from hf_ext.core.paths import work_dir
 
-from .data import COMPANIES, build_corpus, load_pairs, load_test, reference_corpus
+from .data import COMPANIES, load_pairs, load_test, reference_corpus
+from .distractors import financebench_corpus
 from .encoder import HiddenCache, encode_texts
 from .metrics import RetrievalIndex, retrieval_metrics
 
@@ -28,7 +30,9 @@ def _mean(per: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 class RetrievalEvaluator:
-    """FinanceBench retrieval: the 100 test questions over golden passages + training pages.
+    """FinanceBench retrieval: the 100 test questions over golden passages + distractors disjoint from the training
+    data ([`~hf_ext.fede4rag.distractors.financebench_corpus`]; the training pages are no longer distractors: a
+    trained retriever is pulled towards them, which biased the proxy against every trained setting).
 
     Args:
         model, tokenizer: any retriever of the run (only its frozen lower layers are used for the cache).
@@ -51,7 +55,7 @@ class RetrievalEvaluator:
         cache_dir = cache_dir or str(work_dir("fede4rag", "cache"))
         pairs = load_pairs(data_path or None)
         self.questions, golden = load_test(test_path or None)
-        self.corpus = build_corpus(pairs, golden)
+        self.corpus = financebench_corpus(pairs, golden, test_path=test_path)
         self.golden = [q.gold_ids for q in self.questions]
         self.q_cache = HiddenCache.cached(
             Path(cache_dir),
@@ -75,12 +79,13 @@ class RetrievalEvaluator:
         retrieved, _ = index.search(encode_texts(model, cache=self.q_cache), k=max(k, 10))
         return retrieval_metrics(retrieved, self.golden)
 
-    def corpus_stats(self) -> dict[str, int]:
+    def corpus_stats(self) -> dict:
         sources = np.array(self.corpus.sources)
         return {
             "passages": len(self.corpus),
             "golden": int((sources == "gold").sum()),
-            "distractors": int((sources == "train-page").sum()),
+            "distractors": int((sources == "distractor").sum()),
+            "distractor_source": "test_50 evidence pages and golden passages, disjoint from the training data",
             "test_questions": len(self.questions),
         }
 

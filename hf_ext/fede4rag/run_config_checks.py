@@ -33,6 +33,11 @@ def check_run_config(run: Any) -> None:
         if not isinstance(getattr(run, name), str):
             raise ValueError(f"RunConfig.{name} must be a string, got {getattr(run, name)!r}")
     _int("batch_size", run.batch_size, 2)
+    _int("client_steps", run.client_steps, 0)
+    if 0 < run.client_steps < run.rounds:
+        raise ValueError(
+            f"RunConfig.client_steps must be 0 or >= rounds ({run.rounds}: every round trains), got {run.client_steps}"
+        )
     _int("lora_rank", run.lora_rank, 1)
     _int("max_query_length", run.max_query_length, 2)
     _int("max_passage_length", run.max_passage_length, 2)

@@ -62,6 +62,9 @@ class RunConfig(FlowerRunConfig):
     Args:
         rounds (`int`): federated rounds (local-only and centralized train for as many epochs).
         local_epochs (`float`): local epochs per round (1 in the code).
+        client_steps (`int`): when > 0, each client's total gradient steps over the run, spread evenly over the
+            rounds (round r trains `⌊r·S/R⌋ − ⌊(r−1)·S/R⌋` steps; `local_epochs` is then unused): runs with different
+            round counts then train every client for the same number of steps (the round × λ grid of `--full`).
         batch_size (`int`): pairs per step = in-batch negatives (8 in the code).
         learning_rate (`float`): AdamW learning rate of the LoRA factors (the code: SGD 1e-5 on all weights, which
             barely moves them; see the model card).
@@ -95,6 +98,7 @@ class RunConfig(FlowerRunConfig):
 
     rounds: int = 3
     local_epochs: float = 1.0
+    client_steps: int = 0
     batch_size: int = 8
     learning_rate: float = 5e-4
     temperature: float = 0.05
@@ -290,12 +294,14 @@ class FedE4RAGClient:
         if global_state is not None:
             self.set_state(global_state)
         teacher = frozen_teacher(self.model) if kd and self.run.kd_lambda > 0 else None
+        steps = round_steps(self.run, self.rounds_done)
         ds = Dataset.from_dict({"q_row": list(range(len(self.pairs))), "p_row": list(range(len(self.pairs)))})
         args = FedE4RAGTrainingArguments(
             output_dir=tempfile.mkdtemp(prefix="fede4rag_"),
             use_cpu=use_cpu(),
             report_to="none",
             num_train_epochs=self.run.local_epochs,
+            max_steps=steps if steps > 0 else -1,
             per_device_train_batch_size=self.run.batch_size,
             learning_rate=self.run.learning_rate,
             weight_decay=0.0,
@@ -325,6 +331,15 @@ class FedE4RAGClient:
         self.steps_done += self.last_steps
         self.rounds_done += 1
         return self.get_state()
+
+
+def round_steps(run: RunConfig, rounds_done: int) -> int:
+    """Steps of round `rounds_done + 1` under `run.client_steps` (0: train `local_epochs` instead). Rounds past
+    `run.rounds` (a client asked again) get the last round's share."""
+    if run.client_steps <= 0:
+        return 0
+    r = min(rounds_done, run.rounds - 1) + 1
+    return (r * run.client_steps) // run.rounds - ((r - 1) * run.client_steps) // run.rounds
 
 
 # ---- the ClientApp's message handlers (`client_app.py` routes to these) -------------------------------------------
@@ -564,5 +579,6 @@ __all__ = [
     "handle_train",
     "train_reply",
     "upload_content",
+    "round_steps",
     "with_setting",
 ]
