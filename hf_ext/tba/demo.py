@@ -39,7 +39,9 @@ def _artifact_folder() -> Path:
     # "-2": the DHNG gained a UNet (issue 21), so a generator cached before it no longer loads (CheckpointError)
     folder = cache_dir("tba", "demo-artifacts-2")
     if not (folder / "training.json").is_file():
-        train_all(TbaTrainingArguments(num_train=600, victim_epochs=6, vae_epochs=0.25, denoiser_epochs=0.25), folder)
+        # 250 renders: the first visitor waits ~1 min on 2 cores instead of ~1.5 (the victim's ridge heads and the
+        # 0.25-epoch generator need no more to show an attack; linked model repos replace them in a real Space)
+        train_all(TbaTrainingArguments(num_train=250, victim_epochs=6, vae_epochs=0.25, denoiser_epochs=0.25), folder)
     return folder
 
 
