@@ -158,7 +158,7 @@ def build_demo():
             "Perceiver values as extra tokens after the image. Compare it with the plain connector."
         )
         with gr.Row():
-            index = gr.Number(value=0, precision=None, label="test digit index (0–359)")
+            index = gr.Number(value=0, precision=None, label="test digit index (0–239)")
             image = gr.Image(
                 label="or upload an image (used instead of the index)", type="numpy", elem_id="tinyalign-upload"
             )

@@ -7,7 +7,7 @@ def browser_check(page) -> None:
     """A visitor picks test digit 3 and presses the button: both captions and four neighbours show."""
     from helpers import browser as b
 
-    b.set_number(page, "test digit index (0–359)", 3)
+    b.set_number(page, "test digit index (0–239)", 3)
     b.press(page, "Caption with and without retrieval")
     b.expect_cell(page, "tinyalign-captions", "TinyAlign, top-4 retrieval")
     row = b.row_cells(page, "tinyalign-captions", "TinyAlign, top-4 retrieval")
@@ -26,6 +26,6 @@ def browser_check_bad_input(page) -> None:
 
     from helpers import browser as b
 
-    b.set_number(page, "test digit index (0–359)", 1000)
+    b.set_number(page, "test digit index (0–239)", 1000)
     b.press(page, "Caption with and without retrieval")
-    b.expect_readable_error(page, re.compile(r"digit index must be a whole number between 0 and 359"))
+    b.expect_readable_error(page, re.compile(r"digit index must be a whole number between 0 and 239"))
