@@ -92,8 +92,11 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
+# The suite on TEST_WORKERS processes (pytest-xdist; worksteal balances the few long tests): one per core here.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST) lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # The documentation site (mkdocs.yml): the CLI reference is generated from the parsers first.
 docs: $(STAMP)

@@ -13,8 +13,14 @@ _spec = importlib.util.spec_from_file_location("_hf_ext_offline", Path(__file__)
 _offline = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_offline)
 os.environ.update(_offline.OFFLINE_ENV)
-os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="hf_ext_test_hf_home_"))
-os.environ.setdefault("FLWR_HOME", tempfile.mkdtemp(prefix="hf_ext_test_flwr_home_"))
+# A private HF_HOME / FLWR_HOME unless the caller chose one. Under pytest-xdist the workers inherit the controller's
+# environment, so a home the controller made is replaced by one per worker: two workers never share a Hub cache or a
+# Flower home (a test that counts what a cache holds sees only its own worker's writes).
+for _var, _prefix in (("HF_HOME", "hf_ext_test_hf_home_"), ("FLWR_HOME", "hf_ext_test_flwr_home_")):
+    _made = os.environ.get(f"_HF_EXT_TEST_MADE_{_var}")
+    if _var not in os.environ or (os.environ.get("PYTEST_XDIST_WORKER") and _made == os.environ[_var]):
+        os.environ[_var] = tempfile.mkdtemp(prefix=_prefix)
+        os.environ[f"_HF_EXT_TEST_MADE_{_var}"] = os.environ[_var]
 
 # Test infrastructure (the mock Hub, the browser driver, each Space's browser checks) lives in tests/helpers, not in
 # the wheel; test modules import it as `helpers.*`.
