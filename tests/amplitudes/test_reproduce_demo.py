@@ -78,9 +78,12 @@ def test_demo_errors_are_gradio_errors_and_the_app_builds():
     assert isinstance(D.build_demo(), gr.Blocks)
 
 
-def test_demo_five_gluon_tab_reports_the_f3_order_and_refuses_bad_input():
+def test_demo_five_gluon_tab_reports_the_f3_order_and_refuses_bad_input(monkeypatch):
     import gradio as gr
 
+    # what is checked is the report and the refusals, not the Space's 60-s request limit: on a loaded machine
+    # (the suite's other worker busy) the fit can overrun it
+    monkeypatch.setattr(D, "REQUEST_SECONDS", 600.0)
     md = D.five_gluon_report(3, 0.3, "bosonic")
     assert "-4A_F³" in md and "symmetric determinant" in md
     # the α′³ coefficient printed next to its Berends-Giele prediction agrees to the printed digits' tolerance
