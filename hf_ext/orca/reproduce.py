@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -545,8 +546,8 @@ def main(argv: list[str] | None = None) -> dict:
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
     if ns.join:  # the docs name the flags that set the numbers, and say that the rows come from several runs
-        record["joined"] = [str(p) for p in ns.join]
-        record["command"] = f"hf-ext reproduce orca {_flags(argv)} (rows of {len(ns.join)} runs, --join)"
+        record["joined"] = {str(p): json.loads(Path(p).read_text(encoding="utf-8"))["seconds"] for p in ns.join}
+        record["command"] = f"hf-ext reproduce orca {_flags(argv)} (rows joined from {len(ns.join)} runs: --join)"
     results = Results(
         method="orca",
         scale=record["scale"],
@@ -565,7 +566,8 @@ def main(argv: list[str] | None = None) -> dict:
         )
     table = "\n".join(text)
     print(table)
-    print(f"\nwrote {out / 'results.json'}, {out / 'heatmaps.png'} and {out / 'artifact'} ({record['seconds']:.0f} s)")
+    artifact = f" and {out / 'artifact'}" if (out / "artifact").is_dir() else ""
+    print(f"\nwrote {out / 'results.json'}, {out / 'heatmaps.png'}{artifact} ({record['seconds']:.0f} s)")
     record["table"] = table
     return record
 
