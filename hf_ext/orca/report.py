@@ -178,9 +178,12 @@ def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for s in strengths:
         for row in REFERENCE_ORDER:
-            per = [cells.get((s, seed, row), {}).get(test_name) for seed in seeds]
-            if any(m is None for m in per):
+            have = [(seed, cells.get((s, seed, row), {}).get(test_name)) for seed in seeds]
+            have = [(seed, m) for seed, m in have if m is not None]
+            if not have:
                 continue
+            label = row if len(have) == len(seeds) else f"{row} (seeds {', '.join(str(x) for x, _ in have)})"
+            seeds_here, per = [x for x, _ in have], [m for _, m in have]
             gaps = [
                 gap_closed(
                     m["dt_ce"],
@@ -189,7 +192,7 @@ def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_
                 )
                 if (s, seed, "oracle") in cells
                 else float("nan")
-                for seed, m in zip(seeds, per)
+                for seed, m in zip(seeds_here, per)
             ]
 
             def cell(key, scale=1.0, digits=3, values=None):
@@ -200,7 +203,7 @@ def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_
                 " | ".join(
                     [
                         f"{s:g}",
-                        row,
+                        label,
                         cell("dt_ce"),
                         cell(None, values=gaps, digits=2),
                         cell("dt_macro_f1"),
@@ -245,14 +248,18 @@ def paired_differences(cells: dict, strengths: list[float], seeds: list[int], te
     out = {}
     for ref, new, _ in PAIRS:
         for s in strengths:
-            try:
-                r = [cells[(s, seed, ref)][test_name] for seed in seeds]
-                n = [cells[(s, seed, new)][test_name] for seed in seeds]
-            except KeyError:
+            # The seeds that have both rows (an arm joined from a run that finished fewer seeds pairs on those).
+            both = [
+                x for x in seeds if test_name in cells.get((s, x, ref), {}) and test_name in cells.get((s, x, new), {})
+            ]
+            if not both:
                 continue
+            r = [cells[(s, seed, ref)][test_name] for seed in both]
+            n = [cells[(s, seed, new)][test_name] for seed in both]
             out[f"{new} vs {ref} @ s={s:g}"] = {
                 "pair": (ref, new),
                 "strength": s,
+                "seeds": both,
                 "ce_gain": paired_difference([a["dt_ce"] for a in r], [b["dt_ce"] for b in n]),
                 "f1_gain": paired_difference([b["dt_macro_f1"] for b in n], [a["dt_macro_f1"] for a in r]),
                 # With `ctr_own_stopping`, CTR is read at each model's best validation CTR AUC (its own rule).

@@ -103,6 +103,7 @@ class OrcaReproduceArguments:
     grid_lr: list[float] = field(default_factory=lambda: [1e-3])
     ctr_own_stopping: bool = False
     only_arms: bool = False
+    join_only: bool = False
     workers: int = 2
     device: str = "auto"
 
@@ -135,6 +136,9 @@ def make_parser() -> argparse.ArgumentParser:
         help="rows of earlier runs with the same settings (paired by seed); only the missing rows are trained",
     )
     p.add_argument("--only-arms", action="store_true", help="train the --arms only (the other rows from --join)")
+    p.add_argument(
+        "--join-only", action="store_true", help="train nothing: report the --join rows (pairs on the seeds they share)"
+    )
     p.add_argument("--grid-lr", nargs="+", type=float, help="learning rates tried by every arm (validation DT CE)")
     p.add_argument("--ctr-own-stopping", action="store_true", help="CTR AUC at each model's best validation AUC")
     p.add_argument("--out", default=None, help="output folder (default: work_dir('orca'))")
@@ -405,7 +409,7 @@ def run_synthetic(run: OrcaReproduceArguments, joined: dict | None = None) -> di
         for seed in run.seeds
         for b in run.backbones
         for v in variants
-        if (s, seed, v) not in joined.get(b, {})
+        if (s, seed, v) not in joined.get(b, {}) and not run.join_only
     ]
     cells: dict = {b: dict(joined.get(b, {})) for b in run.backbones}
     heatmaps: dict = {}
@@ -477,7 +481,7 @@ def main(argv: list[str] | None = None) -> dict:
         if getattr(ns, key) is not None:
             setattr(run, key, getattr(ns, key))
     run.ablations = run.ablations or ns.ablations
-    run.only_arms = ns.only_arms
+    run.only_arms, run.join_only = ns.only_arms, ns.join_only
     run.ctr_own_stopping = run.ctr_own_stopping or ns.ctr_own_stopping
     run.device = ns.device
     if run.device != "cpu" and torch.cuda.is_available() and run.workers > 1:
@@ -579,7 +583,7 @@ def _flags(argv: list[str] | None) -> str:
     words, out, skip = list(sys.argv[1:] if argv is None else argv), [], False
     for w in words:
         if w.startswith("--"):
-            skip = w in ("--out", "--join", "--workers", "--device", "--quiet", "--only-arms")
+            skip = w in ("--out", "--join", "--workers", "--device", "--quiet", "--only-arms", "--join-only")
         if not skip:
             out.append(w)
     return " ".join(out)
