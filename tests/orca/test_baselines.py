@@ -153,3 +153,18 @@ def test_join_refuses_a_run_with_other_settings(joined_run, tmp_path):
     args += ["--quiet", "--arms", "fm", "--only-arms", "--join", str(first / "results.json")]
     with pytest.raises(ValueError, match="num_impressions"):
         main(args)
+
+
+def test_an_arm_with_fewer_seeds_pairs_on_the_seeds_it_shares():
+    from hf_ext.orca.report import paired_differences, reference_table
+
+    def m(ce):
+        return {"iid": {"dt_ce": ce, "dt_macro_f1": 0.2, "ctr_auc": 0.6, "moderate_share_pred": 0.3,
+                        "moderate_share_true": 0.3, "dt_mae_s": 1.0, "js_distance": 0.1}}  # fmt: skip
+
+    cells = {(3.0, seed, "orca"): m(1.0 + 0.01 * seed) for seed in (0, 1, 2)}
+    cells |= {(3.0, seed, "fm"): m(1.5 + 0.1 * seed) for seed in (0, 1)}  # the fm run finished seeds 0 and 1 only
+    d = paired_differences(cells, [3.0], [0, 1, 2], "iid")["orca vs fm @ s=3"]
+    assert d["seeds"] == [0, 1]
+    assert d["ce_gain"].per_pair == pytest.approx([0.5, 0.59])  # fm − ORCA per shared seed
+    assert "fm (seeds 0, 1)" in reference_table(cells, [3.0], [0, 1, 2], "iid")
