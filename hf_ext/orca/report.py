@@ -23,7 +23,21 @@ from hf_ext.core.reporting import (
 from .metrics import ctr_metrics, dt_metrics
 
 # Rows of every table, in order. Oracle and trivial are computed, not trained; the others are trained models.
-REFERENCE_ORDER = ("oracle", "oracle@train", "trivial", "single-task", "baseline", "orca", "orca-raw")
+REFERENCE_ORDER = (
+    "oracle",
+    "oracle@train",
+    "trivial",
+    "single-task",
+    "fm",
+    "baseline",
+    "esmm",
+    "ple",
+    "orca",
+    "orca-raw",
+    "orca-code",
+)
+# The baselines of issue 39 (`--arms fm esmm ple`), each tuned on the same grid; ORCA is judged against each.
+EXTRA_BASELINES = {"fm": "single-task FM", "esmm": "ESMM-style model", "ple": "PLE multi-task baseline"}
 METRIC_KEYS = ("dt_ce", "dt_macro_f1", "dt_mae_s", "moderate_share_pred", "js_distance", "ctr_auc")
 
 PREMISE_W = (
@@ -39,11 +53,24 @@ PREMISE_P_TEMPLATE = (
 PREMISE_P = PREMISE_P_TEMPLATE.format(test="shifted")
 
 
-def rules(test: str = "shifted") -> dict[str, VerdictRule]:
+def rules(test: str = "shifted", arms=()) -> dict[str, VerdictRule]:
     """The verdict rules read on the `test` set (`"shifted"` for the spurious family, `"iid"` for the reliance
-    family, whose premise needs no shift). Each rule compares two arms on the same seeds; the difference is oriented
-    so that + favours ORCA."""
+    family, whose premise needs no shift), plus one rule per extra baseline among `arms` ([`EXTRA_BASELINES`]).
+    Each rule compares two arms on the same seeds; the difference is oriented so that + favours ORCA."""
     premise = f"{PREMISE_W}; {PREMISE_P_TEMPLATE.format(test=test)}"
+    extra = {
+        f"vs_{arm}": VerdictRule(
+            claim=f"ORCA lowers the {test}-test DT cross-entropy vs the tuned {name} at every s >= 2",
+            metric=f"{test}-test DT CE gain ({arm} − ORCA, per seed)",
+            premise=premise,
+        )
+        for arm, name in EXTRA_BASELINES.items()
+        if arm in arms
+    }
+    return {**_core_rules(test, premise), **extra}
+
+
+def _core_rules(test: str, premise: str) -> dict[str, VerdictRule]:
     return {
         "gain": VerdictRule(
             claim=f"ORCA lowers the {test}-test DT cross-entropy vs the MTL baseline at every s >= 2",
@@ -79,12 +106,19 @@ CRITERIA_HEADER = (
 )
 
 
-def print_criteria(file=None, test: str = "shifted") -> list[str]:
-    """Prints the rules of the verdict read on the `test` set (call before the run); returns the lines."""
+EXTRA_NOTE = "[rule] the rules against the extra baselines (vs_*) are read on their own: they do not enter 'overall'"
+
+
+def print_criteria(file=None, test: str = "shifted", arms=()) -> list[str]:
+    """Prints the rules of the verdict read on the `test` set (with the rules against the extra baselines among
+    `arms`; call before the run); returns the lines."""
     print(CRITERIA_HEADER, file=file, flush=True)
-    lines = print_rules(rules(test), file=file)
+    lines = print_rules(rules(test, arms), file=file)
     print(OVERALL, file=file, flush=True)
-    return [CRITERIA_HEADER, *lines, OVERALL]
+    extra = [EXTRA_NOTE] if any(a in EXTRA_BASELINES for a in arms) else []
+    for line in extra:
+        print(line, file=file, flush=True)
+    return [CRITERIA_HEADER, *lines, OVERALL, *extra]
 
 
 def cross_entropy(dt_probs: np.ndarray, y: np.ndarray) -> float:
@@ -144,9 +178,12 @@ def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for s in strengths:
         for row in REFERENCE_ORDER:
-            per = [cells.get((s, seed, row), {}).get(test_name) for seed in seeds]
-            if any(m is None for m in per):
+            have = [(seed, cells.get((s, seed, row), {}).get(test_name)) for seed in seeds]
+            have = [(seed, m) for seed, m in have if m is not None]
+            if not have:
                 continue
+            label = row if len(have) == len(seeds) else f"{row} (seeds {', '.join(str(x) for x, _ in have)})"
+            seeds_here, per = [x for x, _ in have], [m for _, m in have]
             gaps = [
                 gap_closed(
                     m["dt_ce"],
@@ -155,7 +192,7 @@ def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_
                 )
                 if (s, seed, "oracle") in cells
                 else float("nan")
-                for seed, m in zip(seeds, per)
+                for seed, m in zip(seeds_here, per)
             ]
 
             def cell(key, scale=1.0, digits=3, values=None):
@@ -166,7 +203,7 @@ def reference_table(cells: dict, strengths: list[float], seeds: list[int], test_
                 " | ".join(
                     [
                         f"{s:g}",
-                        row,
+                        label,
                         cell("dt_ce"),
                         cell(None, values=gaps, digits=2),
                         cell("dt_macro_f1"),
@@ -186,6 +223,12 @@ PAIRS = (
     ("single-task", "baseline", "baseline vs single-task"),
     ("baseline", "orca-code", "ORCA as released (h_T not detached) over baseline"),
     ("orca", "orca-code", "ORCA as released vs ORCA with h_T detached"),
+    ("fm", "orca", "ORCA over the single-task FM"),
+    ("esmm", "orca", "ORCA over ESMM"),
+    ("ple", "orca", "ORCA (MMoE) over the PLE baseline"),
+    ("fm", "baseline", "MTL baseline vs the single-task FM"),
+    ("baseline", "esmm", "ESMM over the MTL baseline"),
+    ("baseline", "ple", "PLE over the MMoE baseline"),
 )
 
 
@@ -205,14 +248,18 @@ def paired_differences(cells: dict, strengths: list[float], seeds: list[int], te
     out = {}
     for ref, new, _ in PAIRS:
         for s in strengths:
-            try:
-                r = [cells[(s, seed, ref)][test_name] for seed in seeds]
-                n = [cells[(s, seed, new)][test_name] for seed in seeds]
-            except KeyError:
+            # The seeds that have both rows (an arm joined from a run that finished fewer seeds pairs on those).
+            both = [
+                x for x in seeds if test_name in cells.get((s, x, ref), {}) and test_name in cells.get((s, x, new), {})
+            ]
+            if not both:
                 continue
+            r = [cells[(s, seed, ref)][test_name] for seed in both]
+            n = [cells[(s, seed, new)][test_name] for seed in both]
             out[f"{new} vs {ref} @ s={s:g}"] = {
                 "pair": (ref, new),
                 "strength": s,
+                "seeds": both,
                 "ce_gain": paired_difference([a["dt_ce"] for a in r], [b["dt_ce"] for b in n]),
                 "f1_gain": paired_difference([b["dt_macro_f1"] for b in n], [a["dt_macro_f1"] for a in r]),
                 # With `ctr_own_stopping`, CTR is read at each model's best validation CTR AUC (its own rule).
@@ -322,6 +369,14 @@ def verdict(
     overall = Verdict("ORCA removes the shortcut on this generator", word, f"{why} ({parts})", premise=premise)
     verdicts.append(overall)
     lines.append(f"verdict: {word.upper()} on this generator ({parts})")
+    arms = [a for a in EXTRA_BASELINES if any(d["pair"] == (a, "orca") for d in diffs.values())]
+    extra_rules = rules(test, arms)
+    for arm in arms:
+        per = {d["strength"]: d for d in diffs.values() if d["pair"] == (arm, "orca")}
+        for s in sorted(x for x in per if x >= 2):
+            v = _at(extra_rules[f"vs_{arm}"].decide(per[s]["ce_gain"], premise), s)
+            verdicts.append(v)
+            lines.append(v.line())
     return lines, verdicts
 
 

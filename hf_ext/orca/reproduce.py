@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ from .report import (
     score,
     verdict,
 )
+from .reproduce_io import copy_joined_heatmaps, load_joined, save_record
 from .train import OrcaTrainingArguments
 from .trainer import (
     EVAL_COLUMNS,
@@ -65,8 +67,17 @@ ABLATIONS = {
     "orca-no-inter": {"use_orca": True, "use_inter": False},
     "orca-no-inst": {"use_orca": True, "use_inst": False},
 }
-# `--full` arms: ORCA as the released code trains it (the NDE loss also trains the shared network through h_T).
-ARMS = {"orca-code": {"use_orca": True, "detach_nde_input": False}}
+# `--arms`: ORCA as the released code trains it (the NDE loss also trains the shared network through h_T), and the
+# baselines of issue 39 (`modeling_orca_baselines.py`): a single-task factorization machine, an ESMM-style
+# entire-space model and the PLE multi-task baseline.
+ARMS = {
+    "orca-code": {"use_orca": True, "detach_nde_input": False},
+    "fm": {"_model": "fm", "use_orca": False, "ctr_loss_weight": 0.0},
+    "esmm": {"_model": "esmm", "use_orca": False},
+    "ple": {"use_orca": False, "backbone": "ple"},
+}
+# Arms without a click head: trained on the clicked rows only, for as many optimiser steps as the MTL models.
+DT_ONLY = ("single-task", "fm")
 IID_TEST_SEED, SHIFT_TEST_SEED = 10_000, 20_000
 
 
@@ -91,6 +102,8 @@ class OrcaReproduceArguments:
     arms: list[str] = field(default_factory=list)
     grid_lr: list[float] = field(default_factory=lambda: [1e-3])
     ctr_own_stopping: bool = False
+    only_arms: bool = False
+    join_only: bool = False
     workers: int = 2
     device: str = "auto"
 
@@ -110,7 +123,22 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="reliance family, s in {0, 3}, 5 seeds, + ORCA as released, lr grid {1e-3, 3e-3}, CTR on its own stopping",
     )
-    p.add_argument("--arms", nargs="*", choices=list(ARMS), help="extra arms (orca-code: h_T not detached)")
+    p.add_argument(
+        "--arms",
+        nargs="*",
+        choices=list(ARMS),
+        help="extra arms: orca-code (h_T not detached), fm (single-task FM), esmm (ESMM-style), ple (PLE baseline)",
+    )
+    p.add_argument(
+        "--join",
+        nargs="+",
+        metavar="RESULTS_JSON",
+        help="rows of earlier runs with the same settings (paired by seed); only the missing rows are trained",
+    )
+    p.add_argument("--only-arms", action="store_true", help="train the --arms only (the other rows from --join)")
+    p.add_argument(
+        "--join-only", action="store_true", help="train nothing: report the --join rows (pairs on the seeds they share)"
+    )
     p.add_argument("--grid-lr", nargs="+", type=float, help="learning rates tried by every arm (validation DT CE)")
     p.add_argument("--ctr-own-stopping", action="store_true", help="CTR AUC at each model's best validation AUC")
     p.add_argument("--out", default=None, help="output folder (default: work_dir('orca'))")
@@ -152,11 +180,12 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
     clicked_only = overrides.pop("_clicked_only", False)
     lr = overrides.pop("_lr", None)
     ctr_snapshot = overrides.pop("_ctr_snapshot", False)
+    model_class = _model_class(overrides.pop("_model", "orca"))
     config = OrcaConfig(
         field_names=names, field_vocab_sizes=sizes, post_click_fields=post_click, backbone=backbone, **overrides
     )
     torch.manual_seed(seed)
-    model = OrcaModel(config)
+    model = model_class(config)
     train = splits["train"]
     epochs = run.epochs
     if clicked_only:  # the single-task reference sees the DT loss only, i.e. the clicked rows ...
@@ -202,6 +231,16 @@ def train_one(splits, names, sizes, backbone: str, seed: int, run: OrcaReproduce
     model.val_dt_ce = stopper[0].best if stopper and stopper[0].best is not None else float("nan")
     model.ctr_snapshot = snapshot.state if snapshot is not None else None
     return model.eval()
+
+
+def _model_class(name: str):
+    """The model class of an arm: ORCA's (also the MTL and PLE baselines) or a baseline of
+    `modeling_orca_baselines.py`."""
+    if name == "orca":
+        return OrcaModel
+    from .modeling_orca_baselines import OrcaESMMModel, OrcaFMModel
+
+    return {"fm": OrcaFMModel, "esmm": OrcaESMMModel}[name]
 
 
 @torch.no_grad()
@@ -276,19 +315,20 @@ def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: 
     train_cfg, val_cfg, iid_cfg, shift_cfg = _configs(run, strength, seed)
     splits = {"train": _frame(train_cfg)[1], "validation": _frame(val_cfg)[1]}
     overrides = dict({**VARIANTS, **ABLATIONS, **ARMS}[variant], post_click_fields=list(fam.post_click_fields))
-    if variant == "single-task":
+    if variant in DT_ONLY:
         overrides["_clicked_only"] = True
+    arch = overrides.pop("backbone", backbone)  # the ple arm: the MTL baseline on PLE, in the mmoe tables
     model, chosen, grid = None, None, []
     for lr in run.grid_lr:  # every arm gets the same grid, chosen on the validation DT CE (never on a test set)
         candidate = train_one(
             splits,
             list(fam.field_names),
             fam.vocab_sizes(train_cfg),
-            backbone,
+            arch,
             seed,
             run,
             _lr=lr,
-            _ctr_snapshot=run.ctr_own_stopping and variant != "single-task",
+            _ctr_snapshot=run.ctr_own_stopping and variant not in DT_ONLY,
             **overrides,
         )
         grid.append([lr, candidate.val_dt_ce])
@@ -300,7 +340,7 @@ def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: 
         raw_ds, features = _frame(cfg)
         test = _columns(raw_ds)
         pred = predict(model, features)
-        click = None if variant == "single-task" else pred["click_probs"]
+        click = None if variant in DT_ONLY else pred["click_probs"]
         scores[(variant, name)] = {**score(test, click, pred["dt_probs"], model.config.bin_seconds), **tuned}
         if model.ctr_snapshot is not None:  # CTR judged with the weights of its own best validation AUC
             scores[(variant, name)]["ctr_auc_own_stop"] = _ctr_auc_at(model, model.ctr_snapshot, features, test)
@@ -317,7 +357,7 @@ def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: 
         from . import SPEC
 
         save_artifact(model.cpu(), Path(run.out) / "artifact", SPEC)
-        _save_record(run, strength, seed, backbone, scores)
+        save_record(run, strength, seed, backbone, scores)
     return (strength, seed, backbone), scores, maps
 
 
@@ -330,46 +370,6 @@ def _ctr_auc_at(model: OrcaModel, state: dict, features, test: dict) -> float:
     click = predict(model, features)["click_probs"]
     model.load_state_dict(current)
     return ctr_metrics(test["click"], click)["ctr_auc"]
-
-
-def _save_record(run: OrcaReproduceArguments, strength: float, seed: int, backbone: str, scores: dict) -> None:
-    """The artifact's training record (what `hf-ext push orca` renders the card from): this model's own test
-    numbers on both test sets of its cell."""
-    from hf_ext.core.records import metric, save_training_record
-
-    data = f"synthetic-{run.family}-dwell (s = {strength:g})"
-    metrics = []
-    for test in ("iid", "shifted"):
-        m = scores[("orca", test)]
-        metrics += [
-            metric(
-                f"DT cross-entropy ({test} test)", "cross_entropy", m["dt_ce"], dataset=data, higher_is_better=False
-            ),
-            metric(f"DT macro-F1 ({test} test)", "f1", m["dt_macro_f1"], dataset=data, higher_is_better=True),
-            metric(f"CTR AUC ({test} test)", "roc_auc", m["ctr_auc"], dataset=data, higher_is_better=True),
-        ]
-    save_training_record(
-        Path(run.out) / "artifact",
-        method="orca",
-        command="hf-ext reproduce orca" + (" --full" if run.full else ""),
-        datasets=[
-            {
-                "name": f"synthetic-{run.family}-dwell",
-                "hub_id": None,
-                "description": get_family(run.family).description + "; the shifted test has the shortcut absent",
-            }
-        ],
-        metrics=metrics,
-        config={
-            "strength": strength,
-            "seed": seed,
-            "backbone": backbone,
-            "num_impressions": run.num_impressions,
-            "epochs": run.epochs,
-        },
-        notes=f"ORCA ({backbone}) trained at shortcut strength {strength:g}, seed {seed}",
-        skip_nonfinite=True,
-    )
 
 
 def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict:
@@ -396,17 +396,22 @@ def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict
     return out
 
 
-def run_synthetic(run: OrcaReproduceArguments) -> dict:
-    variants = list(VARIANTS) + (list(ABLATIONS) if run.ablations else []) + list(run.arms)
+def run_synthetic(run: OrcaReproduceArguments, joined: dict | None = None) -> dict:
+    """Trains every (s, seed, backbone, variant) not already in `joined` (cells of earlier runs with the same
+    settings, [`load_joined`]) and returns the cells of both, with the reference rows and the heatmaps."""
+    core = [] if run.only_arms else list(VARIANTS) + (list(ABLATIONS) if run.ablations else [])
+    variants = core + [a for a in run.arms if a not in core]
     top = max(run.strengths)
+    joined = joined or {}
     jobs = [
         (run, s, seed, b, v, s == top and seed == run.seeds[0] and b == run.backbones[0])
         for s in run.strengths
         for seed in run.seeds
         for b in run.backbones
         for v in variants
+        if (s, seed, v) not in joined.get(b, {}) and not run.join_only
     ]
-    cells: dict = {b: {} for b in run.backbones}
+    cells: dict = {b: dict(joined.get(b, {})) for b in run.backbones}
     heatmaps: dict = {}
     for s in run.strengths:
         for seed in run.seeds:
@@ -476,6 +481,7 @@ def main(argv: list[str] | None = None) -> dict:
         if getattr(ns, key) is not None:
             setattr(run, key, getattr(ns, key))
     run.ablations = run.ablations or ns.ablations
+    run.only_arms, run.join_only = ns.only_arms, ns.join_only
     run.ctr_own_stopping = run.ctr_own_stopping or ns.ctr_own_stopping
     run.device = ns.device
     if run.device != "cpu" and torch.cuda.is_available() and run.workers > 1:
@@ -487,10 +493,11 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
     fam = get_family(run.family)
-    print_criteria(test=fam.verdict_test)
+    joined = load_joined(ns.join, run) if ns.join else None
+    print_criteria(test=fam.verdict_test, arms=run.arms)
     print(flush=True)
     start = time.perf_counter()
-    result = run_synthetic(run)
+    result = run_synthetic(run, joined)
     cells = result["cells"]
     all_verdicts: list[Verdict] = []
     report: list[dict] = []  # the display tables the docs renderer reads (hf_ext.core.results_render)
@@ -542,22 +549,44 @@ def main(argv: list[str] | None = None) -> dict:
             "verdicts": verdicts,
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
+    if ns.join:  # the docs name the flags that set the numbers, and say that the rows come from several runs
+        record["joined"] = {str(p): json.loads(Path(p).read_text(encoding="utf-8"))["seconds"] for p in ns.join}
+        record["command"] = f"hf-ext reproduce orca {_flags(argv)} (rows joined from {len(ns.join)} runs: --join)"
     results = Results(
-        method="orca", scale=record["scale"], rules=list(rules(fam.verdict_test).values()), verdicts=all_verdicts
+        method="orca",
+        scale=record["scale"],
+        rules=list(rules(fam.verdict_test, run.arms).values()),
+        verdicts=all_verdicts,
     )
     write_results(out / "results.json", {**results.to_dict(), **record, "report": report})
     top = max(run.strengths)
     order = ["oracle (test posterior)"] + [f"{run.backbones[0]} {v}" for v in ("baseline", "orca")]
-    plot_heatmaps(
-        {k: result["heatmaps"][k] for k in order if k in result["heatmaps"]},
-        out / "heatmaps.png",
-        f"shifted test (s = {run.test_strength:g}), trained at s = {top:g}: CTR bucket × DT bin",
-    )
+    panels = {k: result["heatmaps"][k] for k in order if k in result["heatmaps"]}
+    if len(panels) == len(order) or not copy_joined_heatmaps(ns.join or [], out, top):
+        plot_heatmaps(
+            panels,
+            out / "heatmaps.png",
+            f"shifted test (s = {run.test_strength:g}), trained at s = {top:g}: CTR bucket × DT bin",
+        )
     table = "\n".join(text)
     print(table)
-    print(f"\nwrote {out / 'results.json'}, {out / 'heatmaps.png'} and {out / 'artifact'} ({record['seconds']:.0f} s)")
+    artifact = f" and {out / 'artifact'}" if (out / "artifact").is_dir() else ""
+    print(f"\nwrote {out / 'results.json'}, {out / 'heatmaps.png'}{artifact} ({record['seconds']:.0f} s)")
     record["table"] = table
     return record
+
+
+def _flags(argv: list[str] | None) -> str:
+    """The flags of `argv` that change the numbers (not where files go, how many processes, progress bars)."""
+    import sys
+
+    words, out, skip = list(sys.argv[1:] if argv is None else argv), [], False
+    for w in words:
+        if w.startswith("--"):
+            skip = w in ("--out", "--join", "--workers", "--device", "--quiet", "--only-arms", "--join-only")
+        if not skip:
+            out.append(w)
+    return " ".join(out)
 
 
 def _on(v: Verdict, backbone: str) -> Verdict:
