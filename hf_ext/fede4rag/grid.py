@@ -160,8 +160,14 @@ def run_grid(run, seeds, out: Path, *, engine: str = "local", rounds=ROUNDS, lam
         for p in (-1, *range(5)):
             _cache_job(p, replace(run, seed=seed))
     progress = out / "progress.jsonl"
+    finished = _finished_rows(progress)
     done = {}
     for name, setting, job_run in grid_jobs(run, seeds, rounds, lambdas):
+        row = finished.get((name, job_run.seed))
+        if row is not None and _same_run(row["run"], job_run):
+            done[(name, job_run.seed)] = row
+            print(f"{name} seed {job_run.seed}: finished earlier (progress.jsonl, same run config), not rerun")
+            continue
         name, seed, res, secs = _job(name, setting, job_run, engine)
         done[(name, seed)] = {**res, "seconds": secs}
         own = flat_metrics(res["metrics"])[METRIC]
@@ -189,6 +195,23 @@ def run_grid(run, seeds, out: Path, *, engine: str = "local", rounds=ROUNDS, lam
     write_results(out / "results.json", results)
     print(format_grid(results))
     return results
+
+
+def _finished_rows(progress: Path) -> dict:
+    """The jobs `progress.jsonl` already holds, keyed `(name, seed)` (the last row of a job wins)."""
+    if not progress.is_file():
+        return {}
+    rows = [json.loads(line) for line in progress.read_text().splitlines() if line.strip()]
+    return {(r["name"], r["seed"]): r for r in rows}
+
+
+def _same_run(recorded: dict, run) -> bool:
+    """A finished job is reused only when its recorded run config equals this job's, `cache_dir` aside (the cache
+    holds the frozen layers' outputs, keyed by their inputs: where it lives changes no number)."""
+    want = {**run.__dict__, "lora_layers": list(run.lora_layers)}
+    return {k: v for k, v in recorded.items() if k != "cache_dir"} == {
+        k: v for k, v in want.items() if k != "cache_dir"
+    }
 
 
 def generator_check_only(run, out: Path) -> dict | None:
