@@ -14,6 +14,7 @@ decided on the paired per-seed differences through [`hf_ext.core.reporting`] (sa
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from dataclasses import replace
@@ -90,11 +91,25 @@ def decide_grid(own: dict[str, list[float]], rules: dict[tuple, VerdictRule]) ->
 _SUITES: dict = {}
 
 
+def _frozen_heap() -> None:
+    """Collects once, then moves every live object into the collector's permanent generation (`gc.freeze`).
+
+    Each client round builds a `Trainer`, whose `train()` opens with accelerate's `free_memory()`, a full
+    `gc.collect()`: over this process's ~500 k live objects (torch, transformers, Flower, the caches) that cost
+    ~1.1 s a round under load, 38 % of a 25-round cell. Frozen objects are skipped by the collector; the next job
+    unfreezes, collects and freezes again, so nothing that dies in between is kept. Memory and numbers are
+    unchanged (the collector frees only unreachable cycles)."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 def _job(name: str, setting: str, run, engine: str):
     from .evaluation import EvaluationSuite
     from .federation import run_setting
 
     t0 = time.perf_counter()
+    _frozen_heap()
     key = (run.seed, run.max_passage_length, run.cache_dir)
     if key not in _SUITES:  # one per seed: its held-out questions depend on the seed, not on R or λ
         _SUITES[key] = _InDomainOnly(EvaluationSuite(run))
@@ -145,8 +160,14 @@ def run_grid(run, seeds, out: Path, *, engine: str = "local", rounds=ROUNDS, lam
         for p in (-1, *range(5)):
             _cache_job(p, replace(run, seed=seed))
     progress = out / "progress.jsonl"
+    finished = _finished_rows(progress)
     done = {}
     for name, setting, job_run in grid_jobs(run, seeds, rounds, lambdas):
+        row = finished.get((name, job_run.seed))
+        if row is not None and _same_run(row["run"], job_run):
+            done[(name, job_run.seed)] = row
+            print(f"{name} seed {job_run.seed}: finished earlier (progress.jsonl, same run config), not rerun")
+            continue
         name, seed, res, secs = _job(name, setting, job_run, engine)
         done[(name, seed)] = {**res, "seconds": secs}
         own = flat_metrics(res["metrics"])[METRIC]
@@ -174,6 +195,23 @@ def run_grid(run, seeds, out: Path, *, engine: str = "local", rounds=ROUNDS, lam
     write_results(out / "results.json", results)
     print(format_grid(results))
     return results
+
+
+def _finished_rows(progress: Path) -> dict:
+    """The jobs `progress.jsonl` already holds, keyed `(name, seed)` (the last row of a job wins)."""
+    if not progress.is_file():
+        return {}
+    rows = [json.loads(line) for line in progress.read_text().splitlines() if line.strip()]
+    return {(r["name"], r["seed"]): r for r in rows}
+
+
+def _same_run(recorded: dict, run) -> bool:
+    """A finished job is reused only when its recorded run config equals this job's, `cache_dir` aside (the cache
+    holds the frozen layers' outputs, keyed by their inputs: where it lives changes no number)."""
+    want = {**run.__dict__, "lora_layers": list(run.lora_layers)}
+    return {k: v for k, v in recorded.items() if k != "cache_dir"} == {
+        k: v for k, v in want.items() if k != "cache_dir"
+    }
 
 
 def generator_check_only(run, out: Path) -> dict | None:

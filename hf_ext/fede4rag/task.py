@@ -293,7 +293,7 @@ class FedE4RAGClient:
 
         if global_state is not None:
             self.set_state(global_state)
-        teacher = frozen_teacher(self.model) if kd and self.run.kd_lambda > 0 else None
+        teacher = frozen_teacher(self.model, reuse=True) if kd and self.run.kd_lambda > 0 else None
         steps = round_steps(self.run, self.rounds_done)
         ds = Dataset.from_dict({"q_row": list(range(len(self.pairs))), "p_row": list(range(len(self.pairs)))})
         args = FedE4RAGTrainingArguments(

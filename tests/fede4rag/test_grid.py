@@ -100,3 +100,23 @@ def test_a_grid_cut_short_is_summarised_over_its_complete_paired_cells(tmp_path)
     assert claims["FedE4RAG (λ = 100) beats FedAvg at 2 rounds"] == "refuted"
     assert "FedE4RAG (λ = 100) beats FedAvg at 25 rounds" in res["rules_not_run"]
     validate_results(json.loads((tmp_path / "results.json").read_text()))
+
+
+def test_a_finished_job_is_reused_only_with_the_same_run_config(tmp_path):
+    """`run_grid` skips a job whose row is already in `progress.jsonl` only when the row's run config equals the
+    job's (`cache_dir` aside); another λ, seed or step budget is rerun."""
+    import json
+    from dataclasses import replace
+
+    from hf_ext.fede4rag.grid import _finished_rows, _same_run
+
+    run = RunConfig(rounds=25, client_steps=25, max_passage_length=64, cache_dir="/a")
+    recorded = {**run.__dict__, "lora_layers": list(run.lora_layers)}
+    progress = tmp_path / "progress.jsonl"
+    rows = [{"name": "R25 fedavg", "seed": 0, "run": recorded, "v": 1}, {"name": "R25 fedavg", "seed": 0, "v": 2}]
+    progress.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert _finished_rows(progress)[("R25 fedavg", 0)]["v"] == 2  # the last row of a job wins
+    assert _finished_rows(tmp_path / "none.jsonl") == {}
+    assert _same_run(recorded, replace(run, cache_dir="/elsewhere"))
+    for change in ({"kd_lambda": 0.0}, {"seed": 1}, {"client_steps": 50}, {"max_passage_length": 128}):
+        assert not _same_run(recorded, replace(run, **change)), change

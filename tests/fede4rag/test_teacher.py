@@ -121,3 +121,30 @@ def test_train_message_teacher_is_the_sent_adapter(run, captured, tmp_path):
     task.load_trainable_state(model, stale)
     task.train_reply(message(ArrayRecord(), 1), context)
     _assert_same(captured[-1]["teacher"], seeded)
+
+
+def test_reused_teacher_is_refreshed_to_the_model_and_frozen():
+    """`frozen_teacher(model, reuse=True)` (what a client calls every round) hands back one copy per model, refreshed
+    to the model's current weights (every parameter, not only the adapter) and frozen; a teacher that kept the
+    previous round's weights, or a second deep copy per round, fails here."""
+    import torch
+    from peft import get_peft_model
+
+    from hf_ext.fede4rag.encoder import lora_config
+    from hf_ext.fede4rag.testing import tiny_retriever
+    from hf_ext.fede4rag.trainer import frozen_teacher
+
+    model = get_peft_model(tiny_retriever(), lora_config(4, layers=[1]))
+    first = frozen_teacher(model, reuse=True)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.25)  # a new round's global adapter (and, to be strict, every other weight)
+    second = frozen_teacher(model, reuse=True)
+    assert second is first
+    state, fresh = model.state_dict(), frozen_teacher(model)  # a fresh deep copy: the reference
+    assert fresh is not first
+    for name, value in second.state_dict().items():
+        torch.testing.assert_close(value, state[name], rtol=0, atol=0, msg=name)
+        torch.testing.assert_close(value, fresh.state_dict()[name], rtol=0, atol=0, msg=name)
+    assert not second.training and not any(p.requires_grad for p in second.parameters())
+    assert any(p.requires_grad for p in model.parameters())  # the student stays trainable
