@@ -524,7 +524,8 @@ def _write(run, stage1, rows, data, seconds: float, logs: list[str] | None = Non
             f" --{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
             for k, v in asdict(run).items()
             if k != "out" and v != getattr(FinetuneRunArguments(), k)
-        ),
+        )
+        + (" (cells logged by --log-only runs, summarised with --summarise)" if logs else ""),
         "settings": asdict(run),
         "data": {
             "source": "Fashion-MNIST (Debian dataset-fashion-mnist), captions = class + measured brightness, width, "
