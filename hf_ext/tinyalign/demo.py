@@ -30,7 +30,7 @@ def train_space_models() -> None:
         folder = SPACE_DIR / variant
         if not (folder / "model.safetensors").is_file():
             run = TinyAlignReproduceArguments(out=str(SPACE_DIR / "work"), epochs=2.0, stage2_epochs=3.0)
-            run_one(run, "small", variant, 0, 1.0, save_to=str(folder))
+            run_one(run, "small", variant, 0, 1.0, save_to=str(folder), evaluate=False)  # no test scoring needed
 
 
 @functools.lru_cache(maxsize=1)

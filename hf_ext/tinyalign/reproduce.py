@@ -129,14 +129,29 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
+class FrozenLMs(dict):
+    """`{size: (state dict, info)}` of the frozen LMs, each pretrained (or loaded from the disk cache) on first use:
+    a run on the small LM alone (the Space's fallback, `hf-ext train tinyalign --setting tiny`) does not pretrain
+    the large one. `pretrain_lm` seeds itself, so the order in which sizes are pretrained changes nothing."""
+
+    def __init__(self, tokenizer, captions):
+        super().__init__()
+        self._tokenizer, self._captions = tokenizer, captions
+
+    def __missing__(self, size: str):
+        if size not in LM_CONFIGS:
+            raise KeyError(f"no LM size {size!r}; choose from {sorted(LM_CONFIGS)}")
+        self[size] = pretrain_lm(size, self._tokenizer, self._captions)
+        return self[size]
+
+
 @functools.lru_cache(maxsize=1)
 def setup():
-    """Data, tokenizer and the pretrained frozen parts (cached on disk and per process)."""
+    """Data, tokenizer and the pretrained frozen parts (cached on disk and per process; the LMs on first use)."""
     data = load_digit_captions(seed=0)
     tokenizer = build_tokenizer(data["memory"]["caption"])
     vision_state, vision_info = pretrain_vision_encoder(data["memory"])
-    lms = {size: pretrain_lm(size, tokenizer, data["memory"]["caption"]) for size in LM_CONFIGS}
-    return data, tokenizer, vision_state, vision_info, lms
+    return data, tokenizer, vision_state, vision_info, FrozenLMs(tokenizer, data["memory"]["caption"])
 
 
 def variant_config(variant: str) -> dict:
@@ -172,8 +187,18 @@ def build_model(lm: str, variant: str, seed: int):
     return model, processor
 
 
-def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, fraction: float, save_to: str = ""):
-    """Stage 1 (LM frozen) then stage 2 (LM trained) on `fraction` of the train split; metrics after each stage."""
+def run_one(
+    run: TinyAlignReproduceArguments,
+    lm: str,
+    variant: str,
+    seed: int,
+    fraction: float,
+    save_to: str = "",
+    evaluate: bool = True,
+):
+    """Stage 1 (LM frozen) then stage 2 (LM trained) on `fraction` of the train split; metrics after each stage.
+    `evaluate=False` (the Space's fallback, which only needs the saved model) skips the test-split scoring after each
+    stage; the trained weights are the same (each `Trainer` reseeds, and scoring changes no weight)."""
     from transformers import PrinterCallback
 
     data = setup()[0]
@@ -191,6 +216,9 @@ def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, 
         trainer.train()
         seconds += time.perf_counter() - start
         losses += curve.losses
+        if not evaluate:
+            stages[stage] = {"final_train_loss": float(np.mean(curve.losses[-5:]))}
+            continue
         ev = evaluate_captions(model, processor, data["test"])
         metrics = {k: ev[k] for k in ("test_loss", "token_accuracy", "class_word_accuracy", "bleu")}
         metrics["final_train_loss"] = float(np.mean(curve.losses[-5:]))
@@ -213,7 +241,7 @@ def run_one(run: TinyAlignReproduceArguments, lm: str, variant: str, seed: int, 
         stages["validation"] = {"loss": val["test_loss"], "token_accuracy": val["token_accuracy"]}
         save_artifact(model, save_to, SPEC)
         processor.save_pretrained(save_to)  # AutoProcessor / AutoImageProcessor / AutoTokenizer load it back
-    return (lm, variant, seed, fraction), stages, losses, seconds, ev["examples"]
+    return (lm, variant, seed, fraction), stages, losses, seconds, ev["examples"] if evaluate else []
 
 
 def artifact_candidates(run: TinyAlignReproduceArguments) -> list[tuple]:
@@ -444,7 +472,9 @@ def main(argv: list[str] | None = None) -> dict:
         finetune_run = FinetuneRunArguments(out=str(out / "finetune"))
         print_rules(finetune_rules(finetune_run))
     start = time.perf_counter()
-    setup()  # pretrain (or load) the frozen parts once, before the workers start
+    lms = setup()[-1]  # pretrain (or load) the frozen parts once, before the workers start
+    for size in LM_CONFIGS:  # every size, as results.json records each LM's pretraining
+        lms[size]
     variants = ["baseline"] + [f"k{k}" for k in run.ks]
     jobs = [(lm, v, s, 1.0) for lm in run.lm_sizes for v in variants for s in run.seeds]
     if run.leakage_ablation:

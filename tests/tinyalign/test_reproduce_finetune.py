@@ -14,6 +14,7 @@ from hf_ext.tinyalign.reproduce_finetune import (
     check_run,
     choose_learning_rates,
     decide,
+    gc_frozen,
     report_tables,
     run_arm,
 )
@@ -26,7 +27,7 @@ def _tiny_world():
     from hf_ext.tinyalign.testing import tiny_config, tiny_data, tiny_processor
 
     splits = {}
-    for i, (name, n) in enumerate((("memory", 12), ("stage1", 16), ("finetune", 20), ("validation", 8), ("test", 8))):
+    for i, (name, n) in enumerate((("memory", 12), ("stage1", 8), ("finetune", 10), ("validation", 8), ("test", 8))):
         splits[name] = tiny_data(n, seed=i).add_column("index", list(range(100 * i, 100 * i + n)))
     torch.manual_seed(0)
     parts = TinyAlignForConditionalGeneration(tiny_config(use_retrieval=False))
@@ -59,17 +60,18 @@ def test_stage2_lora_from_stage1_state_and_validation_only_selection(tmp_path):
         lora_alpha=4,
     )
     stage1, rows = [], []
-    for seed in run.seeds:
-        for variant in ("baseline", "k1"):
-            s1, r = run_arm(run, data, factory, variant, seed, ("red", "blue"), tmp_path / "jobs.jsonl")
-            stage1.append(s1)
-            rows += r
+    with gc_frozen():  # as main() runs it: the Trainer's full collection after each run skips the frozen heap
+        for seed in run.seeds:
+            for variant in ("baseline", "k1"):
+                s1, r = run_arm(run, data, factory, variant, seed, ("red", "blue"), tmp_path / "jobs.jsonl")
+                stage1.append(s1)
+                rows += r
     for k, v in shared_lm.state_dict().items():  # LoRA went into private copies: the shared frozen LM is untouched
         assert torch.equal(v, before[k])
     logged = [json.loads(line) for line in (tmp_path / "jobs.jsonl").read_text().splitlines()]
     assert len(rows) == 2 * 2 * 2 * 2 and [r["stage"] for r in logged].count(2) == len(rows)
     assert [r["stage"] for r in logged].count(1) == len(stage1) == 4
-    assert {r["n_finetune_rows"] for r in rows} == {8, 20}  # 40 % and 100 % of the fine-tuning split
+    assert {r["n_finetune_rows"] for r in rows} == {4, 10}  # 40 % and 100 % of the fine-tuning split
     assert all(r["lora_parameters"] > 0 for r in rows)
     # stage 2 starts from stage 1: with a learning rate of ~0 its validation CE would equal stage 1's; here it moved
     assert any(
@@ -163,6 +165,10 @@ def test_bad_settings_are_refused_naming_the_flag():
         check_run(FinetuneRunArguments(variant="baseline"))
     with pytest.raises(ValueError, match="--n-finetune"):
         check_run(FinetuneRunArguments(n_finetune=0))
+    from hf_ext.tinyalign.reproduce_finetune import main
+
+    with pytest.raises(ValueError, match="--arms"):  # one arm decides nothing: only for logging a share of the cells
+        main(["--finetune", "--arms", "variant"])
 
 
 def test_summarise_rebuilds_results_from_the_logs_of_a_cut_short_run(tmp_path):

@@ -30,3 +30,20 @@ def test_candidates_are_honest_tinyalign_cells_on_the_whole_train_split():
     cells = artifact_candidates(run)
     assert len(cells) == len(run.lm_sizes) * len(run.ks) * len(run.seeds) == 12
     assert all(v.startswith("k") and f == 1.0 for _, v, _, f in cells)  # no baseline, no released-k4
+
+
+def test_frozen_lms_pretrain_each_size_on_first_use_only(monkeypatch):
+    """The Space's fallback trains small-LM cells only: `setup()`'s LMs are pretrained when first asked for, once
+    each, so it no longer pretrains the large LM it never uses; an unknown size is refused by name."""
+    from hf_ext.tinyalign import reproduce
+
+    calls = []
+    monkeypatch.setattr(reproduce, "pretrain_lm", lambda size, tok, caps: calls.append(size) or (f"{size}-state", {}))
+    lms = reproduce.FrozenLMs(tokenizer=None, captions=["a caption"])
+    assert calls == [] and dict(lms) == {}
+    assert lms["small"] == ("small-state", {}) and lms["small"] == ("small-state", {})
+    assert calls == ["small"]  # once, and the large LM untouched
+    lms["large"]
+    assert calls == ["small", "large"] and list(lms) == ["small", "large"]
+    with pytest.raises(KeyError, match="no LM size 'huge'"):
+        lms["huge"]
