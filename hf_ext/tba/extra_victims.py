@@ -9,9 +9,12 @@ target): trained on the same renders as A and B, cached next to them.
   (λ chosen on a held-out slice, as A's). It shares no weight, no block type (no MBConv, batch norm, depthwise
   convolution or squeeze-excitation), no resize, no ImageNet normalisation and no pixel pool with A.
 - **Victim F, fine-tuned** (the paper's victims are trained end to end, not ridge heads on a frozen trunk): victim A
-  with its last MBConv stage (blocks `first_block`..7, the 80-channel stride-16 stage) and its head trained by AdamW
-  on the renders (MSE on standardised parameters, batch norm statistics kept), the epoch kept by the MPJPE of a
-  validation slice of the training renders. Blocks before `first_block` stay bitwise A's.
+  with its last MBConv stage (blocks `first_block`..7, the 80-channel stride-16 stage) trained by AdamW together with
+  its head (at `head_lr_scale` of the rate: Adam's per-weight steps on a 2,048-input head undo the ridge fit at once)
+  on MSE of standardised parameters, batch-norm statistics kept; the first epoch on A's training renders, later ones
+  on fresh renders of the same generator; then the head refitted by ridge (λ on a held-out slice, as A's) on the
+  fine-tuned features of every render F saw. Blocks before `first_block` stay bitwise A's. F therefore saw
+  `epochs` x more renders than A: part of any gap in clean error is data, not fine-tuning (reported, not hidden).
 """
 
 from __future__ import annotations
@@ -28,16 +31,18 @@ import torch.nn.functional as F
 from .configuration_tba import TbaVictimConfig
 from .metrics import body_errors, victim_error
 from .modeling_tba import TbaPoseRegressor
+from .victim import fit_ridge_head, mpjpe_score
 
 DISJOINT = dict(widths=[32, 64], kernel_size=5, pool=8, seed=0)
-FINETUNE = dict(first_block=5, epochs=3, lr=3e-5, batch_size=64, val_fraction=0.1, seed=0, fresh_renders=True)
+FINETUNE = dict(first_block=5, epochs=3, lr=1e-3, head_lr_scale=0.01, batch_size=64, val_fraction=0.1, seed=0,
+                fresh_renders=True)  # fmt: skip
 
 
 def disjoint_victim(body, images, params, image_size: int = 64, lambdas=None,
                     **kwargs) -> tuple[TbaPoseRegressor, dict]:  # fmt: skip
     """Victim C: a `"random-cnn"` regressor (`kwargs` override [`DISJOINT`]) whose ridge head is fitted on
     `images`, `params` (λ by held-out MPJPE). Returns the model and the ridge record."""
-    from .victim import DEFAULT_LAMBDAS, extract_features, fit_ridge_head, mpjpe_score
+    from .victim import DEFAULT_LAMBDAS, extract_features
 
     config = TbaVictimConfig(backbone="random-cnn", image_size=image_size, body_model=body.name,
                              num_params=body.num_params, backbone_kwargs={**DISJOINT, **kwargs})  # fmt: skip
@@ -66,25 +71,28 @@ def _prefix(trunk, images: torch.Tensor, first_block: int, batch_size: int = 100
     return torch.cat(out)
 
 
-def _suffix(model: TbaPoseRegressor, h: torch.Tensor, pixels: torch.Tensor | None, first_block: int) -> torch.Tensor:
-    """The victim's output from the activations `h` before block `first_block` (and the pooled pixels)."""
+def _features(model: TbaPoseRegressor, h: torch.Tensor, pixels: torch.Tensor | None, first_block: int):
+    """The trunk's feature vector from the activations `h` before block `first_block` (and the pooled pixels)."""
     for block in model.regressor.blocks[first_block:]:
         h = block(h)
-    parts = [h.flatten(1)] + ([pixels] if pixels is not None else [])
-    return model.head(torch.cat(parts, 1))
+    return torch.cat([h.flatten(1)] + ([pixels] if pixels is not None else []), 1)
+
+
+def _suffix(model: TbaPoseRegressor, h: torch.Tensor, pixels: torch.Tensor | None, first_block: int) -> torch.Tensor:
+    """The victim's output from the activations `h` before block `first_block` (and the pooled pixels)."""
+    return model.head(_features(model, h, pixels, first_block))
 
 
 def finetune_victim(victim_a: TbaPoseRegressor, body, images, params, log=print, fresh=None,
                     **kwargs) -> tuple[TbaPoseRegressor, dict]:  # fmt: skip
     """Victim F: a copy of the EfficientNet victim `victim_a` whose blocks `first_block`.. and head are trained on
     `images`, `params` (`kwargs` override [`FINETUNE`]; see the module docstring). The last `val_fraction` of the
-    rows is the validation slice: its MPJPE is recorded before training and after every epoch, and the best epoch's
-    state is kept (never the starting point: A's ridge head was fitted on every row, the slice included, so its
-    score there is in-sample; F is judged against A on the held-out renders instead). With `fresh(epoch) ->
-    (images, params)`, epochs after the first train on new renders of the same generator (the task's data is
-    unlimited; on 2,000 fixed renders 3 epochs left the held-out MPJPE at 155.5 mm against A's 153.4, measured);
-    the validation slice stays the training renders' last rows. Returns the model (trunk frozen again, eval mode)
-    and the record."""
+    rows is the validation slice: its MPJPE is recorded before training and after every epoch (in-sample for A's
+    head, which saw every row: a trace, not a selection; F is judged against A on held-out renders). With
+    `fresh(epoch) -> (images, params)`, epochs after the first train on new renders of the same generator (the
+    task's data is unlimited; on 2,000 fixed renders 3 epochs left the held-out MPJPE at 155.5 mm against A's
+    153.4, measured), and the head is refitted on all of them (2,000 renders, 3 epochs: 141.6 against 153.4).
+    Returns the model (trunk frozen again, eval mode) and the record."""
     cfg = {**FINETUNE, **kwargs}
     fresh = fresh if cfg.get("fresh_renders", True) else None
     if victim_a.config.backbone != "efficientnet-lite0":
@@ -102,31 +110,37 @@ def finetune_victim(victim_a: TbaPoseRegressor, body, images, params, log=print,
     tr, va = slice(0, len(images) - n_val), slice(len(images) - n_val, len(images))
     sd = params[tr].std(0).clamp_min(1e-6)
     tail = list(trunk.blocks[first:])
-    trainable = [p for b in tail for p in b.parameters()] + list(model.head.parameters())
-    for p in trainable:
-        p.requires_grad_(True)
+    trainable = [q for b in tail for q in b.parameters()]
+    for q in trainable + list(model.head.parameters()):
+        q.requires_grad_(True)
+
+    def features(h, pix):
+        with torch.no_grad():
+            return torch.cat([_features(model, h[i : i + 256], None if pix is None else pix[i : i + 256], first)
+                              for i in range(0, len(h), 256)])  # fmt: skip
 
     def val_mpjpe() -> float:
         with torch.no_grad():
-            pix = pix_all[va] if pix_all is not None else None
-            pred = torch.cat([_suffix(model, h_all[va][i : i + 256], None if pix is None else pix[i : i + 256], first)
-                              for i in range(0, n_val, 256)])  # fmt: skip
+            pred = model.head(features(h_all[va], None if pix_all is None else pix_all[va]))
         return float(body_errors(body, pred, params[va])["mpjpe"].mean())
 
     gen = torch.Generator().manual_seed(cfg["seed"])
     n_tr, bs = len(images) - n_val, cfg["batch_size"]
-    steps = cfg["epochs"] * max(1, n_tr // bs)
-    opt = torch.optim.AdamW(trainable, lr=cfg["lr"], weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1 - s / steps)
+    per_epoch = [max(1, n_tr // bs)] + [max(1, (len(images) if fresh else n_tr) // bs)] * (cfg["epochs"] - 1)
+    steps = sum(per_epoch)
+    groups = [{"params": trainable, "lr": cfg["lr"]},
+              {"params": list(model.head.parameters()), "lr": cfg["lr"] * cfg["head_lr_scale"]}]  # fmt: skip
+    opt = torch.optim.AdamW(groups, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / steps))
     history = [{"epoch": 0, "val_mpjpe": val_mpjpe(), "train_loss": None}]
-    best = (float("inf"), None, 0)
+    seen = []  # the fresh renders' prefixes, pooled pixels and targets: the head is refitted on them too
     for epoch in range(1, cfg["epochs"] + 1):
         h_ep, pix_ep, y_ep = h_all[tr], None if pix_all is None else pix_all[tr], params[tr]
         if fresh is not None and epoch > 1:
             x_new, y_ep = fresh(epoch)
-            h_ep = _prefix(trunk, x_new[:n_tr], first)
-            pix_ep = F.adaptive_avg_pool2d(x_new[:n_tr], trunk.pixel_pool).flatten(1) if trunk.pixel_pool else None
-            y_ep = y_ep[:n_tr]
+            h_ep = _prefix(trunk, x_new, first)
+            pix_ep = F.adaptive_avg_pool2d(x_new, trunk.pixel_pool).flatten(1) if trunk.pixel_pool else None
+            seen.append((h_ep, pix_ep, y_ep))
         perm, losses = torch.randperm(len(h_ep), generator=gen), []
         for i in range(max(1, len(h_ep) // bs)):
             idx = perm[i * bs : (i + 1) * bs]
@@ -139,12 +153,16 @@ def finetune_victim(victim_a: TbaPoseRegressor, body, images, params, log=print,
             losses.append(float(loss.detach()))
         history.append({"epoch": epoch, "val_mpjpe": val_mpjpe(), "train_loss": sum(losses) / len(losses)})
         log(f"fine-tuned victim epoch {epoch}: train loss {history[-1]['train_loss']:.4f}, validation MPJPE "
-            f"{history[-1]['val_mpjpe']:.1f} mm (before: {history[0]['val_mpjpe']:.1f})")  # fmt: skip
-        if history[-1]["val_mpjpe"] < best[0]:
-            best = (history[-1]["val_mpjpe"], copy.deepcopy(model.state_dict()), epoch)
-    model.load_state_dict(best[1])
+            f"{history[-1]['val_mpjpe']:.1f} mm with A's head (before: {history[0]['val_mpjpe']:.1f})")  # fmt: skip
     model.requires_grad_(False)
-    return model.eval(), {"settings": cfg, "history": history, "best_epoch": best[2], "prefix_s": prefix_s,
+    # The head refitted in closed form on the fine-tuned features of every render F trained on (the fresh ones
+    # first, so the λ-validation rows are the training renders' last ones), as A's was on the frozen features.
+    feats = torch.cat([features(h, pix) for h, pix, _ in seen] + [features(h_all, pix_all)])
+    targets = torch.cat([y for _, _, y in seen] + [params])
+    ridge = fit_ridge_head(model.head, feats, targets, score=mpjpe_score(body))
+    return model.eval(), {"settings": cfg, "history": history, "ridge_lambda": ridge["lambda"],
+                          "head_refit_rows": len(targets),
+                          "ridge_val_mpjpe": ridge["val_scores"], "prefix_s": prefix_s,
                           "train_s": time.perf_counter() - t0 - prefix_s}  # fmt: skip
 
 
