@@ -61,7 +61,7 @@ def test_disjoint_target_shares_no_weight_or_block_type_with_victim_a_and_learns
     for name, q in c.named_parameters():
         assert not any(q.shape == r.shape and torch.equal(q, r) for r in a_params), name
     assert record["num_features"] == 64 * 8 * 8  # the pooled conv map only: no pixel pool beside it
-    # It learned the task: held-out error clearly below the predictor that ignores the image (measured 0.87 of it
+    # It learned the task: held-out error clearly below the predictor that ignores the image (measured 0.89 of it
     # at 800 renders; 0.86 at 2,000).
     errors, prior = victim_error(c, body, xe, pe), prior_mean_errors(body, pe)
     assert errors["mpjpe"] < 0.93 * prior["mpjpe"], (errors, prior)
@@ -82,7 +82,8 @@ def test_random_cnn_config_is_validated():
 @needs_weights
 def test_finetuned_victim_changes_only_its_last_stage_and_lowers_its_training_error(data, victim_a):
     body, x, p, _, _ = data
-    f, record = finetune_victim(victim_a, body, x, p, log=lambda *_: None, epochs=2, lr=1e-4)
+    x, p = x[:400], p[:400]  # A's head saw these rows: F must beat it on its own training rows
+    f, record = finetune_victim(victim_a, body, x, p, log=lambda *_: None, epochs=2)
     a_state, f_state = victim_a.state_dict(), f.state_dict()
     frozen = [k for k in a_state if k.startswith(("regressor.conv_stem", "regressor.bn0"))
               or any(k.startswith(f"regressor.blocks.{i}.") for i in range(5))]  # fmt: skip
