@@ -176,7 +176,47 @@ def report_fields(by_eps: dict, ns) -> dict:
                 "(paired bootstrap over seeds × images).",
             )
         )
+    if any("white_box_finetuned" in e["summary"] for e in by_eps.values()):
+        tables.append(rise_table(by_eps))
     return {"verdicts": verdicts, "report": tables}
+
+
+def rise_table(by_eps: dict):
+    """Per ε, the clean MPJPE and its % rise under PGD and TBA for the frozen victim A (white-box), the fine-tuned
+    victim F (white-box) and the disjoint target C (A's images): where each lands against the paper's +41 %."""
+    from hf_ext.core.results_render import table
+
+    rows = []
+    for label, entry in sorted(by_eps.items(), key=lambda kv: kv[1]["eps"]):
+        row = [label]
+        for regime in ("white_box", "white_box_finetuned", "transfer_disjoint"):
+            reg = entry["summary"].get(regime)
+            if reg is None:
+                row += ["", "", ""]
+                continue
+            row.append(f"{reg['clean']['mpjpe']['mean']:.1f}")
+            row += [f"{reg[a]['mpjpe_increase_pct']['mean']:+.0f} ± {reg[a]['mpjpe_increase_pct']['std']:.0f}"
+                    for a in ("pgd", "tba")]  # fmt: skip
+        rows.append(row)
+    return table(
+        "White-box rise by victim: MPJPE % over clean (paper: +41 %)",
+        [
+            "ε",
+            "A clean mm",
+            "A PGD +%",
+            "A TBA +%",
+            "F clean mm",
+            "F PGD +%",
+            "F TBA +%",
+            "C clean mm",
+            "C PGD +%",
+            "C TBA +%",
+        ],  # fmt: skip
+        rows,
+        note="A: frozen trunk + ridge head (white-box); F: A's last stage fine-tuned (white-box, attacks crafted on "
+        "F); C: the architecture-disjoint random-feature CNN scored on A's adversarial images (transfer). Mean ± "
+        "sample SD over seeds.",
+    )
 
 
 __all__ = [
@@ -190,6 +230,7 @@ __all__ = [
     "paired",
     "print_table",
     "report_fields",
+    "rise_table",
     "rules",
     "summarise",
 ]

@@ -16,7 +16,7 @@ from hf_ext.tba.data import render_batch
 from hf_ext.tba.extra_victims import _prefix, _suffix, disjoint_victim, finetune_victim
 from hf_ext.tba.metrics import body_errors, prior_mean_errors, victim_error
 from hf_ext.tba.modeling_tba import RandomConvFeatures
-from hf_ext.tba.report import rules, summarise
+from hf_ext.tba.report import rise_table, rules, summarise
 
 needs_weights = pytest.mark.skipif(
     not efficientnet_lite0_available(), reason="EfficientNet-Lite0 weights not installed"
@@ -130,6 +130,10 @@ def test_summary_gives_the_extra_regimes_their_verdicts():
     assert "verdict_vs_pgd_time_matched" not in f  # F has no wall-time-matched arm
     assert f["verdict_vs_pgd"].claim == rules(True, extra=True)["white_box_finetuned"].claim
     assert set(f["tba_improvement_pct"]) == {"fgsm", "pgd", "mifgsm", "pgd_30_steps"}
+    rise = rise_table({"8/255": {"eps": 8 / 255, "summary": summary}, "2/255": {"eps": 2 / 255, "summary": summary}})
+    assert [row[0] for row in rise["rows"]] == ["2/255", "8/255"]  # sorted by ε
+    inc = summary["white_box_finetuned"]["tba"]["mpjpe_increase_pct"]
+    assert rise["rows"][0][5] == f"{inc['mean']:+.0f} ± {inc['std']:.0f}"  # F's TBA rise
     assert set(rules(True)) == {
         f"{r}{s}" for r in ("white_box", "transfer", "resize", "blur") for s in ("", "_time_matched")
     }  # fmt: skip  (quick scale prints what it printed)
