@@ -475,8 +475,16 @@ def _results(ns, train_args, meta, extra, cached, by_eps, tuned, timings, grad_e
         results["extra_victims"] = {k: v for k, v in extra.items() if k != "paths"}
     if _subset(ns):
         results["subset"] = _subset(ns)
+        flags = {"input_size": "victim-input-size"}
+        parts = []
+        for k, v in results["subset"].items():
+            run = " ".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in (v["run"] if isinstance(
+                v["run"], list) else [v["run"]]))  # fmt: skip
+            parts.append(f"--{flags.get(k, k.replace('_', '-'))} {run}")
+        results["command"] = "hf-ext reproduce tba --full " + " ".join(parts)
     if partial is not None:
-        results["partial"] = partial
+        done = ", ".join(f"{e * 255:g}/255" for e in partial["eps_done"])
+        results["partial"] = {**partial, "note": f"ε {done} done of {len(partial['eps_planned'])} budgets"}
     return results
 
 
