@@ -226,6 +226,17 @@ def test_a_smoke_run_is_labelled_as_such():
         rr.validate_results(results)
 
 
+def test_a_labelled_subset_and_an_early_stop_say_so():
+    results = _example()
+    results["subset"] = {"num_train": {"full": 16000, "run": 3000}, "eps": {"full": [0.5, 1.0], "run": [1.0]}}
+    text = rr.render_section(rr.validate_results(results), source="x")
+    assert text.startswith(f"**Labelled subset of the {results['scale']} scale** (num_train 16000 → 3000; "
+                           "eps [0.5, 1] → [1])")  # fmt: skip
+    results["partial"] = {"note": "ε 8/255 done of 5 budgets"}
+    assert "stopped early, ε 8/255 done of 5 budgets" in rr.render_section(results, source="x")
+    assert rr._labels(results) == ", subset, partial" and rr._labels(_example()) == ""
+
+
 # ---- the schema refuses malformed results, naming the field ------------------------------------------------------
 
 

@@ -135,9 +135,26 @@ def _verdict_rows(results: Mapping) -> tuple[list[list[str]], list[str]]:
     return rows, reasons
 
 
+def _num_or(value) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_num_or(v) for v in value) + "]"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _labels(results: Mapping) -> str:
+    """The README's scale label additions: smoke run, labelled subset, stopped early."""
+    return "".join(f", {word}" for key, word in (("smoke", "smoke run"), ("subset", "subset"), ("partial", "partial"))
+                   if results.get(key))  # fmt: skip
+
+
 def render_section(results: Mapping, *, source: str, figure_dir: str | None = None, figures: Sequence[str] = ()) -> str:
     """The report section of a method page (what goes between the markers), or of a card (`figure_dir=None`)."""
     heading = f"**Reproduction at {results['scale']} scale**"
+    if results.get("subset"):  # {knob: {"full": value, "run": value}}: a labelled subset of the scale
+        changed = "; ".join(f"{k} {_num_or(v['full'])} → {_num_or(v['run'])}" for k, v in results["subset"].items())
+        heading = f"**Labelled subset of the {results['scale']} scale** ({changed})"
+    if results.get("partial"):  # a run stopped early: what it finished
+        heading += f" — stopped early, {results['partial'].get('note', 'partial')}"
     if results.get("smoke"):
         heading = f"**Smoke run at {results['scale']} scale** (it exercises the code path; its numbers decide nothing)"
     lines = [
@@ -350,9 +367,7 @@ def rendered_pages(root: str | os.PathLike) -> dict[Path, str]:
         for path, body in ((page, page_body), (card, card_body)):
             if path.is_file() and START in path.read_text(encoding="utf-8"):
                 out[path] = replace_between(path.read_text(encoding="utf-8"), START, END, body, where=str(path))
-        summaries[method] = "; ".join(
-            f"{verdict_summary(loaded[s])} ({s}{', smoke run' if loaded[s].get('smoke') else ''})" for s in order
-        )
+        summaries[method] = "; ".join(f"{verdict_summary(loaded[s])} ({s}{_labels(loaded[s])})" for s in order)
     readme = root / "README.md"
     if summaries and readme.is_file() and README_START in readme.read_text(encoding="utf-8"):
         out[readme] = render_readme_table(readme.read_text(encoding="utf-8"), summaries)

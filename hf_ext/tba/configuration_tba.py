@@ -14,7 +14,7 @@ import math
 
 from transformers import PreTrainedConfig
 
-BACKBONES = ("vit", "convnext", "efficientnet-lite0")
+BACKBONES = ("vit", "convnext", "efficientnet-lite0", "random-cnn")
 BODY_MODELS = ("procedural", "anny")
 
 _VIT_DEFAULTS = dict(patch_size=8, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=128)
@@ -22,7 +22,12 @@ _CONVNEXT_DEFAULTS = dict(patch_size=4, hidden_sizes=[24, 48, 96, 192], depths=[
 # EfficientNet-Lite0 trunk: the first `num_blocks` MBConv blocks (12: through the first 192-channel stride-32 block)
 # on the image resized to `input_size`, flattened, beside the `pixel_pool` x `pixel_pool` average-pooled pixels.
 _EFFICIENTNET_DEFAULTS = dict(num_blocks=12, input_size=128, pixel_pool=16)
-_DEFAULTS = {"vit": _VIT_DEFAULTS, "convnext": _CONVNEXT_DEFAULTS, "efficientnet-lite0": _EFFICIENTNET_DEFAULTS}
+# The architecture-disjoint transfer target: plain stride-2 convolutions with ReLU (fixed random weights drawn from
+# `seed`), average-pooled to `pool` x `pool`, on the 64 px image itself (no resize, no ImageNet normalisation, no
+# pixel pool); only its ridge head is fitted.
+_RANDOM_CNN_DEFAULTS = dict(widths=[32, 64], kernel_size=5, pool=8, seed=0)
+_DEFAULTS = {"vit": _VIT_DEFAULTS, "convnext": _CONVNEXT_DEFAULTS, "efficientnet-lite0": _EFFICIENTNET_DEFAULTS,
+             "random-cnn": _RANDOM_CNN_DEFAULTS}  # fmt: skip
 
 
 def _check_int(owner: str, name: str, value, minimum: int = 1) -> None:
@@ -53,7 +58,10 @@ class TbaVictimConfig(PreTrainedConfig):
             `ConvNextConfig`); defaults to a tiny model (ViT: patch 8, width 64, 4 layers; ConvNext: widths
             24-192). For `"efficientnet-lite0"`: `num_blocks` (MBConv blocks kept, 1-16, default 12),
             `input_size` (the image is resized to it, a multiple of 32, default 128) and `pixel_pool` (side of the
-            average-pooled pixels beside the features, 0 for none, default 16).
+            average-pooled pixels beside the features, 0 for none, default 16). `"random-cnn"`: stride-2 convolutions
+            of `widths` (default [32, 64]; the first `kernel_size` wide, default 5, then 3) with ReLU and fixed random
+            weights drawn from `seed` (default 0), average-pooled to `pool` x `pool` (default 8), and a linear head
+            fitted in closed form: a transfer target that shares no weight and no block type with the EfficientNet.
         image_size (`int`, defaults to 64): side of the square input image.
         body_model (`str`, defaults to `"procedural"`): the body whose parameters are regressed (`"procedural"` or
             `"anny"`); an attack checks that its body matches.
@@ -98,6 +106,17 @@ class TbaVictimConfig(PreTrainedConfig):
                 )
             if kw["pixel_pool"] > self.image_size:
                 raise ValueError(f"{name}.backbone_kwargs['pixel_pool'] must be <= image_size={self.image_size}")
+            return
+        if self.backbone == "random-cnn":
+            kw = self.backbone_kwargs
+            widths = kw["widths"]
+            if not isinstance(widths, (list, tuple)) or not widths:
+                raise ValueError(f"{name}.backbone_kwargs['widths'] must be a non-empty list, got {widths!r}")
+            for i, w in enumerate(widths):
+                _check_int(name, f"backbone_kwargs['widths'][{i}]", w)
+            for key in ("kernel_size", "pool"):
+                _check_int(name, f"backbone_kwargs[{key!r}]", kw[key])
+            _check_int(name, "backbone_kwargs['seed']", kw["seed"], 0)
             return
         patch = self.backbone_kwargs.get("patch_size", 1)
         _check_int(name, "backbone_kwargs['patch_size']", patch)

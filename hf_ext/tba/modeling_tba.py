@@ -95,6 +95,33 @@ class EfficientNetFeatures(torch.nn.Module):
         return torch.cat(parts, 1)
 
 
+class RandomConvFeatures(torch.nn.Module):
+    """The trunk of the `"random-cnn"` victim (the architecture-disjoint transfer target): stride-2 convolutions
+    with ReLU whose weights are fixed random draws (He-normal weights, N(0, 0.1) biases, from `seed`), average-pooled
+    to `pool` x `pool` and flattened. No batch norm, depthwise convolution, squeeze-excitation, resize, ImageNet
+    normalisation or pixel pool: nothing of the EfficientNet victims' structure or weights. The draws are saved
+    with the model, so a loaded model does not depend on the generator."""
+
+    def __init__(self, image_size: int, widths, kernel_size: int, pool: int, seed: int):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        layers, c_in = [], 3
+        for i, width in enumerate(widths):
+            k = kernel_size if i == 0 else 3
+            conv = torch.nn.Conv2d(c_in, width, k, stride=2, padding=k // 2)
+            with torch.no_grad():
+                conv.weight.copy_(torch.randn(conv.weight.shape, generator=gen) * math.sqrt(2 / (c_in * k * k)))
+                conv.bias.copy_(torch.randn(conv.bias.shape, generator=gen) * 0.1)
+            layers += [conv, torch.nn.ReLU()]
+            c_in = width
+        self.convs = torch.nn.Sequential(*layers)
+        self.pool = pool
+        self.num_features = c_in * pool * pool
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return F.adaptive_avg_pool2d(self.convs(pixel_values), self.pool).flatten(1)
+
+
 class TbaPoseRegressor(PreTrainedModel):
     """A victim EHPS model on images in [0, 1]:
 
@@ -102,7 +129,10 @@ class TbaPoseRegressor(PreTrainedModel):
       `problem_type="regression"` and `num_labels = num_params` (images normalised inside to [-1, 1]);
     - `"efficientnet-lite0"`: [`EfficientNetFeatures`] (frozen ImageNet trunk + pooled pixels) and a linear `head`
       to the parameters, fitted in closed form ([`hf_ext.tba.victim.fit_ridge_head`]); the forward is plain torch,
-      so attacks differentiate through it end to end.
+      so attacks differentiate through it end to end (the fine-tuned victim of `hf_ext.tba.extra_victims` is this
+      model with its last blocks trained);
+    - `"random-cnn"`: [`RandomConvFeatures`] and a ridge `head` the same way (the architecture-disjoint transfer
+      target).
     """
 
     config_class = TbaVictimConfig
@@ -124,7 +154,8 @@ class TbaPoseRegressor(PreTrainedModel):
 
             self.regressor = ConvNextForImageClassification(ConvNextConfig(**common, **kwargs))
         else:
-            self.regressor = EfficientNetFeatures(config.image_size, **kwargs)
+            trunk = RandomConvFeatures if config.backbone == "random-cnn" else EfficientNetFeatures
+            self.regressor = trunk(config.image_size, **kwargs)
             self.regressor.requires_grad_(False)  # frozen: only the head is fitted
             self.head = torch.nn.Linear(self.regressor.num_features, config.num_params)
             with torch.no_grad():
@@ -149,7 +180,7 @@ class TbaPoseRegressor(PreTrainedModel):
                 raise ValueError(f"labels has {labels.shape[0]} rows for {pixel_values.shape[0]} images")
             if not labels.is_floating_point() or not bool(torch.isfinite(labels).all()):
                 raise ValueError("labels must be finite float pose/shape parameters; got NaN, Inf or integers")
-        if self.config.backbone == "efficientnet-lite0":
+        if self.config.backbone in ("efficientnet-lite0", "random-cnn"):
             params = self.head(self.regressor(pixel_values))
             loss = F.mse_loss(params, labels) if labels is not None else None
             return TbaPoseOutput(loss=loss, params=params)

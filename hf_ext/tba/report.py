@@ -9,6 +9,16 @@ from hf_ext.core.reporting import VerdictRule, paired_bootstrap, summarize
 
 METRICS = ("mpjpe", "pa_mpjpe", "pve")
 REGIMES = ("white_box", "transfer", "resize", "blur")
+# With the extra victims (hf_ext.tba.extra_victims): A's adversarial images on the architecture-disjoint target C, and
+# the arms crafted white-box on the fine-tuned victim F (no wall-time-matched arm there).
+EXTRA_REGIMES = ("transfer_disjoint", "white_box_finetuned")
+
+
+def regimes_of(mapping) -> list[str]:
+    """The regimes present in a seed's errors (or a summary), in table order."""
+    return [r for r in REGIMES + EXTRA_REGIMES if r in mapping]
+
+
 BASELINES = ("fgsm", "pgd", "mifgsm")
 ABLATIONS = ("tba_vae_only", "tba_controlnet_only", "tba_no_generator_grad")
 
@@ -19,22 +29,24 @@ def mean_std(values: list[float]) -> dict:
     return {"mean": s.mean, "std": s.sd, "values": list(values)}
 
 
-def rules(tuned: bool = False) -> dict[str, VerdictRule]:
+def rules(tuned: bool = False, extra: bool = False) -> dict[str, VerdictRule]:
     """Printed before the run: in each regime, does TBA raise the victim's MPJPE above PGD's at the same number of
     victim gradients? Decided on the per-image paired differences pooled over seeds (paired bootstrap, 95 %).
     `tuned`: both arms tuned on the tuning split with the same grid, and the same question at equal wall time
-    (keys `<regime>_time_matched`, against the PGD given TBA's wall time)."""
+    (keys `<regime>_time_matched`, against the PGD given TBA's wall time). `extra`: also the regimes of the extra
+    victims (the disjoint target C, both tables; the fine-tuned victim F, gradient-matched only)."""
     note = ", both tuned on the tuning split" if tuned else ""
+    regimes = REGIMES + (EXTRA_REGIMES if extra else ())
     out = {
         regime: VerdictRule(
             claim=f"TBA beats PGD at an equal victim-gradient budget{note} ({regime})",
             metric="MPJPE under attack, mm per image (higher = stronger attack)",
             margin=0.0,
         )
-        for regime in REGIMES
+        for regime in regimes
     }
     if tuned:
-        for regime in REGIMES:
+        for regime in (r for r in regimes if r != "white_box_finetuned"):
             out[f"{regime}_time_matched"] = VerdictRule(
                 claim=f"TBA beats PGD at equal wall time, both tuned on the tuning split ({regime})",
                 metric="MPJPE under attack, mm per image (higher = stronger attack)",
@@ -68,8 +80,8 @@ def summarise(per_seed: list[dict], per_seed_images: list[dict] | None = None) -
     per-image errors, the paired TBA-minus-baseline (and -ablation) differences."""
     summary = {"prior_mean_predictor": {m: mean_std([s["prior_mean_predictor"][m] for s in per_seed])
                                         for m in METRICS}}  # fmt: skip
-    attacks = list(per_seed[0]["white_box"])
-    for regime in REGIMES:
+    for regime in regimes_of(per_seed[0]):
+        attacks = list(per_seed[0][regime])
         reg = {}
         for name in attacks:
             entry = {}
@@ -88,11 +100,12 @@ def summarise(per_seed: list[dict], per_seed_images: list[dict] | None = None) -
         }  # fmt: skip
         if per_seed_images is not None:
             reg["tba_minus_paired"] = {o: paired(per_seed_images, regime, "tba", o) for o in others}
-            tuned = "pgd_time_matched" in reg["tba_minus_paired"]
+            tuned = "pgd_time_matched" in per_seed[0]["white_box"]  # the run was tuned (F has no time-matched arm)
             if "pgd" in reg["tba_minus_paired"]:
-                reg["verdict_vs_pgd"] = rules(tuned)[regime].decide(reg["tba_minus_paired"]["pgd"]["difference"])
-            if tuned:
-                reg["verdict_vs_pgd_time_matched"] = rules(True)[f"{regime}_time_matched"].decide(
+                rule = rules(tuned, extra=True)[regime]
+                reg["verdict_vs_pgd"] = rule.decide(reg["tba_minus_paired"]["pgd"]["difference"])
+            if "pgd_time_matched" in reg["tba_minus_paired"]:
+                reg["verdict_vs_pgd_time_matched"] = rules(True, extra=True)[f"{regime}_time_matched"].decide(
                     reg["tba_minus_paired"]["pgd_time_matched"]["difference"]
                 )
         summary[regime] = reg
@@ -107,7 +120,7 @@ def print_table(summary: dict, eps: float, ns) -> None:
     prior = summary["prior_mean_predictor"]
     print("a victim predicting the prior mean scores " + ", ".join(f"{m} {prior[m]['mean']:.1f}" for m in METRICS))
     ssim = summary.get("ssim", {})
-    for regime in REGIMES:
+    for regime in regimes_of(summary):
         reg = summary[regime]
         print(f"\n[{regime}]")
         print(f"{'attack':<26}{'MPJPE':>16}{'PA-MPJPE':>16}{'PVE':>16}{'MPJPE +%':>12}{'PVE +%':>12}{'SSIM':>8}")
@@ -117,7 +130,7 @@ def print_table(summary: dict, eps: float, ns) -> None:
             cells = "".join(f"{entry[m]['mean']:>9.1f} ± {entry[m]['std']:<4.1f}" for m in METRICS)  # nan: one seed
             inc = "".join(f"{entry[f'{m}_increase_pct']['mean']:>12.1f}" if name != "clean" else f"{'':>12}"
                           for m in ("mpjpe", "pve"))  # fmt: skip
-            sim = f"{ssim[name]['mean']:>8.3f}" if name in ssim else ""
+            sim = f"{ssim[name]['mean']:>8.3f}" if name in ssim and regime != "white_box_finetuned" else ""
             print(f"{name:<26}{cells}{inc}{sim}")
         imp = reg["tba_improvement_pct"]
         print("TBA relative to: " + ", ".join(
@@ -140,7 +153,7 @@ def report_fields(by_eps: dict, ns) -> dict:
     for label, entry in by_eps.items():
         summary, ssim = entry["summary"], entry["summary"].get("ssim", {})
         rows = []
-        for regime in REGIMES:
+        for regime in regimes_of(summary):
             reg = summary[regime]
             for key in ("verdict_vs_pgd", "verdict_vs_pgd_time_matched"):
                 if key in reg:
@@ -151,7 +164,7 @@ def report_fields(by_eps: dict, ns) -> dict:
                     continue
                 cells = [f"{e[m]['mean']:.1f} ± {e[m]['std']:.1f}" for m in METRICS]
                 inc = [f"{e[f'{m}_increase_pct']['mean']:.1f}" if name != "clean" else "" for m in ("mpjpe", "pve")]
-                sim = f"{ssim[name]['mean']:.3f}" if name in ssim else ""
+                sim = f"{ssim[name]['mean']:.3f}" if name in ssim and regime != "white_box_finetuned" else ""
                 rows.append([regime, name, *cells, *inc, sim])
         tables.append(
             table(
@@ -163,18 +176,61 @@ def report_fields(by_eps: dict, ns) -> dict:
                 "(paired bootstrap over seeds × images).",
             )
         )
+    if any("white_box_finetuned" in e["summary"] for e in by_eps.values()):
+        tables.append(rise_table(by_eps))
     return {"verdicts": verdicts, "report": tables}
+
+
+def rise_table(by_eps: dict):
+    """Per ε, the clean MPJPE and its % rise under PGD and TBA for the frozen victim A (white-box), the fine-tuned
+    victim F (white-box) and the disjoint target C (A's images): where each lands against the paper's +41 %."""
+    from hf_ext.core.results_render import table
+
+    rows = []
+    for label, entry in sorted(by_eps.items(), key=lambda kv: kv[1]["eps"]):
+        row = [label]
+        for regime in ("white_box", "white_box_finetuned", "transfer_disjoint"):
+            reg = entry["summary"].get(regime)
+            if reg is None:
+                row += ["", "", ""]
+                continue
+            row.append(f"{reg['clean']['mpjpe']['mean']:.1f}")
+            row += [f"{reg[a]['mpjpe_increase_pct']['mean']:+.0f} ± {reg[a]['mpjpe_increase_pct']['std']:.0f}"
+                    for a in ("pgd", "tba")]  # fmt: skip
+        rows.append(row)
+    return table(
+        "White-box rise by victim: MPJPE % over clean (paper: +41 %)",
+        [
+            "ε",
+            "A clean mm",
+            "A PGD +%",
+            "A TBA +%",
+            "F clean mm",
+            "F PGD +%",
+            "F TBA +%",
+            "C clean mm",
+            "C PGD +%",
+            "C TBA +%",
+        ],  # fmt: skip
+        rows,
+        note="A: frozen trunk + ridge head (white-box); F: A's last stage fine-tuned (white-box, attacks crafted on "
+        "F); C: the architecture-disjoint random-feature CNN scored on A's adversarial images (transfer). Mean ± "
+        "sample SD over seeds.",
+    )
 
 
 __all__ = [
     "ABLATIONS",
     "BASELINES",
     "METRICS",
+    "EXTRA_REGIMES",
     "REGIMES",
     "mean_std",
+    "regimes_of",
     "paired",
     "print_table",
     "report_fields",
+    "rise_table",
     "rules",
     "summarise",
 ]

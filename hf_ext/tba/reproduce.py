@@ -180,6 +180,8 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns, tuning: dict | None
         "resize": (victims["a"], _resize),
         "blur": (victims["a"], _blur),
     }
+    if "c" in victims:  # the architecture-disjoint transfer target (hf_ext.tba.extra_victims)
+        views["transfer_disjoint"] = (victims["c"], lambda x: x)
     # What a victim that ignores the image scores: the prior mean (judges how much the victims learned).
     prior = body.sample_params(4096, torch.Generator().manual_seed(0)).mean(0, keepdim=True).expand_as(gt)
     out = {"prior_mean_predictor": {m: float(v.mean()) for m, v in body_errors(body, prior, gt).items()}}
@@ -190,8 +192,38 @@ def run_seed(seed: int, eps: float, body, victims, dhng, ns, tuning: dict | None
         per_image[regime] = {name: {m: v.tolist() for m, v in e.items()} for name, e in errs.items()}
     with torch.no_grad():
         out["ssim"] = {name: float(ssim(x, images).mean()) for name, x in adversarials.items() if name != "clean"}
+    if "f" in victims:  # the fine-tuned victim, attacked white-box with the same arms and settings
+        errs = _finetuned_regime(seed, eps, body, victims["f"], dhng, ns, tuning, images, gt, timings)
+        out["white_box_finetuned"] = {name: {m: float(v.mean()) for m, v in e.items()} for name, e in errs.items()}
+        per_image["white_box_finetuned"] = {name: {m: v.tolist() for m, v in e.items()} for name, e in errs.items()}
     return {"errors": out, "per_image": per_image, "timings_s": timings, "grad_evals": grad_evals,
             "adversarials": adversarials, "gt": gt}  # fmt: skip
+
+
+def _finetuned_regime(seed, eps, body, victim, dhng, ns, tuning, images, gt, timings) -> dict:
+    """`white_box_finetuned`: FGSM, PGD, MI-FGSM, TBA and the many-step PGD crafted on the fine-tuned victim F and
+    scored on it, at the settings chosen on victim A's tuning split (defaults untuned); per-image errors."""
+    from .tuning import DEFAULTS
+
+    chosen = tuning["chosen"] if tuning is not None else {**DEFAULTS, "tba": {**DEFAULTS["tba"], "beta": ns.beta}}
+    loss_cfg = AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)
+    gen = lambda: torch.Generator().manual_seed(seed)  # noqa: E731
+    attacks = {
+        "fgsm": lambda o: fgsm(o, images, eps),
+        **attack_runners(images, eps, ns.steps, dhng, seed, chosen),
+        f"pgd_{ns.reference_steps}_steps": lambda o: pgd(o, images, eps, ns.reference_steps, generator=gen()),
+    }
+    errs = {"clean": _errors(body, victim, images, gt)}
+    for name, run in attacks.items():
+        t = time.perf_counter()
+        o = AdversarialObjective(victim, body, images, eps, loss_cfg, reference_params=gt)
+        adv = run(o)
+        timings[f"finetuned_{name}"] = time.perf_counter() - t
+        expected = 1 if name == "fgsm" else ns.reference_steps if name.startswith("pgd_") else ns.steps
+        assert o.grad_evals == expected, (name, o.grad_evals, expected)
+        assert float((adv - images).abs().max()) <= eps + 1e-6, name
+        errs[name] = _errors(body, victim, adv, gt)
+    return errs
 
 
 # Sized for about one free core (the measured runs of the README): quick's first call trains and caches smaller
@@ -213,6 +245,7 @@ QUICK = dict(
     body="procedural",
     tune=False,
     num_tune=8,
+    extra_victims=False,
 )
 FULL = dict(
     seeds=[0, 1, 2],
@@ -228,6 +261,7 @@ FULL = dict(
     body="procedural",
     tune=True,
     num_tune=16,
+    extra_victims=True,
 )
 
 
@@ -261,6 +295,11 @@ def build_parser() -> argparse.ArgumentParser:
         const=False,
         help="every arm at its default settings (default at quick scale)",
     )
+    p.add_argument("--extra-victims", dest="extra_victims", action="store_const", const=True,
+                   help="also train the architecture-disjoint transfer target C and the fine-tuned victim F "
+                        "(hf_ext.tba.extra_victims) and report their regimes (default with --full)")  # fmt: skip
+    p.add_argument("--no-extra-victims", dest="extra_victims", action="store_const", const=False,
+                   help="only victims A and B (default at quick scale)")  # fmt: skip
     p.add_argument("--num-tune", type=int, help="tuning renders (quick 8, --full 16)")
     p.add_argument("--beta", type=float, default=TbaAttackConfig.beta, help="TBA generator step")
     p.add_argument(
@@ -336,13 +375,16 @@ def main(argv: list[str] | None = None) -> dict:
         "body",
         "tune",
         "num_tune",
+        "extra_victims",
     ):
         if getattr(ns, key) is None:  # `is None`, not `or`: an explicit 0 must be refused, not replaced
             setattr(ns, key, scale[key])
     if ns.victim_input_size is None:
         ns.victim_input_size = scale["input_size"]
     check_reproduce_args(ns)
-    print_rules(rules(ns.tune))  # stated before anything trains or attacks
+    if ns.extra_victims and ns.victim != "efficientnet-lite0":
+        raise ValueError("--extra-victims needs --victim efficientnet-lite0 (victim F fine-tunes its trunk)")
+    print_rules(rules(ns.tune, ns.extra_victims))  # stated before anything trains or attacks
     train_args = TbaTrainingArguments(
         body=ns.body, victim=ns.victim, victim_input_size=ns.victim_input_size, num_train=ns.num_train,
         num_eval=ns.num_eval,
@@ -370,54 +412,18 @@ def _victim_lines(meta: dict) -> list[str]:
     return lines
 
 
-def _run(ns, train_args: TbaTrainingArguments) -> dict:
-    from transformers import AutoModel
+def _subset(ns) -> dict:
+    """With --full: every knob set away from the full scale, `{knob: {"full": value, "run": value}}`."""
+    if not ns.full:
+        return {}
+    run = {**{k: getattr(ns, k) for k in FULL if k != "input_size"}, "input_size": ns.victim_input_size}
+    run["eps"] = sorted(run["eps"])  # the order budgets run in is no deviation
+    return {k: {"full": FULL[k], "run": v} for k, v in run.items() if v != FULL[k]}
 
-    from .viz import attack_grid
 
-    t0 = time.perf_counter()
-    out = Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if ns.artifacts:
-        meta, cached = load_artifacts_meta(Path(ns.artifacts)), True
-    else:
-        meta, cached = _artifacts(train_args, out, ns.retrain)
-    print(("loaded cached" if cached else "trained") + f" victims and generator: {meta['timings']}", flush=True)
-    for line in _victim_lines(meta):
-        print(line, flush=True)
-    body = build_body(train_args.body)
-    victims = {k: AutoModel.from_pretrained(meta["paths"][f"victim_{k}"]).eval() for k in ("a", "b")}
-    dhng = AutoModel.from_pretrained(meta["paths"]["dhng"]).eval()
-    for v in (*victims.values(), dhng):
-        v.requires_grad_(False)
-    by_eps, timings, grad_evals, first, tuned = {}, [], None, None, {}
-    loss_cfg = AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)
-    for eps in ns.eps:
-        per_seed, per_image = [], []
-        tuning = None
-        if ns.tune:
-            tuning = tune(body, victims["a"], dhng, eps, ns.steps, ns.num_tune, loss_cfg)
-            tuned[f"{eps * 255:g}/255"] = {**tuning, "time_matched_pgd_steps": time_matched_steps(tuning, ns.steps)}
-            print(f"eps {eps * 255:g}/255 tuned on {ns.num_tune} tuning renders: {tuning['chosen']}; PGD with TBA's "
-                  f"wall time: {time_matched_steps(tuning, ns.steps)} steps", flush=True)  # fmt: skip
-        for seed in progress(ns.seeds, desc=f"tba eps {eps * 255:.0f}/255", unit="seed"):
-            r = run_seed(seed, eps, body, victims, dhng, ns, tuning)
-            per_seed.append(r["errors"])
-            per_image.append(r["per_image"])
-            timings.append(r["timings_s"])
-            grad_evals = r["grad_evals"]
-            first = first or r
-            wb = r["errors"]["white_box"]
-            print(f"eps {eps * 255:.0f}/255 seed {seed}: white-box MPJPE clean {wb['clean']['mpjpe']:.1f} "
-                  f"pgd {wb['pgd']['mpjpe']:.1f} tba {wb['tba']['mpjpe']:.1f}", flush=True)  # fmt: skip
-        summary = summarise(per_seed, per_image)
-        print_table(summary, eps, ns)
-        by_eps[f"{eps * 255:g}/255"] = {"eps": eps, "summary": summary, "per_seed": per_seed,
-                                        "per_image": per_image}  # fmt: skip
-    shown = {k: first["adversarials"][k] for k in ("pgd", "tba")}
-    grid = attack_grid(first["adversarials"]["clean"], shown, lambda x: victims["a"](pixel_values=x).params, body,
-                       ns.eps[0])  # fmt: skip
-    grid.save(out / "grid.png")
+def _results(ns, train_args, meta, extra, cached, by_eps, tuned, timings, grad_evals, t0, partial=None) -> dict:
+    """`results.json` from the budgets run so far (sorted by ε); `partial` marks a run cut short."""
+    by_eps = dict(sorted(by_eps.items(), key=lambda kv: kv[1]["eps"]))
     main_eps = min(by_eps.values(), key=lambda e: abs(e["eps"] - 8 / 255))
     describe = {"efficientnet-lite0": ("EfficientNet-Lite0 (ImageNet, frozen) 8 blocks + 16x16 pixels, ridge head",
                                        "EfficientNet-Lite0 (ImageNet, frozen) 12 blocks + 16x16 pixels, ridge head"),
@@ -454,12 +460,98 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
         "training_time_s": meta["timings"],
         "artifacts_cached": cached,
         "wall_time_s": time.perf_counter() - t0,
-        "rules": {regime: rule.to_dict() for regime, rule in rules(ns.tune).items()},
+        "rules": {regime: rule.to_dict() for regime, rule in rules(ns.tune, ns.extra_victims).items()},
         "environment": environment(),
         "schema_version": RESULTS_SCHEMA_VERSION,
         "scale": "full" if ns.full else "quick",
         **report_fields(by_eps, ns),
     }
+    if extra is not None:
+        results["setting"]["victim_c"] = ("random-feature CNN (stride-2 convs 32-64, ReLU, fixed random weights, "
+                                          "8x8 average pool, no ImageNet weights), ridge head: architecture-disjoint "
+                                          "transfer target")  # fmt: skip
+        results["setting"]["victim_f"] = (f"victim A with blocks {extra['settings']['finetune']['first_block']}-7 "
+                                          "and its head fine-tuned (AdamW)")  # fmt: skip
+        results["extra_victims"] = {k: v for k, v in extra.items() if k != "paths"}
+    if _subset(ns):
+        results["subset"] = _subset(ns)
+        flags = {"input_size": "victim-input-size"}
+        parts = []
+        for k, v in results["subset"].items():
+            run = " ".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in (v["run"] if isinstance(
+                v["run"], list) else [v["run"]]))  # fmt: skip
+            parts.append(f"--{flags.get(k, k.replace('_', '-'))} {run}")
+        results["command"] = "hf-ext reproduce tba --full " + " ".join(parts)
+    if partial is not None:
+        done = ", ".join(f"{e * 255:g}/255" for e in partial["eps_done"])
+        results["partial"] = {**partial, "note": f"ε {done} done of {len(partial['eps_planned'])} budgets"}
+    return results
+
+
+def _run(ns, train_args: TbaTrainingArguments) -> dict:
+    from transformers import AutoModel
+
+    from .viz import attack_grid
+
+    t0 = time.perf_counter()
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if ns.artifacts:
+        meta, cached = load_artifacts_meta(Path(ns.artifacts)), True
+    else:
+        meta, cached = _artifacts(train_args, out, ns.retrain)
+    print(("loaded cached" if cached else "trained") + f" victims and generator: {meta['timings']}", flush=True)
+    for line in _victim_lines(meta):
+        print(line, flush=True)
+    body = build_body(train_args.body)
+    victims = {k: AutoModel.from_pretrained(meta["paths"][f"victim_{k}"]).eval() for k in ("a", "b")}
+    extra = None
+    if ns.extra_victims:
+        from .extra_victims import extra_victims
+
+        t = time.perf_counter()
+        extra = extra_victims(meta, meta["training_args"], retrain=ns.retrain)
+        print(f"extra victims C and F ({time.perf_counter() - t:.0f}s): " + "; ".join(
+            f"{k} held-out MPJPE {extra['victims'][k]['eval']['mpjpe']:.1f} mm" for k in ("victim_c", "victim_f"))
+            + f" (victim A {extra['victims']['victim_a_same_eval']['mpjpe']:.1f})", flush=True)  # fmt: skip
+        victims.update({k: AutoModel.from_pretrained(extra["paths"][f"victim_{k}"]).eval() for k in ("c", "f")})
+    dhng = AutoModel.from_pretrained(meta["paths"]["dhng"]).eval()
+    for v in (*victims.values(), dhng):
+        v.requires_grad_(False)
+    by_eps, timings, grad_evals, first, tuned = {}, [], None, None, {}
+    loss_cfg = AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)
+    for eps in ns.eps:
+        per_seed, per_image = [], []
+        tuning = None
+        if ns.tune:
+            tuning = tune(body, victims["a"], dhng, eps, ns.steps, ns.num_tune, loss_cfg)
+            tuned[f"{eps * 255:g}/255"] = {**tuning, "time_matched_pgd_steps": time_matched_steps(tuning, ns.steps)}
+            print(f"eps {eps * 255:g}/255 tuned on {ns.num_tune} tuning renders: {tuning['chosen']}; PGD with TBA's "
+                  f"wall time: {time_matched_steps(tuning, ns.steps)} steps", flush=True)  # fmt: skip
+        for seed in progress(ns.seeds, desc=f"tba eps {eps * 255:.0f}/255", unit="seed"):
+            r = run_seed(seed, eps, body, victims, dhng, ns, tuning)
+            per_seed.append(r["errors"])
+            per_image.append(r["per_image"])
+            timings.append(r["timings_s"])
+            grad_evals = r["grad_evals"]
+            first = first or r
+            wb = r["errors"]["white_box"]
+            print(f"eps {eps * 255:.0f}/255 seed {seed}: white-box MPJPE clean {wb['clean']['mpjpe']:.1f} "
+                  f"pgd {wb['pgd']['mpjpe']:.1f} tba {wb['tba']['mpjpe']:.1f}", flush=True)  # fmt: skip
+        summary = summarise(per_seed, per_image)
+        print_table(summary, eps, ns)
+        by_eps[f"{eps * 255:g}/255"] = {"eps": eps, "summary": summary, "per_seed": per_seed,
+                                        "per_image": per_image}  # fmt: skip
+        if len(by_eps) < len(ns.eps):  # a run cut short still leaves the budgets it finished
+            partial = {"eps_done": [e["eps"] for e in by_eps.values()], "eps_planned": ns.eps}
+            write_results(out / "results.json", _results(ns, train_args, meta, extra, cached, by_eps, tuned,
+                                                         timings, grad_evals, t0, partial))  # fmt: skip
+    shown = {k: first["adversarials"][k] for k in ("pgd", "tba")}
+    grid = attack_grid(first["adversarials"]["clean"], shown, lambda x: victims["a"](pixel_values=x).params, body,
+                       ns.eps[0])  # fmt: skip
+    grid.save(out / "grid.png")
+    results = _results(ns, train_args, meta, extra, cached, by_eps, tuned, timings, grad_evals, t0)
+    main_eps = min(by_eps.values(), key=lambda e: abs(e["eps"] - 8 / 255))
     write_results(out / "results.json", results)
     _save_records(meta, main_eps["per_seed"], results["setting"], ns)
     print(f"\nwrote {out / 'results.json'} and {out / 'grid.png'} ({results['wall_time_s']:.0f}s)")
