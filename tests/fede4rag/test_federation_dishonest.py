@@ -209,11 +209,12 @@ def test_the_kd_teacher_is_the_received_global_adapter(setup, monkeypatch):
         def __init__(self, *args, teacher=None, **kwargs):
             model = kwargs["model"]
             student = adapter_arrays(model)
-            # the teacher is frozen (no trainable parameters): read the same-named LoRA factors
+            # the teacher is frozen (no trainable parameters): read the same-named LoRA factors, copied (a client
+            # refreshes its one teacher in place each round, so a view would show a later round's weights)
             params = {} if teacher is None else dict(teacher.named_parameters())
             seen.append(
                 {
-                    "teacher": None if teacher is None else {k: params[k].detach().numpy() for k in student},
+                    "teacher": None if teacher is None else {k: params[k].detach().numpy().copy() for k in student},
                     "student": student,  # the model's adapter when training starts = what it loaded
                     "kd_lambda": kwargs["args"].kd_lambda,
                 }
