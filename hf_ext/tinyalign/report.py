@@ -1,9 +1,12 @@
-"""Table cells of TinyAlign's reproductions, over seeds through [`hf_ext.core.reporting.summarize`] (mean ± sample
-SD); no spread is computed here."""
+"""Table cells, the quick run's table and its loss-curve figure for TinyAlign's reproductions, over seeds through
+[`hf_ext.core.reporting.summarize`] (mean ± sample SD); no spread is computed here."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
+
+import numpy as np
 
 from hf_ext.core.reporting import summarize
 
@@ -65,3 +68,88 @@ def report_fields(results: dict, printed: str) -> dict:
             )
         )
     return {"report": tables}
+
+
+def plot_curves(curves: dict[str, list[float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lms = sorted({k.split()[0] for k in curves})
+    fig, axes = plt.subplots(1, len(lms), figsize=(6 * len(lms), 4), constrained_layout=True, squeeze=False)
+    for ax, lm in zip(axes[0], lms):
+        for name, losses in curves.items():
+            if name.split()[0] == lm:
+                w = 5
+                smooth = np.convolve(losses, np.ones(w) / w, mode="valid") if len(losses) > w else losses
+                ax.plot(
+                    range(w, w + len(smooth)) if len(losses) > w else range(1, len(losses) + 1),
+                    smooth,
+                    label=name.split(" ", 1)[1],
+                )
+        ax.set_title(f"{lm} LM: training CE, stage 1 then stage 2 (mean over seeds)")
+        ax.set_xlabel("step")
+        ax.set_ylabel("caption cross-entropy")
+        ax.legend()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def format_table(results: dict) -> str:
+    head = [
+        "LM",
+        "variant",
+        "stage-1 token acc",
+        "stage-1 class-word",
+        "final train CE",
+        "test CE",
+        "token acc",
+        "class-word acc",
+        "BLEU",
+        "nbr class match",
+        "steps to base CE",
+    ]
+    lines = [" | ".join(head), " | ".join("---" for _ in head)]
+    for row in results["rows"]:
+        m = row["metrics"]
+
+        def cell(k, scale=1.0, d=3):
+            return stat_cell(m[k], scale, d)
+
+        steps = ",".join("-" if s is None else str(s) for s in row["steps_to_baseline_final_loss"])
+        s1 = row["stage1_metrics"]
+        lines.append(
+            " | ".join(
+                [
+                    row["lm"],
+                    row["variant"],
+                    stat_cell(s1["token_accuracy"]),
+                    stat_cell(s1["class_word_accuracy"]),
+                    cell("final_train_loss"),
+                    cell("test_loss"),
+                    cell("token_accuracy"),
+                    cell("class_word_accuracy"),
+                    cell("bleu", 1, 1),
+                    cell("neighbour_class_match"),
+                    steps,
+                ]
+            )
+        )
+    for lm, eff in results["data_efficiency"].items():
+        lines.append(f"\ndata efficiency ({lm} LM, token accuracy by train fraction):")
+        for v, by_f in eff.items():
+            if isinstance(by_f, dict) and v != "criterion":
+                lines.append(
+                    f"  {v:>9}: "
+                    + "  ".join(f"{float(f):.0%} {stat_cell(c['token_accuracy'])}" for f, c in by_f.items())
+                )
+        lines.append(
+            f"  smallest fraction at which TinyAlign matches baseline-100%: "
+            f"{eff['smallest_fraction_matching_baseline_100']} (paper: 0.4)"
+        )
+    if results.get("references"):
+        lines.append("\n" + references_line(results["references"]))
+    for name, v in results.get("verdict_objects", {}).items():
+        lines.append(f"{name}: paired Δ token acc {v.difference.cell()} -> {v.verdict.upper()}")
+    return "\n".join(lines)
