@@ -307,6 +307,18 @@ class Verdict:
             "premise": self.premise.to_dict() if self.premise else None,
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
+        """The inverse of [`to_dict`]: a stored verdict (as `results.json` holds it) back as an object."""
+        diff, premise = d.get("difference"), d.get("premise")
+        return cls(
+            d["claim"],
+            d["verdict"],
+            d["reason"],
+            PairedDifference.from_dict(diff) if diff else None,
+            Premise(**premise) if premise else None,
+        )
+
 
 @dataclass(frozen=True)
 class VerdictRule:

@@ -40,6 +40,7 @@ from .dhng import TbaAttackConfig, tba_attack
 from .metrics import body_errors
 from .perceptual import ssim
 from .report import ABLATIONS, BASELINES, METRICS, REGIMES, print_table, report_fields, rules, summarise
+from .resume import load_finished
 from .train import TbaTrainingArguments, train_all
 from .tuning import attack_runners, time_matched_steps, tune
 
@@ -325,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retrain", action="store_true", help="ignore cached artifacts")
     p.add_argument("--artifacts", help="use the victims and generator of this folder (its training.json, as "
                    "`hf-ext tba train` writes) instead of training or the cache")  # fmt: skip
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the budgets (ε) that --out's results.json already "
+        "finished with the same setting; attack only the others",
+    )
     p.add_argument("--out", default=str(work_dir("tba")), help="output folder (results.json, grid.png, artifacts-*/)")
     from hf_ext.core.devices import add_device_argument
 
@@ -421,33 +428,40 @@ def _subset(ns) -> dict:
     return {k: {"full": FULL[k], "run": v} for k, v in run.items() if v != FULL[k]}
 
 
-def _results(ns, train_args, meta, extra, cached, by_eps, tuned, timings, grad_evals, t0, partial=None) -> dict:
-    """`results.json` from the budgets run so far (sorted by ε); `partial` marks a run cut short."""
-    by_eps = dict(sorted(by_eps.items(), key=lambda kv: kv[1]["eps"]))
-    main_eps = min(by_eps.values(), key=lambda e: abs(e["eps"] - 8 / 255))
+def _setting(ns, train_args, meta) -> dict:
+    """The `results.json` "setting" of this run (what `--resume` requires an earlier run to share, ε aside)."""
     describe = {"efficientnet-lite0": ("EfficientNet-Lite0 (ImageNet, frozen) 8 blocks + 16x16 pixels, ridge head",
                                        "EfficientNet-Lite0 (ImageNet, frozen) 12 blocks + 16x16 pixels, ridge head"),
                 "vit": ("ViT (tiny, problem_type=regression)", "ConvNext (tiny)")}[train_args.victim]  # fmt: skip
+    return {
+        "body": train_args.body,
+        "eps": ns.eps,
+        "steps": ns.steps,
+        "num_test": ns.num_test,
+        "seeds": ns.seeds,
+        "reference_steps": ns.reference_steps,
+        "beta": ns.beta,
+        "tuned": ns.tune,
+        "full": ns.full,
+        "victim_a": describe[0],
+        "victim_b": describe[1],
+        "victim_input_size": ns.victim_input_size,
+        "loss": asdict(AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)),
+        "reference": "ground truth (untargeted)",
+        "perceptual": "SSIM (Gaussian window 1.5, skimage constants)",
+        "training": meta["training_args"],
+    }  # fmt: skip
+
+
+def _results(ns, train_args, meta, extra, cached, by_eps, tuned, timings, grad_evals, t0, partial=None,
+             earlier=None) -> dict:  # fmt: skip
+    """`results.json` from the budgets run so far (sorted by ε); `partial` marks a run cut short, `earlier` the
+    run a `--resume` read finished budgets from."""
+    by_eps = dict(sorted(by_eps.items(), key=lambda kv: kv[1]["eps"]))
+    main_eps = min(by_eps.values(), key=lambda e: abs(e["eps"] - 8 / 255))
     results = {
         "method": "tba",
-        "setting": {
-            "body": train_args.body,
-            "eps": ns.eps,
-            "steps": ns.steps,
-            "num_test": ns.num_test,
-            "seeds": ns.seeds,
-            "reference_steps": ns.reference_steps,
-            "beta": ns.beta,
-            "tuned": ns.tune,
-            "full": ns.full,
-            "victim_a": describe[0],
-            "victim_b": describe[1],
-            "victim_input_size": ns.victim_input_size,
-            "loss": asdict(AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)),
-            "reference": "ground truth (untargeted)",
-            "perceptual": "SSIM (Gaussian window 1.5, skimage constants)",
-            "training": meta["training_args"],
-        },  # fmt: skip
+        "setting": _setting(ns, train_args, meta),
         "victims": meta.get("victims", {}),
         "vae_loss_history": meta.get("vae_loss_history", []),
         "denoiser_loss_history": meta.get("denoiser_loss_history", []),
@@ -482,6 +496,8 @@ def _results(ns, train_args, meta, extra, cached, by_eps, tuned, timings, grad_e
                 v["run"], list) else [v["run"]]))  # fmt: skip
             parts.append(f"--{flags.get(k, k.replace('_', '-'))} {run}")
         results["command"] = "hf-ext reproduce tba --full " + " ".join(parts)
+    if earlier:
+        results["resumed"] = {"earlier_wall_time_s": earlier["wall_time_s"]}
     if partial is not None:
         done = ", ".join(f"{e * 255:g}/255" for e in partial["eps_done"])
         results["partial"] = {**partial, "note": f"ε {done} done of {len(partial['eps_planned'])} budgets"}
@@ -518,9 +534,17 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
     dhng = AutoModel.from_pretrained(meta["paths"]["dhng"]).eval()
     for v in (*victims.values(), dhng):
         v.requires_grad_(False)
-    by_eps, timings, grad_evals, first, tuned = {}, [], None, None, {}
+    by_eps, timings, grad_evals, first, tuned, earlier = {}, [], None, None, {}, {}
+    if ns.resume:
+        setting = _setting(ns, train_args, meta)
+        by_eps, tuned, done_timings, earlier = load_finished(out / "results.json", setting, ns.eps)
+        timings = [t for ts in done_timings.values() for t in ts]
+        grad_evals = earlier.get("victim_gradient_evaluations")
+        print(f"--resume: budgets {', '.join(by_eps) or 'none'} read from {out / 'results.json'}", flush=True)
     loss_cfg = AdversarialLossConfig(lambda_perceptual=ns.lambda_perceptual)
     for eps in ns.eps:
+        if f"{eps * 255:g}/255" in by_eps:
+            continue
         per_seed, per_image = [], []
         tuning = None
         if ns.tune:
@@ -534,23 +558,24 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
             per_image.append(r["per_image"])
             timings.append(r["timings_s"])
             grad_evals = r["grad_evals"]
-            first = first or r
+            first = first or {**r, "eps": eps}
             wb = r["errors"]["white_box"]
             print(f"eps {eps * 255:.0f}/255 seed {seed}: white-box MPJPE clean {wb['clean']['mpjpe']:.1f} "
                   f"pgd {wb['pgd']['mpjpe']:.1f} tba {wb['tba']['mpjpe']:.1f}", flush=True)  # fmt: skip
         summary = summarise(per_seed, per_image)
         print_table(summary, eps, ns)
         by_eps[f"{eps * 255:g}/255"] = {"eps": eps, "summary": summary, "per_seed": per_seed,
-                                        "per_image": per_image}  # fmt: skip
+                                        "per_image": per_image, "timings_s": timings[-len(ns.seeds):]}  # fmt: skip
         if len(by_eps) < len(ns.eps):  # a run cut short still leaves the budgets it finished
             partial = {"eps_done": [e["eps"] for e in by_eps.values()], "eps_planned": ns.eps}
             write_results(out / "results.json", _results(ns, train_args, meta, extra, cached, by_eps, tuned,
-                                                         timings, grad_evals, t0, partial))  # fmt: skip
-    shown = {k: first["adversarials"][k] for k in ("pgd", "tba")}
-    grid = attack_grid(first["adversarials"]["clean"], shown, lambda x: victims["a"](pixel_values=x).params, body,
-                       ns.eps[0])  # fmt: skip
-    grid.save(out / "grid.png")
-    results = _results(ns, train_args, meta, extra, cached, by_eps, tuned, timings, grad_evals, t0)
+                                                         timings, grad_evals, t0, partial, earlier))  # fmt: skip
+    if first is not None:  # a resumed run with nothing left to attack keeps the grid it drew
+        shown = {k: first["adversarials"][k] for k in ("pgd", "tba")}
+        grid = attack_grid(first["adversarials"]["clean"], shown, lambda x: victims["a"](pixel_values=x).params, body,
+                           first["eps"])  # fmt: skip
+        grid.save(out / "grid.png")
+    results = _results(ns, train_args, meta, extra, cached, by_eps, tuned, timings, grad_evals, t0, None, earlier)
     main_eps = min(by_eps.values(), key=lambda e: abs(e["eps"] - 8 / 255))
     write_results(out / "results.json", results)
     _save_records(meta, main_eps["per_seed"], results["setting"], ns)

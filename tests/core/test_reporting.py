@@ -91,3 +91,9 @@ def test_write_results_roundtrip(tmp_path, capsys):
     assert data["schema_version"] == R.RESULTS_SCHEMA_VERSION and data["verdicts"][0]["verdict"] == "confirmed"
     assert data["tables"]["acc"]["X"]["sd"] == pytest.approx(math.sqrt(0.005)) and data["tables"]["acc"]["nan"] is None
     assert data["environment"]["machine"] and not list(path.parent.glob(".*.tmp"))
+    # A stored verdict reads back as the object it was (what a resumed run's report needs).
+    for v in (res.verdicts[0], R.Verdict("c", R.PREMISE_ABSENT, "no premise", None, R.Premise("p", False, "why"))):
+        back = R.Verdict.from_dict(json.loads(json.dumps(R._jsonable(v.to_dict()))))
+        assert back.line() == v.line() and back.premise == v.premise
+        assert (back.difference is None) == (v.difference is None)
+    assert R.Verdict.from_dict(data["verdicts"][0]).difference.per_pair == pytest.approx((0.1, 0.2, 0.15))

@@ -52,6 +52,21 @@ def test_reproduce_writes_all_attacks_in_all_regimes(tmp_path):
                   "--out", str(out)])  # fmt: skip
     assert again["artifacts_cached"] and set(again["by_eps"]) == {"5.1/255", "10.2/255"}
     assert "tuning" not in again and not again["setting"]["tuned"]  # quick scale: every arm at its defaults
+    # --resume keeps the budget that run finished (read back, not attacked again) and attacks only the new one.
+    from hf_ext.tba import reproduce
+
+    attacked = []
+    real_run_seed = reproduce.run_seed
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reproduce, "run_seed", lambda seed, eps, *a: attacked.append(eps) or real_run_seed(seed, eps, *a))
+        resumed = main([*TOY[:-7], "--steps", "1", "--seeds", "0", "--reference-steps", "1", "--eps", "0.02", "0.06",
+                        "--resume", "--out", str(out)])  # fmt: skip
+    assert attacked == [0.06] and set(resumed["by_eps"]) == {"5.1/255", "15.3/255"}
+    assert resumed["by_eps"]["5.1/255"]["per_seed"] == json.loads(json.dumps(again["by_eps"]["5.1/255"]["per_seed"]))
+    assert resumed["resumed"]["earlier_wall_time_s"] > 0
+    with pytest.raises(ValueError, match="--resume .* seeds"):  # another setting's budgets are not comparable
+        main([*TOY[:-7], "--steps", "1", "--seeds", "1", "--reference-steps", "1", "--eps", "0.02", "--resume",
+              "--out", str(out)])  # fmt: skip
 
 
 @pytest.mark.skipif(not efficientnet_lite0_available(), reason="EfficientNet-Lite0 weights not installed")
