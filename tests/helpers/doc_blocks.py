@@ -3,7 +3,9 @@
 Rules a page follows:
 - every ```python, ```bash, ```sh, ```shell and ```console block runs, in page order, in one process per page, in a
   fresh working folder outside the checkout (python blocks share one namespace; shell blocks run with
-  `bash -euo pipefail`, with the venv's `hf-ext` on PATH, `HF_EXT_HOME` in the folder and `HF_HUB_OFFLINE=1`);
+  `bash -euo pipefail`, with the venv's `hf-ext` on PATH, `HF_EXT_HOME` in the folder and `HF_HUB_OFFLINE=1`; the
+  page's process and its `hf-ext` commands fork from a preloaded interpreter, `helpers/zygote.py`, unless
+  `HF_EXT_TEST_NO_ZYGOTE=1`);
 - a block that cannot run in the suite has `<!-- not run: REASON -->` on the line before its fence (a REASON is
   required: a network install, a GPU, a 4-minute reproduction `make run` already runs ...);
 - ```text, ```json, ```yaml and other languages are shown, not run.
