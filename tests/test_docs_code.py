@@ -64,3 +64,34 @@ def test_page_code_blocks_run(page, tmp_path, zygote):
         python = zygote.python
     proc = subprocess.run([python, str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"{page.name}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+
+
+def test_zygote_commands_get_the_callers_argv_folder_environment_streams_and_exit_status(zygote, tmp_path):
+    """What a page's command sees when it forks from the preloaded interpreter is what a fresh one would see."""
+    if zygote is None:
+        pytest.skip("HF_EXT_TEST_NO_ZYGOTE=1")
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import os, sys\n"
+        "print(os.getcwd(), os.environ['PROBE'], sys.argv[1:], sys.stdin.read().strip())\n"
+        "print('to stderr', file=sys.stderr)\n"
+        "sys.exit(3)\n"
+    )
+    env = {**os.environ, "PROBE": "from-the-caller"}
+    proc = subprocess.run([zygote.python, str(script), "a b"], cwd=tmp_path, env=env, input="piped",
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 3
+    assert proc.stdout.strip() == f"{tmp_path} from-the-caller ['a b'] piped" and proc.stderr.strip() == "to stderr"
+    hf_ext = str(zygote.bin_dir / "hf-ext")
+    bad = subprocess.run([hf_ext, "reproduce", "no-such-method"], capture_output=True, text=True, timeout=120)
+    real = subprocess.run([str(Path(sys.executable).parent / "hf-ext"), "reproduce", "no-such-method"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == real.returncode != 0 and bad.stderr == real.stderr
+    ok = subprocess.run([hf_ext, "list"], capture_output=True, text=True, timeout=120)
+    assert (
+        ok.returncode == 0
+        and ok.stdout
+        == subprocess.run(
+            [str(Path(sys.executable).parent / "hf-ext"), "list"], capture_output=True, text=True, timeout=120
+        ).stdout
+    )
