@@ -115,7 +115,7 @@ def summarise(per_seed: list[dict], per_seed_images: list[dict] | None = None) -
 
 
 def print_table(summary: dict, eps: float, ns) -> None:
-    print(f"\nTBA vs baselines, eps = {eps * 255:.0f}/255, {ns.steps} victim gradients (FGSM: 1), "
+    print(f"\nTBA vs baselines, eps = {eps * 255:g}/255, {ns.steps} victim gradients (FGSM: 1), "
           f"{ns.num_test} test images x {len(ns.seeds)} seeds; errors in mm (mean ± sample SD over seeds)")  # fmt: skip
     prior = summary["prior_mean_predictor"]
     print("a victim predicting the prior mean scores " + ", ".join(f"{m} {prior[m]['mean']:.1f}" for m in METRICS))

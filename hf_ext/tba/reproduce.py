@@ -552,7 +552,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
             tuned[f"{eps * 255:g}/255"] = {**tuning, "time_matched_pgd_steps": time_matched_steps(tuning, ns.steps)}
             print(f"eps {eps * 255:g}/255 tuned on {ns.num_tune} tuning renders: {tuning['chosen']}; PGD with TBA's "
                   f"wall time: {time_matched_steps(tuning, ns.steps)} steps", flush=True)  # fmt: skip
-        for seed in progress(ns.seeds, desc=f"tba eps {eps * 255:.0f}/255", unit="seed"):
+        for seed in progress(ns.seeds, desc=f"tba eps {eps * 255:g}/255", unit="seed"):
             r = run_seed(seed, eps, body, victims, dhng, ns, tuning)
             per_seed.append(r["errors"])
             per_image.append(r["per_image"])
@@ -560,7 +560,7 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
             grad_evals = r["grad_evals"]
             first = first or {**r, "eps": eps}
             wb = r["errors"]["white_box"]
-            print(f"eps {eps * 255:.0f}/255 seed {seed}: white-box MPJPE clean {wb['clean']['mpjpe']:.1f} "
+            print(f"eps {eps * 255:g}/255 seed {seed}: white-box MPJPE clean {wb['clean']['mpjpe']:.1f} "
                   f"pgd {wb['pgd']['mpjpe']:.1f} tba {wb['tba']['mpjpe']:.1f}", flush=True)  # fmt: skip
         summary = summarise(per_seed, per_image)
         print_table(summary, eps, ns)
