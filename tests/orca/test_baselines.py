@@ -114,14 +114,14 @@ def test_ple_arm_is_the_mtl_baseline_on_the_ple_backbone():
 
 @pytest.fixture(scope="module")
 def joined_run(tmp_path_factory):
-    """A small core run, then the three baselines trained alone and joined to it."""
+    """A small core run, then the three baselines and the ablations trained alone and joined to it."""
     from hf_ext.orca.reproduce import main
 
     first, second = tmp_path_factory.mktemp("core"), tmp_path_factory.mktemp("arms")
     common = ["--family", "reliance", "--strengths", "3", "--seeds", "0", "--num-impressions", "1000"]
     common += ["--test-impressions", "1000", "--epochs", "1", "--workers", "1", "--device", "cpu", "--quiet"]
     main(["--out", str(first), *common])
-    main(["--out", str(second), *common, "--arms", "fm", "esmm", "ple", "--only-arms", "--join"]
+    main(["--out", str(second), *common, "--arms", "fm", "esmm", "ple", "--ablations", "--only-arms", "--join"]
          + [str(first / "results.json")])  # fmt: skip
     return first, second
 
@@ -139,6 +139,10 @@ def test_new_arms_join_the_core_rows_paired_by_seed(joined_run):
         assert m["dt_ce"] > 0 and m["num_clicked"] > 100
         assert f"orca vs {arm} @ s=3" in merged["backbones"]["mmoe"]["paired_iid"]
     assert cells[(3.0, 0, "fm")]["iid"]["ctr_auc"] is None  # no click head, no CTR AUC
+    from hf_ext.orca.reproduce import ABLATIONS
+
+    assert not {c["row"] for c in core} & set(ABLATIONS)  # trained by the second run, beside the arms
+    assert all(cells[(3.0, 0, name)]["iid"]["dt_ce"] > 0 for name in ABLATIONS)
     claims = [v["claim"] for v in merged["verdicts"]]
     assert any("single-task FM" in c for c in claims) and any("ESMM" in c for c in claims)
     assert (second / "heatmaps.png").read_bytes() == (first / "heatmaps.png").read_bytes()
