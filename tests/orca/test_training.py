@@ -97,7 +97,7 @@ def test_reproduce_end_to_end_small(tmp_path, capsys):
             "0",
             "1",
             "--num-impressions",
-            "3000",
+            "1500",
             "--test-impressions",
             "3000",
             "--epochs",
