@@ -326,19 +326,24 @@ def verdict(
     lo, hi = min(orca), max(orca)
     grows = None
     if hi > lo:
-        grows = RULES["grows"].decide(
-            paired_difference(orca[hi]["ce_gain"].per_pair, orca[lo]["ce_gain"].per_pair), premise
-        )
+        # Paired on the seeds both strengths have (a sweep joined from per-seed runs may lack some at one end).
+        shared = [x for x in orca[hi]["seeds"] if x in orca[lo]["seeds"]]
+
+        def on_shared(d):
+            return [g for x, g in zip(d["seeds"], d["ce_gain"].per_pair, strict=True) if x in shared]
+
+        grows = RULES["grows"].decide(paired_difference(on_shared(orca[hi]), on_shared(orca[lo])), premise)
         verdicts.append(_at(grows, f"{hi:g} vs {lo:g}"))
     null0 = RULES["null_at_0"].decide(orca[0.0]["ce_gain"]) if 0.0 in orca else None
     if null0 is not None:
         verdicts.append(null0)
     ctr = {}
     for s, d in sorted(orca.items()):
-        key = "ctr_auc_own_stop" if "ctr_auc_own_stop" in cells[(s, seeds[0], "orca")][test] else "ctr_auc"
-        rows = [cells[(s, seed, r)][test][key] for r in ("orca", "baseline") for seed in seeds]
+        key = "ctr_auc_own_stop" if "ctr_auc_own_stop" in cells[(s, d["seeds"][0], "orca")][test] else "ctr_auc"
+        both = d["seeds"]
+        rows = [cells[(s, seed, r)][test][key] for r in ("orca", "baseline") for seed in both]
         if all(np.isfinite(rows)):
-            o, b = rows[: len(seeds)], rows[len(seeds) :]
+            o, b = rows[: len(both)], rows[len(both) :]
             ctr[s] = RULES["ctr"].decide(paired_difference([x + 0.002 for x in o], b))
             verdicts.append(_at(ctr[s], s))
     lines += [v.line() for v in verdicts]

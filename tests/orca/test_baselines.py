@@ -172,3 +172,26 @@ def test_an_arm_with_fewer_seeds_pairs_on_the_seeds_it_shares():
     assert d["seeds"] == [0, 1]
     assert d["ce_gain"].per_pair == pytest.approx([0.5, 0.59])  # fm − ORCA per shared seed
     assert "fm (seeds 0, 1)" in reference_table(cells, [3.0], [0, 1, 2], "iid")
+
+
+def test_grows_pairs_on_the_seeds_both_strengths_have():
+    """A sweep joined from per-seed runs may have fewer seeds at one end: "grows" pairs the gains on the shared
+    seeds instead of refusing (or mispairing) them."""
+    from hf_ext.orca.report import paired_differences, verdict
+
+    def m(ce):
+        return {"iid": {"dt_ce": ce, "dt_macro_f1": 0.2, "ctr_auc": 0.6, "moderate_share_pred": 0.3,
+                        "moderate_share_true": 0.3, "dt_mae_s": 1.0, "js_distance": 0.1}}  # fmt: skip
+
+    cells = {}
+    for s, seeds, gain in ((3.0, (0, 1, 2), 0.1), (0.0, (0, 2), 0.0)):  # seed 1 missing at s = 0
+        for seed in seeds:
+            base = 1.0 + 0.01 * seed
+            rows = {"baseline": base, "orca": base - gain - 0.001 * seed, "single-task": base - 0.05,
+                    "trivial": 2.0, "oracle": 0.9}  # fmt: skip
+            cells |= {(s, seed, row): m(ce) for row, ce in rows.items()}
+    diffs = paired_differences(cells, [0.0, 3.0], [0, 1, 2], "iid")
+    _, verdicts = verdict(cells, diffs, [0.0, 3.0], [0, 1, 2], "iid")
+    grows = next(v for v in verdicts if "grows" in v.claim)
+    assert grows.difference.n == 2  # seeds 0 and 2
+    assert grows.difference.per_pair == pytest.approx([0.1, 0.1])
