@@ -135,9 +135,7 @@ def make_parser() -> argparse.ArgumentParser:
         metavar="RESULTS_JSON",
         help="rows of earlier runs with the same settings (paired by seed); only the missing rows are trained",
     )
-    p.add_argument(
-        "--only-arms", action="store_true", help="train the --arms (and --ablations) only (the other rows from --join)"
-    )
+    p.add_argument("--only-arms", action="store_true", help="train the --arms (and --ablations) only (others: --join)")
     p.add_argument(
         "--join-only", action="store_true", help="train nothing: report the --join rows (pairs on the seeds they share)"
     )
@@ -401,8 +399,7 @@ def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict
 def run_synthetic(run: OrcaReproduceArguments, joined: dict | None = None) -> dict:
     """Trains every (s, seed, backbone, variant) not already in `joined` (cells of earlier runs with the same
     settings, [`load_joined`]) and returns the cells of both, with the reference rows and the heatmaps."""
-    # --only-arms trains the extra arms alone; with --ablations the ablations count among them (a per-seed run can
-    # add them to rows trained earlier, paired through --join).
+    # --only-arms: the extra arms alone, and the ablations with --ablations (added to earlier rows through --join).
     core = ([] if run.only_arms else list(VARIANTS)) + (list(ABLATIONS) if run.ablations else [])
     variants = core + [a for a in run.arms if a not in core]
     top = max(run.strengths)
