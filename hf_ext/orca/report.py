@@ -35,6 +35,9 @@ REFERENCE_ORDER = (
     "orca",
     "orca-raw",
     "orca-code",
+    "orca-no-mask",
+    "orca-no-inter",
+    "orca-no-inst",
 )
 # The baselines of issue 39 (`--arms fm esmm ple`), each tuned on the same grid; ORCA is judged against each.
 EXTRA_BASELINES = {"fm": "single-task FM", "esmm": "ESMM-style model", "ple": "PLE multi-task baseline"}
@@ -229,6 +232,10 @@ PAIRS = (
     ("fm", "baseline", "MTL baseline vs the single-task FM"),
     ("baseline", "esmm", "ESMM over the MTL baseline"),
     ("baseline", "ple", "PLE over the MMoE baseline"),
+    # The ablations (`--ablations`): a positive gain is what the removed part adds to ORCA.
+    ("orca-no-mask", "orca", "ORCA vs ORCA without the counterfactual mask"),
+    ("orca-no-inter", "orca", "ORCA vs ORCA without task interaction"),
+    ("orca-no-inst", "orca", "ORCA vs ORCA without the instance weights"),
 )
 
 

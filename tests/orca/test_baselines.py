@@ -143,6 +143,10 @@ def test_new_arms_join_the_core_rows_paired_by_seed(joined_run):
 
     assert not {c["row"] for c in core} & set(ABLATIONS)  # trained by the second run, beside the arms
     assert all(cells[(3.0, 0, name)]["iid"]["dt_ce"] > 0 for name in ABLATIONS)
+    for name in ABLATIONS:  # each reported as what the removed part adds to ORCA (ablation − ORCA CE, per seed)
+        d = merged["backbones"]["mmoe"]["paired_iid"][f"orca vs {name} @ s=3"]
+        want = cells[(3.0, 0, name)]["iid"]["dt_ce"] - cells[(3.0, 0, "orca")]["iid"]["dt_ce"]
+        assert d["ce_gain"]["per_pair"] == pytest.approx([want])
     claims = [v["claim"] for v in merged["verdicts"]]
     assert any("single-task FM" in c for c in claims) and any("ESMM" in c for c in claims)
     assert (second / "heatmaps.png").read_bytes() == (first / "heatmaps.png").read_bytes()
