@@ -26,6 +26,16 @@ JOIN_KEYS = (
 )
 
 
+def full_subset(run) -> dict:
+    """With `--full`: every data or sweep setting run away from the full scale, `{key: {"full": v, "run": v}}` (what
+    the docs heading labels as a subset of the full scale)."""
+    from .reproduce import OrcaReproduceArguments
+
+    full = OrcaReproduceArguments(full=True)
+    keys = ("strengths", "seeds", "num_impressions", "num_users", "num_items", "test_impressions", "epochs")
+    return {k: {"full": getattr(full, k), "run": getattr(run, k)} for k in keys if getattr(run, k) != getattr(full, k)}
+
+
 def _nan_for_none(x):
     if isinstance(x, dict):
         return {k: _nan_for_none(v) for k, v in x.items()}
@@ -104,4 +114,4 @@ def save_record(run, strength: float, seed: int, backbone: str, scores: dict) ->
     )
 
 
-__all__ = ["JOIN_KEYS", "copy_joined_heatmaps", "load_joined", "save_record"]
+__all__ = ["JOIN_KEYS", "copy_joined_heatmaps", "full_subset", "load_joined", "save_record"]
