@@ -334,10 +334,10 @@ def verdict(
     grows = None
     if hi > lo:
         # Paired on the seeds both strengths have (a sweep joined from per-seed runs may lack some at one end).
-        shared = [x for x in orca[hi]["seeds"] if x in orca[lo]["seeds"]]
+        shared = [x for x in orca[hi].get("seeds", seeds) if x in orca[lo].get("seeds", seeds)]
 
         def on_shared(d):
-            return [g for x, g in zip(d["seeds"], d["ce_gain"].per_pair, strict=True) if x in shared]
+            return [g for x, g in zip(d.get("seeds", seeds), d["ce_gain"].per_pair, strict=True) if x in shared]
 
         grows = RULES["grows"].decide(paired_difference(on_shared(orca[hi]), on_shared(orca[lo])), premise)
         verdicts.append(_at(grows, f"{hi:g} vs {lo:g}"))
@@ -346,8 +346,8 @@ def verdict(
         verdicts.append(null0)
     ctr = {}
     for s, d in sorted(orca.items()):
-        key = "ctr_auc_own_stop" if "ctr_auc_own_stop" in cells[(s, d["seeds"][0], "orca")][test] else "ctr_auc"
-        both = d["seeds"]
+        both = d.get("seeds", seeds)  # differences built by hand (tests) name no seeds: all of them
+        key = "ctr_auc_own_stop" if "ctr_auc_own_stop" in cells[(s, both[0], "orca")][test] else "ctr_auc"
         rows = [cells[(s, seed, r)][test][key] for r in ("orca", "baseline") for seed in both]
         if all(np.isfinite(rows)):
             o, b = rows[: len(both)], rows[len(both) :]
