@@ -85,6 +85,9 @@ def test_ple_gate_mixes_only_its_own_and_the_shared_experts():
     torch.manual_seed(0)
     cfg = tiny_config(use_orca=False, backbone="ple")
     level = OrcaCGCLevel(cfg, in_dim=6, dims=[4], last=True).eval()
+    with torch.no_grad():  # built outside a model, the expert weights are `torch.empty` until `_init_weights` runs
+        for p in level.parameters():
+            p.normal_(0.0, 0.5)
     x = torch.randn(5, 6)
     before, _ = level([x, x], x)
     own = level.task[0](x)
