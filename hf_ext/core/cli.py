@@ -67,6 +67,13 @@ def require_method(spec, *more: str, purpose: str | None = None) -> None:
 def cmd_reproduce(args, extra: list[str]) -> int:
     methods = [get_method(n) for n in args.methods] if args.methods else _methods()
     failed, times = [], {}
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.jobs > 1 and len(methods) > 1:
+        from .reproduce_pool import run_pool
+
+        failed, times = run_pool([s.name for s in methods], (["--full"] if args.full else []) + list(extra), args.jobs)
+        methods = []
     for spec in methods:
         argv = (["--full"] if args.full else []) + list(extra)
         print(f"\n=== hf-ext reproduce {spec.name}{' --full' if args.full else ''} ===", flush=True)
@@ -238,6 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", help="compare each method with its baseline and print the measured numbers")
     p.add_argument("methods", nargs="*", help="methods to run (default: all, at quick scale)")
     p.add_argument("--full", action="store_true", help="the complete sweeps instead of the quick scale")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="methods run at once, each in its own process (same numbers; logs in <work dir>/logs; default 1)",
+    )
 
     # add_help=False: `hf-ext train METHOD --help` reaches the method's own parser (its real options).
     p = sub.add_parser(
