@@ -84,8 +84,11 @@ codebc-data: $(CODEBC_NPM)/solmate $(CODEBC_SDIST)
 install: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST)
 
 # ... then the quick results.json and figures go to docs/results/ and every report page is re-rendered from them.
+# REPRODUCE_JOBS methods run at once, each in its own process (the same numbers; one per core here).
+REPRODUCE_JOBS ?= 2
+
 run: $(STAMP) $(SOLCJS) $(FASHION_MNIST)
-	$(VENV)/bin/hf-ext reproduce
+	$(VENV)/bin/hf-ext reproduce --jobs $(REPRODUCE_JOBS)
 	$(PY) scripts/render_docs.py --collect $${HF_EXT_HOME:-runs}
 
 lint: $(STAMP)
