@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
         "wheel",
         "progress",
     },
-    {"parallel", "integrity", "extras", "results_schema"},
+    {"parallel", "reproduce_pool", "integrity", "extras", "results_schema"},
     {"registry", "results_render"},
     {"auto", "records", "pretrained", "testing"},
     {"cards"},
