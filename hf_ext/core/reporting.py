@@ -472,6 +472,16 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+def nan_for_none(x: Any) -> Any:
+    """The inverse of how `write_results` stores missing numbers: every JSON null inside dicts and lists back as NaN
+    (what a run that reads an earlier `results.json` back needs before it computes on it)."""
+    if isinstance(x, Mapping):
+        return {k: nan_for_none(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [nan_for_none(v) for v in x]
+    return math.nan if x is None else x
+
+
 def write_results(path: str | os.PathLike, results: Results | Mapping[str, Any]) -> Path:
     """Writes `results.json` atomically (a temporary file renamed into place); returns the path."""
     path = Path(path)

@@ -24,11 +24,14 @@ from .paths import work_dir
 CHILD = "import sys; from hf_ext.core.cli import main; sys.exit(main())"
 
 
-def _longest_first(names: list[str], times_path: Path) -> list[str]:
+def _last_seconds(times_path: Path) -> dict[str, float]:
     try:
-        last = json.loads(times_path.read_text(encoding="utf-8"))
+        return json.loads(times_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        last = {}
+        return {}
+
+
+def _longest_first(names: list[str], last: dict[str, float]) -> list[str]:
     # Unknown methods first (they may be long), then by the last measured seconds, longest first; ties keep order.
     return sorted(names, key=lambda n: -float(last.get(n, float("inf"))))
 
@@ -39,7 +42,8 @@ def run_pool(names: list[str], argv: list[str], jobs: int) -> tuple[list[str], d
     logs = work_dir("logs")
     logs.mkdir(parents=True, exist_ok=True)
     times_path = logs / "reproduce_seconds.json"
-    queue = _longest_first(names, times_path)
+    last = _last_seconds(times_path)
+    queue = _longest_first(names, last)
     running: dict[str, tuple[subprocess.Popen, float, object]] = {}
     failed, times = [], {}
     env = {**os.environ, "HF_EXT_QUIET": "1"}  # progress bars of parallel runs would interleave; the log has results
@@ -64,10 +68,6 @@ def run_pool(names: list[str], argv: list[str], jobs: int) -> tuple[list[str], d
             print((logs / f"{name}.log").read_text(encoding="utf-8"), end="", flush=True)  # its own === header
             state = "FAILED" if proc.returncode else "ok"
             print(f"[reproduce] {name} {state} in {times[name]:.0f} s; {len(running)} running, {len(queue)} queued")
-    try:
-        last = json.loads(times_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        last = {}
     tmp = times_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps({**last, **{n: round(t, 1) for n, t in times.items()}}, indent=1), encoding="utf-8")
     os.replace(tmp, times_path)  # atomic: a run killed here leaves the previous order

@@ -550,7 +550,7 @@ def main(argv: list[str] | None = None) -> dict:
             "verdicts": verdicts,
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
-    record |= {"subset": full_subset(run)} if run.full and full_subset(run) else {}  # labelled on the page
+    record |= {"subset": subset} if run.full and (subset := full_subset(run)) else {}  # labelled on the page
     if ns.join:  # the docs name the flags that set the numbers, and say that the rows come from several runs
         record["joined"] = {str(p): json.loads(Path(p).read_text(encoding="utf-8"))["seconds"] for p in ns.join}
         record["command"] = f"hf-ext reproduce orca {_flags(argv)} (rows joined from {len(ns.join)} runs: --join)"

@@ -9,6 +9,8 @@ import json
 import shutil
 from pathlib import Path
 
+from hf_ext.core.reporting import nan_for_none
+
 from .families import get_family
 
 # Settings that must agree for rows of two runs to be paired (same data, same budget, same tuning grid).
@@ -36,12 +38,6 @@ def full_subset(run) -> dict:
     return {k: {"full": getattr(full, k), "run": getattr(run, k)} for k in keys if getattr(run, k) != getattr(full, k)}
 
 
-def _nan_for_none(x):
-    if isinstance(x, dict):
-        return {k: _nan_for_none(v) for k, v in x.items()}
-    return float("nan") if x is None else x
-
-
 def load_joined(paths: list[str], run) -> dict:
     """The cells of earlier runs (`results.json` files of `hf-ext reproduce orca`), keyed like
     [`run_synthetic`]'s: `{backbone: {(s, seed, row): {"iid": metrics, "shifted": metrics}}}`. Every run must have
@@ -56,7 +52,7 @@ def load_joined(paths: list[str], run) -> dict:
                 raise ValueError(f"--join {path}: {key} is {settings.get(key)!r}, this run has {getattr(run, key)!r}")
         for b, block in record.get("backbones", {}).items():
             for c in block["cells"]:
-                row = {t: _nan_for_none(c[t]) for t in ("iid", "shifted") if t in c}
+                row = {t: nan_for_none(c[t]) for t in ("iid", "shifted") if t in c}
                 cells.setdefault(b, {}).setdefault((float(c["strength"]), int(c["seed"]), c["row"]), {}).update(row)
     return cells
 

@@ -6,10 +6,9 @@ finished one is the same table whether it ran in this process or an earlier one;
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-from hf_ext.core.reporting import Verdict
+from hf_ext.core.reporting import Verdict, nan_for_none
 
 # `results.json` → "setting" keys that must agree for a budget of an earlier run to stand in for one of this run.
 RESUME_KEYS = (
@@ -29,14 +28,14 @@ RESUME_KEYS = (
 
 def _restored(x, key: str = ""):
     """A stored value as a fresh run holds it: verdicts as [`Verdict`] objects, missing numbers (JSON null: an SD
-    over one seed) as NaN."""
+    over one seed) as NaN ([`nan_for_none`])."""
     if key.startswith("verdict_") and isinstance(x, dict):
         return Verdict.from_dict(x)
     if isinstance(x, dict):
         return {k: _restored(v, k) for k, v in x.items()}
     if isinstance(x, list):
         return [_restored(v) for v in x]
-    return math.nan if x is None else x
+    return nan_for_none(x)
 
 
 def load_finished(path: Path, setting: dict, eps_wanted: list[float]) -> tuple[dict, dict, dict, dict]:
