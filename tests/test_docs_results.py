@@ -257,6 +257,7 @@ def _broken(edit):
         (lambda r: r["environment"].pop("date"), "results.environment.date"),
         (lambda r: r["environment"].update(load_average=[1.0]), "results.environment.load_average"),
         (lambda r: r["environment"].update(machine=None), "results.environment.machine"),
+        (lambda r: r["environment"].update(torch_threads="1"), "results.environment.torch_threads"),
         (lambda r: r.update(rules="x"), "results.rules"),
         (lambda r: r["rules"][0].pop("text"), r"results.rules\[0\].text"),
         (lambda r: r["rules"][0].update(higher_is_better="yes"), r"results.rules\[0\].higher_is_better"),

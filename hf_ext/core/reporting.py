@@ -33,6 +33,7 @@ import os
 import platform
 import random
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -419,7 +420,9 @@ def _git_commit() -> str | None:
 
 
 def environment() -> dict[str, Any]:
-    """Where and when a measurement was taken: date, commit, machine and its load."""
+    """Where and when a measurement was taken: date, commit, machine and its load, and torch's intra-op thread count
+    when torch is loaded (the order of a float sum depends on it, so a rerun matches to the digit only at the same
+    count)."""
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -430,6 +433,7 @@ def environment() -> dict[str, Any]:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
         "python": platform.python_version(),
         "load_average": load,
+        **({"torch_threads": sys.modules["torch"].get_num_threads()} if "torch" in sys.modules else {}),
     }
 
 

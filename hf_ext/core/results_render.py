@@ -78,8 +78,10 @@ def measured_line(results: Mapping) -> str:
     env = results["environment"]
     load = env.get("load_average")
     load_text = " ".join(f"{x:g}" for x in load) if load else "not available"
+    threads = env.get("torch_threads")
+    threads_text = f", {threads} torch thread{'s' if threads != 1 else ''}" if threads is not None else ""
     return (
-        f"measured {env['date']} at commit `{env.get('commit') or 'unknown'}` on {env['machine']} "
+        f"measured {env['date']} at commit `{env.get('commit') or 'unknown'}` on {env['machine']}{threads_text} "
         f"(load average over 1 / 5 / 15 min: {load_text})"
     )
 

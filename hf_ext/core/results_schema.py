@@ -10,7 +10,7 @@ Other keys (a method's raw numbers) may be present and are kept but not rendered
 * `method` (str): the registered method name; `scale` (str): `"quick"` (what `make run` measures), `"full"`
   (`--full`) or another named scale.
 * `environment` (object): where and when — `date` (str), `commit` (str or null), `machine` (str),
-  `load_average` (three numbers or null).
+  `load_average` (three numbers or null), `torch_threads` (int, *optional*: torch's intra-op threads).
 * `smoke` (bool, *optional*): `true` for a smoke run — it exercises the code path and its numbers decide nothing;
   the renderer says so in the report heading and the README cell.
 * `command` (str, *optional*): the command that produced it (default `hf-ext reproduce <method>`, `--full` added
@@ -114,6 +114,8 @@ def validate_results(results: Any) -> dict[str, Any]:
     load = _need(env, "load_average", list, "results.environment", nullable=True)
     if load is not None and (len(load) != 3 or not all(isinstance(x, _NUM) for x in load)):
         raise ResultsSchemaError(f"results.environment.load_average must be three numbers, got {load!r}")
+    if "torch_threads" in env:
+        _need(env, "torch_threads", int, "results.environment")
     results = dict(results)
     for key in ("rules", "verdicts"):  # some writers key them by name: the renderer reads the values in order
         if isinstance(results.get(key), Mapping):

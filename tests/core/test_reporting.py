@@ -97,3 +97,25 @@ def test_write_results_roundtrip(tmp_path, capsys):
         assert back.line() == v.line() and back.premise == v.premise
         assert (back.difference is None) == (v.difference is None)
     assert R.Verdict.from_dict(data["verdicts"][0]).difference.per_pair == pytest.approx((0.1, 0.2, 0.15))
+
+
+def test_environment_records_torch_threads_and_the_measured_line_says_it():
+    """A rerun matches to the digit only at the same intra-op thread count, so the environment records it."""
+    import torch
+
+    from hf_ext.core.results_render import measured_line
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        env = R.environment()
+        assert env["torch_threads"] == 1
+        assert "2 cores" not in measured_line({"environment": {**env, "machine": "m"}})
+        assert "on m, 1 torch thread (load" in measured_line({"environment": {**env, "machine": "m"}})
+        torch.set_num_threads(2)
+        assert R.environment()["torch_threads"] == 2
+        assert ", 2 torch threads (" in measured_line({"environment": R.environment()})
+    finally:
+        torch.set_num_threads(before)
+    env.pop("torch_threads")
+    assert "torch thread" not in measured_line({"environment": env})  # results written before the key existed
