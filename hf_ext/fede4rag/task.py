@@ -25,6 +25,7 @@ too. The public context's path (`he-public-path`) may be in either.
 from __future__ import annotations
 
 import functools
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -324,7 +325,10 @@ class FedE4RAGClient:
         )  # evaluate(): in-batch hit@k / MRR
         trainer.remove_callback(PrinterCallback)
         self.model.train()
-        trainer.train()
+        try:
+            trainer.train()
+        finally:  # the Trainer's scratch folder (save_strategy "no": nothing in it is kept); a grid makes thousands
+            shutil.rmtree(args.output_dir, ignore_errors=True)
         self.model.eval()
         self.last_loss = dict(trainer.last_parts)
         self.last_steps = int(trainer.state.global_step)  # gradient evaluations (batches) of this fit

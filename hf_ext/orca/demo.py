@@ -207,17 +207,18 @@ def small_model():
     names, sizes = list(SPURIOUS_FIELD_NAMES), spurious_vocab_sizes(cfg)
     train = to_model_features(generate_spurious(cfg), names, sizes)
     # batches of 256: twice the optimiser steps of the reproduction's 512 on this small log, still seconds
-    run = OrcaReproduceArguments(out=tempfile.mkdtemp(prefix="orca_space_small_"), epochs=SMALL_EPOCHS, batch_size=256)
-    return train_one(
-        {"train": train},
-        names,
-        sizes,
-        "mmoe",
-        0,
-        run,
-        use_orca=True,
-        post_click_fields=list(SPURIOUS_POST_CLICK_FIELDS),
-    )
+    with tempfile.TemporaryDirectory(prefix="orca_space_small_") as scratch:  # the Trainer's; the model is in memory
+        run = OrcaReproduceArguments(out=scratch, epochs=SMALL_EPOCHS, batch_size=256)
+        return train_one(
+            {"train": train},
+            names,
+            sizes,
+            "mmoe",
+            0,
+            run,
+            use_orca=True,
+            post_click_fields=list(SPURIOUS_POST_CLICK_FIELDS),
+        )
 
 
 @functools.lru_cache(maxsize=4)

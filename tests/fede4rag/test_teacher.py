@@ -5,6 +5,7 @@ A teacher frozen before the global adapter is loaded holds the client's previous
 without a teacher has no KD term at all. Both fail here (the teacher handed to the Trainer is captured and compared
 with the state that was sent), through `FedE4RAGClient.fit` and through the ClientApp's `train` handler."""
 
+import tempfile
 from dataclasses import replace
 
 import numpy as np
@@ -79,6 +80,15 @@ def test_fedavg_and_kd_off_train_without_teacher(run, captured):
     client = task.FedE4RAGClient(1, run)
     client.fit(client.get_state(), kd=False)  # local-only / centralized
     assert captured[-1]["teacher"] is None and captured[-1]["kd_lambda"] == 0.0
+
+
+def test_a_fit_leaves_no_scratch_folder_behind(run, monkeypatch, tmp_path):
+    """Each fit gives its Trainer a scratch `output_dir` (nothing is saved there); a grid fits thousands of times, so
+    the folder goes when the fit ends."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    client = task.FedE4RAGClient(0, run)
+    client.fit(client.get_state(), kd=False)
+    assert not list(tmp_path.glob("fede4rag_*"))
 
 
 class _Msg:
