@@ -25,6 +25,7 @@ import traceback
 from pathlib import Path
 
 from .arguments import underscore_flags
+from .parallel import reproduction_thread_count, reproduction_threads
 from .registry import RegistryError, get_method, list_methods
 
 
@@ -65,6 +66,7 @@ def require_method(spec, *more: str, purpose: str | None = None) -> None:
 
 
 def cmd_reproduce(args, extra: list[str]) -> int:
+    reproduction_thread_count()  # a bad $HF_EXT_REPRODUCE_THREADS stops here, before any method runs
     methods = [get_method(n) for n in args.methods] if args.methods else _methods()
     failed, times = [], {}
     if args.jobs < 1:
@@ -80,7 +82,8 @@ def cmd_reproduce(args, extra: list[str]) -> int:
         start = time.perf_counter()
         try:
             require_method(spec)
-            spec.load("reproduce")(argv)
+            with reproduction_threads():
+                spec.load("reproduce")(argv)
         except ImportError as err:  # a missing extra: one line with the fix, then the other methods
             print(f"hf-ext reproduce {spec.name}: {_missing_message(spec, err)}", file=sys.stderr, flush=True)
             failed.append(spec.name)
@@ -232,7 +235,11 @@ def cmd_method(args, extra: list[str]) -> int:
 
     if args.script != "setup":  # setup is what installs a method's external tools
         require_method(spec)
-    spec.load(args.script)(extra)
+    if args.script == "reproduce":  # `hf-ext METHOD reproduce` is `hf-ext reproduce METHOD`
+        with reproduction_threads():
+            spec.load(args.script)(extra)
+    else:
+        spec.load(args.script)(extra)
     close_process_group()
     return 0
 

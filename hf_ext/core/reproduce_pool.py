@@ -1,6 +1,6 @@
 """`hf-ext reproduce --jobs N`: the methods' reproductions in N processes at once.
 
-Each method runs as `hf-ext reproduce METHOD` in its own process, exactly as it would alone (its own thread settings,
+Each method runs as `hf-ext reproduce METHOD` in its own process, exactly as it would alone (one torch thread, its
 seeds and output folder), so its numbers do not depend on what runs beside it; only the wall time changes. It pays
 on a machine with more cores than one reproduction uses: on the 2-core development machine two at a time were no
 faster (2026-12-03: FedE4RAG, ORCA and H2Tune already keep both cores busy), so `make run` keeps one. A method's

@@ -60,3 +60,58 @@ def test_cli_sends_one_method_or_jobs_1_down_the_sequential_path(jobs, monkeypat
     monkeypatch.setattr(cli, "require_method", lambda spec: None)
     assert cli.main(["reproduce", "fake", "--jobs", str(jobs)]) == 0
     assert ran == [("reproduce", [])]
+
+
+@pytest.mark.parametrize("entry", [["reproduce", "fake"], ["fake", "reproduce"]])
+def test_a_reproduction_runs_at_one_torch_thread_and_the_count_is_restored(entry, monkeypatch):
+    """The committed numbers were made at one intra-op thread; torch's default (the core count) changes their last
+    digits, so `hf-ext reproduce METHOD` and `hf-ext METHOD reproduce` fix the count for the method's run."""
+    import torch
+
+    from hf_ext.core import cli
+
+    seen = []
+
+    class Spec:
+        name = "fake"
+
+        def load(self, what):
+            return lambda argv: seen.append(torch.get_num_threads())
+
+    monkeypatch.setattr(cli, "get_method", lambda name: Spec())
+    monkeypatch.setattr(cli, "require_method", lambda spec: None)
+    monkeypatch.setattr(cli, "build_parser", _parser_with_fake(cli.build_parser))
+    monkeypatch.delenv("HF_EXT_REPRODUCE_THREADS", raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        assert cli.main(entry) == 0
+        monkeypatch.setenv("HF_EXT_REPRODUCE_THREADS", "2")
+        assert cli.main(entry) == 0
+        assert seen == [1, 2] and torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+def _parser_with_fake(build):
+    """The real parser plus a `fake` method sub-command (what `hf-ext METHOD reproduce` dispatches on)."""
+
+    def wrapped():
+        parser = build()
+        sub = next(a for a in parser._actions if a.dest == "command")
+        scripts = sub.add_parser("fake").add_subparsers(dest="script", required=True)
+        sub.choices["fake"].set_defaults(method_name="fake")
+        scripts.add_parser("reproduce", add_help=False)
+        return parser
+
+    return wrapped
+
+
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_a_bad_thread_count_is_refused_before_any_method_runs(value, monkeypatch, capsys):
+    from hf_ext.core import cli
+
+    monkeypatch.setattr(cli, "get_method", lambda name: pytest.fail("resolved a method"))
+    monkeypatch.setenv("HF_EXT_REPRODUCE_THREADS", value)
+    assert cli.main(["reproduce", "amplitudes"]) == 2
+    assert "$HF_EXT_REPRODUCE_THREADS must be an integer >= 1" in capsys.readouterr().err
