@@ -14,12 +14,12 @@ decided on the paired per-seed differences through [`hf_ext.core.reporting`] (sa
 
 from __future__ import annotations
 
-import gc
 import json
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from hf_ext.core.gc_freeze import gc_frozen
 from hf_ext.core.reporting import (
     Premise,
     VerdictRule,
@@ -91,30 +91,20 @@ def decide_grid(own: dict[str, list[float]], rules: dict[tuple, VerdictRule]) ->
 _SUITES: dict = {}
 
 
-def _frozen_heap() -> None:
-    """Collects once, then moves every live object into the collector's permanent generation (`gc.freeze`).
-
-    Each client round builds a `Trainer`, whose `train()` opens with accelerate's `free_memory()`, a full
-    `gc.collect()`: over this process's ~500 k live objects (torch, transformers, Flower, the caches) that cost
-    ~1.1 s a round under load, 38 % of a 25-round cell. Frozen objects are skipped by the collector; the next job
-    unfreezes, collects and freezes again, so nothing that dies in between is kept. Memory and numbers are
-    unchanged (the collector frees only unreachable cycles)."""
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
-
-
 def _job(name: str, setting: str, run, engine: str):
     from .evaluation import EvaluationSuite
     from .federation import run_setting
 
     t0 = time.perf_counter()
-    _frozen_heap()
-    key = (run.seed, run.max_passage_length, run.cache_dir)
-    if key not in _SUITES:  # one per seed: its held-out questions depend on the seed, not on R or λ
-        _SUITES[key] = _InDomainOnly(EvaluationSuite(run))
-    suite = _SUITES[key]
-    res = run_setting(setting, run, suite, engine=engine)
+    # Each client round builds a `Trainer`, whose `train()` makes a full `gc.collect()`: over this process's ~500 k
+    # live objects (torch, transformers, Flower, the caches) that cost ~1.1 s a round under load, 38 % of a
+    # 25-round cell. Frozen for the job, they are skipped (see `hf_ext.core.gc_freeze`).
+    with gc_frozen():
+        key = (run.seed, run.max_passage_length, run.cache_dir)
+        if key not in _SUITES:  # one per seed: its held-out questions depend on the seed, not on R or λ
+            _SUITES[key] = _InDomainOnly(EvaluationSuite(run))
+        suite = _SUITES[key]
+        res = run_setting(setting, run, suite, engine=engine)
     res.pop("adapter", None)
     return name, run.seed, res, time.perf_counter() - t0
 

@@ -171,10 +171,13 @@ def _cache_job(partition: int | None, run: RunConfig) -> float:
 
 
 def _setting_job(setting: str, run: RunConfig, engine: str = "simulation") -> tuple[str, int, dict, float]:
+    from hf_ext.core.gc_freeze import gc_frozen
+
     from .federation import run_setting
 
     t0 = time.perf_counter()
-    res = run_setting(setting, run, _suite(run), engine=engine)
+    with gc_frozen():  # each local fit's Trainer.train() opens with a full gc.collect(): over the frozen heap, none
+        res = run_setting(setting, run, _suite(run), engine=engine)
     adapter = res.pop("adapter", None)
     if adapter is not None:
         res["adapter"] = (

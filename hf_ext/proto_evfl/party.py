@@ -79,14 +79,22 @@ class PartyWorker:
                 f"party {party_index}: feature block has {self.data.width} columns, but the federation's encoder "
                 f"for party {party_index} expects {expected}"
             )
-        config = settings.party_config(party_index)
-        self.model = seeded(self.args.seed * 1009 + party_index, lambda: ProtoEvflPartyModel(config))
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.args.party_learning_rate)
         self.local_prior = uniform_prior(settings.num_classes)
         self.discovered, self.unseen_share = False, 0.0
+        live = _LIVE.pop(id(state), None)  # taken, not shared: a message that fails before `save` leaves none
+        if live is not None and live.holds(state, settings, party_index):
+            # the model and optimiser this process saved into `state` last time, which nothing replaced since:
+            # decoding the same arrays into a fresh model would give the same parameters and Adam moments
+            self.model, self.optimizer = live.model, live.optimizer
+        else:
+            config = settings.party_config(party_index)
+            self.model = seeded(self.args.seed * 1009 + party_index, lambda: ProtoEvflPartyModel(config))
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.args.party_learning_rate)
+            if "party-model" in state:
+                reference = self.model.state_dict()
+                self.model.load_state_dict(arrays_to_state_dict(state["party-model"], reference=reference))
+                load_optimizer_arrays(self.optimizer, state["party-optimizer"])
         if "party-model" in state:
-            self.model.load_state_dict(arrays_to_state_dict(state["party-model"], reference=self.model.state_dict()))
-            load_optimizer_arrays(self.optimizer, state["party-optimizer"])
             self.local_prior = state["party-prior"]["prior"].numpy()
             self.discovered = bool(state["party-meta"]["discovered"])
         self.rows = {int(i): r for r, i in enumerate(self.data.aligned_ids)}
@@ -105,6 +113,9 @@ class PartyWorker:
         self.state["party-optimizer"] = optimizer_to_arrays(self.optimizer)
         self.state["party-prior"] = array_record(prior=self.local_prior)
         self.state["party-meta"] = ConfigRecord({"discovered": self.discovered})
+        _LIVE[id(self.state)] = _LiveParty(self.state, self.settings, self.k, self.model, self.optimizer)
+        while len(_LIVE) > _LIVE_MAX:  # the oldest runs' parties
+            del _LIVE[next(iter(_LIVE))]
 
     def _aligned_features(self, ids: np.ndarray) -> torch.Tensor:
         unknown = [int(i) for i in ids if int(i) not in self.rows]
@@ -232,6 +243,42 @@ class PartyWorker:
         if rnd == 1:  # the entity ids (the PSI result, already shared) so the active party can check them
             content["layout"] = array_record(aligned_ids=self.data.aligned_ids, test_ids=self.data.test_ids)
         return content, stats
+
+
+class _LiveParty:
+    """The model and optimiser a [`PartyWorker`] last saved into a node state, kept in this process.
+
+    The protocol rebuilds a party from `context.state` on every message (a SuperNode may run each message in a new
+    process); in one process (the in-process grid, a simulation actor) that rebuild decoded, message after message,
+    the very arrays this process had just encoded: a fifth of a Proto-EVFL run. [`holds`] says whether `state`
+    still holds exactly what was saved (the same record, array and byte objects: anything replaced, by a restart,
+    a test or a deployment's deserialised state, fails it and the party is rebuilt from the state as before)."""
+
+    def __init__(self, state: RecordDict, settings, k: int, model, optimizer):
+        self.state, self.settings, self.k, self.model, self.optimizer = state, settings, k, model, optimizer
+        self.records = self._snapshot(state)
+
+    @staticmethod
+    def _snapshot(state: RecordDict) -> tuple:
+        out = []
+        for name in ("party-model", "party-optimizer"):
+            record = state[name] if name in state else None
+            arrays = tuple((key, record[key], record[key].data) for key in record.keys()) if record is not None else ()
+            out.append((record, arrays))
+        return tuple(out)
+
+    def holds(self, state: RecordDict, settings, k: int) -> bool:
+        if state is not self.state or k != self.k or settings != self.settings:
+            return False
+        now = self._snapshot(state)
+        return all(
+            r is s and len(a) == len(b) and all(x[0] == y[0] and x[1] is y[1] and x[2] is y[2] for x, y in zip(a, b))
+            for (r, a), (s, b) in zip(now, self.records)
+        )
+
+
+_LIVE: dict[int, _LiveParty] = {}  # id(node state) -> what was saved into it; insertion order = age
+_LIVE_MAX = 8
 
 
 # --- ClientApp handlers (`client_app.py` routes to these) -------------------------------------------------------------

@@ -21,7 +21,6 @@ Every finished stage-2 run is appended to `jobs.jsonl` at once, so a run cut sho
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import gc
 import json
@@ -33,6 +32,7 @@ import numpy as np
 import torch
 
 from hf_ext.core.arguments import ArgumentParser
+from hf_ext.core.gc_freeze import gc_frozen
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import (
     CONFIRMED,
@@ -182,21 +182,6 @@ def add_lora(model, run: FinetuneRunArguments, seed: int) -> int:
     config = LoraConfig(r=run.lora_r, lora_alpha=run.lora_alpha, lora_dropout=0.0, target_modules=list(LORA_TARGETS))
     inject_adapter_in_model(config, model.language_model)
     return sum(p.numel() for n, p in model.language_model.named_parameters() if "lora_" in n)
-
-
-@contextlib.contextmanager
-def gc_frozen():
-    """Hides every object alive now from the garbage collector for the block (`gc.freeze`), so that the full
-    collections made after each training run (accelerate's `free_memory` at the end of `Trainer.train`, and
-    [`run_arm`] once a LoRA copy is dropped) scan only the objects made since. In a process that holds transformers,
-    datasets and the frozen parts each full collection took about 2 s on the loaded 2-core machine, most of the fast
-    test's time. What the block creates is collected as usual; nothing numeric changes."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _evaluate(model, processor, split, words) -> dict:

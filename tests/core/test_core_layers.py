@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
         "user_data",
         "wheel",
         "progress",
+        "gc_freeze",
     },
     {"parallel", "reproduce_pool", "integrity", "extras", "results_schema"},
     {"registry", "results_render"},

@@ -120,3 +120,32 @@ def test_a_finished_job_is_reused_only_with_the_same_run_config(tmp_path):
     assert _same_run(recorded, replace(run, cache_dir="/elsewhere"))
     for change in ({"kd_lambda": 0.0}, {"seed": 1}, {"client_steps": 50}, {"max_passage_length": 128}):
         assert not _same_run(recorded, replace(run, **change)), change
+
+
+@pytest.mark.parametrize(
+    "module, job", [("hf_ext.fede4rag.grid", "_job"), ("hf_ext.fede4rag.reproduce", "_setting_job")]
+)
+def test_a_setting_trains_over_a_frozen_heap(monkeypatch, module, job):
+    """Every `Trainer.train()` opens with a full `gc.collect()`; a grid cell and a quick setting run inside
+    `hf_ext.core.gc_freeze.gc_frozen`, so that collection skips the process's long-lived heap (unfrozen after)."""
+    import gc
+    import importlib
+
+    from hf_ext.fede4rag import federation, grid
+
+    gc.unfreeze()  # a clean start: nothing frozen by an earlier test
+    seen = []
+
+    def fake_run_setting(setting, run, suite, engine="local"):
+        seen.append(gc.get_freeze_count())
+        return {"metrics": {}, "steps": {}}
+
+    monkeypatch.setattr(federation, "run_setting", fake_run_setting)
+    target = importlib.import_module(module)
+    monkeypatch.setattr(target, "_suite", lambda run: None, raising=False)
+    monkeypatch.setattr(grid, "_InDomainOnly", lambda suite: None)
+    monkeypatch.setattr("hf_ext.fede4rag.evaluation.EvaluationSuite", lambda run: None)
+    args = ("cell", "fedavg", RunConfig(), "local") if job == "_job" else ("fedavg", RunConfig(), "local")
+    getattr(target, job)(*args)
+    assert seen and seen[0] > 0
+    assert gc.get_freeze_count() == 0

@@ -182,3 +182,60 @@ def test_run_config_round_trip_and_the_flower_app_declares_every_key():
     app = tomllib.loads((Path(__file__).parents[2] / "examples" / "proto_evfl_app" / "pyproject.toml").read_text())
     declared = app["tool"]["flwr"]["app"]["config"]
     assert declared == ProtoEvflRunConfig().to_run_config()
+
+
+def test_a_run_config_is_parsed_once_and_the_cache_keeps_value_types():
+    """Parties rebuild their settings from the run config on every message: one parse per distinct run config is
+    shared (a frozen dataclass), and the cache never lets a value of another type through (`True` == 1 in Python)."""
+    flat = small().to_run_config()
+    first = ProtoEvflRunConfig.from_run_config(flat)
+    assert ProtoEvflRunConfig.from_run_config(dict(flat)) is first  # an equal mapping: no second parse
+    assert (
+        ProtoEvflRunConfig.from_run_config({**flat, "rounds": flat["rounds"] + 1}).training.rounds
+        == first.training.rounds + 1
+    )
+    assert ProtoEvflRunConfig.from_run_config({"prototype-ema": True}).training.prototype_ema is True
+    with pytest.raises(ValueError, match="'prototype-ema' must be a bool"):
+        ProtoEvflRunConfig.from_run_config({"prototype-ema": 1})  # equal to True, and its key, but not a bool
+    for _ in range(2):  # a failed parse is not remembered
+        with pytest.raises(ValueError, match="'rounds' must be an integer"):
+            ProtoEvflRunConfig.from_run_config({"rounds": "many"})
+
+
+@pytest.mark.parametrize("selection", ["ot", "threshold"])
+def test_a_party_kept_in_memory_trains_exactly_as_one_rebuilt_from_its_state(monkeypatch, selection):
+    """In one process a party reuses the model and optimiser it saved into its node state (`party._LIVE`) instead of
+    decoding them again; the run must be bit-identical to rebuilding from the state on every message."""
+    settings = small(selection=selection, rounds=5, local_steps=2)
+    kept = run_federation(settings)
+    monkeypatch.setattr(party_module, "_LIVE_MAX", 0)  # nothing kept: every message rebuilds from the state
+    rebuilt = run_federation(settings)
+    timing = {"seconds"}
+    assert {k: v for k, v in kept.metrics.items() if k not in timing} == {
+        k: v for k, v in rebuilt.metrics.items() if k not in timing
+    }
+    for key in kept.predictions:
+        np.testing.assert_array_equal(kept.predictions[key], rebuilt.predictions[key])
+    for a, b in zip(kept.party_models, rebuilt.party_models):
+        for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+            assert torch.equal(x, y), name
+
+
+def test_a_replaced_party_state_is_read_not_the_kept_model():
+    """A node state whose records were replaced (a restart, a deployment's deserialised state) is decoded again."""
+    from flwr.app import RecordDict
+
+    settings = small()
+    state = RecordDict()
+    worker = party_module.PartyWorker(settings, 0, state)
+    worker.save()
+    with torch.no_grad():
+        worker.model.prototypes.add_(1.0)  # the kept model drifts from what the state holds ...
+    state["party-model"] = party_module.state_dict_to_arrays(
+        party_module.PartyWorker(settings, 0, RecordDict()).model.state_dict()
+    )
+    again = party_module.PartyWorker(settings, 0, state)  # ... and the replaced record wins
+    assert again.model is not worker.model
+    assert not torch.equal(again.model.prototypes, worker.model.prototypes)
+    worker.save()
+    assert party_module.PartyWorker(settings, 0, state).model is worker.model  # unchanged since the save: kept

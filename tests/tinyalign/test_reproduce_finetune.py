@@ -8,13 +8,13 @@ import json
 import pytest
 import torch
 
+from hf_ext.core.gc_freeze import gc_frozen
 from hf_ext.tinyalign.reproduce_finetune import (
     FinetuneRunArguments,
     check_bank_is_honest,
     check_run,
     choose_learning_rates,
     decide,
-    gc_frozen,
     report_tables,
     run_arm,
 )
