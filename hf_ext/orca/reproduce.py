@@ -31,7 +31,7 @@ from hf_ext.core.results_render import markdown_tables
 
 from .causal_generator import POST_CLICK_FIELDS
 from .configuration_orca import OrcaConfig
-from .data import to_model_features
+from .data import numpy_columns, to_model_features
 from .families import FAMILIES, get_family
 from .metrics import ctr_dt_heatmap
 from .modeling_orca import OrcaModel
@@ -247,7 +247,7 @@ def _model_class(name: str):
 def predict(model: OrcaModel, dataset, batch_size: int = 8192) -> dict[str, np.ndarray]:
     """Click probabilities and DT bin probabilities (prediction head and raw head) on a model-features dataset."""
     model.eval()
-    ids = torch.as_tensor(np.asarray(dataset.with_format("numpy")["input_ids"], dtype=np.int64))
+    ids = torch.as_tensor(np.asarray(numpy_columns(dataset, ["input_ids"])["input_ids"], dtype=np.int64))
     out = {"click_probs": [], "dt_probs": [], "dt_probs_raw": []}
     for start in range(0, len(ids), batch_size):
         o = model(input_ids=ids[start : start + batch_size].to(model.device))

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback
 
+from .data import numpy_columns
 from .modeling_orca import OrcaModel
 
 MODEL_COLUMNS = ("input_ids", "click_labels", "dwell_labels")
@@ -52,8 +53,9 @@ class TensorRows(torch.utils.data.Dataset):
     """
 
     def __init__(self, dataset, columns: tuple[str, ...]):
-        table = dataset.with_format("numpy")
-        self.columns = {c: torch.as_tensor(np.asarray(table[c])) for c in columns if c in dataset.column_names}
+        keep = [c for c in columns if c in dataset.column_names]
+        table = numpy_columns(dataset, keep)
+        self.columns = {c: torch.as_tensor(table[c]) for c in keep}
         self.length = len(dataset)
 
     def __len__(self) -> int:
