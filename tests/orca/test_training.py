@@ -332,3 +332,35 @@ def test_full_arm_is_tuned_on_validation_and_reads_ctr_at_its_own_stop(tmp_path)
     assert m["val_dt_ce"] == pytest.approx(min(grid.values()))
     assert 0.0 < m["ctr_auc_own_stop"] < 1.0 and 0.0 < m["ctr_auc"] < 1.0
     assert ("orca-code", "shifted") in scores
+
+
+def test_reference_rows_are_computed_alongside_the_workers_with_the_same_numbers(tmp_path, monkeypatch):
+    """With worker processes the main process computes the reference rows (oracle, oracle@train, trivial) in a
+    thread while the workers train, instead of before starting them; the rows are the ones computed in line."""
+    import threading
+
+    from hf_ext.orca import reproduce_data
+    from hf_ext.orca.reproduce import OrcaReproduceArguments
+
+    run = OrcaReproduceArguments(
+        out=str(tmp_path), strengths=[0.0, 3.0], seeds=[0, 1], num_impressions=1_000, test_impressions=1_000
+    )
+    threads, inline = [], reproduce_data._references
+
+    def spy(*args):
+        threads.append(threading.current_thread().name)
+        return inline(*args)
+
+    monkeypatch.setattr(reproduce_data, "_references", spy)
+    expected = {k: inline(run, *k) for k in ((0.0, 0), (0.0, 1), (3.0, 0), (3.0, 1))}
+    alongside = reproduce_data.references_alongside(run).result()
+    assert list(alongside) == list(expected)  # sweep order: the cells keep their order in results.json
+
+    def text(rows):  # NaN (the NDCG without user ids) equals itself only as text
+        return json.dumps({str(k): {str(r): v for r, v in cell.items() if r != "heatmap"} for k, cell in rows.items()})
+
+    assert text(alongside) == text(expected)
+    np.testing.assert_array_equal(alongside[(3.0, 0)]["heatmap"], expected[(3.0, 0)]["heatmap"])
+    assert len(threads) == 4 and all(t.startswith("orca-references") for t in threads)
+    run.workers, threads[:] = 1, []  # in-process jobs: computed at once, in this thread
+    assert reproduce_data.references_alongside(run).done() and threads == [threading.current_thread().name] * 4
