@@ -13,7 +13,6 @@ ml-100k` runs the real-data check instead (see [`~hf_ext.orca.movielens`])."""
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,7 +30,7 @@ from hf_ext.core.results_render import markdown_tables
 
 from .causal_generator import POST_CLICK_FIELDS
 from .configuration_orca import OrcaConfig
-from .data import to_model_features
+from .data import numpy_columns
 from .families import FAMILIES, get_family
 from .metrics import ctr_dt_heatmap
 from .modeling_orca import OrcaModel
@@ -45,6 +44,7 @@ from .report import (
     score,
     verdict,
 )
+from .reproduce_data import IID_TEST_SEED, SHIFT_TEST_SEED, _columns, _configs, _frame, references_alongside
 from .reproduce_io import copy_joined_heatmaps, full_subset, load_joined, save_record
 from .train import OrcaTrainingArguments
 from .trainer import (
@@ -78,7 +78,6 @@ ARMS = {
 }
 # Arms without a click head: trained on the clicked rows only, for as many optimiser steps as the MTL models.
 DT_ONLY = ("single-task", "fm")
-IID_TEST_SEED, SHIFT_TEST_SEED = 10_000, 20_000
 
 
 @dataclass
@@ -247,7 +246,7 @@ def _model_class(name: str):
 def predict(model: OrcaModel, dataset, batch_size: int = 8192) -> dict[str, np.ndarray]:
     """Click probabilities and DT bin probabilities (prediction head and raw head) on a model-features dataset."""
     model.eval()
-    ids = torch.as_tensor(np.asarray(dataset.with_format("numpy")["input_ids"], dtype=np.int64))
+    ids = torch.as_tensor(np.asarray(numpy_columns(dataset, ["input_ids"])["input_ids"], dtype=np.int64))
     out = {"click_probs": [], "dt_probs": [], "dt_probs_raw": []}
     for start in range(0, len(ids), batch_size):
         o = model(input_ids=ids[start : start + batch_size].to(model.device))
@@ -276,37 +275,6 @@ def evaluate(model: OrcaModel, test) -> tuple[dict[str, float], dict[str, np.nda
 # ----------------------------------------------------------------------------------------------------------------
 # Synthetic sweep
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def _configs(run: OrcaReproduceArguments, strength: float, seed: int):
-    fam = get_family(run.family)
-    train = fam.make_config(run.num_users, run.num_items, run.num_impressions, strength, seed)
-    val = fam.test_config(train, max(run.num_impressions // 8, 2_000), 5_000 + seed, strength)
-    iid = fam.test_config(train, run.test_impressions, IID_TEST_SEED, strength)
-    shift = fam.test_config(train, run.test_impressions, SHIFT_TEST_SEED, run.test_strength)
-    return train, val, iid, shift
-
-
-def _family_of(cfg):
-    return get_family("reliance" if type(cfg).__name__ == "RelianceOrcaConfig" else "spurious")
-
-
-@functools.lru_cache(maxsize=4)
-def _frame(cfg):
-    fam = _family_of(cfg)
-    ds = fam.generate(cfg)
-    return ds, to_model_features(ds, fam.field_names, fam.vocab_sizes(cfg))
-
-
-@functools.lru_cache(maxsize=8)
-def _oracle(cfg, data_cfg):
-    """The posterior of generator `cfg` on the rows of the data set drawn from `data_cfg` (cached: the test sets
-    are shared by every seed)."""
-    return _family_of(cfg).oracle(cfg, _columns(_frame(data_cfg)[0]))
-
-
-def _columns(ds) -> dict[str, np.ndarray]:
-    return dict(ds.with_format("numpy")[:])
 
 
 def _run_job(run: OrcaReproduceArguments, strength: float, seed: int, backbone: str, variant: str, keep: bool):
@@ -372,30 +340,6 @@ def _ctr_auc_at(model: OrcaModel, state: dict, features, test: dict) -> float:
     return ctr_metrics(test["click"], click)["ctr_auc"]
 
 
-def _references(run: OrcaReproduceArguments, strength: float, seed: int) -> dict:
-    """Oracle, oracle@train and trivial rows of one (s, seed) on both tests."""
-    from .configuration_orca import ORCA_BIN_SECONDS
-
-    train_cfg, _, iid_cfg, shift_cfg = _configs(run, strength, seed)
-    train = _columns(_frame(train_cfg)[0])
-    clicked = train["click"] == 1
-    prior = np.bincount(train["dwell_bin"][clicked], minlength=len(ORCA_BIN_SECONDS)) / clicked.sum()
-    out: dict = {}
-    for name, cfg in (("iid", iid_cfg), ("shifted", shift_cfg)):
-        test = _columns(_frame(cfg)[0])
-        n = len(test["click"])
-        oracle = _oracle(cfg, cfg)
-        out[("oracle", name)] = score(test, oracle["click_probs"], oracle["dt_probs"], ORCA_BIN_SECONDS)
-        if name == "shifted":
-            at_train = _oracle(train_cfg, cfg)
-            out[("oracle@train", name)] = score(test, at_train["click_probs"], at_train["dt_probs"], ORCA_BIN_SECONDS)
-        out[("trivial", name)] = score(test, np.full(n, clicked.mean()), np.tile(prior, (n, 1)), ORCA_BIN_SECONDS)
-        if name == "shifted" and strength == max(run.strengths) and seed == run.seeds[0]:
-            rows = test["click"] == 1
-            out["heatmap"] = ctr_dt_heatmap(oracle["click_probs"][rows], test["dwell_bin"][rows])
-    return out
-
-
 def run_synthetic(run: OrcaReproduceArguments, joined: dict | None = None) -> dict:
     """Trains every (s, seed, backbone, variant) not already in `joined` (cells of earlier runs with the same
     settings, [`load_joined`]) and returns the cells of both, with the reference rows and the heatmaps."""
@@ -414,15 +358,15 @@ def run_synthetic(run: OrcaReproduceArguments, joined: dict | None = None) -> di
     ]
     cells: dict = {b: dict(joined.get(b, {})) for b in run.backbones}
     heatmaps: dict = {}
-    for s in run.strengths:
-        for seed in run.seeds:
-            refs = _references(run, s, seed)
-            if "heatmap" in refs:
-                heatmaps["oracle (test posterior)"] = refs.pop("heatmap")
-            for b in run.backbones:
-                for (row, name), m in refs.items():
-                    cells[b].setdefault((s, seed, row), {})[name] = m
-    for (s, seed, b), scores, maps in run_jobs(_run_job, jobs, workers=run.workers, desc="orca reproduce"):
+    references = references_alongside(run)  # while the workers train
+    results = list(run_jobs(_run_job, jobs, workers=run.workers, desc="orca reproduce"))
+    for (s, seed), refs in references.result().items():  # the reference rows first, as always
+        if "heatmap" in refs:
+            heatmaps["oracle (test posterior)"] = refs.pop("heatmap")
+        for b in run.backbones:
+            for (row, name), m in refs.items():
+                cells[b].setdefault((s, seed, row), {})[name] = m
+    for (s, seed, b), scores, maps in results:
         for (row, name), m in scores.items():
             cells[b].setdefault((s, seed, row), {})[name] = m
         heatmaps.update(maps)

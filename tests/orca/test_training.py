@@ -332,3 +332,64 @@ def test_full_arm_is_tuned_on_validation_and_reads_ctr_at_its_own_stop(tmp_path)
     assert m["val_dt_ce"] == pytest.approx(min(grid.values()))
     assert 0.0 < m["ctr_auc_own_stop"] < 1.0 and 0.0 < m["ctr_auc"] < 1.0
     assert ("orca-code", "shifted") in scores
+
+
+def test_reference_rows_are_computed_alongside_the_workers_with_the_same_numbers(tmp_path, monkeypatch):
+    """With worker processes the main process computes the reference rows (oracle, oracle@train, trivial) in a
+    thread while the workers train, instead of before starting them; the rows are the ones computed in line."""
+    import threading
+
+    from hf_ext.orca import reproduce_data
+    from hf_ext.orca.reproduce import OrcaReproduceArguments
+
+    run = OrcaReproduceArguments(
+        out=str(tmp_path), strengths=[0.0, 3.0], seeds=[0, 1], num_impressions=1_000, test_impressions=1_000
+    )
+    threads, inline = [], reproduce_data._references
+
+    def spy(*args):
+        threads.append(threading.current_thread().name)
+        return inline(*args)
+
+    monkeypatch.setattr(reproduce_data, "_references", spy)
+    expected = {k: inline(run, *k) for k in ((0.0, 0), (0.0, 1), (3.0, 0), (3.0, 1))}
+    alongside = reproduce_data.references_alongside(run).result()
+    assert list(alongside) == list(expected)  # sweep order: the cells keep their order in results.json
+
+    def text(rows):  # NaN (the NDCG without user ids) equals itself only as text
+        return json.dumps({str(k): {str(r): v for r, v in cell.items() if r != "heatmap"} for k, cell in rows.items()})
+
+    assert text(alongside) == text(expected)
+    np.testing.assert_array_equal(alongside[(3.0, 0)]["heatmap"], expected[(3.0, 0)]["heatmap"])
+    assert len(threads) == 4 and all(t.startswith("orca-references") for t in threads)
+    run.workers, threads[:] = 1, []  # in-process jobs: computed at once, in this thread
+    assert reproduce_data.references_alongside(run).done() and threads == [threading.current_thread().name] * 4
+
+
+def test_both_adams_run_foreach_with_the_per_tensor_loops_numbers(tmp_path):
+    """The main and the NDE optimiser use Adam's foreach implementation (torch's CPU default is the per-tensor
+    loop, slower); a few main and counterfactual steps leave bit-identical weights and optimiser states either way."""
+    from hf_ext.orca import trainer as trainer_module
+
+    results = {}
+    for foreach in (False, True):
+        trainer_module.ADAM_FOREACH = foreach
+        try:
+            torch.manual_seed(0)
+            trainer = _trainer(tmp_path / str(foreach), weight_decay=1e-4)
+            model = trainer.model.train()
+            opt = trainer.create_optimizer()
+            for step in range(4):
+                batch = tiny_batch(32, seed=10 + step)
+                model.zero_grad()
+                model(**batch).loss.backward()
+                opt.step()
+                trainer._counterfactual_step(batch)
+        finally:
+            trainer_module.ADAM_FOREACH = True
+        assert all(g["foreach"] is foreach for g in opt.param_groups + trainer._nde_optimizer.param_groups)
+        results[foreach] = (model.state_dict(), opt.state_dict()["state"], trainer._nde_optimizer.state_dict()["state"])
+    (w0, s0, n0), (w1, s1, n1) = results[False], results[True]
+    assert all(torch.equal(w0[k], w1[k]) for k in w0)
+    for a, b in ((s0, s1), (n0, n1)):
+        assert a.keys() == b.keys() and all(torch.equal(a[i][k], b[i][k]) for i in a for k in a[i])
