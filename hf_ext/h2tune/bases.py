@@ -58,7 +58,7 @@ def pretrained_base(base, spec, run, init_seed: int | None = None):
 
     folder = Path(run.cache_dir) / pretrain_key(base, spec, run.pretrain_steps, init_seed)
     if (folder / "config.json").is_file():
-        return AutoModelForCausalLM.from_pretrained(folder)
+        return _load_cached(folder, AutoModelForCausalLM)
     ds = Dataset.from_dict(to_features(pretrain_corpus(PRETRAIN_CORPUS["n"], seed=PRETRAIN_CORPUS["seed"])))
     args = TrainingArguments(
         output_dir=tempfile.mkdtemp(prefix="h2tune_pre_"),
@@ -80,6 +80,24 @@ def pretrained_base(base, spec, run, init_seed: int | None = None):
     except OSError:  # another process cached the same base meanwhile
         shutil.rmtree(tmp, ignore_errors=True)
     return base
+
+
+# Bases already loaded in this process, by cache folder and the files' (size, mtime): a reproduction builds every
+# client of every (variant, seed) run from the same two cached bases, and each load reads and checks the files again.
+_LOADED: dict = {}
+
+
+def _load_cached(folder, auto_class):
+    """`auto_class.from_pretrained(folder)`, loaded once per process: later calls get a deep copy of the first load
+    (the caller adapts and trains its copy in place), so every caller starts from the same weights. A changed file
+    in `folder` loads again."""
+    import copy
+
+    stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file())
+    key = str(folder.resolve())
+    if key not in _LOADED or _LOADED[key][0] != stamp:
+        _LOADED[key] = (stamp, auto_class.from_pretrained(folder))
+    return copy.deepcopy(_LOADED[key][1])
 
 
 def tiny_client_base(spec, seed: int):

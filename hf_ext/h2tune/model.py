@@ -63,14 +63,27 @@ def h2tune_modules(model, adapter: str = "default") -> Iterator[tuple[str, H2Tun
             yield name, module
 
 
+def cached_modules(owner, model, adapter: str = "default") -> list[tuple[str, H2TuneLinear]]:
+    """[`h2tune_modules`] of `model` as a list, kept on `owner` (a Trainer or callback) while `owner` sees the same
+    model and adapter: a training loop looks the layers up at every step, and a walk over all the model's modules
+    each time costs more than the adapter's own arithmetic on the tiny decoders. Only for a block in which the model's
+    modules do not change (a `train()` call)."""
+    cache = getattr(owner, "_h2tune_module_cache", None)
+    if cache is None or cache[0] is not model or cache[1] != adapter:
+        cache = (model, adapter, list(h2tune_modules(model, adapter)))
+        owner._h2tune_module_cache = cache
+    return cache[2]
+
+
 def _sparsify(model, adapter: str) -> bool:
     return getattr(model.peft_config[adapter], "sparsify", True)
 
 
-def sync_middle(model, adapter: str = "default") -> None:
-    """After an optimiser step: write T back into the shared matrix M̃ and re-select T with the updated S."""
+def sync_middle(model, adapter: str = "default", modules=None) -> None:
+    """After an optimiser step: write T back into the shared matrix M̃ and re-select T with the updated S (`modules`:
+    [`h2tune_modules`]'s list when the caller keeps one, see [`cached_modules`])."""
     sparsify = _sparsify(model, adapter)
-    for _, module in h2tune_modules(model, adapter):
+    for _, module in h2tune_modules(model, adapter) if modules is None else modules:
         sync_layer(module, adapter, sparsify)
 
 
@@ -107,7 +120,13 @@ def set_middle(model, middle: torch.Tensor, adapter: str = "default") -> None:
 
 
 @contextlib.contextmanager
-def relation_path(model, relation: torch.Tensor | None, global_tensor: torch.Tensor | None, adapter: str = "default"):
+def relation_path(
+    model,
+    relation: torch.Tensor | None,
+    global_tensor: torch.Tensor | None,
+    adapter: str = "default",
+    modules=None,
+):
     """Makes the forward passes inside the block differentiable in the relation matrix P_c.
 
     The client's middle matrices are M̃_c = P_cᵀ·G + D_c: the mixture of this round's downloaded global tensor G plus
@@ -116,9 +135,10 @@ def relation_path(model, relation: torch.Tensor | None, global_tensor: torch.Ten
     o = Σ_j P_c[j, l]·G[j, m][idx], added to T in the forward: values are unchanged, and autograd sends exactly that
     gradient to P_c. [`~hf_ext.h2tune.trainer.H2TuneCallback`] then moves M̃ by ΔP_cᵀ·G after each optimiser step,
     so M̃ stays P_cᵀ·G + D_c. No-op when `relation` is `None` or frozen (the index-aligned ablation, the
-    task-specific pass).
+    task-specific pass). `modules`: [`h2tune_modules`]'s list when the caller keeps one.
     """
-    mods = list(h2tune_modules(model, adapter)) if relation is not None and relation.requires_grad else []
+    active = relation is not None and relation.requires_grad
+    mods = (list(h2tune_modules(model, adapter)) if modules is None else modules) if active else []
     try:
         for name, module in mods:
             layer, slot = module_slot(name)
@@ -136,25 +156,25 @@ def relation_path(model, relation: torch.Tensor | None, global_tensor: torch.Ten
 
 
 @torch.no_grad()
-def shift_middle(model, shift: torch.Tensor, adapter: str = "default") -> None:
+def shift_middle(model, shift: torch.Tensor, adapter: str = "default", modules=None) -> None:
     """Adds `shift` (L_c, M, R, R) to the layers' shared matrices M̃ and reloads T from them."""
-    for name, module in h2tune_modules(model, adapter):
+    for name, module in h2tune_modules(model, adapter) if modules is None else modules:
         layer, slot = module_slot(name)
         ref = module.lora_lT[adapter]
         load_middle(module, adapter, ref + shift[layer, slot].to(ref.device, ref.dtype))
 
 
-def shared_parameters(model, adapter: str = "default") -> list[torch.nn.Parameter]:
+def shared_parameters(model, adapter: str = "default", modules=None) -> list[torch.nn.Parameter]:
     """T and S of every layer (the shared part, with P_c when an alignment is attached)."""
     params = []
-    for _, module in h2tune_modules(model, adapter):
+    for _, module in h2tune_modules(model, adapter) if modules is None else modules:
         params += [module.lora_T[adapter], module.lora_S[adapter]]
     return params
 
 
-def local_parameters(model, adapter: str = "default") -> list[torch.nn.Parameter]:
+def local_parameters(model, adapter: str = "default", modules=None) -> list[torch.nn.Parameter]:
     """A and B of every layer (the task-specific part, never sent)."""
     params = []
-    for _, module in h2tune_modules(model, adapter):
+    for _, module in h2tune_modules(model, adapter) if modules is None else modules:
         params += [module.lora_A[adapter].weight, module.lora_B[adapter].weight]
     return params

@@ -27,7 +27,15 @@ import torch.nn.functional as F
 from transformers import Trainer, TrainerCallback
 
 from .alignment import mix_layers
-from .model import h2tune_modules, local_parameters, relation_path, shared_parameters, shift_middle, sync_middle
+from .model import (
+    cached_modules,
+    h2tune_modules,
+    local_parameters,
+    relation_path,
+    shared_parameters,
+    shift_middle,
+    sync_middle,
+)
 
 
 def norm_penalty(params: list[torch.Tensor]) -> torch.Tensor:
@@ -44,30 +52,48 @@ class H2TuneCallback(TrainerCallback):
     Also clears the gradients of `extra_params` (P_c) at the start of training and after every step: they live
     outside the model, and `Trainer` only zeroes the model's own gradients, so they would otherwise accumulate
     across steps and rounds.
+
+    Between `on_train_begin` and `on_train_end` it keeps the model's list of H2Tune layers ([`modules`]; the layers do
+    not change while training), so that each step does not walk every module of the model again.
     """
 
     def __init__(self, adapter: str = "default", extra_params=(), relation=None, global_tensor=None):
         self.adapter, self.extra_params = adapter, list(extra_params)
         self.relation, self.global_tensor = relation, global_tensor
         self._relation_before = None
+        self._training = False
+        self._h2tune_module_cache = None  # (model, adapter, layers) while training ([`cached_modules`])
+
+    def modules(self, model):
+        """The H2Tune layers of `model`: kept from the first look-up while training, looked up afresh otherwise."""
+        if not self._training:
+            return list(h2tune_modules(model, self.adapter))
+        return cached_modules(self, model, self.adapter)
 
     def _clear_extra_grads(self):
         for p in self.extra_params:
             p.grad = None
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self._h2tune_module_cache = None
+        self._training = True
         self._clear_extra_grads()
         if self.relation is not None and self.global_tensor is not None:
             self._relation_before = self.relation.detach().clone()
 
+    def on_train_end(self, args, state, control, **kwargs):
+        self._training = False
+        self._h2tune_module_cache = None
+
     def on_optimizer_step(self, args, state, control, model=None, **kwargs):
         if model is None:
             return
-        sync_middle(model, self.adapter)
+        modules = self.modules(model)
+        sync_middle(model, self.adapter, modules=modules)
         if self._relation_before is not None:
             delta = self.relation.detach() - self._relation_before
             if torch.any(delta != 0):
-                shift_middle(model, mix_layers(delta, self.global_tensor), self.adapter)
+                shift_middle(model, mix_layers(delta, self.global_tensor), self.adapter, modules=modules)
             self._relation_before = self.relation.detach().clone()
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -99,18 +125,29 @@ class H2TuneTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.norm_weight, self.extra_shared, self.adapter = norm_weight, list(extra_shared or []), adapter
         self.relation, self.global_tensor = (relation, global_tensor) if global_tensor is not None else (None, None)
-        self.add_callback(
-            H2TuneCallback(
-                adapter, extra_params=self.extra_shared, relation=self.relation, global_tensor=self.global_tensor
-            )
+        self.h2tune_callback = H2TuneCallback(
+            adapter, extra_params=self.extra_shared, relation=self.relation, global_tensor=self.global_tensor
         )
+        self.add_callback(self.h2tune_callback)
+        self._flos_per_token = None
+
+    def floating_point_ops(self, inputs) -> int:
+        """`Trainer.floating_point_ops` (6 · tokens · parameters without embeddings), with the parameter count taken
+        once: `Trainer` asks at every step, and counting walks every parameter of the model."""
+        main_input = getattr(self.model, "main_input_name", "input_ids")
+        if main_input not in inputs or not hasattr(self.model, "num_parameters"):
+            return super().floating_point_ops(inputs)
+        if self._flos_per_token is None or self._flos_per_token[0] is not self.model:
+            self._flos_per_token = (self.model, 6 * self.model.num_parameters(exclude_embeddings=True))
+        return inputs[main_input].numel() * self._flos_per_token[1]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        with relation_path(model, self.relation, self.global_tensor, self.adapter):
+        modules = self.h2tune_callback.modules(model)
+        with relation_path(model, self.relation, self.global_tensor, self.adapter, modules=modules):
             loss, outputs = super().compute_loss(
                 model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
             )
-        shared = [p for p in shared_parameters(model, self.adapter) + self.extra_shared if p.requires_grad]
+        shared = [p for p in shared_parameters(model, self.adapter, modules) + self.extra_shared if p.requires_grad]
         if shared and self.norm_weight:
             loss = loss + self.norm_weight * norm_penalty(shared)
         return (loss, outputs) if return_outputs else loss
@@ -133,10 +170,10 @@ def previous_t(model, adapter: str = "default") -> dict[str, torch.Tensor]:
     return {name: m.lora_T[adapter].detach().clone() for name, m in h2tune_modules(model, adapter)}
 
 
-def t_kl(model, prev: dict[str, torch.Tensor], adapter: str = "default") -> torch.Tensor:
+def t_kl(model, prev: dict[str, torch.Tensor], adapter: str = "default", modules=None) -> torch.Tensor:
     """mean over modules of KL(softmax(vec T_prev) ‖ softmax(vec T))."""
     terms = []
-    for name, m in h2tune_modules(model, adapter):
+    for name, m in h2tune_modules(model, adapter) if modules is None else modules:
         if name in prev:
             p_log = F.log_softmax(prev[name].reshape(-1).to(m.lora_T[adapter].dtype), dim=0)
             q_log = F.log_softmax(m.lora_T[adapter].reshape(-1), dim=0)
@@ -166,6 +203,7 @@ class H2TuneAlternatingTrainer(H2TuneTrainer):
             adapter=self.adapter,
             relation=self.relation,
             global_tensor=self.global_tensor,
+            modules=self.h2tune_callback.modules(model),
         )
         return (loss, out_b) if return_outputs else loss
 
@@ -180,15 +218,18 @@ def two_pass_loss(
     adapter: str = "default",
     relation=None,
     global_tensor=None,
+    modules=None,
 ):
     """L_a + L_b of the two-pass step (the module docstring) on one batch; returns `(loss, outputs of pass 2)`.
-    [`H2TuneAlternatingTrainer.compute_loss`] is this function; `benchmarks/h2tune_cost.py` times it."""
-    shared = [p for p in shared_parameters(model, adapter) + list(extra_shared)]
-    local = local_parameters(model, adapter)
+    [`H2TuneAlternatingTrainer.compute_loss`] is this function; `benchmarks/h2tune_cost.py` times it. `modules`:
+    [`~hf_ext.h2tune.model.h2tune_modules`]'s list when the caller keeps one."""
+    modules = list(h2tune_modules(model, adapter)) if modules is None else modules
+    shared = [p for p in shared_parameters(model, adapter, modules) + list(extra_shared)]
+    local = local_parameters(model, adapter, modules)
     labels = inputs.get("labels")
-    with frozen(local), relation_path(model, relation, global_tensor, adapter):  # pass 1: the shared part
+    with frozen(local), relation_path(model, relation, global_tensor, adapter, modules):  # pass 1: the shared part
         out_a = model(**inputs)
-        loss_a = out_a.loss + norm_weight * norm_penalty(shared) + t_kl(model, prev_t, adapter)
+        loss_a = out_a.loss + norm_weight * norm_penalty(shared) + t_kl(model, prev_t, adapter, modules)
     with frozen(shared):  # pass 2: task-specific part, distilled toward the shared pass
         out_b = model(**inputs)
         z_a, z_b = out_a.logits.detach()[:, :-1], out_b.logits[:, :-1]
