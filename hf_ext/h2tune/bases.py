@@ -71,7 +71,10 @@ def pretrained_base(base, spec, run, init_seed: int | None = None):
     )
     trainer = Trainer(model=base, args=args, train_dataset=ds)
     trainer.remove_callback(PrinterCallback)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:  # the Trainer's scratch folder (save_strategy "no"); the base is saved below
+        shutil.rmtree(args.output_dir, ignore_errors=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     base.save_pretrained(tmp)

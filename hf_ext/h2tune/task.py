@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import shutil
 import tempfile
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,6 +167,7 @@ class H2TuneClient:
         plain_lora = run.mode != "h2tune" and not run.h2tune_adapter
         self.spec, self.run, self.plain_lora = spec, run, plain_lora
         self.output_dir = tempfile.mkdtemp(prefix=f"h2tune_{spec.name}_")  # Trainer scratch (nothing is saved)
+        weakref.finalize(self, shutil.rmtree, self.output_dir, ignore_errors=True)  # goes with the client
         from .data import CHARS_CODEC
 
         self.codec = CHARS_CODEC

@@ -7,6 +7,7 @@ T_prev = the client's T at the end of the previous round."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -129,3 +130,18 @@ def test_strategy_takes_the_unweighted_mean_whatever_num_examples_say():
     arrays, _ = strategy.aggregate_train(1, [reply(101, 0, 1.0, 1), reply(102, 1, 3.0, 99), reply(103, 2, 5.0, 1000)])
     np.testing.assert_allclose(arrays["g"].numpy(), 3.0)
     assert arrays["g"].numpy().shape == global_shape(4)
+
+
+def test_a_client_takes_its_trainer_scratch_folder_with_it(monkeypatch, tmp_path):
+    """Every client gets a Trainer scratch folder (nothing is saved there); a quick run makes hundreds of clients, so
+    the folder goes when the client is collected."""
+    import gc
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    client = _client(0)
+    folder = Path(client.output_dir)
+    assert folder.is_dir() and folder.parent == tmp_path
+    del client
+    gc.collect()
+    assert not folder.exists()
