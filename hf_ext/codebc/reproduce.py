@@ -67,13 +67,6 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage-steps", type=int, help="optimiser steps per stage")
     p.add_argument("--samples", type=int, help="generations per Blockchain-HumanEval task")
     p.add_argument("--seed", type=int, help="seed")
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch intra-op threads (the committed results used 1; another count reorders float sums, so the "
-        "numbers differ in the last digits)",
-    )
     p.add_argument("--pretrain-steps", type=int, help="causal-LM pretraining steps of the tiny base")
     p.add_argument("--max-new-tokens", type=int, help="generated tokens per contract")
     p.add_argument(
@@ -334,8 +327,6 @@ def main(argv: list[str] | None = None) -> dict:
     }
     if args.full + args.pretrained + args.gpu > 1:
         raise SystemExit("--full, --pretrained and --gpu are different scales: pick one")
-    if args.threads < 1:
-        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
     preset = GPU if args.gpu else PRETRAINED if args.pretrained else FULL if args.full else QUICK
     if preset.vd_real and not args.slither_sdist and args.vd_real is None:
         preset = dataclasses.replace(preset, vd_real=0)  # no sdist given: VD on the held-out rows only
@@ -358,23 +349,16 @@ def main(argv: list[str] | None = None) -> dict:
     from hf_ext.core.reporting import print_rules
 
     print_rules(RULES)  # the verdict rules, before any work
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)  # a fixed count: the same numbers on any machine (see --threads)
-    try:
-        results = run(
-            scale,
-            out,
-            control=args.full or args.pretrained or args.gpu or args.control,
-            npm=args.npm_corpus,
-            sdist=args.slither_sdist,
-        )
-        results["mode"] = "gpu" if args.gpu else "pretrained" if args.pretrained else "full" if args.full else "quick"
-        results["rules"] = [rule.to_dict() for rule in RULES.values()]
-        results.update(report_fields(results))  # its environment records the thread count the run used
-    finally:
-        torch.set_num_threads(threads)
+    results = run(
+        scale,
+        out,
+        control=args.full or args.pretrained or args.gpu or args.control,
+        npm=args.npm_corpus,
+        sdist=args.slither_sdist,
+    )
+    results["mode"] = "gpu" if args.gpu else "pretrained" if args.pretrained else "full" if args.full else "quick"
+    results["rules"] = [rule.to_dict() for rule in RULES.values()]
+    results.update(report_fields(results))
     write_json(out / "results.json", results)
     _save_record(out / "model", results, scale, args)
     print(format_table(results))
