@@ -17,6 +17,7 @@ is accepted everywhere as an alias.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -69,15 +70,15 @@ def cmd_reproduce(args, extra: list[str]) -> int:
     reproduction_thread_count()  # a bad $HF_EXT_REPRODUCE_THREADS stops here, before any method runs
     methods = [get_method(n) for n in args.methods] if args.methods else _methods()
     failed, times = [], {}
+    argv = (["--full"] if args.full else []) + list(extra)
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     if args.jobs > 1 and len(methods) > 1:
         from .reproduce_pool import run_pool
 
-        failed, times = run_pool([s.name for s in methods], (["--full"] if args.full else []) + list(extra), args.jobs)
+        failed, times = run_pool([s.name for s in methods], argv, args.jobs)
         methods = []
     for spec in methods:
-        argv = (["--full"] if args.full else []) + list(extra)
         print(f"\n=== hf-ext reproduce {spec.name}{' --full' if args.full else ''} ===", flush=True)
         start = time.perf_counter()
         try:
@@ -235,10 +236,8 @@ def cmd_method(args, extra: list[str]) -> int:
 
     if args.script != "setup":  # setup is what installs a method's external tools
         require_method(spec)
-    if args.script == "reproduce":  # `hf-ext METHOD reproduce` is `hf-ext reproduce METHOD`
-        with reproduction_threads():
-            spec.load(args.script)(extra)
-    else:
+    # `hf-ext METHOD reproduce` is `hf-ext reproduce METHOD`: the same fixed thread count
+    with reproduction_threads() if args.script == "reproduce" else contextlib.nullcontext():
         spec.load(args.script)(extra)
     close_process_group()
     return 0
