@@ -65,7 +65,13 @@ def quiet_worker_init(quiet_loggers: tuple[str, ...] = ()) -> None:
 
 
 def run_jobs(
-    fn: Callable[..., Any], jobs: Iterable[tuple], *, workers: int, desc: str, quiet_loggers: tuple[str, ...] = ()
+    fn: Callable[..., Any],
+    jobs: Iterable[tuple],
+    *,
+    workers: int,
+    desc: str,
+    quiet_loggers: tuple[str, ...] = (),
+    ordered: bool = False,
 ) -> Iterator[Any]:
     """Yields `fn(*job)` for every job, in completion order, with a progress bar ([`~hf_ext.core.progress.progress`]).
 
@@ -75,6 +81,8 @@ def run_jobs(
         workers (`int`): worker processes; `<= 1` runs every job in this process (tests, debugging).
         desc (`str`): progress-bar label.
         quiet_loggers (`tuple[str, ...]`): loggers set to ERROR in the workers.
+        ordered (`bool`): yield in the order of `jobs` instead (after the last job ends when `workers > 1`): what
+            a caller needs whose output lists results in the order they arrive, so that a rerun writes the same file.
     """
     from .progress import progress
 
@@ -92,8 +100,13 @@ def run_jobs(
         ) as pool:
             futures = [pool.submit(fn, *job) for job in jobs]
             for future in as_completed(futures):
-                yield future.result()
+                if not ordered:
+                    yield future.result()
+                else:
+                    future.result()  # a failed job raises now, not after the others
                 bar.update()
+            if ordered:
+                yield from (f.result() for f in futures)
     finally:
         bar.close()
 

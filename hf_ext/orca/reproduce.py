@@ -109,10 +109,12 @@ class OrcaReproduceArguments:
     def __post_init__(self):
         if self.full:
             # The premise family, the two ends of the sweep, 5 paired seeds, ORCA also as released (h_T not
-            # detached), every arm tuned on the same learning-rate grid (validation DT CE), CTR read at its own best
-            # validation AUC. 4 arms x 2 s x 5 seeds x 2 lr = 80 trainings at the quick size.
+            # detached), the baselines of issue 39 and the three ablations, every arm tuned on the same
+            # learning-rate grid (validation DT CE), CTR read at its own best validation AUC.
+            # 10 arms x 2 s x 5 seeds x 2 lr = 200 trainings at the quick size.
             self.family, self.strengths, self.seeds = "reliance", [0.0, 3.0], [0, 1, 2, 3, 4]
-            self.arms, self.grid_lr, self.ctr_own_stopping = ["orca-code"], [1e-3, 3e-3], True
+            self.arms, self.grid_lr, self.ctr_own_stopping = ["orca-code", "fm", "esmm", "ple"], [1e-3, 3e-3], True
+            self.ablations = True
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -120,7 +122,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--full",
         action="store_true",
-        help="reliance family, s in {0, 3}, 5 seeds, + ORCA as released, lr grid {1e-3, 3e-3}, CTR on its own stopping",
+        help="reliance family, s in {0, 3}, 5 seeds, + ORCA as released, FM, ESMM, PLE and the ablations, lr grid "
+        "{1e-3, 3e-3}, CTR on its own stopping",
     )
     p.add_argument(
         "--arms",
@@ -359,7 +362,8 @@ def run_synthetic(run: OrcaReproduceArguments, joined: dict | None = None) -> di
     cells: dict = {b: dict(joined.get(b, {})) for b in run.backbones}
     heatmaps: dict = {}
     references = references_alongside(run)  # while the workers train
-    results = list(run_jobs(_run_job, jobs, workers=run.workers, desc="orca reproduce"))
+    # In job order: the cells (and so results.json) list the rows the same way on every rerun.
+    results = list(run_jobs(_run_job, jobs, workers=run.workers, desc="orca reproduce", ordered=True))
     for (s, seed), refs in references.result().items():  # the reference rows first, as always
         if "heatmap" in refs:
             heatmaps["oracle (test posterior)"] = refs.pop("heatmap")

@@ -322,7 +322,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vae-epochs", type=float, help="VAE epochs")
     p.add_argument("--denoiser-epochs", type=float, help="epochs of the DHNG's latent denoiser (UNet + ControlNet)")
     p.add_argument("--dhng-num-train", type=int, help="training renders the DHNG trains on (the first ones)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core box)")
     p.add_argument("--retrain", action="store_true", help="ignore cached artifacts")
     p.add_argument("--artifacts", help="use the victims and generator of this folder (its training.json, as "
                    "`hf-ext tba train` writes) instead of training or the cache")  # fmt: skip
@@ -356,8 +355,6 @@ def check_reproduce_args(ns) -> None:
         raise ValueError(f"--beta must be a finite number >= 0, got {ns.beta}")
     if ns.num_tune < 1:
         raise ValueError(f"--num-tune must be >= 1, got {ns.num_tune}")
-    if ns.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {ns.threads}")
     if any(s < 0 for s in ns.seeds):
         raise ValueError(f"--seeds must be >= 0, got {ns.seeds}")
 
@@ -398,12 +395,9 @@ def main(argv: list[str] | None = None) -> dict:
         victim_epochs=10 if ns.victim_epochs is None else ns.victim_epochs, vae_epochs=ns.vae_epochs,
         denoiser_epochs=ns.denoiser_epochs, dhng_num_train=ns.dhng_num_train,
     )  # fmt: skip
-    threads = torch.get_num_threads()
-    torch.set_num_threads(ns.threads)
-    try:
-        return _run(ns, train_args)
-    finally:
-        torch.set_num_threads(threads)
+    # The torch thread count is the reproduction's (`hf_ext.core.parallel.reproduction_threads`, set by
+    # `hf-ext reproduce`): one for every method unless $HF_EXT_REPRODUCE_THREADS says otherwise.
+    return _run(ns, train_args)
 
 
 def _victim_lines(meta: dict) -> list[str]:
