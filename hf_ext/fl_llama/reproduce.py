@@ -168,7 +168,6 @@ def run_noise_only(ns) -> dict:
     """`--noise_verdict`: the rules, the runs, the table and `results.json` of the noise verdict alone."""
     args = _noise_args(ns)
     print_noise_rules(args)
-    torch.set_num_threads(1)
     out = run_noise_verdict(args, log=lambda line: print(f"    {line}", flush=True))
     verdicts = out.pop("_verdicts")
     write_results(Path(ns.out) / "results.json",
@@ -302,8 +301,8 @@ def main(argv: list[str] | None = None) -> dict:
     if ns.steps:
         args.steps = ns.steps
     print_noise_rules(nargs)  # the rules are fixed before the run starts
-    # Intra-op threads spin-wait on an oversubscribed 2-core machine (100x slower steps seen); one thread is faster.
-    torch.set_num_threads(1)
+    # The torch thread count is the reproduction's (`hf_ext.core.parallel.reproduction_threads`: one unless
+    # $HF_EXT_REPRODUCE_THREADS says otherwise; intra-op threads spin-wait on an oversubscribed 2-core machine).
     start = time.perf_counter()
     train_ex = load_multirc("train", limit=args.train_passages)
     val_ex = load_multirc("val", limit=args.val_passages)
