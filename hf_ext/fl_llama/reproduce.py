@@ -48,6 +48,7 @@ from .presets import tiny_llama
 from .reproduce_noise import (
     BACKBONES,
     NoiseVerdictArguments,
+    noise_report_tables,
     noise_rules,
     print_noise_rules,
     print_noise_table,
@@ -170,9 +171,16 @@ def run_noise_only(ns) -> dict:
     print_noise_rules(args)
     out = run_noise_verdict(args, log=lambda line: print(f"    {line}", flush=True))
     verdicts = out.pop("_verdicts")
-    write_results(Path(ns.out) / "results.json",
-                  Results(method="fl_llama", scale=f"noise_verdict ({args.scale})", rules=noise_rules(args),
-                          verdicts=verdicts, tables={"noise_verdict": out}))  # fmt: skip
+    report = Results(method="fl_llama", scale="noise_verdict", rules=noise_rules(args), verdicts=verdicts,
+                     tables={"noise_verdict": out})  # fmt: skip
+    flags = [f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(ns).items()
+             if k.startswith("noise_") and k not in ("noise_verdict", "noise_smoke") and v is not None]  # fmt: skip
+    extra = {"report": noise_report_tables(out),
+             "command": " ".join(["hf-ext reproduce fl_llama --noise_verdict", *flags]
+                                 + (["--noise_smoke"] if ns.noise_smoke else []))}  # fmt: skip
+    if args.scale == "smoke":  # the page labels it: a smoke run decides nothing
+        extra["smoke"] = True
+    write_results(Path(ns.out) / "results.json", {**report.to_dict(), **extra})
     print_noise_table(out)
     return {"noise_verdict": out}
 
@@ -402,6 +410,8 @@ def report_fields(r: dict, verdict) -> dict:
                 ],  # fmt: skip
             )
         )
+    if "noise_verdict" in r:
+        tables += noise_report_tables(r["noise_verdict"])
     if "sweep" in r:
         keys = ["noise_multiple", "sigma", "final_train_loss", "val_loss", "val_accuracy", "val_auc", "attack_rouge1"]
         tables.append(

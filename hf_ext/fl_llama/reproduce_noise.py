@@ -466,6 +466,41 @@ def _diff_cell(d: dict) -> str:
     return f"{d['mean']:+.3f}{sd} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
 
 
+def noise_report_tables(out: dict) -> list[dict]:
+    """What the docs renderer reads of a noise verdict (`hf_ext.core.results_render.table`): the arms (AUC, accuracy
+    and final training loss as mean ± SD over seeds; the noise in absolute and relative terms) and the paired
+    differences, as [`print_noise_table`] prints them."""
+    from hf_ext.core.results_render import table
+
+    a = out["args"]
+    pre = next(r for r in out["runs"] if r["setting"] == "pretrained")
+    arms = [
+        [
+            "centralized" if r["setting"] == "centralized" else f"split a={r['a']} c={a['output_blocks']}",
+            f"{r['noise_multiple']:g}",
+            "—" if r["mean_abs_h_a"] is None else f"{r['mean_abs_h_a']:.4g}",
+            f"{r['sigma']:.4g}",
+            f"{r['sigma_relative']:.4g}",
+            _cell(r["auc"]),
+            _cell(r["accuracy"]),
+            _cell(r["final_train_loss"]),
+        ]
+        for r in out["summary"]
+    ]
+    title = (
+        f"Noise verdict on {out['backbone']}: {len(a['seeds'])} seeds, {a['train_steps']} LoRA steps of "
+        f"B = {a['batch_size']} at L = {a['max_length']}, lr {a['learning_rate']:g}; {out['val_examples']} "
+        f"validation prompts ({out['val_positives']} yes), majority rate {out['majority_rate']:.3f}, "
+        f"pretrained AUC {pre['auc']:.3f}"
+    )
+    columns = ["arm", "s / mean|h_A|", "mean|h_A|", "σ (abs)", "σ / mean|h_A|", "val AUC", "val acc", "train loss"]
+    diffs = [[k, _diff_cell(d)] for k, d in out["differences"].items()]
+    return [
+        table(title, columns, arms),
+        table("Noise verdict: paired differences (seed mean ± SD [95 % interval])", ["difference", "value"], diffs),
+    ]
+
+
 def print_noise_table(out: dict, file=None) -> None:
     """The verdict table: per arm AUC / accuracy (mean ± SD over seeds), σ absolute and relative; the paired
     differences with their intervals; the verdict lines."""
@@ -501,6 +536,7 @@ __all__ = [
     "auc_difference",
     "decide_noise_verdict",
     "load_backbone",
+    "noise_report_tables",
     "noise_rule",
     "noise_rules",
     "print_noise_rules",
