@@ -222,3 +222,23 @@ def test_smoke_run_prints_rules_first_and_says_smoke(smoke):
     # a random tiny Llama cannot learn MultiRC in 3 steps: the premise is not confirmed, the noise rules cannot speak
     assert results["verdicts"][0]["verdict"] != CONFIRMED
     assert {v["verdict"] for v in results["verdicts"][1:]} == {PREMISE_ABSENT}
+
+
+def test_smoke_run_renders_as_a_labelled_smoke_run_with_its_arms(smoke, tmp_path):
+    from hf_ext.core.results_render import load_results, render_section
+
+    results, _ = smoke
+    assert results["scale"] == "noise_verdict" and results["smoke"] is True
+    assert results["command"].startswith("hf-ext reproduce fl_llama --noise_verdict ")
+    assert "--noise_smoke" in results["command"] and "--noise_seeds 3 5" in results["command"]
+    arms, diffs = results["report"]
+    nv = results["tables"]["noise_verdict"]
+    assert [row[0] for row in arms["rows"]] == ["centralized", "split a=1 c=2", "split a=1 c=2", "split a=2 c=2",
+                                                "split a=2 c=2"]  # fmt: skip
+    assert [row[1] for row in arms["rows"]] == ["0", "0", "1", "0", "1"]  # s / mean|h_A| of each arm
+    assert [row[0] for row in diffs["rows"]] == list(nv["differences"])
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    page = render_section(load_results(path), source="results.json")
+    assert page.startswith("**Smoke run at noise_verdict scale**")
+    assert "split a=2 c=2" in page
