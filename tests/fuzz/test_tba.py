@@ -223,7 +223,6 @@ CASES = [
     BadInput("reproduce --num-test 0", lambda: _reproduce("--num-test", "0"), r"--num-test must be >= 2"),
     BadInput("reproduce --eps 2", lambda: _reproduce("--eps", "2"), r"eps .* must be <= 1"),
     BadInput("reproduce --beta nan", lambda: _reproduce("--beta", "nan"), r"--beta must be a finite number"),
-    BadInput("reproduce --threads 0", lambda: _reproduce("--threads", "0"), r"--threads must be >= 1"),
     BadInput("reproduce --victim-epochs 0", lambda: _reproduce("--victim-epochs", "0"), r"victim_epochs must be"),
     # issue 41: a victim detached from its input (SSIM alone would be optimised; at weight 0 a raw RuntimeError)
     BadInput(
