@@ -77,7 +77,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, help="federated rounds")
     p.add_argument("--seeds", nargs="+", type=int, help="seeds")
     p.add_argument("--local-steps", type=int, help="optimiser steps per client per round")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (one thread each; in-process engine)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="worker processes (one thread each; in-process engine; with --pretrained each holds three decoders)",
+    )
     p.add_argument(
         "--engine",
         choices=("inprocess", "simulation"),
@@ -159,14 +164,27 @@ def save_clients(clients, out: Path) -> None:
         c.save_artifact(out)
 
 
+def _built_base(spec) -> bool:
+    """Whether client `spec`'s base is built by the run and cached: a tiny decoder (pretrained) or a derived SmolLM2
+    (healed); a shipped or user model is only loaded."""
+    from .derive import is_derived
+
+    return not spec.model or is_derived(spec.model)
+
+
 def _pretrain_job(index: int, run: RunConfig) -> float:
-    """Pretrains (or finds in the cache) client `index`'s base; returns the seconds it took."""
+    """Builds (or finds in the cache) client `index`'s base — pretrains a tiny decoder, heals a derived SmolLM2 —
+    and returns the seconds it took."""
     from .bases import tiny_client_base
     from .clients import base_seed
+    from .derive import derive_smollm2
 
     t0 = time.perf_counter()
     spec, seed = run.clients[index], base_seed(run.clients, index)
-    pretrained_base(tiny_client_base(spec, seed), spec, run, init_seed=seed)
+    if spec.model:
+        derive_smollm2(spec.model, run.heal_steps, run.cache_dir)
+    else:
+        pretrained_base(tiny_client_base(spec, seed), spec, run, init_seed=seed)
     return time.perf_counter() - t0
 
 
@@ -378,8 +396,6 @@ def main(argv: list[str] | None = None) -> dict:
             run = dataclasses.replace(run, **{field: getattr(ns, flag)})
     engine = ns.engine or ("simulation" if ns.full else "inprocess")
     variants = ns.variants or (PRETRAINED_VARIANTS if ns.pretrained else list(VARIANTS) if ns.full else QUICK_VARIANTS)
-    if ns.pretrained:
-        ns.workers = 1  # three real decoders per federation: one process (memory)
     out.mkdir(parents=True, exist_ok=True)
     from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION, environment, print_rules, summarize, write_results
     from hf_ext.core.results_render import markdown_tables
@@ -407,7 +423,8 @@ def main(argv: list[str] | None = None) -> dict:
     # phase 1: the distinct bases (each cached once; every later run loads them)
     from .clients import base_seed
 
-    firsts = sorted({base_seed(run.clients, i) - 1000 for i in range(len(run.clients)) if not run.clients[i].model})
+    # (tiny bases pretrained, derived SmolLM2 bases healed), so parallel runs never build the same base twice
+    firsts = sorted({base_seed(run.clients, i) - 1000 for i in range(len(run.clients)) if _built_base(run.clients[i])})
     for i, secs in zip(
         firsts, run_jobs(_pretrain_job, [(i, run) for i in firsts], workers=workers, desc="h2tune pretraining")
     ):
