@@ -437,6 +437,25 @@ def environment() -> dict[str, Any]:
     }
 
 
+# Flags that say where files go, how many processes run and how progress shows: they change no number, so the
+# command a results.json records (what a reader reruns to get the same numbers) leaves them out.
+RUN_ONLY_FLAGS = ("--out", "--workers", "--device", "--quiet")
+
+
+def reproduce_command(method: str, argv: Sequence[str] | None, *, skip: Sequence[str] = ()) -> str:
+    """`hf-ext reproduce METHOD <flags>`: the flags of `argv` (default `sys.argv[1:]`) as given, less the
+    [`RUN_ONLY_FLAGS`] and `skip` (each with its values; `--flag=value` too). Flags left at their defaults stay
+    unnamed, so the command reads as the user typed it."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    dropped, kept, skipping = (*RUN_ONLY_FLAGS, *skip), [], False
+    for word in words:
+        if word.startswith("--"):
+            skipping = word.split("=", 1)[0] in dropped
+        if not skipping:
+            kept.append(word)
+    return " ".join(["hf-ext reproduce", method, *kept])
+
+
 @dataclass
 class Results:
     """The content of a reproduction's `results.json` (schema version [`RESULTS_SCHEMA_VERSION`])."""

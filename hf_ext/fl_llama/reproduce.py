@@ -28,7 +28,7 @@ import torch
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
 from hf_ext.core.progress import progress, set_quiet
-from hf_ext.core.reporting import Results, write_results
+from hf_ext.core.reporting import Results, reproduce_command, write_results
 
 from .arguments import FlLlamaTrainingArguments
 from .attack import InversionDecoder, attack_rouge, train_inversion
@@ -165,19 +165,16 @@ def _noise_args(ns) -> NoiseVerdictArguments:
     return args
 
 
-def run_noise_only(ns) -> dict:
-    """`--noise_verdict`: the rules, the runs, the table and `results.json` of the noise verdict alone."""
+def run_noise_only(ns, argv: list[str] | None = None) -> dict:
+    """`--noise_verdict`: the rules, the runs, the table and `results.json` of the noise verdict alone (`argv`: the
+    flags as given, recorded as the command)."""
     args = _noise_args(ns)
     print_noise_rules(args)
     out = run_noise_verdict(args, log=lambda line: print(f"    {line}", flush=True))
     verdicts = out.pop("_verdicts")
     report = Results(method="fl_llama", scale="noise_verdict", rules=noise_rules(args), verdicts=verdicts,
                      tables={"noise_verdict": out})  # fmt: skip
-    flags = [f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(ns).items()
-             if k.startswith("noise_") and k not in ("noise_verdict", "noise_smoke") and v is not None]  # fmt: skip
-    extra = {"report": noise_report_tables(out),
-             "command": " ".join(["hf-ext reproduce fl_llama --noise_verdict", *flags]
-                                 + (["--noise_smoke"] if ns.noise_smoke else []))}  # fmt: skip
+    extra = {"report": noise_report_tables(out), "command": reproduce_command("fl_llama", argv)}
     if args.scale == "smoke":  # the page labels it: a smoke run decides nothing
         extra["smoke"] = True
     write_results(Path(ns.out) / "results.json", {**report.to_dict(), **extra})
@@ -304,7 +301,7 @@ def main(argv: list[str] | None = None) -> dict:
     except ValueError as exc:
         parser.error(str(exc))
     if ns.noise_verdict:
-        return run_noise_only(ns)
+        return run_noise_only(ns, argv)
     args = FlLlamaReproduceArguments(full=ns.full, out=ns.out, seed=ns.seed)
     if ns.steps:
         args.steps = ns.steps

@@ -25,7 +25,7 @@ from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
 from hf_ext.core.progress import set_quiet, trainer_progress
-from hf_ext.core.reporting import Results, Verdict, write_results
+from hf_ext.core.reporting import Results, Verdict, reproduce_command, write_results
 from hf_ext.core.results_render import markdown_tables
 
 from .causal_generator import POST_CLICK_FIELDS
@@ -501,7 +501,8 @@ def main(argv: list[str] | None = None) -> dict:
     record |= {"subset": subset} if run.full and (subset := full_subset(run)) else {}  # labelled on the page
     if ns.join:  # the docs name the flags that set the numbers, and say that the rows come from several runs
         record["joined"] = {str(p): json.loads(Path(p).read_text(encoding="utf-8"))["seconds"] for p in ns.join}
-        record["command"] = f"hf-ext reproduce orca {_flags(argv)} (rows joined from {len(ns.join)} runs: --join)"
+        command = reproduce_command("orca", argv, skip=("--join", "--only-arms", "--join-only"))
+        record["command"] = f"{command} (rows joined from {len(ns.join)} runs: --join)"
     results = Results(
         method="orca",
         scale=record["scale"],
@@ -524,19 +525,6 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\nwrote {out / 'results.json'}, {out / 'heatmaps.png'}{artifact} ({record['seconds']:.0f} s)")
     record["table"] = table
     return record
-
-
-def _flags(argv: list[str] | None) -> str:
-    """The flags of `argv` that change the numbers (not where files go, how many processes, progress bars)."""
-    import sys
-
-    words, out, skip = list(sys.argv[1:] if argv is None else argv), [], False
-    for w in words:
-        if w.startswith("--"):
-            skip = w in ("--out", "--join", "--workers", "--device", "--quiet", "--only-arms", "--join-only")
-        if not skip:
-            out.append(w)
-    return " ".join(out)
 
 
 def _on(v: Verdict, backbone: str) -> Verdict:

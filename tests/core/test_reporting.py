@@ -119,3 +119,14 @@ def test_environment_records_torch_threads_and_the_measured_line_says_it():
         torch.set_num_threads(before)
     env.pop("torch_threads")
     assert "torch thread" not in measured_line({"environment": env})  # results written before the key existed
+
+
+def test_reproduce_command_keeps_the_number_changing_flags_as_given():
+    from hf_ext.core.reporting import reproduce_command
+
+    argv = ["--full", "--out", "/tmp/x", "--seeds", "1", "2", "--workers=4", "--lr", "3e-3", "--device", "cpu"]
+    assert reproduce_command("orca", argv) == "hf-ext reproduce orca --full --seeds 1 2 --lr 3e-3"
+    assert reproduce_command("orca", ["--join", "a.json", "b.json", "--full"], skip=("--join",)) == (
+        "hf-ext reproduce orca --full"
+    )
+    assert reproduce_command("tba", []) == "hf-ext reproduce tba"

@@ -231,6 +231,7 @@ def test_smoke_run_renders_as_a_labelled_smoke_run_with_its_arms(smoke, tmp_path
     assert results["scale"] == "noise_verdict" and results["smoke"] is True
     assert results["command"].startswith("hf-ext reproduce fl_llama --noise_verdict ")
     assert "--noise_smoke" in results["command"] and "--noise_seeds 3 5" in results["command"]
+    assert "--out" not in results["command"] and "--noise_max_length" not in results["command"]  # as typed only
     arms, diffs = results["report"]
     nv = results["tables"]["noise_verdict"]
     assert [row[0] for row in arms["rows"]] == ["centralized", "split a=1 c=2", "split a=1 c=2", "split a=2 c=2",
