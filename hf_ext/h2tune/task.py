@@ -145,10 +145,11 @@ class RunConfig(FlowerRunConfig):
         return dataclasses.replace(self, variant=variant, **implied)
 
     @classmethod
-    def from_run_config(cls, run_config) -> RunConfig:
+    def _parse_run_config(cls, run_config) -> RunConfig:
         """Parses a Flower run config (`num-server-rounds`, `local-steps`, `lr`, `variant`, ...; unknown keys and
         values of the wrong type are refused by name). A variant other than `"h2tune"` sets the fields it implies
-        ([`for_variant`]), which win over the run config's."""
+        ([`for_variant`]), which win over the run config's. (`from_run_config` calls this once per distinct run
+        config.)"""
         run = parse_run_config(cls, run_config)
         return run if run.variant == "h2tune" else run.for_variant(run.variant)
 

@@ -103,22 +103,6 @@ class ProtoEvflRunConfig(FlowerRunConfig):
     # core's one parser (unknown keys refused by name, strict types); `data.seed` is `data-seed`, and
     # `unseen-class` -1 means no unseen class (`None`).
     @classmethod
-    def from_run_config(cls, run_config) -> ProtoEvflRunConfig:
-        # Every message to a party rebuilds its worker from `context.run_config` (the same mapping all run long):
-        # a parse per message was ~5 % of a run. The result is a frozen dataclass of scalars, so one parse per
-        # distinct run config is shared; the key keeps each value's type (`True`, `1` and `1.0` are equal in
-        # Python but parse differently), and only a successful parse is remembered.
-        key = _parse_key(cls, run_config)
-        if key is not None and key in _PARSED:
-            return _PARSED[key]
-        config = cls._parse_run_config(run_config)
-        if key is not None:
-            if len(_PARSED) >= 64:
-                _PARSED.clear()
-            _PARSED[key] = config
-        return config
-
-    @classmethod
     def _parse_run_config(cls, run_config) -> ProtoEvflRunConfig:
         values = dict(run_config) if isinstance(run_config, Mapping) else run_config
         unseen = values.pop(UNSEEN_KEY, None) if isinstance(values, dict) else None
@@ -136,19 +120,6 @@ class ProtoEvflRunConfig(FlowerRunConfig):
 
 
 UNSEEN_KEY = "unseen-class"
-_PARSED: dict[tuple, ProtoEvflRunConfig] = {}
-
-
-def _parse_key(cls, run_config) -> tuple | None:
-    """A hashable key of a run config with each value's type, or `None` when it has none (then it is not cached)."""
-    if not isinstance(run_config, Mapping):
-        return None
-    try:
-        items = tuple(sorted((str(k), type(v).__name__, v) for k, v in run_config.items()))
-        hash(items)
-    except TypeError:
-        return None
-    return (cls, *items)
 
 
 @contextlib.contextmanager

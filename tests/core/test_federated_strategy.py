@@ -65,6 +65,32 @@ def test_run_config_round_trip_renames_sections_and_custom_conversions():
     }  # fmt: skip
 
 
+@dataclass
+class _MutableConfig(fed.FlowerRunConfig):
+    rounds: int = 3
+
+
+@dataclass(frozen=True)
+class _ListConfig(fed.FlowerRunConfig):
+    layers: list = field(default_factory=list, metadata={"run_config": None})
+    rounds: int = 3
+
+
+def test_one_parse_per_run_config_is_shared_only_when_nobody_can_change_it():
+    """Apps rebuild their settings from the same run config on every message: a frozen, hashable result is parsed
+    once and shared; a mutable one (not frozen, or holding a list) is parsed afresh for every caller."""
+    flat = {"num-server-rounds": 7, "sparsify": True}
+    first = _Config.from_run_config(flat)
+    assert _Config.from_run_config(dict(flat)) is first  # an equal mapping: the same object
+    assert _Config.from_run_config({**flat, "num-server-rounds": 8}).rounds == 8
+    # the key keeps each value's type: True == 1 in Python, but 1 is no bool
+    with pytest.raises(ValueError, match="'sparsify' must be a bool"):
+        _Config.from_run_config({**flat, "sparsify": 1})
+    mutable = _MutableConfig.from_run_config({"rounds": 2})
+    assert _MutableConfig.from_run_config({"rounds": 2}) is not mutable
+    assert _ListConfig.from_run_config({"rounds": 2}) is not _ListConfig.from_run_config({"rounds": 2})
+
+
 @pytest.mark.parametrize(
     "run_config, match",
     [

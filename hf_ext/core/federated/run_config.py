@@ -210,13 +210,60 @@ def dump_run_config(obj) -> dict[str, Any]:
     return out
 
 
+# Flower hands an app the same `context.run_config` on every message of a run, and the apps rebuild their settings
+# from it each time (a parse per message was ~5 % of a Proto-EVFL run). A frozen dataclass whose values all hash
+# cannot be changed by whoever receives it, so one parse per distinct run config is shared. The key keeps each
+# value's type (`True`, `1` and `1.0` are equal in Python but parse differently); only a successful parse is kept.
+_PARSED: dict[tuple, Any] = {}
+_PARSED_MAX = 64
+
+
+def _cache_key(cls, run_config) -> tuple | None:
+    """A hashable key of `run_config` with each value's type, or `None` when it has none (then nothing is cached)."""
+    if not isinstance(run_config, Mapping):
+        return None
+    try:
+        items = tuple(sorted((str(k), type(v).__name__, v) for k, v in run_config.items()))
+        hash(items)
+    except TypeError:
+        return None
+    return (cls, *items)
+
+
+def _shareable(config) -> bool:
+    """Whether one parsed `config` may be handed to every caller: a frozen dataclass whose values (sections
+    included, which must then be frozen too) all hash."""
+    if not (dataclasses.is_dataclass(config) and type(config).__dataclass_params__.frozen):
+        return False
+    try:
+        hash(config)
+    except TypeError:
+        return False
+    return True
+
+
 class FlowerRunConfig:
     """Mixin for a method's frozen run-config dataclass: [`from_run_config`] and [`to_run_config`] with the rules of
     [`hf_ext.core.federated.run_config`] (unknown keys refused, strict types)."""
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]):
-        """Parses a Flower run config; `ValueError` names unknown keys or a value of the wrong type."""
+        """Parses a Flower run config; `ValueError` names unknown keys or a value of the wrong type. The same run
+        config parses once: a frozen, hashable result is shared (see [`_parse_run_config`] to extend the parse)."""
+        key = _cache_key(cls, run_config)
+        if key is not None and key in _PARSED:
+            return _PARSED[key]
+        config = cls._parse_run_config(run_config)
+        if key is not None and _shareable(config):
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[key] = config
+        return config
+
+    @classmethod
+    def _parse_run_config(cls, run_config: Mapping[str, Any]):
+        """The parse itself ([`parse_run_config`]); a config with a key of its own overrides this, not
+        [`from_run_config`], and keeps the shared-parse cache."""
         return parse_run_config(cls, run_config)
 
     def to_run_config(self) -> dict[str, Any]:
