@@ -79,7 +79,7 @@ def causal_mask_4d(mask2d: torch.Tensor, query_length: int) -> torch.Tensor:
 def to_additive(mask4d: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The float additive form of a boolean 4-D mask (0 where visible, the dtype's minimum elsewhere): what FL-GLM
     ships over the wire, and what the uncompressed baseline sends."""
-    return torch.zeros(mask4d.shape, dtype=dtype).masked_fill(~mask4d, torch.finfo(dtype).min)
+    return torch.zeros(mask4d.shape, dtype=dtype, device=mask4d.device).masked_fill(~mask4d, torch.finfo(dtype).min)
 
 
 def run_blocks(layers, rotary: nn.Module, hidden: torch.Tensor, mask4d: torch.Tensor, position_ids: torch.Tensor,
@@ -238,7 +238,7 @@ class FlLlamaServerModel(FlLlamaPreTrainedModel):
         ):
             raise ValueError(f"n_real must be a ({b},) tensor of counts in [1, {length}], got {n_real!r}")
         if n_real is None:
-            n_real = torch.full((b,), length, dtype=torch.long)
+            n_real = torch.full((b,), length, dtype=torch.long, device=hidden_states.device)
         mask2d = padding_mask_from_counts(n_real, length)
         pos = position_ids_from_mask(mask2d) if position_ids is None else position_ids
         out = self.body(hidden_states, causal_mask_4d(mask2d, length), pos)
@@ -300,8 +300,9 @@ def split_llama(model: LlamaForCausalLM, num_input_blocks: int = 1, num_output_b
             client_state.update({f"tail_layers.{i - (n - k)}.{key}": v for key, v in block.items()})
         if 1 <= i < n - 1:
             server_state.update({f"layers.{i - 1}.{key}": v for key, v in block.items()})
-    dtype = next(model.parameters()).dtype
-    client, server = FlLlamaClientModel(client_cfg).to(dtype), FlLlamaServerModel(server_cfg).to(dtype)
+    weight = next(model.parameters())  # the parts take the model's dtype and device
+    client = FlLlamaClientModel(client_cfg).to(device=weight.device, dtype=weight.dtype)
+    server = FlLlamaServerModel(server_cfg).to(device=weight.device, dtype=weight.dtype)
     client.load_state_dict(client_state, strict=False)
     server.load_state_dict(server_state, strict=True)
     client.tie_weights()

@@ -146,6 +146,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--noise_max_length", "--noise-max-length", type=int, help="prompt length of the noise verdict")
     p.add_argument("--noise_lr", "--noise-lr", type=float, help="learning rate of the noise verdict")
     p.add_argument("--quiet", action="store_true", help="no progress bars (none either under CI or when piped)")
+    from hf_ext.core.devices import add_device_argument
+
+    # the noise verdict (alone or in --full) trains on it; the other tables are CPU-sized and stay on the CPU
+    add_device_argument(p)
     return p
 
 
@@ -291,6 +295,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser = make_parser()
     ns = parser.parse_args(argv)
     set_quiet(ns.quiet)
+    from hf_ext.core.devices import set_device
+
+    try:
+        set_device(ns.device)
+    except ValueError as exc:  # --device cuda without a GPU: one line naming the fix
+        parser.error(str(exc))
     if ns.seed < 0:
         parser.error(f"--seed must be an integer >= 0, got {ns.seed}")
     for flag, value in (("--steps", ns.steps), ("--finetune-steps", ns.finetune_steps)):

@@ -355,15 +355,21 @@ def _train_centralized(model, batches, args: NoiseVerdictArguments, seed: int) -
 def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | None = None) -> dict:
     """Trains and scores every arm (see the module docstring), then decides. Returns the runs, the per-depth
     `mean|h_A|`, the differences and the verdicts (as dicts) and `"_verdicts"` (the `Verdict` objects)."""
+    from hf_ext.core.devices import torch_device
+
     from .reproduce_smollm2 import _Centralized
 
     start = time.perf_counter()
+    # `--device` (`$HF_EXT_DEVICE`): every arm trains and scores there; the fingerprints, the labels and the
+    # bootstrap stay on the CPU, and the noise comes from CPU generators, so a seed draws the same noise anywhere
+    device = torch.device(torch_device())
     bb = backbone or load_backbone(args)
-    model, tok, data, val = bb["model"], bb["tokenizer"], bb["train"], bb["val"]
+    model, tok, data, val = bb["model"].to(device), bb["tokenizer"], bb["train"], bb["val"]
     yes, no = answer_token_ids(tok)
     labels = val["label"].clone()
     score_data = {k: v for k, v in val.items() if k != "fits"}
     eval_print = _fingerprint(score_data["input_ids"], score_data["attention_mask"], labels)
+    score_data = {k: v.to(device) for k, v in score_data.items()}
     majority = max(float(labels.float().mean()), 1 - float(labels.float().mean()))
     scale = {}
     for a in args.depths:
@@ -381,6 +387,7 @@ def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | N
     for seed in args.seeds:
         batches = list(iter_batches(data, args.batch_size, seed=seed, steps=args.train_steps))
         order = _fingerprint(*[b["input_ids"] for b in batches])
+        batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
         t0 = time.perf_counter()
         wrapped, losses = _train_centralized(model, batches, args, seed)
         runs.append({"setting": "centralized", "seed": seed, "a": None, "noise_multiple": 0.0, "s": 0.0,
@@ -412,6 +419,7 @@ def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | N
     out = {
         "args": asdict(args),
         "backbone": bb["name"],
+        "device": str(device),
         "val_examples": len(labels),
         "val_positives": int(labels.sum()),
         "majority_rate": majority,

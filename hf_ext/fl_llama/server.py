@@ -137,7 +137,7 @@ class SplitServer(GenerationHandlers):
                     f"message of {len(data)} bytes exceeds max_message_bytes={self.limits.max_message_bytes}"
                 )
             method, tensors, meta = decode(data)
-            out, out_meta = self.handle(method, tensors, meta, principal=principal)
+            out, out_meta = self.handle(method, self._to_device(tensors), meta, principal=principal)
             return encode(method, out, out_meta)
         except ProtocolError as exc:
             return encode("error", meta={"kind": "protocol", "message": str(exc)})
@@ -145,6 +145,12 @@ class SplitServer(GenerationHandlers):
             return encode("error", meta={"kind": "access", "message": str(exc)})
         except Exception as exc:  # noqa: BLE001  (reported to the peer; the server keeps serving)
             return encode("error", meta={"kind": "remote", "message": f"{type(exc).__name__}: {exc}"})
+
+    def _to_device(self, tensors: Tensors) -> Tensors:
+        """A message's tensors (decoded on the CPU) on the device part B lives on; replies go back through
+        `encode`, which copies them to the CPU."""
+        device = next(self.model.parameters()).device
+        return tensors if device.type == "cpu" else {k: v.to(device) for k, v in tensors.items()}
 
     def handle(self, method: str, tensors: Tensors, meta: Meta, principal=None) -> tuple[Tensors, Meta]:
         """Runs one decoded request for its owner: the authenticated `principal`'s name, or (in-process, no
@@ -176,7 +182,7 @@ class SplitServer(GenerationHandlers):
             self._require_training_hello(owner)
         method = decoded[0][0]
         sizes = [int(t["hidden" if method == "forward" else "grad"].shape[0]) for _, t, _ in decoded]
-        joined = {k: torch.cat([t[k] for _, t, _ in decoded]) for k in decoded[0][1]}
+        joined = self._to_device({k: torch.cat([t[k] for _, t, _ in decoded]) for k in decoded[0][1]})
         self._batch_parts = len(decoded)  # each client's message may use max_batch rows (in-process only)
         try:
             out, _ = self.handle(method, joined, {"client_id": _BATCH, "train": True})
@@ -540,7 +546,8 @@ class SplitServer(GenerationHandlers):
         b, length = hidden.shape[:2]
         mask = self._mask(tensors, b, length)
         with self._main.lock.read(), torch.no_grad():
-            return {"hidden": self.model.body(hidden, mask, torch.arange(length)[None].expand(b, -1))}, {}
+            pos = torch.arange(length, device=hidden.device)[None].expand(b, -1)
+            return {"hidden": self.model.body(hidden, mask, pos)}, {}
 
     def _partition(self, tensors: Tensors, meta: Meta, owner: str) -> tuple[Tensors, Meta]:
         a, c = _meta_int(meta, "a"), _meta_int(meta, "c")

@@ -31,7 +31,7 @@ class GenerationHandlers:
         hidden = self._check_hidden(tensors)
         b, length = hidden.shape[:2]
         key = self._session(meta, owner)
-        n_real = tensors.get("n_real", torch.full((b,), length, dtype=torch.long))
+        n_real = tensors.get("n_real", torch.full((b,), length, dtype=torch.long, device=hidden.device))
         mask2d = padding_mask_from_counts(self._check_counts(n_real, b, length), length)
         pos = position_ids_from_mask(mask2d)
         if "position_ids" in tensors:
@@ -79,7 +79,8 @@ class GenerationHandlers:
             if "position_ids" in tensors:
                 pos = expect_tensor(tensors, "position_ids", ndim=2, dtype=torch.int64, shape={0: b, 1: 1})
             else:
-                pos = torch.full((b, 1), _meta_int(meta, "position", int(mask2d.shape[1])), dtype=torch.long)
+                position = _meta_int(meta, "position", int(mask2d.shape[1]))
+                pos = torch.full((b, 1), position, dtype=torch.long, device=mask2d.device)
             if not torch.equal(pos, expected):
                 raise ProtocolError(
                     f"decode position {pos.flatten().tolist()} does not follow the cached "
@@ -89,7 +90,8 @@ class GenerationHandlers:
                 raise ProtocolError(
                     f"decode position {mask2d.shape[1]} reaches max_seq_len={self.max_seq_len}; end the session"
                 )
-            mask2d = torch.cat([mask2d, torch.ones(b, 1, dtype=torch.bool)], dim=1)  # one more visible column
+            visible = torch.ones(b, 1, dtype=torch.bool, device=mask2d.device)
+            mask2d = torch.cat([mask2d, visible], dim=1)  # one more visible column
             with self._main.lock.read(), torch.no_grad():
                 out = self.model.body(hidden, causal_mask_4d(mask2d, 1), pos, cache)
             with self._lock:

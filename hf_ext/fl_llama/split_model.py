@@ -53,7 +53,7 @@ class _Boundary(torch.autograd.Function):
     def forward(ctx, h_send, split, extra: dict, train: bool):
         out = split._call("forward", {"hidden": h_send, **extra}, {"client_id": split.client_id, "train": train})
         ctx.split, ctx.shape = split, tuple(h_send.shape)
-        return _reply_tensor(out, "hidden", "forward", ctx.shape).to(h_send.dtype)
+        return _reply_tensor(out, "hidden", "forward", ctx.shape).to(device=h_send.device, dtype=h_send.dtype)
 
     @staticmethod
     def backward(ctx, grad_b):
@@ -63,7 +63,8 @@ class _Boundary(torch.autograd.Function):
             meta["global_clip"] = True
         out = split._call("backward", {"grad": split.privatize_gradient(grad_b)}, meta)
         split._server_grad_sq_norm = split._last_meta.get("grad_sq_norm") if split.args.global_clip else None
-        return _reply_tensor(out, "grad", "backward", ctx.shape).to(grad_b.dtype), None, None, None
+        grad_a = _reply_tensor(out, "grad", "backward", ctx.shape).to(device=grad_b.device, dtype=grad_b.dtype)
+        return grad_a, None, None, None
 
 
 class FlLlamaSplitCache(DynamicCache):
@@ -183,11 +184,12 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
 
     # ---- what leaves the client --------------------------------------------------------------------------------
     def add_noise(self, hidden: torch.Tensor) -> torch.Tensor:
-        """`h̃ = h + ε`, `ε ~ N(0, σ²)`, `σ = s·sqrt(π/2)` (a detached copy; no noise when `s = 0`)."""
+        """`h̃ = h + ε`, `ε ~ N(0, σ²)`, `σ = s·sqrt(π/2)` (a detached copy; no noise when `s = 0`). `ε` is drawn
+        from the client's CPU generator and then moved, so a seed gives the same noise on every device."""
         sigma = self.client.config.noise_std
         out = hidden.detach()
         if sigma > 0:
-            out = out + sigma * torch.randn(out.shape, generator=self.noise_generator, dtype=out.dtype)
+            out = out + sigma * torch.randn(out.shape, generator=self.noise_generator, dtype=out.dtype).to(out.device)
         return out
 
     def privatize_gradient(self, grad: torch.Tensor) -> torch.Tensor:
@@ -196,7 +198,7 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
             return grad
         norms = grad.flatten(1).norm(dim=1).clamp(min=1e-12)
         grad = grad * (self.args.dp_grad_clip / norms).clamp(max=1.0)[:, None, None]
-        noise = torch.randn(grad.shape, generator=self.noise_generator, dtype=grad.dtype)
+        noise = torch.randn(grad.shape, generator=self.noise_generator, dtype=grad.dtype).to(grad.device)
         return grad + self.client.config.noise_std * noise
 
     # ---- training ----------------------------------------------------------------------------------------------
@@ -212,7 +214,8 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
         """
         past = cache.get_seq_length() if cache is not None else 0
         b, q = input_ids.shape
-        mask2d = torch.ones(b, past + q, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+        mask2d = (torch.ones(b, past + q, dtype=torch.bool, device=input_ids.device) if attention_mask is None
+                  else attention_mask.bool())  # fmt: skip
         total = mask2d.shape[-1]
         if mask2d.ndim != 2 or mask2d.shape[0] != input_ids.shape[0] or total != past + q:
             raise ValueError(
@@ -262,7 +265,7 @@ class FlLlamaSplitForCausalLM(FlLlamaPreTrainedModel, GenerationMixin):
                 raise ValueError(f"a split decode step sends one token per row, got {h_a.shape[1]}")
             out = self._call("decode", {"hidden": hidden, "position_ids": pos}, {"session": cache.session})
             method = "decode"
-        return _reply_tensor(out, "hidden", method, tuple(h_a.shape)).to(h_a.dtype)
+        return _reply_tensor(out, "hidden", method, tuple(h_a.shape)).to(device=h_a.device, dtype=h_a.dtype)
 
     def end_session(self, cache: FlLlamaSplitCache) -> None:
         """Frees the server's KV cache of `cache`'s session (generate does it for the caches it makes)."""

@@ -155,6 +155,15 @@ def test_cli_rejects_bad_noise_flag(capsys):
     assert "seeds must not repeat" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
+def test_cli_refuses_cuda_without_a_gpu_in_one_line(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        main(["--noise_verdict", "--noise_smoke", "--device", "cuda", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "--device cuda: no CUDA device is available" in capsys.readouterr().err
+    assert not (tmp_path / "results.json").exists()
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     """A real smoke run on the tiny random Llama through the CLI: 2 seeds x {centralised, s = 0, s = 1x} x a in
@@ -184,6 +193,7 @@ def test_smoke_run_is_paired(smoke):
         assert len({r["train_order"] for r in mine}) == 1  # the same batches in the same order for every arm
         assert all(r["noise_seed"] == seed for r in mine if r["setting"] == "split")
     assert len({r["train_order"] for r in runs}) == 2  # seeds differ
+    assert nv["device"] == ("cuda" if torch.cuda.is_available() else "cpu")  # --device auto, recorded
     # s = 0 and s = 1x at one depth and seed differ only by the noise: its arms really were noised
     for a in (1, 2):
         z = [r for r in runs if r.get("a") == a and r["noise_multiple"] == 0.0]
