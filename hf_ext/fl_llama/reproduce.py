@@ -47,6 +47,7 @@ from .parallel import MODES, build_setup, train, train_centralized
 from .presets import tiny_llama
 from .reproduce_noise import (
     BACKBONES,
+    NOISE_LOG,
     NoiseVerdictArguments,
     noise_report_tables,
     noise_rules,
@@ -145,6 +146,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--noise_eval", "--noise-eval", type=int, help="validation prompts of the noise verdict")
     p.add_argument("--noise_max_length", "--noise-max-length", type=int, help="prompt length of the noise verdict")
     p.add_argument("--noise_lr", "--noise-lr", type=float, help="learning rate of the noise verdict")
+    p.add_argument(
+        "--noise_resume",
+        "--noise-resume",
+        action="store_true",
+        help=f"reuse the arms OUT/{NOISE_LOG} holds from a run with the same settings (a run cut short, or seeds "
+        "run apart: --noise_seeds 0 / 1 / 2 in three processes, then all three to decide)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars (none either under CI or when piped)")
     from hf_ext.core.devices import add_device_argument
 
@@ -174,7 +182,8 @@ def run_noise_only(ns, argv: list[str] | None = None) -> dict:
     flags as given, recorded as the command)."""
     args = _noise_args(ns)
     print_noise_rules(args)
-    out = run_noise_verdict(args, log=lambda line: print(f"    {line}", flush=True))
+    out = run_noise_verdict(args, log=lambda line: print(f"    {line}", flush=True),
+                            log_path=Path(ns.out) / NOISE_LOG, resume=ns.noise_resume)  # fmt: skip
     verdicts = out.pop("_verdicts")
     report = Results(method="fl_llama", scale="noise_verdict", rules=noise_rules(args), verdicts=verdicts,
                      tables={"noise_verdict": out})  # fmt: skip
@@ -348,7 +357,12 @@ def main(argv: list[str] | None = None) -> dict:
     results["wall_s"] = time.perf_counter() - start
     verdicts = []
     if ns.full:  # the powered noise verdict (issue 40) in place of the single-seed fine-tuning table
-        results["noise_verdict"] = run_noise_verdict(nargs, log=lambda line: print(f"    {line}", flush=True))
+        results["noise_verdict"] = run_noise_verdict(
+            nargs,
+            log=lambda line: print(f"    {line}", flush=True),
+            log_path=Path(ns.out) / NOISE_LOG,
+            resume=ns.noise_resume,
+        )
         verdicts = results["noise_verdict"].pop("_verdicts")
         results["wall_s"] = time.perf_counter() - start
     report = Results(

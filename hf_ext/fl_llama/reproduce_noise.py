@@ -66,6 +66,7 @@ from .data import (
 )
 from .evaluation import evaluate
 from .modeling_fl_llama import causal_mask_4d, position_ids_from_mask, split_llama
+from .noise_log import NOISE_LOG, RunLog
 from .parallel import build_setup, train
 
 BACKBONES = ("auto", "smollm2", "tiny")
@@ -352,9 +353,12 @@ def _train_centralized(model, batches, args: NoiseVerdictArguments, seed: int) -
     return wrapped, losses
 
 
-def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | None = None) -> dict:
+def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | None = None,
+                      log_path=None, resume: bool = False) -> dict:  # fmt: skip
     """Trains and scores every arm (see the module docstring), then decides. Returns the runs, the per-depth
-    `mean|h_A|`, the differences and the verdicts (as dicts) and `"_verdicts"` (the `Verdict` objects)."""
+    `mean|h_A|`, the differences and the verdicts (as dicts) and `"_verdicts"` (the `Verdict` objects). With
+    `log_path`, every finished arm goes to a [`RunLog`] there; with `resume` too, arms already in it are reused,
+    not trained."""
     from hf_ext.core.devices import torch_device
 
     from .reproduce_smollm2 import _Centralized
@@ -380,24 +384,44 @@ def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | N
     def score(m):
         return evaluate(m, score_data, yes, no, batch_size=8, logits_to_keep=2, per_item=True)
 
-    t0 = time.perf_counter()
-    runs = [{"setting": "pretrained", "seed": None, "a": None, "noise_multiple": 0.0, "eval_prompts": eval_print,
-             **score(_Centralized(model)), "seconds": time.perf_counter() - t0}]  # fmt: skip
-    log(f"pretrained: AUC {runs[-1]['auc']:.3f}")
+    run_log = RunLog(log_path, args, bb["name"], str(device), reuse=resume) if log_path is not None else None
+
+    def logged(setting: str, seed, a, mult: float) -> dict | None:
+        run = run_log.get(setting, seed, a, mult) if run_log is not None else None
+        if run is not None:
+            runs.append(run)
+            log(f"seed {seed} {setting}{'' if a is None else f' a = {a} s = {mult:g}x'}: AUC {run['auc']:.3f} "
+                f"(from {run_log.path.name})")  # fmt: skip
+        return run
+
+    def finished(run: dict) -> None:
+        runs.append(run)
+        if run_log is not None:
+            run_log.add(run)
+
+    runs: list[dict] = []
+    if logged("pretrained", None, None, 0.0) is None:
+        t0 = time.perf_counter()
+        finished({"setting": "pretrained", "seed": None, "a": None, "noise_multiple": 0.0, "eval_prompts": eval_print,
+                  **score(_Centralized(model)), "seconds": time.perf_counter() - t0})  # fmt: skip
+        log(f"pretrained: AUC {runs[-1]['auc']:.3f}")
     for seed in args.seeds:
         batches = list(iter_batches(data, args.batch_size, seed=seed, steps=args.train_steps))
         order = _fingerprint(*[b["input_ids"] for b in batches])
         batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
-        t0 = time.perf_counter()
-        wrapped, losses = _train_centralized(model, batches, args, seed)
-        runs.append({"setting": "centralized", "seed": seed, "a": None, "noise_multiple": 0.0, "s": 0.0,
-                     "sigma": 0.0, "train_order": order, "eval_prompts": eval_print,
-                     "final_train_loss": _tail(losses), **score(wrapped),
-                     "seconds": time.perf_counter() - t0})  # fmt: skip
-        del wrapped
-        log(f"seed {seed} centralized: AUC {runs[-1]['auc']:.3f} ({runs[-1]['seconds']:.0f} s)")
+        if logged("centralized", seed, None, 0.0) is None:
+            t0 = time.perf_counter()
+            wrapped, losses = _train_centralized(model, batches, args, seed)
+            finished({"setting": "centralized", "seed": seed, "a": None, "noise_multiple": 0.0, "s": 0.0,
+                      "sigma": 0.0, "train_order": order, "eval_prompts": eval_print,
+                      "final_train_loss": _tail(losses), **score(wrapped),
+                      "seconds": time.perf_counter() - t0})  # fmt: skip
+            del wrapped
+            log(f"seed {seed} centralized: AUC {runs[-1]['auc']:.3f} ({runs[-1]['seconds']:.0f} s)")
         for a in args.depths:
             for mult in (0.0, args.noise_multiple):
+                if logged("split", seed, a, mult) is not None:
+                    continue
                 t0 = time.perf_counter()
                 torch.manual_seed(seed)  # the same LoRA initialisation and dropout draws for s = 0 and s > 0
                 setup = build_setup(model, a, args.output_blocks, mult * scale[a], args=_targs(args, seed, True),
@@ -405,7 +429,7 @@ def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | N
                 client = setup.clients[0]
                 losses = train(setup, [batches], logits_to_keep=2)["losses"][0]
                 sigma = float(client.client.config.noise_std)
-                runs.append({"setting": "split", "seed": seed, "a": a, "c": args.output_blocks,
+                finished({"setting": "split", "seed": seed, "a": a, "c": args.output_blocks,
                              "noise_multiple": mult, "mean_abs_h_a": scale[a], "s": mult * scale[a], "sigma": sigma,
                              "sigma_relative": sigma / scale[a],
                              "mean_abs_h_a_trained": _mean_abs_head(client.client, score_data),
@@ -420,6 +444,7 @@ def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | N
         "args": asdict(args),
         "backbone": bb["name"],
         "device": str(device),
+        **({"runs_from_log": run_log.reused} if run_log is not None and run_log.reused else {}),
         "val_examples": len(labels),
         "val_positives": int(labels.sum()),
         "majority_rate": majority,
@@ -539,7 +564,9 @@ def print_noise_table(out: dict, file=None) -> None:
 
 __all__ = [
     "BACKBONES",
+    "NOISE_LOG",
     "PREMISE_RULE",
+    "RunLog",
     "NoiseVerdictArguments",
     "auc_difference",
     "decide_noise_verdict",

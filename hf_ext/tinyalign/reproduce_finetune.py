@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from hf_ext.core.reporting import (
     print_rules,
     write_results,
 )
+from hf_ext.core.run_log import append_record, read_records
 
 from .report import references_line, seed_stats, stat_cell
 
@@ -232,8 +232,7 @@ def run_arm(run, data, factory, variant: str, seed: int, words, log: Path | None
         "seconds": seconds,
     }
     if log is not None:  # stage-1 rows too, so a run cut short keeps the premise's reference
-        with log.open("a") as f:
-            f.write(json.dumps({"stage": 1, **stage1}) + "\n")
+        append_record(log, {"stage": 1, **stage1})
     keep = ("language_model.", "vision_tower.")
     state = {k: v.detach().clone() for k, v in model.state_dict().items() if not k.startswith(keep)}
     del model
@@ -264,8 +263,7 @@ def run_arm(run, data, factory, variant: str, seed: int, words, log: Path | None
             }
             rows.append(row)
             if log is not None:
-                with log.open("a") as f:
-                    f.write(json.dumps({"stage": 2, **row}) + "\n")
+                append_record(log, {"stage": 2, **row})
             print(
                 f"{variant} seed {seed} {fraction:.0%} lr {lr:g}: val CE {row['validation']['loss']:.3f}, test acc "
                 f"{row['test']['token_accuracy']:.3f} ({seconds:.0f} s)",
@@ -481,10 +479,7 @@ def _from_logs(run: FinetuneRunArguments, logs: list[str]) -> dict:
     of each (stage, variant, seed, fraction, rate) wins. Only the seeds of `run.seeds` are used."""
     stage1, rows, seen = [], [], set()
     for path in logs:
-        for line in Path(path).read_text().splitlines():
-            if not line.strip():
-                continue
-            row = json.loads(line)
+        for row in read_records(path):  # a torn last line of a killed run is skipped
             stage = row.pop("stage", 2)
             key = (stage, row["variant"], row["seed"], row.get("fraction"), row.get("learning_rate"))
             if key in seen or row["seed"] not in run.seeds:

@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
         "wheel",
         "progress",
         "gc_freeze",
+        "run_log",
     },
     {"parallel", "reproduce_pool", "integrity", "extras", "results_schema"},
     {"registry", "results_render"},

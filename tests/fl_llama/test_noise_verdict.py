@@ -253,3 +253,31 @@ def test_smoke_run_renders_as_a_labelled_smoke_run_with_its_arms(smoke, tmp_path
     page = render_section(load_results(path), source="results.json")
     assert page.startswith("**Smoke run at noise_verdict scale**")
     assert "split a=2 c=2" in page
+
+
+def test_a_resumed_run_trains_only_what_its_log_lacks(tmp_path, monkeypatch, capsys):
+    """Every finished arm is logged as it ends; `--noise_resume` reuses the arms measured with the same settings
+    (a run cut short, or seeds run apart) and trains nothing twice; other settings are never reused."""
+    import hf_ext.fl_llama.reproduce_noise as rn
+
+    base = ["--noise_verdict", "--noise_backbone", "tiny", "--noise_smoke", "--noise_depths", "1", "--noise_steps",
+            "2", "--out", str(tmp_path)]  # fmt: skip
+    main([*base, "--noise_seeds", "3"])
+    first = json.loads((tmp_path / "results.json").read_text())["tables"]["noise_verdict"]["runs"]
+    assert len((tmp_path / "noise_runs.jsonl").read_text().splitlines()) == 1 + 3  # pretrained + 3 arms of seed 3
+    trained = []
+    real_central, real_setup = rn._train_centralized, rn.build_setup
+    monkeypatch.setattr(rn, "_train_centralized", lambda *a, **k: trained.append("central") or real_central(*a, **k))
+    monkeypatch.setattr(rn, "build_setup", lambda *a, **k: trained.append("split") or real_setup(*a, **k))
+    capsys.readouterr()
+    main([*base, "--noise_seeds", "3", "5", "--noise_resume"])
+    assert trained == ["central", "split", "split"]  # seed 5 only: seed 3's arms and the pretrained score reused
+    results = json.loads((tmp_path / "results.json").read_text())["tables"]["noise_verdict"]
+    assert results["runs_from_log"] == 4 and "from noise_runs.jsonl" in capsys.readouterr().out
+    assert [r for r in results["runs"] if r["seed"] in (None, 3)] == first  # the logged arms, unchanged
+    trained.clear()
+    main([*base, "--noise_seeds", "3", "--noise_resume", "--noise_lr", "1e-3"])  # other settings: all trained
+    assert trained == ["central", "split", "split"]
+    trained.clear()
+    main([*base, "--noise_seeds", "3"])  # without --noise_resume nothing is reused
+    assert trained == ["central", "split", "split"]

@@ -1,0 +1,52 @@
+"""Append-only logs of a long reproduction's finished runs: one JSON object a line, flushed to disk as each run ends.
+
+A run cut short (a killed process, a session's deadline) keeps every run it finished; a later invocation reads the
+log back and trains only what is missing, or several processes each run some seeds into one log and a last
+invocation decides from all of them. A record is reused only under the settings it was measured with: the writer
+stores [`settings_key`] of those settings with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def settings_key(settings: Mapping[str, Any]) -> str:
+    """A short, order-independent digest of `settings` (JSON values): equal settings give equal keys."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def append_record(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
+    """Appends `record` as one line of `path` (made with its folder when missing), flushed and fsynced, so the
+    line survives the process being killed right after."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The JSON-object lines of `path`, in order (none when the file is missing). A line that is not a JSON object
+    — a torn last line of a killed writer — is skipped."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+__all__ = ["append_record", "read_records", "settings_key"]

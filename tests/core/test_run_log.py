@@ -1,0 +1,29 @@
+"""`hf_ext.core.run_log`: the append-only logs long reproductions resume from."""
+
+import json
+
+from hf_ext.core.run_log import append_record, read_records, settings_key
+
+
+def test_records_come_back_in_order_and_a_torn_last_line_is_skipped(tmp_path):
+    path = tmp_path / "logs" / "runs.jsonl"
+    assert read_records(path) == []  # nothing yet: no file, no error
+    append_record(path, {"seed": 0, "auc": 0.61})
+    append_record(path, {"seed": 1, "auc": float("nan")})
+    with open(path, "a") as f:  # a writer killed mid-line, and a line that is JSON but no object
+        f.write('{"seed": 2, "au')
+    with open(path, "a") as f:
+        f.write("\n[1, 2]\n")
+    records = read_records(path)
+    assert [r["seed"] for r in records] == [0, 1]
+    assert records[0]["auc"] == 0.61 and records[1]["auc"] != records[1]["auc"]  # NaN survives the round trip
+    append_record(path, {"seed": 3})  # appending after a torn line still gives a readable record
+    assert [r["seed"] for r in read_records(path)] == [0, 1, 3]
+
+
+def test_settings_key_ignores_order_and_sees_every_value():
+    a = {"steps": 40, "lr": 5e-4, "depths": [1, 3]}
+    assert settings_key(a) == settings_key(dict(reversed(list(a.items()))))
+    assert settings_key(a) != settings_key({**a, "steps": 41})
+    assert settings_key(a) != settings_key({**a, "depths": [3, 1]})
+    assert len(settings_key(a)) == 16 and json.dumps(a)  # a short hex digest of JSON settings
