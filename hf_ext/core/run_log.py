@@ -22,14 +22,20 @@ def settings_key(settings: Mapping[str, Any]) -> str:
 
 
 def append_record(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
-    """Appends `record` as one line of `path` (made with its folder when missing), flushed and fsynced, so the
-    line survives the process being killed right after."""
+    """Appends `record` as one line of `path` (made with its folder when missing) and fsyncs it, so the line
+    survives the process being killed right after. The line goes out in one `write` on an `O_APPEND` descriptor:
+    processes appending to one log (seeds run apart) never interleave their lines."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    data = (json.dumps(record) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, data)
+        while written < len(data):  # a regular file takes it whole; a short write is finished, not dropped
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:

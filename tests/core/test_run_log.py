@@ -27,3 +27,26 @@ def test_settings_key_ignores_order_and_sees_every_value():
     assert settings_key(a) != settings_key({**a, "steps": 41})
     assert settings_key(a) != settings_key({**a, "depths": [3, 1]})
     assert len(settings_key(a)) == 16 and json.dumps(a)  # a short hex digest of JSON settings
+
+
+def _append_many(path, tag: str, n: int) -> None:
+    from hf_ext.core.run_log import append_record
+
+    for i in range(n):
+        append_record(path, {"tag": tag, "i": i, "pad": "x" * 20_000})  # longer than any stream buffer
+
+
+def test_processes_appending_to_one_log_never_interleave_lines(tmp_path):
+    import multiprocessing
+
+    path = tmp_path / "runs.jsonl"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_append_many, args=(path, tag, 30)) for tag in "ab"]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    records = read_records(path)
+    assert len(path.read_text().splitlines()) == len(records) == 60  # every line whole
+    for tag in "ab":
+        assert [r["i"] for r in records if r["tag"] == tag] == list(range(30))
