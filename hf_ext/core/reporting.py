@@ -437,9 +437,10 @@ def environment() -> dict[str, Any]:
     }
 
 
-# Flags that say where files go, how many processes run and how progress shows: they change no number, so the
-# command a results.json records (what a reader reruns to get the same numbers) leaves them out.
-RUN_ONLY_FLAGS = ("--out", "--workers", "--device", "--quiet")
+# Flags that say where files go, how many processes run, how progress shows and whether logged runs are reused:
+# they change no number, so the command a results.json records (what a reader reruns to get the same numbers)
+# leaves them out.
+RUN_ONLY_FLAGS = ("--out", "--workers", "--device", "--quiet", "--resume")
 
 
 def reproduce_command(method: str, argv: Sequence[str] | None, *, skip: Sequence[str] = ()) -> str:

@@ -187,7 +187,8 @@ def run_noise_only(ns, argv: list[str] | None = None) -> dict:
     verdicts = out.pop("_verdicts")
     report = Results(method="fl_llama", scale="noise_verdict", rules=noise_rules(args), verdicts=verdicts,
                      tables={"noise_verdict": out})  # fmt: skip
-    extra = {"report": noise_report_tables(out), "command": reproduce_command("fl_llama", argv)}
+    command = reproduce_command("fl_llama", argv, skip=("--noise_resume", "--noise-resume"))
+    extra = {"report": noise_report_tables(out), "command": command}
     if args.scale == "smoke":  # the page labels it: a smoke run decides nothing
         extra["smoke"] = True
     write_results(Path(ns.out) / "results.json", {**report.to_dict(), **extra})

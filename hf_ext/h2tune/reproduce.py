@@ -41,6 +41,7 @@ from hf_ext.core.paths import work_dir
 
 from .aggregation import server_update
 from .alignment import initial_global
+from .federation_log import FederationLog
 from .model import MODULE_SLOTS
 from .presets import (
     FULL,
@@ -96,6 +97,12 @@ def make_parser() -> argparse.ArgumentParser:
         help="real and derived bases: SmolLM2-135M-Instruct (fill-in, r 8) and two smaller bases derived "
         "from it (smollm2-L24, modulo, r 4; smollm2-L28, program, r 16), healed by distillation and "
         "cached (see presets.PRETRAINED for the CPU budget)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the (variant, seed) federations OUT/federations.jsonl holds from a run with the same settings "
+        "(a run cut short, or seeds run apart: --seeds 0 1 and --seeds 2 3, then all four to decide)",
     )
     p.add_argument("--heal-steps", type=int, help="--pretrained: distillation steps per derived base")
     p.add_argument("--num-train", type=int, help="training examples per client")
@@ -329,7 +336,7 @@ def _save_records(out: Path, results: dict, run, seeds, ns) -> None:
         data = f"synthetic-{spec.task.replace('_', '-')}"
         common = dict(
             method="h2tune",
-            command="hf-ext reproduce h2tune" + (" --full" if ns.full else ""),
+            command=results["command"],
             datasets=[
                 {
                     "name": data,
@@ -397,7 +404,14 @@ def main(argv: list[str] | None = None) -> dict:
     engine = ns.engine or ("simulation" if ns.full else "inprocess")
     variants = ns.variants or (PRETRAINED_VARIANTS if ns.pretrained else list(VARIANTS) if ns.full else QUICK_VARIANTS)
     out.mkdir(parents=True, exist_ok=True)
-    from hf_ext.core.reporting import RESULTS_SCHEMA_VERSION, environment, print_rules, summarize, write_results
+    from hf_ext.core.reporting import (
+        RESULTS_SCHEMA_VERSION,
+        environment,
+        print_rules,
+        reproduce_command,
+        summarize,
+        write_results,
+    )
     from hf_ext.core.results_render import markdown_tables
 
     clients = [c.__dict__ for c in run.clients]
@@ -407,6 +421,7 @@ def main(argv: list[str] | None = None) -> dict:
     start = time.perf_counter()
     results: dict = {
         "scale": "pretrained" if ns.pretrained else "full" if ns.full else "quick",
+        "command": reproduce_command("h2tune", argv),
         "engine": engine,
         "run": run.__dict__,
         "seeds": seeds,
@@ -432,17 +447,29 @@ def main(argv: list[str] | None = None) -> dict:
     results["seconds_pretrain"] = time.perf_counter() - start
     # phase 2: every (variant, seed) federated run; the first seed's H2Tune clients are saved. The simulation engine
     # runs one federation at a time in this process (Ray spreads its clients over the cores).
+    # Every finished federation goes to OUT/federations.jsonl as it ends; --resume reuses those of the same settings
+    # (a --pretrained run of hours cut short, or its seeds run apart), training only what is missing.
+    log = FederationLog(out, run, engine, resume=ns.resume)
     jobs = [
         (v, dataclasses.replace(run, seed=seed), str(out) if v == "h2tune" and seed == seeds[0] else None, engine)
         for v in variants
         for seed in seeds
     ]
+    for variant, job_run, saves, _engine in jobs:
+        logged = log.get(variant, job_run.seed, needs_clients=saves is not None)
+        if logged is not None:
+            done[(variant, job_run.seed)] = logged
+            print(f"{variant} seed {job_run.seed}: from {log.path.name}", flush=True)
+    jobs = [j for j in jobs if (j[0], j[1].seed) not in done]
     for variant, seed, res, secs in run_jobs(
         _variant_job, jobs, workers=1 if engine == "simulation" else workers, desc="h2tune reproduce"
     ):
         done[(variant, seed)] = res
+        log.add(variant, seed, res, secs)
         final = {k: v[-1] for k, v in res["accuracy"].items()}
         print(f"{variant} seed {seed}: final exact match {final} ({secs:.0f} s)", flush=True)
+    if log.reused:
+        results["federations_from_log"] = log.reused
     for variant in variants:
         per_seed = [done[(variant, seed)] for seed in seeds]
         final = {c.name: [r["accuracy"][c.name][-1] for r in per_seed] for c in run.clients}
