@@ -29,3 +29,21 @@ def test_pretrained_base_is_cached_and_keyed(tmp_path):
         pretrain_key(_base(wider, 1), wider, 2, 1),
     }
     assert len(keys) == 4
+
+
+def test_phase_one_builds_every_base_the_run_makes_and_no_other(monkeypatch, tmp_path):
+    """Before the parallel federations, the run builds each base it makes once — a tiny decoder is pretrained, a
+    derived SmolLM2 healed — so two workers never build the same base at once; a shipped base is only loaded."""
+    import hf_ext.h2tune.derive as derive
+    import hf_ext.h2tune.reproduce as R
+    from hf_ext.h2tune.clients import ClientSpec
+    from hf_ext.h2tune.presets import PRETRAINED
+    from hf_ext.h2tune.task import RunConfig
+
+    healed = []
+    monkeypatch.setattr(derive, "derive_smollm2", lambda name, steps, cache: healed.append((name, steps, cache)))
+    run = RunConfig(cache_dir=str(tmp_path), **{**PRETRAINED, "heal_steps": 7})  # smollm2, smollm2-L24, -L28
+    assert [R._built_base(s) for s in run.clients] == [False, True, True]
+    assert R._built_base(ClientSpec("c2", "gpt2", 2, 32, 4, "program"))  # a tiny decoder: pretrained by the run
+    R._pretrain_job(1, run)
+    assert healed == [("smollm2-L24", 7, str(tmp_path))]
