@@ -430,12 +430,12 @@ def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | N
                 losses = train(setup, [batches], logits_to_keep=2)["losses"][0]
                 sigma = float(client.client.config.noise_std)
                 finished({"setting": "split", "seed": seed, "a": a, "c": args.output_blocks,
-                             "noise_multiple": mult, "mean_abs_h_a": scale[a], "s": mult * scale[a], "sigma": sigma,
-                             "sigma_relative": sigma / scale[a],
-                             "mean_abs_h_a_trained": _mean_abs_head(client.client, score_data),
-                             "noise_seed": client.args.seed, "train_order": order, "eval_prompts": eval_print,
-                             "final_train_loss": _tail(losses), **score(client),
-                             "seconds": time.perf_counter() - t0})  # fmt: skip
+                          "noise_multiple": mult, "mean_abs_h_a": scale[a], "s": mult * scale[a], "sigma": sigma,
+                          "sigma_relative": sigma / scale[a],
+                          "mean_abs_h_a_trained": _mean_abs_head(client.client, score_data),
+                          "noise_seed": client.args.seed, "train_order": order, "eval_prompts": eval_print,
+                          "final_train_loss": _tail(losses), **score(client),
+                          "seconds": time.perf_counter() - t0})  # fmt: skip
                 del setup, client
                 log(f"seed {seed} split a = {a} s = {mult:g}x (σ = {sigma:.4g}): AUC {runs[-1]['auc']:.3f} "
                     f"({runs[-1]['seconds']:.0f} s)")  # fmt: skip
