@@ -490,6 +490,36 @@ def _from_logs(run: FinetuneRunArguments, logs: list[str]) -> dict:
     return _write(run, stage1, rows, data, float("nan"), logs=logs)
 
 
+def subset_of(run: FinetuneRunArguments) -> dict:
+    """`{knob: {"full": default, "run": value}}` for every knob that makes `run` smaller than the default grid (the
+    page labels such a run a subset); more seeds than the default is no subset, fewer is."""
+    default = FinetuneRunArguments()
+    out = {}
+    for k, v in asdict(run).items():
+        if k in ("out", "threads") or v == getattr(default, k):
+            continue
+        if k == "seeds" and len(v) >= len(default.seeds):
+            continue
+        out[k] = {"full": getattr(default, k), "run": v}
+    return out
+
+
+def missing_cells(run: FinetuneRunArguments, stage1: list[dict], rows: list[dict]) -> list[str]:
+    """The (arm, seed[, share, rate]) cells of `run`'s grid that no row holds, in words (a run stopped early)."""
+    have1 = {(r["variant"], r["seed"]) for r in stage1}
+    have2 = {(r["variant"], r["seed"], r["fraction"], r["learning_rate"]) for r in rows}
+    out = []
+    for seed in run.seeds:
+        for variant in ("baseline", run.variant):
+            if (variant, seed) not in have1:
+                out.append(f"{variant} seed {seed} (stage 1)")
+            for f in run.fractions:
+                lost = [lr for lr in run.learning_rates if (variant, seed, f, lr) not in have2]
+                if lost:
+                    out.append(f"{variant} seed {seed} at {f:.0%} (rate {', '.join(f'{lr:g}' for lr in lost)})")
+    return out
+
+
 def _write(run, stage1, rows, data, seconds: float, logs: list[str] | None = None) -> dict:
     import os
 
@@ -519,6 +549,11 @@ def _write(run, stage1, rows, data, seconds: float, logs: list[str] | None = Non
         "load_average_at_end": list(os.getloadavg()),
         "schema_version": RESULTS_SCHEMA_VERSION,
     }
+    if subset_of(run):  # the page's label: which knobs the run shrank, against the default grid
+        results["subset"] = subset_of(run)
+    missing = missing_cells(run, stage1, rows)
+    if missing:  # a run cut short: what it did not finish
+        results["partial"] = {"note": "cells not run: " + "; ".join(missing)}
     write_results(out / "results.json", results)
     for name, v in results["verdicts"].items():
         print(f"{name}: {v['verdict'].upper()} ({v['reason']})")

@@ -237,3 +237,28 @@ def test_summarise_rebuilds_results_from_the_logs_of_a_cut_short_run(tmp_path):
     validate_results(json.loads((tmp_path / "out" / "results.json").read_text()))
     assert out["verdicts"]["finetune_premise"]["difference"]["per_pair"] == pytest.approx([0.3, 0.3])
     assert len(out["stage1"]) == 4 and len(out["stage2"]) == 8
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["subset"]["fractions"] == {"full": [0.2, 0.4, 0.6, 1.0], "run": [0.4, 1.0]}  # labelled in code
+    assert "partial" not in saved  # every cell of the summarised grid is there
+
+
+def test_a_shrunk_or_unfinished_grid_is_labelled_by_the_code():
+    """The page's "labelled subset" and "stopped early" come from the run: the knobs below the default grid (more
+    seeds are no subset, fewer are) and the cells no log holds."""
+    from hf_ext.tinyalign.reproduce_finetune import missing_cells, subset_of
+
+    assert subset_of(FinetuneRunArguments()) == {}
+    run = FinetuneRunArguments(seeds=[0, 1, 2, 3, 4], fractions=[0.4, 1.0], n_finetune=120, threads=1, out="x")
+    assert subset_of(run) == {"fractions": {"full": [0.2, 0.4, 0.6, 1.0], "run": [0.4, 1.0]},
+                              "n_finetune": {"full": 240, "run": 120}}  # fmt: skip
+    assert subset_of(FinetuneRunArguments(seeds=[0, 1]))["seeds"] == {"full": [0, 1, 2], "run": [0, 1]}
+    run = FinetuneRunArguments(seeds=[0], fractions=[0.4, 1.0], learning_rates=[1e-3, 3e-3])
+    stage1 = [{"variant": "baseline", "seed": 0}, {"variant": "k4", "seed": 0}]
+    rows = [{"variant": v, "seed": 0, "fraction": f, "learning_rate": lr}
+            for v in ("baseline", "k4") for f in (0.4, 1.0) for lr in (1e-3, 3e-3)]  # fmt: skip
+    assert missing_cells(run, stage1, rows) == []
+    cut = [r for r in rows if not (r["variant"] == "baseline" and r["fraction"] == 0.4)]
+    assert missing_cells(run, stage1[1:], cut) == [
+        "baseline seed 0 (stage 1)",
+        "baseline seed 0 at 40% (rate 0.001, 0.003)",
+    ]
