@@ -55,4 +55,34 @@ def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["append_record", "read_records", "settings_key"]
+class RunLog:
+    """The finished runs of one setting in an append-only log: each line is `{"key", "id", **payload}`, where `key`
+    is [`settings_key`] of `settings` (every knob that changes a run's numbers) and `id` names the run within the
+    setting (e.g. `{"variant": "h2tune", "seed": 0}`). With `reuse`, the lines of the same key already in `path` are
+    read back ([`get`]); [`add`] appends as each run ends. `reused` counts the runs handed back."""
+
+    def __init__(self, path: str | os.PathLike, settings: Mapping[str, Any], *, reuse: bool = True):
+        self.path, self.key, self.reused = Path(path), settings_key(settings), 0
+        records = read_records(self.path) if reuse else []
+        self._runs = {
+            self._ident(r["id"]): r for r in records if r.get("key") == self.key and isinstance(r.get("id"), dict)
+        }
+
+    @staticmethod
+    def _ident(ident: Mapping[str, Any]) -> str:
+        return json.dumps(ident, sort_keys=True)
+
+    def get(self, **ident: Any) -> dict[str, Any] | None:
+        """The logged record of the run `ident` (its payload fields with `key` and `id`), or `None`."""
+        record = self._runs.get(self._ident(ident))
+        self.reused += record is not None
+        return record
+
+    def add(self, ident: Mapping[str, Any], **payload: Any) -> None:
+        """Logs the finished run `ident` with `payload` (JSON values)."""
+        record = {"key": self.key, "id": dict(ident), **payload}
+        self._runs[self._ident(ident)] = record
+        append_record(self.path, record)
+
+
+__all__ = ["RunLog", "append_record", "read_records", "settings_key"]

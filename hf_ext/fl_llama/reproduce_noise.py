@@ -66,7 +66,7 @@ from .data import (
 )
 from .evaluation import evaluate
 from .modeling_fl_llama import causal_mask_4d, position_ids_from_mask, split_llama
-from .noise_log import NOISE_LOG, RunLog
+from .noise_log import NOISE_LOG, arm_id, noise_run_log
 from .parallel import build_setup, train
 
 BACKBONES = ("auto", "smollm2", "tiny")
@@ -357,8 +357,8 @@ def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | N
                       log_path=None, resume: bool = False) -> dict:  # fmt: skip
     """Trains and scores every arm (see the module docstring), then decides. Returns the runs, the per-depth
     `mean|h_A|`, the differences and the verdicts (as dicts) and `"_verdicts"` (the `Verdict` objects). With
-    `log_path`, every finished arm goes to a [`RunLog`] there; with `resume` too, arms already in it are reused,
-    not trained."""
+    `log_path`, every finished arm goes to a run log there ([`~hf_ext.fl_llama.noise_log.noise_run_log`]); with
+    `resume` too, arms already in it are reused, not trained."""
     from hf_ext.core.devices import torch_device
 
     from .reproduce_smollm2 import _Centralized
@@ -384,10 +384,11 @@ def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | N
     def score(m):
         return evaluate(m, score_data, yes, no, batch_size=8, logits_to_keep=2, per_item=True)
 
-    run_log = RunLog(log_path, args, bb["name"], str(device), reuse=resume) if log_path is not None else None
+    run_log = noise_run_log(log_path, args, bb["name"], str(device), reuse=resume) if log_path is not None else None
 
     def logged(setting: str, seed, a, mult: float) -> dict | None:
-        run = run_log.get(setting, seed, a, mult) if run_log is not None else None
+        record = run_log.get(**arm_id(setting, seed, a, mult)) if run_log is not None else None
+        run = record["run"] if record is not None else None
         if run is not None:
             runs.append(run)
             log(f"seed {seed} {setting}{'' if a is None else f' a = {a} s = {mult:g}x'}: AUC {run['auc']:.3f} "
@@ -397,7 +398,7 @@ def run_noise_verdict(args: NoiseVerdictArguments, log=print, backbone: dict | N
     def finished(run: dict) -> None:
         runs.append(run)
         if run_log is not None:
-            run_log.add(run)
+            run_log.add(arm_id(run["setting"], run["seed"], run["a"], run["noise_multiple"]), run=run)
 
     runs: list[dict] = []
     if logged("pretrained", None, None, 0.0) is None:
@@ -566,7 +567,6 @@ __all__ = [
     "BACKBONES",
     "NOISE_LOG",
     "PREMISE_RULE",
-    "RunLog",
     "NoiseVerdictArguments",
     "auc_difference",
     "decide_noise_verdict",

@@ -6,16 +6,16 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from hf_ext.core.run_log import append_record, read_records, settings_key
+from hf_ext.core.run_log import RunLog
 
 FEDERATION_LOG = "federations.jsonl"  # under the run's --out
 
 
 class FederationLog:
-    """The finished federations of `out/federations.jsonl`, one JSON line each (per-client exact match per round,
-    bytes sent per round, seconds), appended and fsynced as each ends ([`hf_ext.core.run_log`]).
+    """The finished federations of `out/federations.jsonl` ([`~hf_ext.core.run_log.RunLog`]; `id`: variant and
+    seed; payload: per-client exact match per round, bytes sent per round, seconds), appended as each ends.
 
-    A line is reused (with `resume`) only under the same key: the run config without its seed and folders, the
+    A line is reused (with `resume`) only under the same settings: the run config without its seed and folders, the
     engine and the device. The first seed's H2Tune federation also saves its clients under `out/clients`, so it is
     reused only while they are there."""
 
@@ -23,29 +23,26 @@ class FederationLog:
         from hf_ext.core.devices import torch_device
 
         self.out = Path(out)
-        self.path = self.out / FEDERATION_LOG
         settings = {k: v for k, v in dataclasses.asdict(run).items() if k not in ("seed", "cache_dir", "save_dir")}
-        self.key = settings_key({**settings, "engine": engine, "device": torch_device()})
-        records = read_records(self.path) if resume else []
-        self.runs = {(r["variant"], r["seed"]): r["result"] for r in records
-                     if r.get("key") == self.key and isinstance(r.get("result"), dict)}  # fmt: skip
+        self.log = RunLog(self.out / FEDERATION_LOG, {**settings, "engine": engine, "device": torch_device()},
+                          reuse=resume)  # fmt: skip
+        self.path = self.log.path
         self.clients = [c.name for c in run.clients]
-        self.reused = 0
+
+    @property
+    def reused(self) -> int:
+        return self.log.reused
 
     def get(self, variant: str, seed: int, needs_clients: bool = False) -> dict | None:
         """The logged result of `(variant, seed)`, or `None` when it must be trained."""
-        result = self.runs.get((variant, seed))
-        if result is not None and needs_clients:
-            if not all((self.out / "clients" / name / "adapter").is_dir() for name in self.clients):
-                return None
-        self.reused += result is not None
-        return result
+        if needs_clients and not all((self.out / "clients" / n / "adapter").is_dir() for n in self.clients):
+            return None
+        record = self.log.get(variant=variant, seed=seed)
+        return record["result"] if record is not None else None
 
     def add(self, variant: str, seed: int, result: dict, seconds: float) -> None:
         """Logs one finished federation (the result as `_variant_job` returns it)."""
-        self.runs[(variant, seed)] = result
-        record = {"key": self.key, "variant": variant, "seed": seed, "result": result, "seconds": seconds}
-        append_record(self.path, record)
+        self.log.add({"variant": variant, "seed": seed}, result=result, seconds=seconds)
 
 
 __all__ = ["FEDERATION_LOG", "FederationLog"]

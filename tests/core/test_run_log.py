@@ -50,3 +50,17 @@ def test_processes_appending_to_one_log_never_interleave_lines(tmp_path):
     assert len(path.read_text().splitlines()) == len(records) == 60  # every line whole
     for tag in "ab":
         assert [r["i"] for r in records if r["tag"] == tag] == list(range(30))
+
+
+def test_run_log_hands_back_a_run_only_under_its_settings_and_id(tmp_path):
+    from hf_ext.core.run_log import RunLog
+
+    path = tmp_path / "runs.jsonl"
+    log = RunLog(path, {"steps": 40, "lr": 5e-4})
+    log.add({"variant": "h2tune", "seed": 0}, result={"acc": 0.5}, seconds=3.0)
+    again = RunLog(path, {"lr": 5e-4, "steps": 40})  # the same settings, in another order
+    record = again.get(variant="h2tune", seed=0)
+    assert record["result"] == {"acc": 0.5} and record["seconds"] == 3.0 and again.reused == 1
+    assert again.get(variant="h2tune", seed=1) is None and again.get(variant="local-only", seed=0) is None
+    assert RunLog(path, {"steps": 41, "lr": 5e-4}).get(variant="h2tune", seed=0) is None  # other settings
+    assert RunLog(path, {"steps": 40, "lr": 5e-4}, reuse=False).get(variant="h2tune", seed=0) is None
