@@ -113,7 +113,11 @@ def derive_smollm2(name: str, heal_steps: int, cache_dir: str | Path):
     folder = derived_path(name, heal_steps, cache_dir)
     if (folder / "config.json").is_file():
         return LlamaForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    from hf_ext.core.devices import torch_device
+
+    device = torch_device()  # `--device` ($HF_EXT_DEVICE): the healing runs where the federations will
     teacher, tokenizer = load_smollm2()
+    teacher = teacher.to(device)
     student = drop_layers(copy.deepcopy(teacher), kept_layers(name)).train()
     opt = torch.optim.AdamW(student.parameters(), lr=HEAL["lr"])
     gen = torch.Generator().manual_seed(HEAL["seed"])
@@ -128,7 +132,7 @@ def derive_smollm2(name: str, heal_steps: int, cache_dir: str | Path):
             max_length=HEAL["max_len"],
             add_special_tokens=False,
         )
-        loss = distill_loss(student, teacher, dict(batch))
+        loss = distill_loss(student, teacher, {k: v.to(device) for k, v in batch.items()})
         opt.zero_grad()
         loss.backward()
         opt.step()

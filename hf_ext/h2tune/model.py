@@ -145,7 +145,8 @@ def relation_path(
             t = module.lora_T[adapter]
             r, big_r = t.shape[0], module.lora_lT[adapter].shape[0]
             g = global_tensor[:, slot].reshape(global_tensor.shape[0], big_r * big_r).to(t.device, t.dtype)
-            mixed = (relation[:, layer].to(t.dtype) @ g[:, module.lora_idx[adapter]]).reshape(r, r)
+            # P_c lives outside the model (on the CPU when the model trains on a GPU); `.to` keeps its gradient
+            mixed = (relation[:, layer].to(t.device, t.dtype) @ g[:, module.lora_idx[adapter]]).reshape(r, r)
             if not hasattr(module, "h2tune_t_offset"):
                 module.h2tune_t_offset = {}
             module.h2tune_t_offset[adapter] = mixed - mixed.detach()

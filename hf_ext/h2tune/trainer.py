@@ -40,7 +40,9 @@ from .model import (
 
 def norm_penalty(params: list[torch.Tensor]) -> torch.Tensor:
     """mean_k ‖θ_k‖₂ over the given tensors (the paper's regulariser on T, S and P_c)."""
-    return torch.stack([p.norm() for p in params]).mean()
+    # P_c stays on the CPU beside a model on the GPU: the norms meet on the first tensor's device
+    device = params[0].device
+    return torch.stack([p.norm().to(device) for p in params]).mean()
 
 
 class H2TuneCallback(TrainerCallback):
@@ -175,7 +177,8 @@ def t_kl(model, prev: dict[str, torch.Tensor], adapter: str = "default", modules
     terms = []
     for name, m in h2tune_modules(model, adapter) if modules is None else modules:
         if name in prev:
-            p_log = F.log_softmax(prev[name].reshape(-1).to(m.lora_T[adapter].dtype), dim=0)
+            t = m.lora_T[adapter]  # T_prev may come back from the CPU (a client restored from its saved state)
+            p_log = F.log_softmax(prev[name].reshape(-1).to(t.device, t.dtype), dim=0)
             q_log = F.log_softmax(m.lora_T[adapter].reshape(-1), dim=0)
             terms.append(F.kl_div(q_log, p_log, log_target=True, reduction="sum"))
     return torch.stack(terms).mean() if terms else torch.zeros(())
@@ -233,7 +236,11 @@ def two_pass_loss(
     with frozen(shared):  # pass 2: task-specific part, distilled toward the shared pass
         out_b = model(**inputs)
         z_a, z_b = out_a.logits.detach()[:, :-1], out_b.logits[:, :-1]
-        mask = labels[:, 1:] != -100 if labels is not None else torch.ones(z_b.shape[:2], dtype=torch.bool)
+        mask = (
+            labels[:, 1:] != -100
+            if labels is not None
+            else torch.ones(z_b.shape[:2], dtype=torch.bool, device=z_b.device)
+        )
         kl = F.kl_div(
             F.log_softmax(z_b[mask], -1), F.log_softmax(z_a[mask], -1), log_target=True, reduction="batchmean"
         )
