@@ -14,9 +14,12 @@ from importlib import metadata as _metadata
 from hf_ext import core as _core  # noqa: F401
 from hf_ext._version import __version__
 from hf_ext.core import auto as _auto  # noqa: F401  (subscribes Auto registration to the registry first)
+from hf_ext.core.offline import hub_kernels_off_when_offline as _hub_kernels_off_when_offline
 from hf_ext.core.registry import MethodSpec, get_method, list_methods, register_method
 
 ENTRY_POINT_GROUP = "hf_ext.methods"
+
+_hub_kernels_off_when_offline()  # offline, transformers' default Hub kernels would fail a GPU run at its first .train()
 
 
 def _discover() -> None:
