@@ -434,13 +434,23 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "load_average": load,
         **({"torch_threads": sys.modules["torch"].get_num_threads()} if "torch" in sys.modules else {}),
+        **_accelerator(),
     }
+
+
+def _accelerator() -> dict[str, str]:
+    """`{"accelerator": "NVIDIA H200"}` when the run used a GPU (CUDA initialised in this process), else `{}`: a GPU
+    run's numbers differ from the CPU's in their last digits, so the report says which device made them."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return {}
+    return {"accelerator": torch.cuda.get_device_name()}
 
 
 # Flags that say where files go, how many processes run, how progress shows and whether logged runs are reused:
 # they change no number, so the command a results.json records (what a reader reruns to get the same numbers)
-# leaves them out.
-RUN_ONLY_FLAGS = ("--out", "--workers", "--device", "--quiet", "--resume")
+# leaves them out. `--device` stays: a GPU's float sums differ from the CPU's.
+RUN_ONLY_FLAGS = ("--out", "--workers", "--quiet", "--resume")
 
 
 def reproduce_command(method: str, argv: Sequence[str] | None, *, skip: Sequence[str] = ()) -> str:

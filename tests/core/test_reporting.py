@@ -121,11 +121,31 @@ def test_environment_records_torch_threads_and_the_measured_line_says_it():
     assert "torch thread" not in measured_line({"environment": env})  # results written before the key existed
 
 
+def test_environment_names_the_gpu_only_when_one_was_used(monkeypatch):
+    import torch
+
+    from hf_ext.core import reporting as R
+    from hf_ext.core.results_render import measured_line
+    from hf_ext.core.results_schema import ResultsSchemaError, validate_results
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert "accelerator" not in R.environment()  # a CPU run: the line stays as it was
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    env = R.environment()
+    assert env["accelerator"] == "NVIDIA H200"
+    assert ", on one NVIDIA H200 (load" in measured_line({"environment": env})
+    results = {"schema_version": 1, "method": "m", "scale": "quick", "environment": {**env, "accelerator": 1}}
+    with pytest.raises(ResultsSchemaError, match="accelerator"):
+        validate_results(results)
+
+
 def test_reproduce_command_keeps_the_number_changing_flags_as_given():
     from hf_ext.core.reporting import reproduce_command
 
     argv = ["--full", "--out", "/tmp/x", "--seeds", "1", "2", "--workers=4", "--lr", "3e-3", "--device", "cpu"]
-    assert reproduce_command("orca", argv) == "hf-ext reproduce orca --full --seeds 1 2 --lr 3e-3"
+    # --device stays: a GPU's float sums differ from the CPU's
+    assert reproduce_command("orca", argv) == "hf-ext reproduce orca --full --seeds 1 2 --lr 3e-3 --device cpu"
     assert reproduce_command("orca", ["--join", "a.json", "b.json", "--full"], skip=("--join",)) == (
         "hf-ext reproduce orca --full"
     )
