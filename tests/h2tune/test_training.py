@@ -144,3 +144,37 @@ def test_kept_scores_get_the_straight_through_gradient_and_the_rest_none():
             expected[idx] = (t.grad * t.detach()).reshape(-1)
             torch.testing.assert_close(s_grad.reshape(-1), expected)
             assert s_grad.reshape(-1)[idx].abs().max() > 0
+
+
+class _OneDevicePerOp(torch.overrides.TorchFunctionMode):
+    """Fails any op whose tensor operands (0-dim scalars aside, which CUDA also accepts from the CPU) sit on more than
+    one device; `.to` / `copy_` are the moves themselves. With the model on the meta device this finds, on the CPU,
+    the device mixes a GPU run would raise on."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") not in ("to", "copy_", "__get__", "__set__"):
+            leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+            devices = {t.device for t in leaves if isinstance(t, torch.Tensor) and t.dim() > 0}
+            assert len(devices) <= 1, f"{getattr(func, '__name__', func)} mixes devices {devices}"
+        return func(*args, **kwargs)
+
+
+def test_a_cpu_relation_matrix_meets_a_model_on_another_device():
+    """On a GPU, `Trainer` moves the model while P_c (outside it), G and a restored T_prev stay on the CPU. The
+    model goes to the meta device here as the GPU's stand-in: the relation path, the norm penalty and the T-KL term
+    must each compute on the layer's device, never mixing the two."""
+    from hf_ext.h2tune.model import relation_path
+
+    model, relation, g = _relation_setup()
+    prev = previous_t(model)  # on the CPU, as after a client restored its saved state
+    model = model.to("meta")
+    shared = shared_parameters(model) + [relation.weight]
+    with _OneDevicePerOp():
+        penalty = norm_penalty(shared)
+        kl = t_kl(model, prev)
+        with relation_path(model, relation.weight, g):
+            offsets = [m.h2tune_t_offset["default"] for _, m in h2tune_modules(model)]
+    assert penalty.device.type == kl.device.type == "meta"
+    assert offsets and all(o.device.type == "meta" for o in offsets)
+    assert relation.weight.device.type == "cpu"  # P_c itself stays where its optimiser state is
