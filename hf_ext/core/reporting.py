@@ -434,8 +434,19 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "load_average": load,
         **({"torch_threads": sys.modules["torch"].get_num_threads()} if "torch" in sys.modules else {}),
+        **_cpu_capability(),
         **_accelerator(),
     }
+
+
+def _cpu_capability() -> dict[str, str]:
+    """`{"cpu_capability": "AVX512"}` (torch's CPU kernel set) when torch is loaded: the same code on an AVX2 and an
+    AVX-512 machine sums floats in other orders, so quick reruns match to the digit only on the same capability
+    (seen 2026-12-04: a new AVX-512 host changed the last digits of every trained quick result)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    return {"cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
 
 
 def _accelerator() -> dict[str, str]:

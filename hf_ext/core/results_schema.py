@@ -11,7 +11,8 @@ Other keys (a method's raw numbers) may be present and are kept but not rendered
   (`--full`) or another named scale.
 * `environment` (object): where and when — `date` (str), `commit` (str or null), `machine` (str),
   `load_average` (three numbers or null), `torch_threads` (int, *optional*: torch's intra-op threads),
-  `accelerator` (str, *optional*: the GPU a run used, e.g. `"NVIDIA H200"`).
+  `cpu_capability` (str, *optional*: torch's CPU kernel set, e.g. `"AVX512"`), `accelerator` (str, *optional*: the
+  GPU a run used, e.g. `"NVIDIA H200"`).
 * `smoke` (bool, *optional*): `true` for a smoke run — it exercises the code path and its numbers decide nothing;
   the renderer says so in the report heading and the README cell.
 * `command` (str, *optional*): the command that produced it (default `hf-ext reproduce <method>`, `--full` added
@@ -117,8 +118,9 @@ def validate_results(results: Any) -> dict[str, Any]:
         raise ResultsSchemaError(f"results.environment.load_average must be three numbers, got {load!r}")
     if "torch_threads" in env:
         _need(env, "torch_threads", int, "results.environment")
-    if "accelerator" in env:
-        _need(env, "accelerator", str, "results.environment")
+    for key in ("cpu_capability", "accelerator"):
+        if key in env:
+            _need(env, key, str, "results.environment")
     results = dict(results)
     for key in ("rules", "verdicts"):  # some writers key them by name: the renderer reads the values in order
         if isinstance(results.get(key), Mapping):

@@ -111,7 +111,7 @@ def test_environment_records_torch_threads_and_the_measured_line_says_it():
         env = R.environment()
         assert env["torch_threads"] == 1
         assert "2 cores" not in measured_line({"environment": {**env, "machine": "m"}})
-        assert "on m, 1 torch thread (load" in measured_line({"environment": {**env, "machine": "m"}})
+        assert ", 1 torch thread (load" in measured_line({"environment": {**env, "machine": "m"}})
         torch.set_num_threads(2)
         assert R.environment()["torch_threads"] == 2
         assert ", 2 torch threads (" in measured_line({"environment": R.environment()})
@@ -137,6 +137,24 @@ def test_environment_names_the_gpu_only_when_one_was_used(monkeypatch):
     assert ", on one NVIDIA H200 (load" in measured_line({"environment": env})
     results = {"schema_version": 1, "method": "m", "scale": "quick", "environment": {**env, "accelerator": 1}}
     with pytest.raises(ResultsSchemaError, match="accelerator"):
+        validate_results(results)
+
+
+def test_environment_records_the_cpu_capability_and_the_measured_line_says_it():
+    import torch
+
+    from hf_ext.core import reporting as R
+    from hf_ext.core.results_render import measured_line
+    from hf_ext.core.results_schema import ResultsSchemaError, validate_results
+
+    env = R.environment()
+    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    line = measured_line({"environment": {**env, "machine": "m", "cpu_capability": "AVX2"}})
+    assert "on m (AVX2), " in line
+    env.pop("cpu_capability")
+    assert "(AVX" not in measured_line({"environment": {**env, "machine": "m"}})  # results written before the key
+    results = {"schema_version": 1, "method": "m", "scale": "quick", "environment": {**env, "cpu_capability": 2}}
+    with pytest.raises(ResultsSchemaError, match="cpu_capability"):
         validate_results(results)
 
 
