@@ -6,6 +6,8 @@ variables at import time (huggingface_hub reads HF_HUB_OFFLINE once).
 
 import os
 
+HUB_KERNELS_ENV = "USE_HUB_KERNELS"
+
 OFFLINE_ENV: dict[str, str] = {
     "HF_HUB_OFFLINE": "1",
     "HF_HUB_DISABLE_TELEMETRY": "1",
@@ -17,10 +19,9 @@ OFFLINE_ENV: dict[str, str] = {
     "FLWR_DISABLE_UPDATE_CHECK": "1",
     "DO_NOT_TRACK": "1",
     "TOKENIZERS_PARALLELISM": "false",
-    "USE_HUB_KERNELS": "0",
+    HUB_KERNELS_ENV: "0",
 }
 
-HUB_KERNELS_ENV = "USE_HUB_KERNELS"
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
 

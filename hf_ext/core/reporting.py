@@ -420,9 +420,8 @@ def _git_commit() -> str | None:
 
 
 def environment() -> dict[str, Any]:
-    """Where and when a measurement was taken: date, commit, machine and its load, and torch's intra-op thread count
-    when torch is loaded (the order of a float sum depends on it, so a rerun matches to the digit only at the same
-    count)."""
+    """Where and when a measurement was taken: date, commit, machine and its load, and, when torch is loaded, what
+    else decides the last digits ([`_torch_environment`]: threads, CPU kernel set, GPU)."""
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -433,29 +432,25 @@ def environment() -> dict[str, Any]:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
         "python": platform.python_version(),
         "load_average": load,
-        **({"torch_threads": sys.modules["torch"].get_num_threads()} if "torch" in sys.modules else {}),
-        **_cpu_capability(),
-        **_accelerator(),
+        **_torch_environment(),
     }
 
 
-def _cpu_capability() -> dict[str, str]:
-    """`{"cpu_capability": "AVX512"}` (torch's CPU kernel set) when torch is loaded: the same code on an AVX2 and an
-    AVX-512 machine sums floats in other orders, so quick reruns match to the digit only on the same capability
-    (seen 2026-12-04: a new AVX-512 host changed the last digits of every trained quick result)."""
+def _torch_environment() -> dict[str, Any]:
+    """What decides a run's last digits besides the code, when torch is loaded (else `{}`): `torch_threads` (the
+    order of a float sum follows the intra-op thread count), `cpu_capability` (torch's CPU kernel set: an AVX2 and an
+    AVX-512 machine sum in other orders; seen 2026-12-04, a new AVX-512 host changed the last digits of most trained
+    quick results) and, when the run used a GPU (CUDA initialised in this process), `accelerator` (its name)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return {}
-    return {"cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
-
-
-def _accelerator() -> dict[str, str]:
-    """`{"accelerator": "NVIDIA H200"}` when the run used a GPU (CUDA initialised in this process), else `{}`: a GPU
-    run's numbers differ from the CPU's in their last digits, so the report says which device made them."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return {}
-    return {"accelerator": torch.cuda.get_device_name()}
+    facts: dict[str, Any] = {
+        "torch_threads": torch.get_num_threads(),
+        "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
+    }
+    if torch.cuda.is_initialized():
+        facts["accelerator"] = torch.cuda.get_device_name()
+    return facts
 
 
 # Flags that say where files go, how many processes run, how progress shows and whether logged runs are reused:

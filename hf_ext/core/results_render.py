@@ -79,12 +79,13 @@ def measured_line(results: Mapping) -> str:
     load = env.get("load_average")
     load_text = " ".join(f"{x:g}" for x in load) if load else "not available"
     threads = env.get("torch_threads")
-    threads_text = f", {threads} torch thread{'s' if threads != 1 else ''}" if threads is not None else ""
-    machine = env["machine"] + (f" ({env['cpu_capability']})" if env.get("cpu_capability") else "")
+    where = env["machine"] + (f" ({env['cpu_capability']})" if env.get("cpu_capability") else "")
+    if threads is not None:
+        where += f", {threads} torch thread{'s' if threads != 1 else ''}"
     if env.get("accelerator"):
-        threads_text += f", on one {env['accelerator']}"
+        where += f", on one {env['accelerator']}"
     return (
-        f"measured {env['date']} at commit `{env.get('commit') or 'unknown'}` on {machine}{threads_text} "
+        f"measured {env['date']} at commit `{env.get('commit') or 'unknown'}` on {where} "
         f"(load average over 1 / 5 / 15 min: {load_text})"
     )
 

@@ -179,7 +179,7 @@ def t_kl(model, prev: dict[str, torch.Tensor], adapter: str = "default", modules
         if name in prev:
             t = m.lora_T[adapter]  # T_prev may come back from the CPU (a client restored from its saved state)
             p_log = F.log_softmax(prev[name].reshape(-1).to(t.device, t.dtype), dim=0)
-            q_log = F.log_softmax(m.lora_T[adapter].reshape(-1), dim=0)
+            q_log = F.log_softmax(t.reshape(-1), dim=0)
             terms.append(F.kl_div(q_log, p_log, log_target=True, reduction="sum"))
     return torch.stack(terms).mean() if terms else torch.zeros(())
 

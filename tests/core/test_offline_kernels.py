@@ -34,7 +34,7 @@ def test_switch(monkeypatch, offline, preset, expected, changed):
     assert os.environ.get(HUB_KERNELS_ENV) == expected
 
 
-def test_offline_env_of_tests_and_make_has_it():
+def test_offline_env_of_the_tests_has_it():
     assert OFFLINE_ENV[HUB_KERNELS_ENV] == "0"
 
 
