@@ -450,10 +450,11 @@ def main(argv: list[str] | None = None) -> dict:
     # Every finished federation goes to OUT/federations.jsonl as it ends; --resume reuses those of the same settings
     # (a --pretrained run of hours cut short, or its seeds run apart), training only what is missing.
     log = FederationLog(out, run, engine, resume=ns.resume)
+    # seed-major, so a run cut short (a time limit) leaves whole seeds, every variant paired, for --resume
     jobs = [
         (v, dataclasses.replace(run, seed=seed), str(out) if v == "h2tune" and seed == seeds[0] else None, engine)
-        for v in variants
         for seed in seeds
+        for v in variants
     ]
     for variant, job_run, saves, _engine in jobs:
         logged = log.get(variant, job_run.seed, needs_clients=saves is not None)
