@@ -257,9 +257,11 @@ def train_stage0(
 def contract_nll(model, tok, codes: Sequence[str], max_tokens: int) -> list[tuple[float, int]]:
     """`(mean NLL in nats per predicted token, predicted tokens)` of each contract's first `max_tokens` tokens,
     teacher-forced, one contract at a time (no padding to get wrong)."""
+    from hf_ext.core.progress import progress
+
     model.eval()
     out = []
-    for code in codes:
+    for code in progress(codes, desc="stage0 held-out NLL", unit="contract"):
         ids = tok(code, add_special_tokens=False)["input_ids"][:max_tokens]
         if len(ids) < 2:
             out.append((math.nan, 0))
@@ -343,8 +345,10 @@ def judge(server, files: dict[str, str]) -> dict[str, dict]:
     """solc-js's verdict on each `{name: source}`: `parses` (the stage evaluation's parser pass: `parse_only`,
     the version pragma checked, names and types not), `compiles` (errors-free full compile with code generation,
     tried only when it parses) and the failure `reason`."""
+    from hf_ext.core.progress import progress
+
     out = {}
-    for name, code in files.items():
+    for name, code in progress(files.items(), desc="solc-js", total=len(files), unit="file"):
         parsed = server.compile(code, name, parse_only=True)
         compiled = server.compile(code, name) if parsed.ok else parsed
         out[name] = {"parses": parsed.ok, "compiles": compiled.ok, "reason": compiled.reason}
