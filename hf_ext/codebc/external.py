@@ -20,6 +20,7 @@ import json
 import os
 import re
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,72 @@ def _packages(node_modules: Path):
         yield folder, meta
 
 
+def package_licence(meta: dict) -> str:
+    """A `package.json`'s licence as a string: the `license` field (an SPDX expression, or the old `{"type": ...}`
+    object), else the deprecated `licenses` list joined with ` OR `, else `"?"`."""
+    lic = meta.get("license")
+    if isinstance(lic, dict):
+        lic = lic.get("type")
+    if not lic and isinstance(meta.get("licenses"), list):
+        lic = " OR ".join(str(x.get("type", "?")) if isinstance(x, dict) else str(x) for x in meta["licenses"])
+    return str(lic) if lic else "?"
+
+
+@dataclass
+class NpmFile:
+    """One candidate `.sol` file of an installed package: `rel` is its path inside the package."""
+
+    package: str
+    version: str
+    licence: str
+    rel: str
+    raw: str
+
+    @property
+    def source(self) -> str:
+        return f"{self.package}@{self.version}:{self.rel}"
+
+
+def npm_files(node_modules: str | os.PathLike | None = None) -> Iterator[NpmFile]:
+    """Every readable `.sol` file of an installed `node_modules` folder (default `$HF_EXT_CODEBC_NPM`), package by
+    package in path order, less OpenZeppelin packages, nested `node_modules` and test / mock / script / example
+    files."""
+    root = _resolve(node_modules, NPM_ENV, "npm Solidity corpus")
+    for folder, meta in _packages(root):
+        name, version, licence = meta.get("name", folder.name), meta.get("version", "?"), package_licence(meta)
+        for path in sorted(folder.rglob("*.sol")):
+            rel = path.relative_to(folder).as_posix()
+            if "node_modules" in rel or re.search(r"(^|/)(test|tests|mocks?|scripts?|examples?)/", rel, re.I):
+                continue
+            try:
+                raw = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            yield NpmFile(str(name), str(version), licence, rel, raw)
+
+
+def reject_reason(raw: str, *, only_08: bool = True) -> str | None:
+    """Why a source file is not a corpus contract, or `None` when it is one: `"pragmas"` (no or several
+    `pragma solidity`), `"leaky"` ([`~hf_ext.codebc.data.is_leaky`]), `"old_pragma"` (with `only_08`, a pragma the
+    installed solc-js 0.8.37 cannot satisfy) or `"empty"` (nothing left once comments are stripped)."""
+    pragmas = re.findall(r"pragma\s+solidity\s*([^;]*);", raw)
+    if len(pragmas) != 1:
+        return "pragmas"
+    if is_leaky(raw):
+        return "leaky"
+    if only_08 and not re.match(r"^(\^|>=|=|~)?\s*0\.8\.", pragmas[0].strip()):
+        return "old_pragma"
+    if not strip_comments(raw)[0].strip():
+        return "empty"
+    return None
+
+
+def to_contract(f: NpmFile) -> Contract:
+    """An accepted [`NpmFile`] as a corpus [`~hf_ext.codebc.data.Contract`] (comments stripped, source kept)."""
+    code, comments = strip_comments(f.raw)
+    return Contract(code, comments, f.raw, source=f.source, licence=f.licence)
+
+
 def load_npm_contracts(node_modules: str | os.PathLike | None = None, *, only_08: bool = True) -> list[Contract]:
     """Contracts from the `.sol` files of an installed `node_modules` folder.
 
@@ -63,30 +130,10 @@ def load_npm_contracts(node_modules: str | os.PathLike | None = None, *, only_08
     Returns:
         `list[Contract]` in path order, each with `label="[4]"` (no known finding), `source` set to
         `"<package>@<version>:<path>"` and `licence` to the package's `license` field. Files with no or several
-        pragmas, test / mock / script files, leaky files and (with `only_08`) older pragmas are skipped.
+        pragmas, test / mock / script files, leaky files and (with `only_08`) older pragmas are skipped
+        ([`npm_files`], [`reject_reason`]).
     """
-    root = _resolve(node_modules, NPM_ENV, "npm Solidity corpus")
-    out: list[Contract] = []
-    for folder, meta in _packages(root):
-        name, version, licence = meta.get("name", folder.name), meta.get("version", "?"), meta.get("license", "?")
-        for path in sorted(folder.rglob("*.sol")):
-            rel = path.relative_to(folder).as_posix()
-            if "node_modules" in rel or re.search(r"(^|/)(test|tests|mocks?|scripts?|examples?)/", rel, re.I):
-                continue
-            try:
-                raw = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            pragmas = re.findall(r"pragma\s+solidity\s*([^;]*);", raw)
-            if len(pragmas) != 1 or is_leaky(raw):
-                continue
-            if only_08 and not re.match(r"^(\^|>=|=|~)?\s*0\.8\.", pragmas[0].strip()):
-                continue
-            code, comments = strip_comments(raw)
-            if not code.strip():
-                continue
-            out.append(Contract(code, comments, raw, source=f"{name}@{version}:{rel}", licence=str(licence)))
-    return out
+    return [to_contract(f) for f in npm_files(node_modules) if reject_reason(f.raw, only_08=only_08) is None]
 
 
 def licences(contracts: list[Contract]) -> dict[str, str]:

@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import random
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -84,6 +85,12 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the paper-scale job for one GPU (SmolLM2, 400 steps a stage, 41 tasks x 5 samples x 400 new tokens); "
         "run it with --device cuda",
+    )
+    p.add_argument(
+        "--stage0",
+        action="store_true",
+        help="stage 0 instead: continued pretraining of the base on permissive npm Solidity, base vs stage 0 on "
+        "held-out contracts (its own flags: `hf-ext reproduce codebc --stage0 --help`)",
     )
     p.add_argument("--tasks", type=int, help="Blockchain-HumanEval tasks evaluated (an even spread of the 41)")
     p.add_argument("--vd-real", type=int, help="labelled Slither detector-test contracts for VD (needs the sdist)")
@@ -310,6 +317,11 @@ def _save_record(artifact: Path, results: dict, scale, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--stage0" in argv:  # its own knobs (an HfArgumentParser dataclass): hand every other flag over
+        from .reproduce_stage0 import main as stage0_main
+
+        return stage0_main([a for a in argv if a != "--stage0"])
     args = make_parser().parse_args(argv)
     set_quiet(args.quiet)
     overrides = {

@@ -205,13 +205,16 @@ def generate_batched(
     max_prompt_tokens: int,
     batch_size: int,
     forced_ids: list[int] | None = None,
+    stop=None,
     **gen_kwargs,
 ) -> list[str]:
     """Decoded continuations of `prompts` (text after each prompt, special tokens dropped), in input order.
 
     Prompts keep their last `max_prompt_tokens` tokens, are sorted by length and left-padded in batches of
     `batch_size` (every prompt ends where generation starts); the inputs go to `model.device`. `forced_ids`, if
-    given, are forced at the first steps by a [`ForcedTagLogitsProcessor`]; `gen_kwargs` go to `generate()`.
+    given, are forced at the first steps by a [`ForcedTagLogitsProcessor`]; `stop`, if given, is called with each
+    batch's padded prompt width and returns that batch's `StoppingCriteria` (a row stops when it says so; the
+    criterion knows where the prompt ends); `gen_kwargs` go to `generate()`.
     """
     from transformers import LogitsProcessorList
 
@@ -230,6 +233,10 @@ def generate_batched(
         processors = LogitsProcessorList()
         if forced_ids:
             processors.append(ForcedTagLogitsProcessor(width, list(forced_ids), vocab_size=len(tokenizer)))
+        if stop is not None:
+            from transformers import StoppingCriteriaList
+
+            gen_kwargs["stopping_criteria"] = StoppingCriteriaList([stop(width)])
         out = model.generate(
             input_ids=input_ids,
             attention_mask=mask,
