@@ -31,13 +31,17 @@ SLITHER_SDIST_ENV = "HF_EXT_CODEBC_SLITHER_SDIST"
 _SKIP_SCOPES = ("@openzeppelin",)  # the benchmark's references are OpenZeppelin files: never train on them
 
 
-def _resolve(path, env: str, what: str) -> Path:
+def resolve_path(path, env: str, what: str, fix: str | None = None) -> Path:
+    """`path`, else `$env`; a missing one is a `FileNotFoundError` naming `what`, the variable and `fix` (how to
+    get it) when given."""
     raw = path if path is not None else os.environ.get(env)
     if not raw:
-        raise FileNotFoundError(f"{what}: pass a path or set ${env}")
+        raise FileNotFoundError(f"{what}: pass a path or set ${env}" + (f"; {fix}" if fix else ""))
     p = Path(raw)
     if not p.exists():
-        raise FileNotFoundError(f"{what}: {p} does not exist (set ${env} to the right path)")
+        raise FileNotFoundError(
+            f"{what}: {p} does not exist (set ${env} to the right path)" + (f"; {fix}" if fix else "")
+        )
     return p
 
 
@@ -83,7 +87,7 @@ def npm_files(node_modules: str | os.PathLike | None = None) -> Iterator[NpmFile
     """Every readable `.sol` file of an installed `node_modules` folder (default `$HF_EXT_CODEBC_NPM`), package by
     package in path order, less OpenZeppelin packages, nested `node_modules` and test / mock / script / example
     files."""
-    root = _resolve(node_modules, NPM_ENV, "npm Solidity corpus")
+    root = resolve_path(node_modules, NPM_ENV, "npm Solidity corpus")
     for folder, meta in _packages(root):
         name, version, licence = meta.get("name", folder.name), meta.get("version", "?"), package_licence(meta)
         for path in sorted(folder.rglob("*.sol")):
@@ -179,7 +183,7 @@ def load_slither_labelled(sdist: str | os.PathLike | None = None) -> list[Labell
     Only files that some detector's snapshot names are returned (the `test_node_modules` helpers are not labelled);
     a file two detectors test is `bug` if either is High/Medium with a finding. Sorted by path.
     """
-    root = _resolve(sdist, SLITHER_SDIST_ENV, "slither-analyzer source distribution")
+    root = resolve_path(sdist, SLITHER_SDIST_ENV, "slither-analyzer source distribution")
     files: dict[str, str] = {}
     if root.is_file():
         with tarfile.open(root) as tar:

@@ -35,6 +35,7 @@ import torch
 from transformers import StoppingCriteria, TrainerCallback
 
 from .data import Contract
+from .external import resolve_path
 
 STAGE0_NPM_ENV = "HF_EXT_CODEBC_STAGE0_NPM"
 ALLOWED_LICENCES = ("MIT", "ISC", "Apache-2.0")
@@ -70,17 +71,11 @@ def file_spdx(raw: str) -> str | None:
 def resolve_npm(node_modules: str | os.PathLike | None) -> Path:
     """The stage-0 `node_modules` folder: the argument, else `$HF_EXT_CODEBC_STAGE0_NPM`; a missing one is a
     `FileNotFoundError` that says how to fetch it."""
-    raw = node_modules if node_modules is not None else os.environ.get(STAGE0_NPM_ENV)
     fix = (
         f"fetch it once with `make codebc-stage0-data` (needs npm and a network) and set ${STAGE0_NPM_ENV} "
         "to the node_modules folder it prints"
     )
-    if not raw:
-        raise FileNotFoundError(f"stage-0 Solidity corpus not given: {fix}")
-    path = Path(raw)
-    if not path.is_dir():
-        raise FileNotFoundError(f"stage-0 Solidity corpus {path} does not exist: {fix}")
-    return path
+    return resolve_path(node_modules, STAGE0_NPM_ENV, "stage-0 Solidity corpus", fix)
 
 
 @dataclass

@@ -82,3 +82,17 @@ def contract_fixture() -> ContractFixture:
         config_from_dict=CodeBCConfig.from_dict,
         make_trainer=_trainer,
     )
+
+
+def write_npm_package(root: Path, name: str, licence: str, files: dict[str, str]) -> Path:
+    """A fake installed npm package under `root` (a `node_modules` folder): `package.json` with `name`, version
+    1.0.0 and `licence`, and `files` (`{relative path: text}`), for the corpus loaders' tests."""
+    import json
+
+    folder = Path(root) / name
+    folder.mkdir(parents=True)
+    (folder / "package.json").write_text(json.dumps({"name": name, "version": "1.0.0", "license": licence}))
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    return folder

@@ -4,7 +4,6 @@ tests) on small folders built here, and Slither over a process pool giving the s
 from __future__ import annotations
 
 import io
-import json
 import logging
 import tarfile
 
@@ -12,23 +11,15 @@ import pytest
 
 from hf_ext.codebc import external
 from hf_ext.codebc.solidity import analyze, analyze_many, toolchain_problem
+from hf_ext.codebc.testing import write_npm_package
 
 logging.getLogger("CryticCompile").setLevel(logging.CRITICAL)
 BODY = "contract {name} {{\n    uint256 public total; // a counter\n    function f() public {{ total = 1; }}\n}}\n"
 
 
-def _package(root, name, licence, files):
-    folder = root / name
-    folder.mkdir(parents=True)
-    (folder / "package.json").write_text(json.dumps({"name": name, "version": "1.0.0", "license": licence}))
-    for rel, text in files.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_text(text)
-
-
 def test_npm_loader_keeps_08_single_pragma_files_with_their_licence(tmp_path, monkeypatch):
     nm = tmp_path / "node_modules"
-    _package(
+    write_npm_package(
         nm,
         "solmate",
         "AGPL-3.0-only",
@@ -40,7 +31,7 @@ def test_npm_loader_keeps_08_single_pragma_files_with_their_licence(tmp_path, mo
             "src/Address.sol": "pragma solidity ^0.8.0;\n" + BODY.format(name="Address"),  # a benchmark name: leaky
         },
     )
-    _package(
+    write_npm_package(
         nm,
         "@openzeppelin/contracts",
         "MIT",

@@ -4,7 +4,6 @@ end to end on a fake `node_modules` folder and a tiny LLaMA."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from hf_ext.codebc import stage0
 from hf_ext.codebc.data import Contract, is_leaky
 from hf_ext.codebc.solidity import toolchain_problem
+from hf_ext.codebc.testing import write_npm_package
 
 needs_solc = pytest.mark.skipif(toolchain_problem() is not None, reason=f"{toolchain_problem()}")
 
@@ -23,15 +23,6 @@ def counter(name: str, k: int) -> str:
         f"        count += x * {k + 1};\n        owed[msg.sender] += x;\n    }}\n\n"
         f"    function reset() external {{\n        count = {k};\n    }}\n}}\n"
     )
-
-
-def _package(root, name, licence, files):
-    folder = root / name
-    folder.mkdir(parents=True)
-    (folder / "package.json").write_text(json.dumps({"name": name, "version": "1.0.0", "license": licence}))
-    for rel, text in files.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_text(text)
 
 
 PERMISSIVE = [f"Counter{k}" for k in range(12)]
@@ -51,11 +42,11 @@ def npm(tmp_path_factory):
         "lib/other/Vendored.sol": counter("Vendored", 5),  # another project's copy inside the package
         "src/copy/Counter0.sol": "// SPDX-License-Identifier: MIT\n" + counter("Counter0", 0),  # duplicate
     })  # fmt: skip
-    _package(nm, "good", "MIT", files)
-    _package(nm, "dual", "(MIT OR Apache-2.0)", {"src/Dual.sol": counter("Dual", 6)})
-    _package(nm, "agpl", "AGPL-3.0-only", {"src/A1.sol": counter("A1", 7), "src/A2.sol": counter("A2", 8)})
-    _package(nm, "busl", "BUSL-1.1", {"src/B1.sol": counter("B1", 9)})
-    _package(nm, "@openzeppelin/contracts", "MIT", {"Pausable.sol": counter("Pausable", 10)})
+    write_npm_package(nm, "good", "MIT", files)
+    write_npm_package(nm, "dual", "(MIT OR Apache-2.0)", {"src/Dual.sol": counter("Dual", 6)})
+    write_npm_package(nm, "agpl", "AGPL-3.0-only", {"src/A1.sol": counter("A1", 7), "src/A2.sol": counter("A2", 8)})
+    write_npm_package(nm, "busl", "BUSL-1.1", {"src/B1.sol": counter("B1", 9)})
+    write_npm_package(nm, "@openzeppelin/contracts", "MIT", {"Pausable.sol": counter("Pausable", 10)})
     return nm
 
 
