@@ -1,0 +1,5 @@
+pragma solidity >=0.8.0;
+
+interface IMessageHandlerV2 {
+    void onMessage(const std::string& message);
+}

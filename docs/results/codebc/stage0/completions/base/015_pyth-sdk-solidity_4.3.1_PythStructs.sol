@@ -1,0 +1,30 @@
+pragma solidity ^0.8.0;
+
+contract PythStructs {
+    const char* name;
+    const char* description;
+    const char* description_type;
+    const char* description_type_name;
+    const char* description_type_name;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_name_type;
+    const char* description_type_

@@ -1,0 +1,30 @@
+pragma solidity ^0.8.0;
+
+interface IRolesBase {
+    int64_t get_id();
+    void set_id(int64_t id);
+    void set_id(int64_t id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);
+    void set_id(const char* id);

@@ -1,0 +1,5 @@
+pragma solidity ^0.8.13;
+
+library LibBytes {
+    use libbytes;
+}

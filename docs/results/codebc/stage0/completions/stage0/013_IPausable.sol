@@ -1,0 +1,4 @@
+pragma solidity ^0.8.0;
+
+interface IPausable {
+    function start(uint256 _target, uint256 _target2, uint256 _target3, uint256 _target4, uint256 _target5, uint256 _target6, uint256 _target7, uint256 _target8, uint256 _target9, uint256 _target10, uint256 _target11, uint256 _target12, uint256 _target13, uint256 _target14, uint256 _target15, uint256 _target16, uint256 _target17, uint256 _target18, uint256 _target19, uint256 _target20, uint256 _target21, uint256 _target22, uint256 _target23, uint256 _target24, uint256 _target25, uint256 _target26, uint256 _target27, uint256 _target28, uint256 _target29, uint256 _target30, uint256 _target
