@@ -35,13 +35,12 @@ def resolve_path(path, env: str, what: str, fix: str | None = None) -> Path:
     """`path`, else `$env`; a missing one is a `FileNotFoundError` naming `what`, the variable and `fix` (how to
     get it) when given."""
     raw = path if path is not None else os.environ.get(env)
+    tail = f"; {fix}" if fix else ""
     if not raw:
-        raise FileNotFoundError(f"{what}: pass a path or set ${env}" + (f"; {fix}" if fix else ""))
+        raise FileNotFoundError(f"{what}: pass a path or set ${env}{tail}")
     p = Path(raw)
     if not p.exists():
-        raise FileNotFoundError(
-            f"{what}: {p} does not exist (set ${env} to the right path)" + (f"; {fix}" if fix else "")
-        )
+        raise FileNotFoundError(f"{what}: {p} does not exist (set ${env} to the right path){tail}")
     return p
 
 

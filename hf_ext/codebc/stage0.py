@@ -35,7 +35,7 @@ import torch
 from transformers import StoppingCriteria, TrainerCallback
 
 from .data import Contract
-from .external import resolve_path
+from .external import npm_files, reject_reason, resolve_path, to_contract
 
 STAGE0_NPM_ENV = "HF_EXT_CODEBC_STAGE0_NPM"
 ALLOWED_LICENCES = ("MIT", "ISC", "Apache-2.0")
@@ -96,8 +96,6 @@ class Stage0Corpus:
 
 def filter_corpus(node_modules: str | os.PathLike | None = None) -> tuple[list[Contract], dict]:
     """The licence-clean, leakage-free 0.8 contracts of `node_modules` (see the module docstring) and the counts."""
-    from .external import npm_files, reject_reason, to_contract
-
     root = resolve_npm(node_modules)
     dropped: Counter = Counter()
     packages: dict[str, dict] = {}
@@ -114,7 +112,7 @@ def filter_corpus(node_modules: str | os.PathLike | None = None) -> tuple[list[C
             reason = "vendored"
         elif not pkg["allowed"]:
             reason = "licence"
-        elif file_spdx(f.raw) is not None and not licence_allowed(file_spdx(f.raw)):
+        elif (spdx := file_spdx(f.raw)) is not None and not licence_allowed(spdx):
             reason = "licence_spdx"
         else:
             reason = reject_reason(f.raw, only_08=True)
@@ -146,10 +144,9 @@ def split_corpus(contracts: Sequence[Contract], heldout_fraction: float) -> tupl
     if not 0.0 < heldout_fraction < 1.0:
         raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
     cut = heldout_fraction * 16**15
-    ordered = sorted(contracts, key=lambda c: (split_key(c.source or ""), c.source or ""))
-    return [c for c in ordered if split_key(c.source or "") >= cut], [
-        c for c in ordered if split_key(c.source or "") < cut
-    ]
+    keyed = sorted(((split_key(c.source or ""), c.source or "", i) for i, c in enumerate(contracts)))
+    train = [contracts[i] for key, _, i in keyed if key >= cut]
+    return train, [contracts[i] for key, _, i in keyed if key < cut]
 
 
 def load_corpus(node_modules: str | os.PathLike | None = None, heldout_fraction: float = 0.1) -> Stage0Corpus:

@@ -217,3 +217,21 @@ def test_bad_knobs_fail_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="--block_size"):
         reproduce.main(["--stage0", "--block_size", "4", "--out", str(tmp_path)])
     assert not any(tmp_path.iterdir())
+
+
+def _evaluation(nll, parses):
+    return {"nll": nll, "completions": [{"parses": p, "compiles": False} for p in parses]}
+
+
+def test_completion_verdicts_need_the_nll_premise():
+    from hf_ext.codebc.reproduce_stage0 import decide
+
+    base = _evaluation([2.0 + 0.01 * i for i in range(20)], [False] * 20)
+    better = _evaluation([1.0 + 0.01 * i for i in range(20)], [True] * 20)
+    verdicts, diffs = decide(base, better)
+    assert [v["verdict"] for v in verdicts] == ["confirmed", "confirmed", "inconclusive"]
+    assert diffs["nll"]["mean"] == pytest.approx(-1.0) and diffs["parse"]["mean"] == pytest.approx(1.0)
+    # the same completions after a stage 0 that made held-out NLL worse: no completion verdict is read
+    worse = _evaluation([3.0 + 0.01 * i for i in range(20)], [True] * 20)
+    verdicts, _ = decide(base, worse)
+    assert [v["verdict"] for v in verdicts] == ["refuted", "premise absent", "premise absent"]
