@@ -83,8 +83,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--gpu",
         action="store_true",
-        help="the paper-scale job for one GPU (SmolLM2, 400 steps a stage, 41 tasks x 5 samples x 400 new tokens); "
-        "run it with --device cuda",
+        help=f"the paper-scale job for one GPU (SmolLM2, {GPU.stage_steps} steps a stage, {GPU.tasks} tasks x "
+        f"{GPU.samples} samples x {GPU.max_new_tokens} new tokens); run it with --device cuda on a machine that also "
+        "has Node.js and solc-js (`hf-ext setup codebc`)",
     )
     p.add_argument(
         "--stage0",

@@ -7,7 +7,7 @@ hf-ext train METHOD [ARGS ...]                # the method's training script (wo
 hf-ext push METHOD --repo_id ID [--from DIR] [--dry_run --out DIR] [--space_repo_id ID] [--allow_untrained]
 hf-ext demo METHOD [--port N]                 # the method's Gradio Space on 127.0.0.1
 hf-ext setup METHOD                           # install a method's external tools (CodeBC: solc-js via npm)
-hf-ext METHOD {reproduce,train} --help        # the method's own scripts
+hf-ext METHOD {reproduce,train} --help        # the method's own scripts (also `hf-ext reproduce METHOD --help`)
 ```
 
 Flags are spelled with underscores, as in transformers and TRL (`--repo_id`); the dashed spelling (`--repo-id`)
@@ -71,6 +71,13 @@ def cmd_reproduce(args, extra: list[str]) -> int:
     methods = [get_method(n) for n in args.methods] if args.methods else _methods()
     failed, times = [], {}
     argv = (["--full"] if args.full else []) + list(extra)
+    if args.help:
+        if len(methods) != 1 or not args.methods:
+            args.print_reproduce_help()
+            return 0
+        require_method(methods[0])
+        methods[0].load("reproduce")(argv + ["--help"])  # argparse prints the method's options and exits
+        return 0
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     if args.jobs > 1 and len(methods) > 1:
@@ -248,7 +255,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the registered methods")
 
-    p = sub.add_parser("reproduce", help="compare each method with its baseline and print the measured numbers")
+    # add_help=False: `hf-ext reproduce METHOD --help` reaches the method's own parser (its real options); with no
+    # method or several, --help prints this parser's help.
+    p = sub.add_parser(
+        "reproduce",
+        help="compare each method with its baseline and print the measured numbers",
+        add_help=False,
+    )
+    p.add_argument("-h", "--help", action="store_true", help="this help; with one METHOD, that method's options")
+    p.set_defaults(print_reproduce_help=p.print_help)
     p.add_argument("methods", nargs="*", help="methods to run (default: all, at quick scale)")
     p.add_argument("--full", action="store_true", help="the complete sweeps instead of the quick scale")
     p.add_argument(

@@ -184,7 +184,7 @@ _BLOCK_TORCH = (
 )
 
 
-@pytest.mark.parametrize("argv", [["list"], ["--help"], ["orca", "--help"]])
+@pytest.mark.parametrize("argv", [["list"], ["--help"], ["reproduce", "--help"], ["orca", "--help"]])
 def test_cli_list_and_help_need_no_torch(argv):
     code = _BLOCK_TORCH + f"from hf_ext.core.cli import main\nsys.argv = ['hf-ext']\nraise SystemExit(main({argv!r}))"
     proc = _run(code, cwd=REPO_ROOT)

@@ -115,3 +115,36 @@ def test_a_bad_thread_count_is_refused_before_any_method_runs(value, monkeypatch
     monkeypatch.setenv("HF_EXT_REPRODUCE_THREADS", value)
     assert cli.main(["reproduce", "amplitudes"]) == 2
     assert "$HF_EXT_REPRODUCE_THREADS must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_reproduce_help_with_one_method_is_that_methods_options(monkeypatch, capsys):
+    """`hf-ext reproduce METHOD --help` hands --help (and the other flags) to the method's own parser, so a user sees
+    the options that method takes; with no method or several, the generic reproduce help, and nothing runs."""
+    from hf_ext.core import cli
+
+    ran = []
+
+    class Spec:
+        name = "fake"
+
+        def load(self, what):
+            return lambda argv: ran.append(argv)
+
+    monkeypatch.setattr(cli, "get_method", lambda name: Spec())
+    monkeypatch.setattr(cli, "require_method", lambda spec: None)
+    assert cli.main(["reproduce", "fake", "--stage0", "--help"]) == 0
+    assert ran == [["--stage0", "--help"]]
+    ran.clear()
+    for argv in (["reproduce", "--help"], ["reproduce", "fake", "fake", "-h"]):
+        assert cli.main(argv) == 0
+        assert "methods to run" in capsys.readouterr().out and ran == []
+
+
+def test_reproduce_help_of_a_real_method_lists_its_own_flags(capsys):
+    from hf_ext.core.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["reproduce", "codebc", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "--stage0" in text and "--gpu" in text and "solc-js" in text
