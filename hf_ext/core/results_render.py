@@ -131,7 +131,7 @@ def _verdict_rows(results: Mapping) -> tuple[list[list[str]], list[str]]:
             else "no interval"
         )
         if d.get("method") == "bootstrap":
-            pairs, per_pair = f"{d['n']} items (bootstrap)", "—"
+            pairs, per_pair = f"{d['n']} (bootstrap interval)", "—"
         else:
             pairs = f"{d['n']} (t)"
             per_pair = " ".join(_num(x) for x in d["per_pair"][:12]) + (" …" if len(d["per_pair"]) > 12 else "")
