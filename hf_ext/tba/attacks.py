@@ -150,7 +150,7 @@ class ObjectiveBase:
     def penalty(self, adv: torch.Tensor) -> torch.Tensor:
         """`λ_q (1 - SSIM(x', x))` per sample (skipped when λ_q = 0: SSIM needs 11-pixel images)."""
         if not self.config.lambda_perceptual:
-            return torch.zeros(adv.shape[0], dtype=adv.dtype)
+            return torch.zeros(adv.shape[0], dtype=adv.dtype, device=adv.device)
         stats = None
         if self.reuse_clean_work:  # the clean images' SSIM statistics do not change from step to step
             if self._clean_stats is None:
@@ -244,7 +244,9 @@ def _loss_grad(loss_fn: Callable, adv: torch.Tensor) -> torch.Tensor:
 
 
 def _random_start(clean: torch.Tensor, eps: float, generator: torch.Generator | None) -> torch.Tensor:
-    return (clean + torch.empty_like(clean).uniform_(-eps, eps, generator=generator)).clamp(0, 1)
+    # Drawn on the CPU (where a seeded torch.Generator lives), then moved: the same start on every device.
+    noise = torch.empty(clean.shape, dtype=clean.dtype).uniform_(-eps, eps, generator=generator)
+    return (clean + noise.to(clean.device)).clamp(0, 1)
 
 
 def fgsm(loss_fn: Callable, clean: torch.Tensor, eps: float, random_start: bool = False,

@@ -38,6 +38,13 @@ def axis_angle_to_matrix(aa: torch.Tensor) -> torch.Tensor:
     return eye + a[..., None] * k + b[..., None] * (k @ k)
 
 
+def body_device(body: torch.nn.Module) -> torch.device:
+    """The device of the body model's tensors (the CPU for a body without any)."""
+    for t in (*body.parameters(), *body.buffers()):
+        return t.device
+    return torch.device("cpu")
+
+
 class BodyModel(torch.nn.Module):
     """Interface of a differentiable body: `forward(params) -> (joints (B, J, 3), vertices (B, V, 3))` in metres.
 
@@ -148,9 +155,10 @@ class ProceduralBody(BodyModel):
         return self.radius.numel()
 
     def sample_params(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        pose = torch.randn(n, self.num_pose, generator=generator) * self.pose_std
+        # Drawn on the CPU (the seeded generator's device), then moved: the same parameters on every device.
+        pose = torch.randn(n, self.num_pose, generator=generator) * self.pose_std.cpu()
         shape = torch.randn(n, self.num_shape, generator=generator).clamp(-2.5, 2.5)
-        return torch.cat([pose, shape], -1)
+        return torch.cat([pose, shape], -1).to(self.pose_std.device)
 
     def _kinematics(self, params: torch.Tensor):
         self.check_params(params)
@@ -258,7 +266,7 @@ class AnnyBody(BodyModel):
         std[0] = torch.tensor([0.12, 0.6, 0.08])  # global orientation: mostly yaw, as the procedural body
         pose = (torch.randn(n, 1 + len(ANNY_POSED_BONES), 3, generator=generator) * std).reshape(n, -1)
         shape = (0.5 + ANNY_SHAPE_SPREAD * torch.randn(n, self.num_shape, generator=generator)).clamp(0.05, 0.95)
-        return torch.cat([pose, shape], -1)
+        return torch.cat([pose, shape], -1).to(body_device(self))
 
     def forward(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         from . import anny_backend
@@ -281,4 +289,4 @@ def build_body(name: str, **kwargs) -> BodyModel:
     raise ValueError(f"unknown body model {name!r}; expected 'procedural' or 'anny'")
 
 
-__all__ = ["AnnyBody", "BodyModel", "ProceduralBody", "axis_angle_to_matrix", "build_body"]
+__all__ = ["AnnyBody", "BodyModel", "ProceduralBody", "axis_angle_to_matrix", "body_device", "build_body"]

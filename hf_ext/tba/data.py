@@ -4,6 +4,7 @@ parameters: the reproduction's test bed)."""
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
@@ -11,13 +12,18 @@ import torch
 
 from hf_ext.core.user_data import Column, DataSchema, UserDataError
 
-from .body import BodyModel
+from .body import BodyModel, body_device
 from .render import render
 
 
 def render_batch(body: BodyModel, n: int, seed: int, image_size: int = 64, chunk: int = 256):
     """`(images (n, 3, S, S) in [0, 1], params (n, P))`: parameters sampled from the body's prior and rendered with
-    random backgrounds and colour jitter; the same seed gives the same data."""
+    random backgrounds and colour jitter; the same seed gives the same data, on whatever device the body is (the
+    renders are made on the CPU, where the seeded generator lives, then moved: a GPU run sees the CPU run's images)."""
+    device = body_device(body)
+    if device.type != "cpu":
+        images, params = render_batch(copy.deepcopy(body).cpu(), n, seed, image_size, chunk)
+        return images.to(device), params.to(device)
     gen = torch.Generator().manual_seed(seed)
     params = body.sample_params(n, gen)
     images = torch.cat([render(body, params[i : i + chunk], gen, image_size) for i in range(0, n, chunk)])

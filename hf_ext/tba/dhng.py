@@ -98,7 +98,7 @@ class DhngNoise:
             self.free["eta_vae"] = torch.zeros_like(self.state["z"])
         if config.use_controlnet:
             self.free["eta_latent"] = torch.zeros_like(self.state["z_t"])
-            self.free["gains"] = torch.ones(b, dhng.num_residuals)
+            self.free["gains"] = torch.ones(b, dhng.num_residuals, device=clean.device)
 
     def __call__(self) -> torch.Tensor:
         c = self.config

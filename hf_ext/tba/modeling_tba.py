@@ -387,8 +387,9 @@ class TbaDhngModel(PreTrainedModel):
         check_pixel_values(pixel_values, self.config.image_size, type(self).__name__)
         posterior = self.vae.encode(pixel_values * 2 - 1).latent_dist
         mu, std = posterior.mean, posterior.std
-        xi = torch.randn(mu.shape, generator=generator, dtype=mu.dtype)
-        xi_t = torch.randn(mu.shape, generator=generator, dtype=mu.dtype)
+        # Drawn on the CPU (a seeded generator's device), then moved: the same noise on every device.
+        xi = torch.randn(mu.shape, generator=generator, dtype=mu.dtype).to(mu.device)
+        xi_t = torch.randn(mu.shape, generator=generator, dtype=mu.dtype).to(mu.device)
         a = self.alpha_bar
         z_t = math.sqrt(a) * mu + math.sqrt(1 - a) * xi_t
         embedding = self.controlnet.controlnet_cond_embedding(pixel_values) if reuse_clean_work else None

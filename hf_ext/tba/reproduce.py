@@ -54,7 +54,7 @@ def _resize(x: torch.Tensor) -> torch.Tensor:
 def _blur(x: torch.Tensor) -> torch.Tensor:
     k1 = torch.exp(-(torch.tensor([-1.0, 0.0, 1.0]) ** 2) / 2)
     k = (k1[:, None] * k1[None, :]) / k1.sum() ** 2
-    weight = k.expand(3, 1, 3, 3).contiguous()
+    weight = k.expand(3, 1, 3, 3).contiguous().to(x.device)
     return F.conv2d(F.pad(x, (1, 1, 1, 1), mode="replicate"), weight, groups=3).clamp(0, 1)
 
 
@@ -528,6 +528,14 @@ def _run(ns, train_args: TbaTrainingArguments) -> dict:
     dhng = AutoModel.from_pretrained(meta["paths"]["dhng"]).eval()
     for v in (*victims.values(), dhng):
         v.requires_grad_(False)
+    # The attacks run on --device: the models and the body move there, the renders follow the body (made on the
+    # CPU, from the same seeds, then moved), so a GPU run attacks the images a CPU run attacks.
+    from hf_ext.core.devices import torch_device
+
+    device = torch_device()
+    body = body.to(device)
+    victims = {k: v.to(device) for k, v in victims.items()}
+    dhng = dhng.to(device)
     by_eps, timings, grad_evals, first, tuned, earlier = {}, [], None, None, {}, {}
     if ns.resume:
         setting = _setting(ns, train_args, meta)
