@@ -233,3 +233,30 @@ def test_tuning_keeps_the_best_of_an_equal_grid_per_arm(setup):
         assert all(r["mpjpe_mm"] > 0 and r["time_s"] > 0 for r in rows)
     assert time_matched_steps({"step_time_s": {"pgd": 0.1, "tba": 1.04}}, 5) == 52
     assert time_matched_steps({"step_time_s": {"pgd": 1.0, "tba": 0.5}}, 5) == 5  # never below the gradient budget
+
+
+def test_random_draws_come_from_the_seeded_cpu_generator_whatever_the_device():
+    """PGD's random start, the body's parameter prior and the DHNG's reparameterisation noise are drawn from the
+    seeded CPU generator and only then moved to the batch's device, so a `--device cuda` run attacks the same images
+    with the same draws as the CPU run: pinned here against the draws made by hand on the CPU."""
+    from hf_ext.tba.attacks import _random_start
+
+    clean = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    by_hand = torch.empty(clean.shape).uniform_(-0.1, 0.1, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(_random_start(clean, 0.1, torch.Generator().manual_seed(5)), (clean + by_hand).clamp(0, 1))
+    body = ProceduralBody()
+    gen = torch.Generator().manual_seed(3)
+    pose = torch.randn(4, body.num_pose, generator=gen) * body.pose_std
+    shape = torch.randn(4, body.num_shape, generator=gen).clamp(-2.5, 2.5)
+    assert torch.equal(body.sample_params(4, torch.Generator().manual_seed(3)), torch.cat([pose, shape], -1))
+    dhng = TbaDhngModel(tiny_dhng_config()).eval()
+    images, _ = render_batch(body, 2, seed=1, image_size=dhng.config.image_size)
+    with torch.no_grad():
+        state = dhng.prepare(images, torch.Generator().manual_seed(7))
+        posterior = dhng.vae.encode(images * 2 - 1).latent_dist
+    mu, std = posterior.mean, posterior.std
+    gen = torch.Generator().manual_seed(7)
+    xi, xi_t = torch.randn(mu.shape, generator=gen), torch.randn(mu.shape, generator=gen)
+    a = dhng.alpha_bar
+    assert torch.allclose(state["z"], mu + std * xi, atol=1e-6)
+    assert torch.allclose(state["z_t"], a**0.5 * mu + (1 - a) ** 0.5 * xi_t, atol=1e-6)
