@@ -52,7 +52,8 @@ def _run_mode(mode: str, root: Path, clients: int, steps: int) -> dict:
     server = subprocess.Popen([sys.executable, "-m", "hf_ext.fl_llama.serve", str(root / "server"), "--tokens",
                                str(root / "tokens" / "server_tokens.json"), "--mode", mode, "--clients",
                                str(clients), "--sync-every", str(max(1, steps // 2)),
-                               "--max-steps", str(steps * clients)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+                               "--max-steps", str(steps * clients), "--output-dir", str(root / f"trained-{mode}")],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         port = next(int(line.split()[1]) for line in server.stdout if line.startswith(READY))
         procs = [
