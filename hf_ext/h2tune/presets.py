@@ -113,8 +113,9 @@ FULL_SEEDS = [0, 1, 2]
 # one round); prompts in SmolLM2's chat template (<= 42 tokens with the answer and EOS, so max_len 48); 3 rounds of
 # 20 local steps of batch 8 on 64 training examples per client and 48 test pairs (of the 50 other clients' pairs);
 # 4 paired seeds; local-only, the pooled ceiling, the adapter-only control and H2Tune. The earlier 2-seed, 24-pair,
-# 3-variant run took 51.8 min on the idle 2-core machine; this one is ~2.7x the federated work (16 runs instead of
-# 6, twice the test pairs): about 2.3 h on 2 cores, so it is a GPU job (`--device cuda`).
+# 3-variant run took 51.8 min on the idle 2-core machine; this one took 2.0 h there with `--workers 2` (2026-12-04:
+# plain-LoRA federations ~11 min, H2Tune-adapter ones ~17 min on one core), so on a CPU it is a run of its own
+# (`--resume` continues one cut short) and on a GPU a job for `--device cuda`.
 PRETRAINED = {
     "client_models": "smollm2,smollm2-L24,smollm2-L28",
     "client_ranks": "8,4,16",
