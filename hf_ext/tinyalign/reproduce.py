@@ -108,6 +108,12 @@ def make_parser() -> argparse.ArgumentParser:
         "baseline vs TinyAlign, 3 paired seeds (its own flags: hf-ext reproduce tinyalign --finetune --help)",
     )
     p.add_argument(
+        "--digits-only",
+        action="store_true",
+        help="with --full: the digits sweep alone, without the fine-tuning axis (its own run, --finetune, and its "
+        "own report)",
+    )
+    p.add_argument(
         "--out", default=str(work_dir("tinyalign")), help="output folder (results.json, loss_curves.png, artifact/)"
     )
     from hf_ext.core.devices import add_device_argument
@@ -374,13 +380,16 @@ def main(argv: list[str] | None = None) -> dict:
     if ns.leakage_ablation is not None:
         run.leakage_ablation = ns.leakage_ablation
     validate_run(run)
+    if ns.digits_only and not run.full:
+        raise ValueError("--digits-only leaves the fine-tuning axis out of --full; without --full there is none")
+    with_finetune_axis = run.full and not ns.digits_only
     run.efficiency_lms = [lm for lm in run.efficiency_lms if lm in run.lm_sizes]
     if 1.0 not in run.fractions:
         run.fractions.append(1.0)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
     print_rules(rules(run))  # stated before anything trains
-    if run.full:  # the fine-tuning axis runs after the digits sweep; its rules are stated now, with these
+    if with_finetune_axis:  # the fine-tuning axis runs after the digits sweep; its rules are stated now, with these
         from .reproduce_finetune import FinetuneRunArguments
         from .reproduce_finetune import rules as finetune_rules
 
@@ -464,7 +473,9 @@ def main(argv: list[str] | None = None) -> dict:
     }
     results["schema_version"] = RESULTS_SCHEMA_VERSION
     results.update(report_fields(results, format_table({**results, "verdict_objects": decided})))
-    if run.full:  # the paper's data-efficiency claim on its own axis (reproduce_finetune), merged in
+    if ns.digits_only:
+        results["command"] = "hf-ext reproduce tinyalign --full --digits-only"
+    if with_finetune_axis:  # the paper's data-efficiency claim on its own axis (reproduce_finetune), merged in
         from .reproduce_finetune import main as finetune_main
 
         tuned = finetune_main(["--out", finetune_run.out])

@@ -6,14 +6,17 @@ bank holds the train split too); seeds paired (same connector init and batch ord
 curve over train fractions. Visual features are computed once per image (the tower is frozen).
 
 Stated before running (printed as [`~hf_ext.core.reporting.VerdictRule`]s, paired over seeds, 95 % t-intervals):
-honest TinyAlign (k4) minus the baseline on test CE (lower is better) and on test token accuracy, margin 0. The k4
+first the premise, that the baseline learns the task (its test class-word accuracy above the image-blind
+training-majority class's, interval above 0; else every claim reads *premise absent*); then honest TinyAlign (k4)
+minus the baseline on test CE (lower is better) and on test token accuracy, margin 0. The k4
 verdict is **confirmed** when both rules are confirmed (k4 better on both with confidence), **refuted** when the test
 CE rule is refuted (the baseline better with confidence), else inconclusive. This replaces the earlier sign rule
 ("better in every paired seed"), which with 3 seeds could confirm an effect whose interval spans zero. Data
 efficiency (k4 at the smallest fraction vs the baseline at 100 %) is a separate rule. `released-k4` is an ablation
 whose training query leaks the answer.
 
-Every finished job is appended to `jobs.jsonl` at once, so a run cut short keeps what it measured.
+Every finished job is appended to `jobs.jsonl` at once, so a run cut short keeps what it measured; the run (or
+`--summarise` of its log) writes `results.json` in the schema the docs render (`hf_ext.core.results_schema`).
 """
 
 from __future__ import annotations
@@ -29,11 +32,22 @@ import torch
 
 from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.paths import work_dir
-from hf_ext.core.reporting import CONFIRMED, REFUTED, VerdictRule, paired_difference, print_rules
+from hf_ext.core.reporting import (
+    CONFIRMED,
+    REFUTED,
+    RESULTS_SCHEMA_VERSION,
+    Premise,
+    VerdictRule,
+    environment,
+    paired_difference,
+    print_rules,
+    write_results,
+)
 
 from .fashion import FASHION_WORDS, load_fashion_captions
 from .metrics import class_word, constant_references, steps_to_threshold
-from .report import references_line, seed_stats, stat_cell
+from .report import seed_stats
+from .report_pretrained import format_table, report_tables
 
 
 @dataclass
@@ -190,8 +204,9 @@ def _batch(processor, rows):
     return batch
 
 
-def summarise(jobs: list[dict]) -> dict:
-    """Per variant at fraction 1: mean ± std over seeds, and paired (same seed) differences against the baseline."""
+def summarise(jobs: list[dict], references: dict) -> dict:
+    """Per variant at fraction 1: mean ± std over seeds, and paired (same seed) differences against the baseline;
+    `references` ([`~hf_ext.tinyalign.metrics.constant_references`]) is what the premise compares the baseline to."""
     full = [j for j in jobs if j["fraction"] == 1.0]
     base = {j["seed"]: j for j in full if j["variant"] == "baseline"}
     rows = {}
@@ -228,7 +243,7 @@ def summarise(jobs: list[dict]) -> dict:
             v: {f: c["mean"] for f, c in d["token_accuracy"].items()} for v, d in efficiency.items()
         },
         "loss_curve": loss_checkpoints(full),
-        "verdict": verdict(rows, jobs),
+        "verdict": verdict(rows, jobs, references),
     }
 
 
@@ -236,8 +251,11 @@ def data_efficiency(jobs: list[dict]) -> dict:
     """Per variant and train fraction, test token accuracy mean ± std over seeds, and the smallest fraction whose
     mean reaches the baseline's 100 %-data mean (the paper: TinyAlign at 40 %); `None` when no fraction does."""
     table: dict[str, dict[str, list[float]]] = {}
+    words: dict[str, dict[str, list[float]]] = {}
     for j in jobs:
         table.setdefault(j["variant"], {}).setdefault(j["fraction"], []).append(j["metrics"]["token_accuracy"])
+        cw = j["metrics"].get("class_word_accuracy", float("nan"))
+        words.setdefault(j["variant"], {}).setdefault(j["fraction"], []).append(cw)
     base = table.get("baseline", {}).get(1.0)
     out = {}
     for variant, by_fraction in table.items():
@@ -245,7 +263,11 @@ def data_efficiency(jobs: list[dict]) -> dict:
         match = None
         if base and len(by_fraction) > 1:
             match = next((f for f, a in sorted(by_fraction.items()) if np.mean(a) >= np.mean(base)), None)
-        out[variant] = {"token_accuracy": cells, "reaches_baseline_full_at": match}
+        out[variant] = {
+            "token_accuracy": cells,
+            "class_word_accuracy": {str(f): seed_stats(a) for f, a in sorted(words[variant].items())},
+            "reaches_baseline_full_at": match,
+        }
     return out
 
 
@@ -261,35 +283,55 @@ def loss_checkpoints(jobs: list[dict], steps=(1, 10, 25, 50, 100, 150, 200, 300,
     return out
 
 
+PREMISE = (
+    "the baseline learns the task: its test class-word accuracy at 100 % beats the image-blind training-majority "
+    "class's (paired over seeds, 95 % interval above 0)"
+)
 RULES = {
+    "premise": VerdictRule(
+        claim="the baseline learns the task: test class-word accuracy above the training-majority class's",
+        metric="test class-word accuracy",
+        margin=0.0,
+    ),
     "test_ce": VerdictRule(
         claim="honest TinyAlign (k4) has a lower test CE than the baseline",
         metric="test CE",
         margin=0.0,
         higher_is_better=False,
+        premise=PREMISE,
     ),
     "token_accuracy": VerdictRule(
         claim="honest TinyAlign (k4) has a higher test token accuracy than the baseline",
         metric="test token accuracy",
         margin=0.0,
+        premise=PREMISE,
     ),
     "data_efficiency": VerdictRule(
         claim="honest TinyAlign (k4) at the smallest train fraction reaches the baseline at 100 %",
         metric="test token accuracy",
         margin=0.0,
+        premise=PREMISE,
     ),
 }
 
 
-def verdict(rows: dict, jobs: list[dict] | None = None) -> dict:
-    """The rules of the module docstring ([`RULES`]) applied to honest k = 4."""
+def verdict(rows: dict, jobs: list[dict] | None, references: dict) -> dict:
+    """The rules of the module docstring ([`RULES`]) applied to honest k = 4: the premise first."""
     row = rows.get("k4", {}).get("paired_minus_baseline")
     if not row:
         return {"k4": "not run"}
+    base = [j for j in jobs or [] if j["variant"] == "baseline" and j["fraction"] == 1.0]
+    reference = references["majority_class_word_accuracy"]
+    d_premise = paired_difference([j["metrics"]["class_word_accuracy"] for j in base], [reference] * len(base))
+    premise_verdict = RULES["premise"].decide(d_premise)
+    premise = Premise(PREMISE, premise_verdict.verdict == CONFIRMED, premise_verdict.reason)
     d_loss = paired_difference(row["test_loss"], [0.0] * len(row["test_loss"]))
     d_acc = paired_difference(row["token_accuracy"], [0.0] * len(row["token_accuracy"]))
-    ce, acc = RULES["test_ce"].decide(d_loss), RULES["token_accuracy"].decide(d_acc)
-    if ce.verdict == CONFIRMED and acc.verdict == CONFIRMED:
+    ce, acc = RULES["test_ce"].decide(d_loss, premise), RULES["token_accuracy"].decide(d_acc, premise)
+    decisions = {"premise": premise_verdict, "test_ce": ce, "token_accuracy": acc}
+    if not premise.passed:
+        word = f"premise absent (baseline − training-majority class on class-word accuracy: {premise_verdict.reason})"
+    elif ce.verdict == CONFIRMED and acc.verdict == CONFIRMED:
         word = "confirmed (lower test CE and higher token accuracy, both with 95 % confidence)"
     elif ce.verdict == REFUTED:
         word = "refuted (the baseline has the lower test CE with 95 % confidence)"
@@ -311,73 +353,58 @@ def verdict(rows: dict, jobs: list[dict] | None = None) -> dict:
                 [small[s]["metrics"]["token_accuracy"] for s in seeds],
                 [base[s]["metrics"]["token_accuracy"] for s in seeds],
             )
-            out["data_efficiency"] = {"fraction": fractions[0], **RULES["data_efficiency"].decide(d).to_dict()}
+            decided = RULES["data_efficiency"].decide(d, premise)
+            out["data_efficiency"] = {"fraction": fractions[0], **decided.to_dict()}
+            decisions["data_efficiency"] = decided
+    out["decisions"] = {k: v.to_dict() for k, v in decisions.items()}
     return out
 
 
-def format_table(summary: dict) -> str:
-    head = [
-        "variant",
-        "n seeds",
-        "final train CE",
-        "test CE",
-        "token acc",
-        "class-word acc",
-        "BLEU",
-        "nbr class match",
-        "paired Δ test CE vs base",
-    ]
-    lines = [" | ".join(head), " | ".join("---" for _ in head)]
-    for variant, row in summary["rows"].items():
+def results_fields(summary: dict, references: dict) -> dict:
+    """The schema fields of `results.json` (`hf_ext.core.results_schema`): rules, verdicts, report, headline."""
+    return {
+        "rules": {name: rule.to_dict() for name, rule in RULES.items()},
+        "verdicts": summary["verdict"].get("decisions", {}),
+        "report": report_tables(summary, references),
+        "headline": f"k4 overall: {summary['verdict']['k4']}",
+        "references": references,
+    }
 
-        def cell(k, d=3):
-            return stat_cell(row[k], digits=d) if k in row else "-"
 
-        delta = row.get("paired_minus_baseline", {}).get("test_loss")
-        lines.append(
-            " | ".join(
-                [
-                    variant,
-                    str(row["test_loss"]["n"]),
-                    cell("final_train_loss"),
-                    cell("test_loss"),
-                    cell("token_accuracy"),
-                    cell("class_word_accuracy"),
-                    cell("bleu", 1),
-                    cell("neighbour_class_match"),
-                    ",".join(f"{d:+.3f}" for d in delta) if delta else "-",
-                ]
-            )
-        )
-    eff = summary["data_efficiency_token_accuracy"]
-    if any(len(d) > 1 for d in eff.values()):
-        lines.append(
-            "\ndata efficiency (test token accuracy by train fraction): "
-            + "; ".join(
-                f"{v}: " + ", ".join(f"{float(f):.0%} {a:.3f}" for f, a in sorted(d.items())) for v, d in eff.items()
-            )
-        )
-        for v, d in summary.get("data_efficiency", {}).items():
-            if v != "baseline" and len(d["token_accuracy"]) > 1:
-                at = d["reaches_baseline_full_at"]
-                lines.append(
-                    f"{v} reaches the baseline's 100 % token accuracy at: "
-                    + (f"{at:.0%} of the train split" if at is not None else "no fraction")
-                )
-    if summary.get("references"):
-        lines.append(references_line(summary["references"]))
-    v = summary.get("verdict", {})
-    for key, label in (("paired_test_ce", "test CE"), ("paired_token_accuracy", "token acc")):
-        if key in v:
-            d = v[key]
-            interval = "no interval" if d["ci_low"] is None else f"[{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
-            lines.append(f"k4 - baseline, paired {label}: {d['mean']:+.3f} (n = {d['n']}, 95 % {interval})")
-    if "data_efficiency" in v:
-        e = v["data_efficiency"]
-        lines.append(f"data efficiency (k4 at {e['fraction']:.0%} vs baseline at 100 %): {e['verdict'].upper()}")
-    if v:
-        lines.append(f"verdict (rule stated beforehand, k4): {v['k4']}")
-    return "\n".join(lines)
+def write_run_results(run: PretrainedRunArguments, done: list[dict], references: dict, data_sizes: dict, **extra):
+    """`OUT/results.json` of the finished (or summarised) jobs; returns it with the printed table."""
+    summary = summarise(done, references)
+    defaults = asdict(PretrainedRunArguments())
+    results = {
+        "method": "tinyalign",
+        "scale": "pretrained",
+        "command": "hf-ext reproduce tinyalign --pretrained"
+        + "".join(
+            f" --{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in asdict(run).items()
+            if k not in ("out", "threads") and v != defaults[k]
+        ),
+        "settings": asdict(run),
+        "data": {
+            "source": "Fashion-MNIST (Debian dataset-fashion-mnist), captions = class + measured "
+            "brightness, width, area terciles",
+            **data_sizes,
+        },
+        "frozen_parts": {
+            "vision": "EfficientNet-Lite0 ImageNet (64 px, 4 tokens x 1280)",
+            "lm": "SmolLM2-135M-Instruct",
+        },
+        **summary,
+        **results_fields(summary, references),
+        "jobs": [{k: j[k] for k in ("variant", "seed", "fraction", "metrics", "steps", "seconds")} for j in done],
+        "environment": environment(),
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        **extra,
+    }
+    write_results(Path(run.out) / "results.json", results)
+    table = format_table({**summary, "references": references})
+    print(table)
+    return {**results, "table": table}
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -407,24 +434,31 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict:
     ns = vars(make_parser().parse_args(argv))
     ns.pop("pretrained")
-    if ns.pop("summarise"):
-        log = Path(ns["out"]) / "jobs.jsonl"
-        if not log.is_file():
-            raise FileNotFoundError(f"--summarise needs {log} (written by a pretrained run with this --out)")
-        summary = summarise([json.loads(line) for line in log.read_text().splitlines() if line.strip()])
-        print(format_table(summary))
-        return summary
+    summarise_only = ns.pop("summarise")
     run = PretrainedRunArguments(**ns)
+    out = Path(run.out)
+    if summarise_only:  # a run cut short (or its seeds run apart): results.json from what its log holds
+        log, refs = out / "jobs.jsonl", out / "references.json"
+        for need in (log, refs):
+            if not need.is_file():
+                raise FileNotFoundError(f"--summarise needs {need} (written by a pretrained run with this --out)")
+        done = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        saved = json.loads(refs.read_text())
+        return write_run_results(run, done, saved["references"], saved["data_sizes"], summarised_from=str(log))
     check_run(run)
     print_rules(RULES)  # stated before anything loads or trains
     torch.set_num_threads(run.threads)
-    out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
     from .pretrained_parts import add_vision_features, load_frozen_parts, pretrained_tinyalign
 
     start = time.perf_counter()
     parts = load_frozen_parts()
     data = load_fashion_captions(n_memory=run.n_memory, n_train=run.n_train, n_test=run.n_test, seed=0)
+    # what a captioner that ignores the image scores on test, every choice made on the train split (the premise's
+    # reference), kept beside the log so that --summarise needs no data
+    references = constant_references(data["train"]["caption"], data["test"]["caption"], FASHION_WORDS)
+    data_sizes = {k: len(v) for k, v in data.items()}
+    write_results(out / "references.json", {"references": references, "data_sizes": data_sizes})
     probe, processor = pretrained_tinyalign(parts, use_retrieval=False)
     data = {name: add_vision_features(probe, processor, split) for name, split in data.items()}
     del probe
@@ -448,33 +482,7 @@ def main(argv: list[str] | None = None) -> dict:
             + ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items()),
             flush=True,
         )
-    summary = summarise(done)
-    import os
-
-    results = {
-        "method": "tinyalign",
-        "scale": "pretrained",
-        "settings": asdict(run),
-        "data": {
-            "source": "Fashion-MNIST (Debian dataset-fashion-mnist), captions = class + measured "
-            "brightness, width, area terciles",
-            **{k: len(v) for k, v in data.items()},
-        },
-        "frozen_parts": {
-            "vision": "EfficientNet-Lite0 ImageNet (64 px, 4 tokens x 1280)",
-            "lm": "SmolLM2-135M-Instruct",
-        },
-        **summary,
-        # what a captioner that ignores the image scores on test, every choice made on the train split
-        "references": constant_references(data["train"]["caption"], data["test"]["caption"], FASHION_WORDS),
-        "seconds": round(time.perf_counter() - start, 1),
-        "load_average": list(os.getloadavg()),
-    }
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    table = format_table({**summary, "references": results["references"]})
-    print(table)
-    results["table"] = table
-    return results
+    return write_run_results(run, done, references, data_sizes, seconds=round(time.perf_counter() - start, 1))
 
 
 if __name__ == "__main__":

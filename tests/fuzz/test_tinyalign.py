@@ -241,6 +241,7 @@ CASES = [
     BadInput("reproduce --fractions nan", lambda: _reproduce("--fractions", "nan"), r"--fractions must lie in"),
     BadInput("reproduce --epochs 0", lambda: _reproduce("--epochs", "0"), r"--epochs must be > 0"),
     BadInput("reproduce --workers 0", lambda: _reproduce("--workers", "0"), r"--workers must be >= 1"),
+    BadInput("reproduce --digits-only alone", lambda: _reproduce("--digits-only"), r"--digits-only .* without --full"),
     # strict config fields (construction and load), issue 38
     BadInput(
         "config num_image_tokens='4'", lambda: tiny_config(num_image_tokens="4"), r"num_image_tokens must be an integer"
