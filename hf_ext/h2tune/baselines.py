@@ -181,26 +181,37 @@ def apply_flora(
     model, stacked: Mapping[str, np.ndarray], adapter: str = "default", seed: int = 0, group: str = ""
 ) -> None:
     """FLoRA's client step: add the global ΔW = B_stack·A_stack of each of its modules (those of its base `group`)
-    into the base weight, then restart the LoRA factors (A re-drawn as PEFT initialises it, B = 0), so the next round
-    trains a fresh adapter on the updated base."""
+    into the base weight ([`merge_flora`]), then restart the LoRA factors (A re-drawn as PEFT initialises it, B = 0),
+    so the next round trains a fresh adapter on the updated base."""
     import math
 
+    for module, a, b in merge_flora(model, stacked, adapter, group):
+        gen = torch.Generator().manual_seed(seed)
+        bound = 1.0 / math.sqrt(a.shape[1])  # kaiming_uniform(a=√5) on A, as PEFT's default LoRA init
+        a.copy_(torch.empty(a.shape).uniform_(-bound, bound, generator=gen).to(a.dtype))
+        b.zero_()
+
+
+@torch.no_grad()
+def merge_flora(model, stacked: Mapping[str, np.ndarray], adapter: str = "default", group: str = "") -> list:
+    """Adds the global ΔW = B_stack·A_stack of each of the model's LoRA modules (those of its base `group`) into the
+    module's base weight; returns `(module, A, B)` of the modules it changed. A client rebuilt from its base (a
+    Flower ClientApp, every round) replays the merges of the earlier rounds with this, in their order."""
     group_prefix = f"{group}/" if group else ""
+    changed = []
     for name, module in model.named_modules():
         if not (hasattr(module, "lora_A") and adapter in getattr(module, "lora_A", {})):
             continue
         layer, slot = module_slot(name)
         a, b = module.lora_A[adapter].weight, module.lora_B[adapter].weight
-        group = f"{group_prefix}{layer}:{slot}:{a.shape[1]}x{b.shape[0]}"
-        if f"A:{group}" not in stacked:
+        key = f"{group_prefix}{layer}:{slot}:{a.shape[1]}x{b.shape[0]}"
+        if f"A:{key}" not in stacked:
             continue
-        delta = torch.from_numpy(np.asarray(stacked[f"B:{group}"]) @ np.asarray(stacked[f"A:{group}"]))
+        delta = torch.from_numpy(np.asarray(stacked[f"B:{key}"]) @ np.asarray(stacked[f"A:{key}"]))
         weight = module.get_base_layer().weight
         weight += (delta.T if module.fan_in_fan_out else delta).to(weight.dtype)
-        gen = torch.Generator().manual_seed(seed)
-        bound = 1.0 / math.sqrt(a.shape[1])  # kaiming_uniform(a=√5) on A, as PEFT's default LoRA init
-        a.copy_(torch.empty(a.shape).uniform_(-bound, bound, generator=gen).to(a.dtype))
-        b.zero_()
+        changed.append((module, a, b))
+    return changed
 
 
 @torch.no_grad()

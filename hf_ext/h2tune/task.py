@@ -200,6 +200,9 @@ class H2TuneClient:
         self.prev_t: dict[str, torch.Tensor] | None = None  # T at the end of the previous round
         self.global_tensor: torch.Tensor | None = None  # G downloaded this round (P_c's task gradient goes through it)
         self.rounds_done = 0
+        # FLoRA: the global ΔW factors merged into the base so far, in order. They are part of the client's state (a
+        # Flower ClientApp is rebuilt from its base every round and replays them), never sent anywhere.
+        self.flora_merged: list[dict[str, np.ndarray]] = []
 
     @property
     def num_layers(self) -> int:
@@ -218,11 +221,15 @@ class H2TuneClient:
             return {}
         if self.run.mode == "h2tune":
             g = torch.from_numpy(np.array(incoming["g"], dtype=np.float32)) if incoming and "g" in incoming else None
-            return {"g": self.fit(g).numpy().astype(np.float32)}
+            g_c = self.fit(g).numpy().astype(np.float32)
+            self.rounds_done += 1
+            return {"g": g_c}
         if self.run.mode == "hetlora" and incoming:
             load_hetlora(self.model, incoming, group=self.group)
         if self.run.mode == "flora" and incoming:  # merge the stacked global ΔW into the base, restart the LoRA
             apply_flora(self.model, incoming, seed=self.run.seed * 100 + self.rounds_done, group=self.group)
+            prefix = f"{self.group}/" if self.group else ""
+            self.flora_merged.append({k: v for k, v in incoming.items() if k[2:].startswith(prefix)})
         self.train_local()
         self.rounds_done += 1
         if self.run.mode == "local":
@@ -307,6 +314,9 @@ class H2TuneClient:
         state["relation.weight"] = self.relation.weight.detach().cpu().numpy()
         for name, t in (self.prev_t or {}).items():
             state[f"prev_t:{name}"] = t.cpu().numpy()
+        state["rounds_done"] = np.array(self.rounds_done, dtype=np.int64)
+        for i, merged in enumerate(self.flora_merged):
+            state.update({f"flora_merged:{i}:{k}": np.asarray(v) for k, v in merged.items()})
         return state
 
     def load_state_arrays(self, state) -> None:
@@ -318,6 +328,18 @@ class H2TuneClient:
             self.relation.weight.copy_(state.pop("relation.weight"))
         prev = {k.split(":", 1)[1]: state.pop(k) for k in [k for k in state if k.startswith("prev_t:")]}
         self.prev_t = prev or None
+        if "rounds_done" in state:
+            self.rounds_done = int(state.pop("rounds_done"))
+        merged: dict[int, dict[str, np.ndarray]] = {}
+        for key in [k for k in state if k.startswith("flora_merged:")]:
+            _, i, name = key.split(":", 2)
+            merged.setdefault(int(i), {})[name] = state.pop(key).numpy()
+        if merged:  # FLoRA: the base was rebuilt unmerged; replay the earlier rounds' ΔW in their order
+            from .baselines import merge_flora
+
+            self.flora_merged = [merged[i] for i in sorted(merged)]
+            for stacked in self.flora_merged:
+                merge_flora(self.model, stacked, group=self.group)
         result = set_peft_model_state_dict(self.model, state)
         if result.unexpected_keys:
             raise ValueError(f"client state has unexpected keys {list(result.unexpected_keys)[:5]}")

@@ -167,13 +167,15 @@ def _assert_same_run(a: dict, b: dict):
         np.testing.assert_allclose(a["final_message"][key], b["final_message"][key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
-@pytest.mark.parametrize("variant", ["h2tune", "hetlora", "adapter-only"])
+@pytest.mark.parametrize("variant", ["h2tune", "hetlora", "adapter-only", "flora"])
 def test_flower_apps_reproduce_the_in_process_run(variant):
     """The reproduction's in-process loop and the Flower apps are the same computation (same G / HetLoRA means; for
-    the adapter-only control, a ClientApp rebuilt from its saved state each round keeps its own M̃, as in-process)."""
+    the adapter-only control, a ClientApp rebuilt from its saved state each round keeps its own M̃, as in-process;
+    for FLoRA, a rebuilt client keeps every global ΔW merged into its base so far, which takes three rounds to
+    see: the round-2 merge is lost only when round 3 rebuilds the base)."""
     from hf_ext.h2tune.reproduce import run_variant, run_variant_flower
 
-    run = RunConfig(rounds=2, local_steps=2, num_train=16, num_test=8, batch_size=8)
+    run = RunConfig(rounds=3 if variant == "flora" else 2, local_steps=2, num_train=16, num_test=8, batch_size=8)
     inproc = run_variant(variant, run)
     flower = run_variant_flower(variant, run, engine="local")
     _assert_same_run(inproc, flower)
