@@ -138,6 +138,9 @@ def run_variant(variant: str, run: RunConfig) -> dict:
     return {"accuracy": acc, "bytes_sent_per_round": bytes_per_round, "clients": clients, "final_message": message}
 
 
+REPRODUCE_ROUND_TIMEOUT_S = 86_400.0
+
+
 def run_variant_flower(variant: str, run: RunConfig, engine: str = "simulation") -> dict:
     """One federated run of `variant` through the Flower apps (`server_app.app`, `client_app.app`): on Flower's
     simulation engine (Ray, `engine="simulation"`) or in-process (`engine="local"`). Same result format as
@@ -149,7 +152,10 @@ def run_variant_flower(variant: str, run: RunConfig, engine: str = "simulation")
 
     run = run.for_variant(variant)
     n = len(run.clients)
-    config = {**run.to_run_config(), "min-nodes": n}
+    # Every client must answer every round for the run to be the in-process computation. The per-round timeout is
+    # a deployment's guard against a dead node; here all nodes share one machine, and Ray runs its actors at a lower
+    # priority, so on a busy machine a round can take far longer than a deployment would wait (600 s): a day.
+    config = {**run.to_run_config(), "min-nodes": n, "timeout": max(run.timeout, REPRODUCE_ROUND_TIMEOUT_S)}
     if engine == "simulation":
         state = run_simulation(server_app, client_app, num_supernodes=n, run_config=config)
     elif engine == "local":
@@ -159,6 +165,13 @@ def run_variant_flower(variant: str, run: RunConfig, engine: str = "simulation")
     else:
         raise ValueError(f"unknown engine {engine!r}; use 'simulation' or 'local'")
     per = dict(state["client-accuracy"])
+    missing = [f"round {r}: {c.name}" for r in range(1, run.rounds + 1) for i, c in enumerate(run.clients)
+               if f"{r}:{i}" not in per]  # fmt: skip
+    if missing:  # a round aggregated without a client: not the computation the reproduction compares
+        raise RuntimeError(
+            f"{variant} seed {run.seed} on the {engine} engine: no accepted reply from " + "; ".join(missing)
+            + " (timed out, failed or rejected: see the server log); rerun it (`--resume` keeps the finished runs)"
+        )  # fmt: skip
     acc = {c.name: [float(per[f"{r}:{i}"]) for r in range(1, run.rounds + 1)] for i, c in enumerate(run.clients)}
     sent = dict(state["bytes-received"])
     final = {k: v.numpy() for k, v in state["arrays"].items()} if "arrays" in state else None

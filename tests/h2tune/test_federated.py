@@ -191,3 +191,25 @@ def test_simulation_engine_reproduces_the_in_process_run():
 
     run = RunConfig(rounds=2, local_steps=2, num_train=16, num_test=8, batch_size=8)
     _assert_same_run(run_variant("h2tune", run), run_variant_flower("h2tune", run, engine="simulation"))
+
+
+def test_a_flower_reproduction_refuses_a_round_that_lost_a_client(monkeypatch):
+    """A round aggregated without one client's reply (timed out on a busy machine: Ray runs its actors at a lower
+    priority) is not the computation the reproduction compares: the run stops, naming the round and the client,
+    instead of reporting the federation; and the simulation's rounds wait a day, not a deployment's 600 s."""
+    from flwr.app import MetricRecord
+
+    from hf_ext.core import federated
+    from hf_ext.h2tune.reproduce import REPRODUCE_ROUND_TIMEOUT_S, run_variant_flower
+
+    seen = {}
+
+    def fake_run_local(server_app, client_app, num_nodes, run_config, node_configs):
+        seen["timeout"] = run_config["timeout"]
+        accuracy = {f"{r}:{c}": 0.5 for r in (1, 2) for c in range(num_nodes) if (r, c) != (1, 2)}
+        return {"client-accuracy": MetricRecord(accuracy), "bytes-received": MetricRecord({"1": 0, "2": 0})}
+
+    monkeypatch.setattr(federated, "run_local", fake_run_local)
+    with pytest.raises(RuntimeError, match=r"local-only seed 0 on the local engine: no accepted reply from round 1: "):
+        run_variant_flower("local-only", RunConfig(rounds=2), engine="local")
+    assert seen["timeout"] == REPRODUCE_ROUND_TIMEOUT_S
