@@ -104,7 +104,7 @@ QUICK_SEEDS = [0, 1, 2, 3]
 QUICK_VARIANTS = ["local-only", "pooled", "adapter-only", "h2tune"]
 
 # --full: every variant (HetLoRA, FLoRA, the three ablations, the adapter-only control), 3 rounds x 300 steps, on
-# Flower's simulation engine: 27 federations in 1,994 s on the idle 2-core machine (2026-12-05)
+# Flower's simulation engine: 27 federations in 1,994 s on the nearly idle 2-core machine (2026-12-05)
 FULL = {"rounds": 3, "local_steps": 300, "pretrain_steps": 300}
 FULL_SEEDS = [0, 1, 2]
 
