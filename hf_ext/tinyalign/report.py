@@ -10,6 +10,9 @@ import numpy as np
 
 from hf_ext.core.reporting import summarize
 
+# the caption metrics of every TinyAlign table, in order (final train CE ... retrieved neighbours' class match)
+METRIC_COLUMNS = ("final train CE", "test CE", "token acc", "class-word acc", "BLEU", "nbr class match")
+
 
 def seed_stats(values) -> dict:
     """`{"mean", "std", "n"}` of the finite `values` (one per seed): the mean and the **sample** SD (ddof = 1, `nan`
@@ -102,12 +105,7 @@ def format_table(results: dict) -> str:
         "variant",
         "stage-1 token acc",
         "stage-1 class-word",
-        "final train CE",
-        "test CE",
-        "token acc",
-        "class-word acc",
-        "BLEU",
-        "nbr class match",
+        *METRIC_COLUMNS,
         "steps to base CE",
     ]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]

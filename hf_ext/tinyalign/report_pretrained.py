@@ -3,19 +3,14 @@ tables of its `results.json`, from `reproduce_pretrained.summarise`'s output. No
 
 from __future__ import annotations
 
-from .report import references_line, stat_cell
+from .report import METRIC_COLUMNS, references_line, stat_cell
 
 
 def format_table(summary: dict) -> str:
     head = [
         "variant",
         "n seeds",
-        "final train CE",
-        "test CE",
-        "token acc",
-        "class-word acc",
-        "BLEU",
-        "nbr class match",
+        *METRIC_COLUMNS,
         "paired Δ test CE vs base",
     ]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
@@ -105,12 +100,7 @@ def report_tables(summary: dict, references: dict) -> list[dict]:
         [
             "variant",
             "seeds",
-            "final train CE",
-            "test CE",
-            "token acc",
-            "class-word acc",
-            "BLEU",
-            "nbr class match",
+            *METRIC_COLUMNS,
             "Δ test CE per seed",
             "Δ token acc per seed",
             "steps to baseline's final train CE",
