@@ -53,8 +53,9 @@ from .report_pretrained import format_table, report_tables
 @dataclass
 class PretrainedRunArguments:
     """Scale of the pretrained run. Defaults: the measured grid (3 seeds × 4 variants, 4 train fractions for the
-    baseline and k = 4, 150 stage-1 steps at 100 %): 4,562 s on one torch thread on a loaded 2-core machine, about
-    35-40 min on an idle one with both threads (from the measured per-step times; README).
+    baseline and k = 4, 150 stage-1 steps at 100 %): 4,487 s on one torch thread on a 2-core machine shared with other
+    runs for its first hour (2026-12-05), about 35-40 min on an idle one with both threads (from the measured
+    per-step times; method page).
     The learning rate 3e-3 was chosen on the baseline (1e-3 gave class-word accuracy 0.25, 3e-3 0.64 at 150 steps,
     seed 0) and is used for every variant."""
 
