@@ -179,24 +179,27 @@ def flora_stack(
 @torch.no_grad()
 def apply_flora(
     model, stacked: Mapping[str, np.ndarray], adapter: str = "default", seed: int = 0, group: str = ""
-) -> None:
+) -> dict[str, np.ndarray]:
     """FLoRA's client step: add the global ΔW = B_stack·A_stack of each of its modules (those of its base `group`)
     into the base weight ([`merge_flora`]), then restart the LoRA factors (A re-drawn as PEFT initialises it, B = 0),
-    so the next round trains a fresh adapter on the updated base."""
+    so the next round trains a fresh adapter on the updated base. Returns the entries of `stacked` it merged."""
     import math
 
-    for module, a, b in merge_flora(model, stacked, adapter, group):
+    merged = {}
+    for key, a, b in merge_flora(model, stacked, adapter, group):
         gen = torch.Generator().manual_seed(seed)
         bound = 1.0 / math.sqrt(a.shape[1])  # kaiming_uniform(a=√5) on A, as PEFT's default LoRA init
         a.copy_(torch.empty(a.shape).uniform_(-bound, bound, generator=gen).to(a.dtype))
         b.zero_()
+        merged.update({f"A:{key}": stacked[f"A:{key}"], f"B:{key}": stacked[f"B:{key}"]})
+    return merged
 
 
 @torch.no_grad()
 def merge_flora(model, stacked: Mapping[str, np.ndarray], adapter: str = "default", group: str = "") -> list:
     """Adds the global ΔW = B_stack·A_stack of each of the model's LoRA modules (those of its base `group`) into the
-    module's base weight; returns `(module, A, B)` of the modules it changed. A client rebuilt from its base (a
-    Flower ClientApp, every round) replays the merges of the earlier rounds with this, in their order."""
+    module's base weight; returns `(key, A, B)` of the modules it changed (`key` without its `A:` / `B:`). A client
+    rebuilt from its base (a Flower ClientApp, every round) replays the earlier rounds' merges with this, in order."""
     group_prefix = f"{group}/" if group else ""
     changed = []
     for name, module in model.named_modules():
@@ -210,7 +213,7 @@ def merge_flora(model, stacked: Mapping[str, np.ndarray], adapter: str = "defaul
         delta = torch.from_numpy(np.asarray(stacked[f"B:{key}"]) @ np.asarray(stacked[f"A:{key}"]))
         weight = module.get_base_layer().weight
         weight += (delta.T if module.fan_in_fan_out else delta).to(weight.dtype)
-        changed.append((module, a, b))
+        changed.append((key, a, b))
     return changed
 
 

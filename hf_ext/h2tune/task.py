@@ -227,9 +227,8 @@ class H2TuneClient:
         if self.run.mode == "hetlora" and incoming:
             load_hetlora(self.model, incoming, group=self.group)
         if self.run.mode == "flora" and incoming:  # merge the stacked global ΔW into the base, restart the LoRA
-            apply_flora(self.model, incoming, seed=self.run.seed * 100 + self.rounds_done, group=self.group)
-            prefix = f"{self.group}/" if self.group else ""
-            self.flora_merged.append({k: v for k, v in incoming.items() if k[2:].startswith(prefix)})
+            seed = self.run.seed * 100 + self.rounds_done
+            self.flora_merged.append(apply_flora(self.model, incoming, seed=seed, group=self.group))
         self.train_local()
         self.rounds_done += 1
         if self.run.mode == "local":
