@@ -10,8 +10,29 @@ import numpy as np
 
 from hf_ext.core.reporting import summarize
 
-# the caption metrics of every TinyAlign table, in order (final train CE ... retrieved neighbours' class match)
+# the caption metrics of every TinyAlign table, in order (final train CE ... retrieved neighbours' class match):
+# their keys in a run's metrics and their column names
+METRICS = ("final_train_loss", "test_loss", "token_accuracy", "class_word_accuracy", "bleu", "neighbour_class_match")
 METRIC_COLUMNS = ("final train CE", "test CE", "token acc", "class-word acc", "BLEU", "nbr class match")
+
+
+def metric_cells(stats: dict) -> list[str]:
+    """The [`METRICS`] cells of one table row from `{metric: seed_stats}` (BLEU to one decimal, "-" for a metric the
+    row does not have)."""
+    return [stat_cell(stats[k], digits=1 if k == "bleu" else 3) if k in stats else "-" for k in METRICS]
+
+
+def flags_command(prefix: str, run, skip: tuple[str, ...] = ("out",)) -> str:
+    """`prefix` plus a `--flag value` for each field of the `run` dataclass that differs from its default (lists
+    space-separated), less `skip`: the command as a user would type it to get this run."""
+    from dataclasses import asdict
+
+    defaults = asdict(type(run)())
+    return prefix + "".join(
+        f" --{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+        for k, v in asdict(run).items()
+        if k not in skip and v != defaults[k]
+    )
 
 
 def seed_stats(values) -> dict:
@@ -112,9 +133,6 @@ def format_table(results: dict) -> str:
     for row in results["rows"]:
         m = row["metrics"]
 
-        def cell(k, scale=1.0, d=3):
-            return stat_cell(m[k], scale, d)
-
         steps = ",".join("-" if s is None else str(s) for s in row["steps_to_baseline_final_loss"])
         s1 = row["stage1_metrics"]
         lines.append(
@@ -124,12 +142,7 @@ def format_table(results: dict) -> str:
                     row["variant"],
                     stat_cell(s1["token_accuracy"]),
                     stat_cell(s1["class_word_accuracy"]),
-                    cell("final_train_loss"),
-                    cell("test_loss"),
-                    cell("token_accuracy"),
-                    cell("class_word_accuracy"),
-                    cell("bleu", 1, 1),
-                    cell("neighbour_class_match"),
+                    *metric_cells(m),
                     steps,
                 ]
             )

@@ -3,7 +3,7 @@ tables of its `results.json`, from `reproduce_pretrained.summarise`'s output. No
 
 from __future__ import annotations
 
-from .report import METRIC_COLUMNS, references_line, stat_cell
+from .report import METRIC_COLUMNS, metric_cells, references_line, stat_cell
 
 
 def format_table(summary: dict) -> str:
@@ -15,22 +15,13 @@ def format_table(summary: dict) -> str:
     ]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for variant, row in summary["rows"].items():
-
-        def cell(k, d=3):
-            return stat_cell(row[k], digits=d) if k in row else "-"
-
         delta = row.get("paired_minus_baseline", {}).get("test_loss")
         lines.append(
             " | ".join(
                 [
                     variant,
                     str(row["test_loss"]["n"]),
-                    cell("final_train_loss"),
-                    cell("test_loss"),
-                    cell("token_accuracy"),
-                    cell("class_word_accuracy"),
-                    cell("bleu", 1),
-                    cell("neighbour_class_match"),
+                    *metric_cells(row),
                     ",".join(f"{d:+.3f}" for d in delta) if delta else "-",
                 ]
             )
@@ -79,18 +70,7 @@ def report_tables(summary: dict, references: dict) -> list[dict]:
         paired = row.get("paired_minus_baseline", {})
         steps = row.get("steps_to_baseline_final_loss")
         rows.append(
-            [variant, row["test_loss"]["n"]]
-            + [
-                stat_cell(row[k], digits=1 if k == "bleu" else 3) if k in row else "-"
-                for k in (
-                    "final_train_loss",
-                    "test_loss",
-                    "token_accuracy",
-                    "class_word_accuracy",
-                    "bleu",
-                    "neighbour_class_match",
-                )
-            ]  # fmt: skip
+            [variant, row["test_loss"]["n"], *metric_cells(row)]
             + [per_seed(paired["test_loss"]) if paired else "-", per_seed(paired["token_accuracy"]) if paired else "-"]
             + [", ".join("-" if n is None else str(n) for n in steps) if steps else "-"]
         )

@@ -36,11 +36,9 @@ from .evaluation import evaluate_captions
 from .metrics import class_word, constant_references, steps_to_threshold
 from .modeling_tinyalign import TinyAlignForConditionalGeneration
 from .processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
-from .report import format_table, plot_curves, report_fields, seed_stats
+from .report import METRICS, format_table, plot_curves, report_fields, seed_stats
 from .train import run_arguments
 from .trainer import make_trainer
-
-METRICS = ("final_train_loss", "test_loss", "token_accuracy", "class_word_accuracy", "bleu", "neighbour_class_match")
 
 
 @dataclass

@@ -45,7 +45,7 @@ from hf_ext.core.reporting import (
 )
 from hf_ext.core.run_log import append_record, read_records
 
-from .report import references_line, seed_stats, stat_cell
+from .report import flags_command, references_line, seed_stats, stat_cell
 
 SPLITS = ("memory", "stage1", "finetune", "validation", "test")
 LORA_TARGETS = ("q_proj", "v_proj")
@@ -529,12 +529,7 @@ def _write(run, stage1, rows, data, seconds: float, logs: list[str] | None = Non
         "method": "tinyalign",
         # its own scale (docs/results/tinyalign/finetune/): `--full` merges these fields into the full results
         "scale": "finetune",
-        "command": "hf-ext reproduce tinyalign --finetune"
-        + "".join(
-            f" --{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-            for k, v in asdict(run).items()
-            if k != "out" and v != getattr(FinetuneRunArguments(), k)
-        )
+        "command": flags_command("hf-ext reproduce tinyalign --finetune", run)
         + (" (cells logged by --log-only runs, summarised with --summarise)" if logs else ""),
         "settings": asdict(run),
         "data": {

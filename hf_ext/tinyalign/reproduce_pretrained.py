@@ -46,7 +46,7 @@ from hf_ext.core.reporting import (
 
 from .fashion import FASHION_WORDS, load_fashion_captions
 from .metrics import class_word, constant_references, steps_to_threshold
-from .report import seed_stats
+from .report import flags_command, seed_stats
 from .report_pretrained import format_table, report_tables
 
 
@@ -321,9 +321,9 @@ def verdict(rows: dict, jobs: list[dict] | None, references: dict) -> dict:
     row = rows.get("k4", {}).get("paired_minus_baseline")
     if not row:
         return {"k4": "not run"}
-    base = [j for j in jobs or [] if j["variant"] == "baseline" and j["fraction"] == 1.0]
+    base = {j["seed"]: j for j in jobs or [] if j["variant"] == "baseline" and j["fraction"] == 1.0}
     reference = references["majority_class_word_accuracy"]
-    d_premise = paired_difference([j["metrics"]["class_word_accuracy"] for j in base], [reference] * len(base))
+    d_premise = paired_difference([j["metrics"]["class_word_accuracy"] for j in base.values()], [reference] * len(base))
     premise_verdict = RULES["premise"].decide(d_premise)
     premise = Premise(PREMISE, premise_verdict.verdict == CONFIRMED, premise_verdict.reason)
     d_loss = paired_difference(row["test_loss"], [0.0] * len(row["test_loss"]))
@@ -347,7 +347,6 @@ def verdict(rows: dict, jobs: list[dict] | None, references: dict) -> dict:
     fractions = sorted({j["fraction"] for j in jobs or [] if j["variant"] == "k4" and j["fraction"] < 1.0})
     if fractions:
         small = {j["seed"]: j for j in jobs if j["variant"] == "k4" and j["fraction"] == fractions[0]}
-        base = {j["seed"]: j for j in jobs if j["variant"] == "baseline" and j["fraction"] == 1.0}
         seeds = sorted(set(small) & set(base))
         if seeds:
             d = paired_difference(
@@ -375,16 +374,10 @@ def results_fields(summary: dict, references: dict) -> dict:
 def write_run_results(run: PretrainedRunArguments, done: list[dict], references: dict, data_sizes: dict, **extra):
     """`OUT/results.json` of the finished (or summarised) jobs; returns it with the printed table."""
     summary = summarise(done, references)
-    defaults = asdict(PretrainedRunArguments())
     results = {
         "method": "tinyalign",
         "scale": "pretrained",
-        "command": "hf-ext reproduce tinyalign --pretrained"
-        + "".join(
-            f" --{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-            for k, v in asdict(run).items()
-            if k not in ("out", "threads") and v != defaults[k]
-        ),
+        "command": flags_command("hf-ext reproduce tinyalign --pretrained", run, skip=("out", "threads")),
         "settings": asdict(run),
         "data": {
             "source": "Fashion-MNIST (Debian dataset-fashion-mnist), captions = class + measured "
