@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .metrics import class_word_accuracy, corpus_bleu, token_accuracy
+from .metrics import class_word_hits, corpus_bleu, token_accuracy
 
 
 @torch.no_grad()
@@ -47,10 +47,12 @@ def evaluate_captions(
         gen = model.generate(**prompt, max_new_tokens=max_new_tokens, do_sample=False)
         preds += processor.decode(gen[:, prompt["input_ids"].shape[1] :])
         refs += list(rows["caption"])
+    hits = class_word_hits(preds, refs, class_words)  # per test row, in split order: paired tests read these
     return {
         "token_accuracy": correct / max(total, 1),
         "test_loss": loss_sum / max(total, 1),
-        "class_word_accuracy": class_word_accuracy(preds, refs, class_words) if generate else float("nan"),
+        "class_word_accuracy": sum(hits) / max(len(hits), 1) if generate else float("nan"),
+        "class_word_hits": hits,
         "bleu": corpus_bleu(preds, refs) if generate else float("nan"),
         "examples": [[p, r] for p, r in zip(preds[:3], refs[:3])],
         "neighbours": neighbours,

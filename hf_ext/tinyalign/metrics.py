@@ -26,12 +26,18 @@ def class_word(caption: str, words=DIGIT_WORDS) -> str | None:
     return None
 
 
+def class_word_hits(predictions: list[str], references: list[str], words=DIGIT_WORDS) -> list[int]:
+    """Per caption, 1 if the generated caption's class word (from `words`) equals the reference's, else 0 (a caption
+    without a class word misses); what a paired per-item comparison reads."""
+    return [
+        int(class_word(p, words) is not None and class_word(p, words) == class_word(r, words))
+        for p, r in zip(predictions, references, strict=True)
+    ]
+
+
 def class_word_accuracy(predictions: list[str], references: list[str], words=DIGIT_WORDS) -> float:
     """Share of generated captions whose class word (from `words`) equals the reference's."""
-    hits = [
-        class_word(p, words) is not None and class_word(p, words) == class_word(r, words)
-        for p, r in zip(predictions, references)
-    ]
+    hits = class_word_hits(predictions, references, words)
     return sum(hits) / max(len(hits), 1)
 
 

@@ -162,5 +162,7 @@ def format_table(results: dict) -> str:
     if results.get("references"):
         lines.append("\n" + references_line(results["references"]))
     for name, v in results.get("verdict_objects", {}).items():
-        lines.append(f"{name}: paired Δ token acc {v.difference.cell()} -> {v.verdict.upper()}")
+        metric = "class-word acc per test digit vs the training-majority class" if name.startswith("premise") else (
+            "token acc")  # fmt: skip
+        lines.append(f"{name}: paired Δ {metric} {v.difference.cell()} -> {v.verdict.upper()}")
     return "\n".join(lines)

@@ -21,7 +21,9 @@ from hf_ext.core.arguments import ArgumentParser
 from hf_ext.core.parallel import run_jobs
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import (
+    CONFIRMED,
     RESULTS_SCHEMA_VERSION,
+    Premise,
     VerdictRule,
     environment,
     paired_difference,
@@ -224,7 +226,7 @@ def run_one(
             stages[stage] = {"final_train_loss": float(np.mean(curve.losses[-5:]))}
             continue
         ev = evaluate_captions(model, processor, data["test"])
-        metrics = {k: ev[k] for k in ("test_loss", "token_accuracy", "class_word_accuracy", "bleu")}
+        metrics = {k: ev[k] for k in ("test_loss", "token_accuracy", "class_word_accuracy", "bleu", "class_word_hits")}
         metrics["final_train_loss"] = float(np.mean(curve.losses[-5:]))
         metrics["neighbour_class_match"] = float("nan")
         if ev["neighbours"]:
@@ -263,8 +265,19 @@ def select_artifact(validation: dict[tuple, dict]) -> tuple:
     return min(sorted(validation), key=lambda c: (validation[c]["loss"], -validation[c]["token_accuracy"]))
 
 
+PREMISE = (
+    "the baseline learns the task: its class-word accuracy (100 % of the train split) above the training-majority "
+    "class's"
+)
+
+
 def rules(run: TinyAlignReproduceArguments) -> dict[str, VerdictRule]:
     """The verdict rules, printed before the run ([`~hf_ext.core.reporting.VerdictRule`]), paired over seeds.
+
+    The **premise**, checked first: the baseline connector learns the task at all, its test class-word accuracy
+    above the image-blind training-majority class's. Its unit is the test digit (the baseline's hit rate over the
+    seeds minus the majority class's hit, paired over digits), so that it has an interval with one seed; if it fails,
+    both claims read *premise absent*.
 
     `data_efficiency` restates the old criterion ("mean token accuracy of TinyAlign at a fraction >= the baseline's
     at 100 %") as a paired comparison with a 95 % interval: *confirmed* only when TinyAlign at the smallest fraction
@@ -272,17 +285,29 @@ def rules(run: TinyAlignReproduceArguments) -> dict[str, VerdictRule]:
     fraction whose mean matches is still printed as before."""
     k, f = run.efficiency_k, _efficiency_fraction(run)
     return {
+        "premise": VerdictRule(
+            claim=PREMISE,
+            metric="test class-word accuracy, per test digit (baseline's mean over seeds − the majority class's hit)",
+            margin=0.0,
+        ),
         "tinyalign_vs_baseline": VerdictRule(
             claim=f"TinyAlign (k = {k}) beats the baseline connector at 100 % of the train split",
             metric="test token accuracy",
             margin=0.0,
+            premise=PREMISE,
         ),
         "data_efficiency": VerdictRule(
             claim=f"TinyAlign (k = {k}) trained on {f:.0%} of the train split reaches the baseline trained on 100 %",
             metric="test token accuracy",
             margin=0.0,
+            premise=PREMISE,
         ),
     }
+
+
+def majority_hits(test_captions: list[str], majority_class: str | None) -> list[int]:
+    """Per test caption, 1 if it names the training-majority class (what the image-blind reference gets right)."""
+    return [int(majority_class is not None and class_word(c) == majority_class) for c in test_captions]
 
 
 def _efficiency_fraction(run: TinyAlignReproduceArguments) -> float:
@@ -290,11 +315,21 @@ def _efficiency_fraction(run: TinyAlignReproduceArguments) -> float:
     return 0.4 if 0.4 in below else (below[0] if below else 1.0)
 
 
-def verdicts(run: TinyAlignReproduceArguments, done: dict) -> dict:
-    """Each rule's verdict per LM (paired over the seeds both arms finished)."""
+def verdicts(run: TinyAlignReproduceArguments, done: dict, reference_hits: list[int]) -> dict:
+    """Each rule's verdict per LM: the premise first (per test digit, against `reference_hits`, the training-majority
+    class's per-digit hits from [`majority_hits`]), then the claims (paired over the seeds both arms finished)."""
     k, f = f"k{run.efficiency_k}", _efficiency_fraction(run)
     decided, table = {}, rules(run)
     for lm in run.lm_sizes:
+        base = [done[(lm, "baseline", s, 1.0)]["metrics"]["class_word_hits"] for s in run.seeds
+                if (lm, "baseline", s, 1.0) in done]  # fmt: skip
+        if not base:
+            continue
+        if any(len(h) != len(reference_hits) for h in base):
+            raise ValueError(f"{lm} LM: the baseline's class-word hits and the reference's cover different test sets")
+        premise_verdict = table["premise"].decide(paired_difference(np.mean(base, axis=0).tolist(), reference_hits))
+        premise = Premise(PREMISE, premise_verdict.verdict == CONFIRMED, premise_verdict.reason)
+        decided[f"premise ({lm} LM)"] = premise_verdict
         pairs = {
             "tinyalign_vs_baseline": ((lm, k, 1.0), (lm, "baseline", 1.0)),
             "data_efficiency": ((lm, k, f), (lm, "baseline", 1.0)),
@@ -307,7 +342,7 @@ def verdicts(run: TinyAlignReproduceArguments, done: dict) -> dict:
                 [done[(*a[:2], s, a[2])]["metrics"]["token_accuracy"] for s in seeds],
                 [done[(*b[:2], s, b[2])]["metrics"]["token_accuracy"] for s in seeds],
             )
-            decided[f"{name} ({lm} LM)"] = table[name].decide(diff)
+            decided[f"{name} ({lm} LM)"] = table[name].decide(diff, premise)
     return decided
 
 
@@ -330,7 +365,7 @@ def summarise(run: TinyAlignReproduceArguments, done: dict) -> dict:
                 "steps_to_baseline_final_loss": steps,
                 "train_seconds": seed_stats([c["seconds"] for c in cells]),
                 "stage1_metrics": {k: seed_stats([c["stage1"][k] for c in cells]) for k in METRICS},
-                "per_seed": [c["metrics"] for c in cells],
+                "per_seed": [{k: v for k, v in c["metrics"].items() if k != "class_word_hits"} for c in cells],
                 "examples": cells[0]["examples"],
             }
             rows.append(row)
@@ -434,7 +469,8 @@ def main(argv: list[str] | None = None) -> dict:
             f.write(json.dumps({"job": key, **done[key]}) + "\n")
     summary = summarise(run, done)
     data, _, _, vision_info, lms = setup()
-    decided = verdicts(run, done)
+    references = constant_references(data["train"]["caption"], data["test"]["caption"], DIGIT_WORDS)
+    decided = verdicts(run, done, majority_hits(data["test"]["caption"], references["majority_class"]))
     scored = {c: done[c]["validation"] for c in candidates if c in done and done[c]["validation"]}
     artifact_job = select_artifact(scored) if scored else None
     if artifact_job is not None:  # the best cell by validation becomes `artifact/`; the other candidates go
@@ -455,7 +491,7 @@ def main(argv: list[str] | None = None) -> dict:
             "lms": {k: {kk: vv for kk, vv in v[1].items() if kk != "text_config"} for k, v in lms.items()},
         },
         **summary,
-        "references": constant_references(data["train"]["caption"], data["test"]["caption"], DIGIT_WORDS),
+        "references": references,
         "artifact": {
             "cell": None if artifact_job is None else dict(zip(("lm", "variant", "seed", "fraction"), artifact_job)),
             "selected_by": "lowest validation caption CE among honest TinyAlign cells at 100 % of the train split "

@@ -125,14 +125,18 @@ def test_constant_references_are_chosen_on_train_and_scored_on_test():
 
 
 def test_quick_reproduce_verdicts_are_paired_over_seeds():
-    from hf_ext.core.reporting import CONFIRMED, INCONCLUSIVE, REFUTED
-    from hf_ext.tinyalign.reproduce import TinyAlignReproduceArguments, rules, verdicts
+    from hf_ext.core.reporting import CONFIRMED, INCONCLUSIVE, PREMISE_ABSENT, REFUTED
+    from hf_ext.tinyalign.reproduce import TinyAlignReproduceArguments, majority_hits, rules, verdicts
 
     run = TinyAlignReproduceArguments(lm_sizes=["small"], seeds=[0, 1], fractions=[0.4, 1.0])
-    assert set(rules(run)) == {"tinyalign_vs_baseline", "data_efficiency"}
+    assert set(rules(run)) == {"premise", "tinyalign_vs_baseline", "data_efficiency"}
+    test_captions = ["a thin four", "a wide four", "a thin seven", "a bold one", "a thin two", "a wide five"] * 5
+    reference = majority_hits(test_captions, "four")
+    assert reference == [1, 1, 0, 0, 0, 0] * 5
+    learned = [1, 1, 1, 1, 1, 0] * 5  # 25 of 30 digits named right, against the majority class's 10
 
-    def cell(acc):
-        return {"metrics": {"token_accuracy": acc}}
+    def cell(acc, hits=learned):
+        return {"metrics": {"token_accuracy": acc, "class_word_hits": hits}}
 
     done = {
         ("small", "baseline", 0, 1.0): cell(0.80),
@@ -142,8 +146,23 @@ def test_quick_reproduce_verdicts_are_paired_over_seeds():
         ("small", "k4", 0, 0.4): cell(0.60),  # -0.2 in both seeds: refuted
         ("small", "k4", 1, 0.4): cell(0.50),
     }
-    got = verdicts(run, done)
+    got = verdicts(run, done, reference)
+    assert got["premise (small LM)"].verdict == CONFIRMED
+    assert got["premise (small LM)"].difference.n == 30  # paired over test digits, not seeds
+    assert got["premise (small LM)"].difference.mean == pytest.approx((25 - 10) / 30)
     assert got["tinyalign_vs_baseline (small LM)"].verdict == CONFIRMED
     assert got["data_efficiency (small LM)"].verdict == REFUTED
     done[("small", "k4", 1, 1.0)] = cell(0.65)  # +0.05 and -0.05: the interval spans 0
-    assert verdicts(run, done)["tinyalign_vs_baseline (small LM)"].verdict == INCONCLUSIVE
+    assert verdicts(run, done, reference)["tinyalign_vs_baseline (small LM)"].verdict == INCONCLUSIVE
+    # a baseline that only ever names the majority class has learned nothing: neither claim can be read
+    for s in (0, 1):
+        done[("small", "baseline", s, 1.0)] = cell(0.70, hits=reference)
+    got = verdicts(run, done, reference)
+    assert got["premise (small LM)"].verdict != CONFIRMED
+    assert {got[f"{n} (small LM)"].verdict for n in ("tinyalign_vs_baseline", "data_efficiency")} == {PREMISE_ABSENT}
+    # with one seed the premise still has an interval (its unit is the test digit)
+    one = TinyAlignReproduceArguments(lm_sizes=["small"], seeds=[0], fractions=[0.4, 1.0])
+    done[("small", "baseline", 0, 1.0)] = cell(0.80)
+    assert verdicts(one, done, reference)["premise (small LM)"].verdict == CONFIRMED
+    with pytest.raises(ValueError, match="different test sets"):
+        verdicts(one, done, reference[:-1])
