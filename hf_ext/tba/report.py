@@ -144,9 +144,10 @@ def print_table(summary: dict, eps: float, ns) -> None:
                 print(reg[key].line())
 
 
-def report_fields(by_eps: dict, ns) -> dict:
+def report_fields(by_eps: dict, ns, victims: dict | None = None, extra: dict | None = None) -> dict:
     """What the docs renderer reads (`hf_ext.core.results_render`): the verdict of every regime at every ε (claim
-    prefixed with ε) and, per ε, the printed table (errors in mm, mean ± sample SD over seeds; % over clean; SSIM)."""
+    prefixed with ε) and, per ε, the printed table (errors in mm, mean ± sample SD over seeds; % over clean; SSIM);
+    with `victims` (the training record's held-out errors, `extra` the C / F record), the victims' tables first."""
     from hf_ext.core.results_render import table
 
     verdicts, tables = [], []
@@ -178,7 +179,43 @@ def report_fields(by_eps: dict, ns) -> dict:
         )
     if any("white_box_finetuned" in e["summary"] for e in by_eps.values()):
         tables.append(rise_table(by_eps))
-    return {"verdicts": verdicts, "report": tables}
+    return {"verdicts": verdicts, "report": (victim_tables(victims, extra) if victims else []) + tables}
+
+
+VICTIM_ROLES = {
+    "victim_a": "A (attacked, white-box)",
+    "victim_b": "B (transfer target, shares A's trunk)",
+    "victim_c": "C (architecture-disjoint transfer target)",
+    "victim_f": "F (A with its last blocks fine-tuned)",
+}
+
+
+def victim_tables(victims: dict, extra: dict | None = None) -> list:
+    """The victims before any attack, from the training record: held-out errors against the image-blind prior-mean
+    predictor (every victim is scored on the same held-out renders), and A's and B's error by number of training
+    renders (the learning curve, at the ridge λ chosen on validation)."""
+    from hf_ext.core.results_render import table
+
+    prior = victims["prior_mean_predictor"]
+    scored = {k: v for k, v in victims.items() if k in VICTIM_ROLES}
+    if extra:
+        scored.update({k: v for k, v in extra["victims"].items() if k in VICTIM_ROLES})
+    rows = [["prior-mean predictor (ignores the image)", f"{prior['mpjpe']:.1f}", "100%", f"{prior['pa_mpjpe']:.1f}",
+             f"{prior['pve']:.1f}", ""]]  # fmt: skip
+    for key, v in scored.items():
+        e = v["eval"]
+        share = f"{e['mpjpe'] / prior['mpjpe']:.0%}"
+        rows.append([VICTIM_ROLES[key], f"{e['mpjpe']:.1f}", share, f"{e['pa_mpjpe']:.1f}", f"{e['pve']:.1f}",
+                     f"{v['ridge_lambda']:g}" if "ridge_lambda" in v else ""])  # fmt: skip
+    out = [table("Victims before the attack: held-out errors (mm) on renders of another seed", ["victim", "MPJPE",
+                 "% of prior mean", "PA-MPJPE", "PVE", "ridge λ"], rows)]  # fmt: skip
+    curves = {k: {c["num_train"]: c["eval_mpjpe"] for c in v["curve"]} for k, v in scored.items() if v.get("curve")}
+    if curves:
+        sizes = sorted({n for c in curves.values() for n in c})
+        rows = [[VICTIM_ROLES[k], *(f"{c[n]:.1f}" if n in c else "" for n in sizes)] for k, c in curves.items()]
+        out.append(table("Victims' held-out MPJPE (mm) by number of training renders, at the chosen ridge λ",
+                         ["victim", *(f"{n:,}" for n in sizes)], rows))  # fmt: skip
+    return out
 
 
 def rise_table(by_eps: dict):
@@ -232,5 +269,6 @@ __all__ = [
     "report_fields",
     "rise_table",
     "rules",
+    "victim_tables",
     "summarise",
 ]

@@ -284,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--victim-input-size", type=int, help="side the EfficientNet victims resize images to")
     p.add_argument("--seeds", nargs="+", type=int, help="seeds")
     p.add_argument("--eps", nargs="+", type=float, help="L-infinity budgets in [0, 1] pixel units (default 8/255; "
-                   "--full: 4/255 8/255 16/255)")  # fmt: skip
+                   "--full: " + ", ".join(f"{e * 255:g}" for e in FULL["eps"]) + " of 255)")  # fmt: skip
     p.add_argument("--steps", type=int, help="victim gradient evaluations per attack")
     p.add_argument("--tune", dest="tune", action="store_const", const=True,
                    help="tune PGD, MI-FGSM and TBA with the same 4-point grid on a tuning split before the test "
@@ -472,7 +472,7 @@ def _results(ns, train_args, meta, extra, cached, by_eps, tuned, timings, grad_e
         "environment": environment(),
         "schema_version": RESULTS_SCHEMA_VERSION,
         "scale": "full" if ns.full else "quick",
-        **report_fields(by_eps, ns),
+        **report_fields(by_eps, ns, meta.get("victims"), extra),
     }
     if extra is not None:
         results["setting"]["victim_c"] = ("random-feature CNN (stride-2 convs 32-64, ReLU, fixed random weights, "

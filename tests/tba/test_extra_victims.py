@@ -137,3 +137,30 @@ def test_summary_gives_the_extra_regimes_their_verdicts():
     assert set(rules(True)) == {
         f"{r}{s}" for r in ("white_box", "transfer", "resize", "blur") for s in ("", "_time_matched")
     }  # fmt: skip  (quick scale prints what it printed)
+
+
+def test_victim_tables_read_the_training_record_against_the_prior_mean():
+    from types import SimpleNamespace
+
+    from hf_ext.tba.report import report_fields, victim_tables
+
+    def scored(mpjpe, **more):
+        return {"eval": {"mpjpe": mpjpe, "pa_mpjpe": mpjpe / 2, "pve": mpjpe * 0.8}, **more}
+
+    curve = [{"num_train": 500, "eval_mpjpe": 180.0}, {"num_train": 16000, "eval_mpjpe": 126.3}]
+    victims = {
+        "prior_mean_predictor": {"mpjpe": 200.0, "pa_mpjpe": 100.0, "pve": 160.0},
+        "victim_a": scored(126.3, ridge_lambda=10000.0, curve=curve),
+        "victim_b": scored(150.0, ridge_lambda=3000.0, curve=curve[1:]),
+    }
+    extra = {"victims": {"victim_c": scored(190.0, ridge_lambda=3000.0), "victim_f": scored(110.0),
+                         "victim_a_same_eval": scored(126.3)}}  # fmt: skip
+    errors, curves = victim_tables(victims, extra)
+    assert [r[0][0] for r in errors["rows"]] == ["p", "A", "B", "C", "F"]  # A's re-score on C/F's renders is no row
+    assert errors["rows"][1][1:3] == ["126.3", "63%"] and errors["rows"][4][2] == "55%"  # % of the prior mean
+    assert errors["rows"][1][5] == "10000" and errors["rows"][4][5] == ""
+    assert curves["columns"] == ["victim", "500", "16,000"]
+    assert curves["rows"][1] == [errors["rows"][2][0], "", "126.3"]  # B has no 500-render point
+    ns = SimpleNamespace(steps=10, num_test=16, seeds=[0])
+    assert report_fields({}, ns, victims, extra)["report"][:2] == [errors, curves]  # the victims come first
+    assert report_fields({}, ns)["report"] == []
