@@ -58,10 +58,11 @@ def load_finished(path: Path, setting: dict, eps_wanted: list[float]) -> tuple[d
     for key, entry in record.get("by_eps", {}).items():
         if not any(abs(entry["eps"] - e) < 1e-12 for e in eps_wanted):
             continue
-        by_eps[key] = {k: _restored(v) for k, v in entry.items() if k != "timings_s"}
+        timings[key] = entry.get("timings_s") or [record["attack_time_s"]] * len(entry["per_seed"])
+        # the budget's own attack times stay with it, so a run resumed twice still has them per budget
+        by_eps[key] = {**{k: _restored(v) for k, v in entry.items() if k != "timings_s"}, "timings_s": timings[key]}
         if key in record.get("tuning", {}):
             tuning[key] = record["tuning"][key]
-        timings[key] = entry.get("timings_s") or [record["attack_time_s"]] * len(entry["per_seed"])
     earlier = {
         "victim_gradient_evaluations": record.get("victim_gradient_evaluations"),
         "wall_time_s": record.get("wall_time_s", 0.0) + record.get("resumed", {}).get("earlier_wall_time_s", 0.0),

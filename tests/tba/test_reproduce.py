@@ -64,6 +64,7 @@ def test_reproduce_writes_all_attacks_in_all_regimes(tmp_path):
     assert attacked == [0.06] and set(resumed["by_eps"]) == {"5.1/255", "15.3/255"}
     assert resumed["by_eps"]["5.1/255"]["per_seed"] == json.loads(json.dumps(again["by_eps"]["5.1/255"]["per_seed"]))
     assert resumed["resumed"]["earlier_wall_time_s"] > 0
+    assert resumed["by_eps"]["5.1/255"]["timings_s"] == again["by_eps"]["5.1/255"]["timings_s"]  # kept per budget
     with pytest.raises(ValueError, match="--resume .* seeds"):  # another setting's budgets are not comparable
         main([*TOY[:-7], "--steps", "1", "--seeds", "1", "--reference-steps", "1", "--eps", "0.02", "--resume",
               "--out", str(out)])  # fmt: skip
