@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from hf_ext.core.arguments import ArgumentParser
+from hf_ext.core.devices import add_device_argument, set_device
 from hf_ext.core.gc_freeze import gc_frozen
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import (
@@ -381,6 +382,7 @@ def make_parser() -> argparse.ArgumentParser:
     d = FinetuneRunArguments()
     p.add_argument("--finetune", action="store_true", help="(selects this run)")
     p.add_argument("--out", default=d.out)
+    add_device_argument(p)
     p.add_argument(
         "--summarise",
         nargs="+",
@@ -436,6 +438,7 @@ def summarise(run: FinetuneRunArguments, stage1: list[dict], rows: list[dict], d
 def main(argv: list[str] | None = None) -> dict:
     ns = vars(make_parser().parse_args(argv))
     ns.pop("finetune")
+    set_device(ns.pop("device"))  # --device cuda without a GPU stops here, before any loading
     summarise_logs, log_only, arms = ns.pop("summarise"), ns.pop("log_only"), ns.pop("arms")
     run = FinetuneRunArguments(**ns)
     if len(arms) < 2 and not log_only:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from hf_ext.core.arguments import ArgumentParser
+from hf_ext.core.devices import add_device_argument, set_device
 from hf_ext.core.paths import work_dir
 from hf_ext.core.reporting import (
     CONFIRMED,
@@ -415,6 +416,7 @@ def make_parser() -> argparse.ArgumentParser:
         help="train nothing: summarise the jobs.jsonl already in --out (e.g. of a run cut short)",
     )
     p.add_argument("--out", default=d.out)
+    add_device_argument(p)
     for name in ("seeds", "variants", "fractions", "efficiency_variants"):
         kind = {"seeds": int, "fractions": float}.get(name, str)
         p.add_argument(f"--{name.replace('_', '-')}", nargs="+", type=kind, default=getattr(d, name))
@@ -428,6 +430,7 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict:
     ns = vars(make_parser().parse_args(argv))
     ns.pop("pretrained")
+    set_device(ns.pop("device"))  # --device cuda without a GPU stops here, before any loading
     summarise_only = ns.pop("summarise")
     run = PretrainedRunArguments(**ns)
     out = Path(run.out)

@@ -262,3 +262,18 @@ def test_a_shrunk_or_unfinished_grid_is_labelled_by_the_code():
         "baseline seed 0 (stage 1)",
         "baseline seed 0 at 40% (rate 0.001, 0.003)",
     ]
+
+
+@pytest.mark.parametrize("run", ["--finetune", "--pretrained"])
+def test_paper_setting_runs_take_device_and_refuse_a_missing_gpu_at_the_door(run, monkeypatch, tmp_path):
+    import torch
+
+    from hf_ext.core.devices import DEVICE_ENV
+    from hf_ext.tinyalign.reproduce import main
+
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: --device cuda is accepted")
+    with pytest.raises(ValueError, match="--device cuda: no CUDA device"):
+        main([run, "--device", "cuda", "--out", str(tmp_path)])
+    assert not any(tmp_path.iterdir())  # refused before anything was loaded or written
