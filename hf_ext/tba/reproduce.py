@@ -65,7 +65,7 @@ def _artifacts(args: TbaTrainingArguments, root: Path, retrain: bool) -> tuple[d
     meta_file = folder / "training.json"
     if meta_file.is_file() and not retrain:
         return load_artifacts_meta(folder), True
-    return train_all(args, folder), False
+    return train_all(args, folder, reuse_victims=not retrain), False
 
 
 def load_artifacts_meta(folder: Path) -> dict:

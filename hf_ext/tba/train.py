@@ -149,10 +149,14 @@ def train_efficientnet_victim(name_kwargs: dict, args: TbaTrainingArguments, bod
     }
 
 
-def train_all(args: TbaTrainingArguments, out_dir: Path, log=print) -> dict:
+def train_all(args: TbaTrainingArguments, out_dir: Path, log=print, reuse_victims: bool = False) -> dict:
     """Renders the data and trains victims A and B (see the module docstring) and the DHNG; saves all three under
     `out_dir` (`victim_a/`, `victim_b/`, `dhng/`) and returns their paths, training times, the victims' held-out
-    errors beside the prior-mean predictor's, and the VAE's loss curve."""
+    errors beside the prior-mean predictor's, and the VAE's loss curve.
+
+    `reuse_victims=True` (what `reproduce` passes unless `--retrain`): an EfficientNet victim that an earlier call
+    with the same `args` saved completely (its `<name>.record.json` is written only after the artifact's atomic save)
+    is kept, not retrained, so a run stopped while the DHNG trained loses only the DHNG."""
     from hf_ext.core.hub import save_artifact
 
     from . import SPEC
@@ -166,13 +170,22 @@ def train_all(args: TbaTrainingArguments, out_dir: Path, log=print) -> dict:
     timings = {"render_s": time.perf_counter() - t0}
     paths, victims = {}, {"prior_mean_predictor": prior_mean_errors(body, eval_params)}
     if args.victim == "efficientnet-lite0":
+        from hf_ext.core.reporting import write_results
+
         for name, kwargs in EFFICIENTNET_VICTIMS:
+            saved = out_dir / f"{name}.record.json"
+            earlier = json.loads(saved.read_text()) if reuse_victims and saved.is_file() else None
+            if earlier is not None and earlier["training_args"] == asdict(args) and (out_dir / name).is_dir():
+                paths[name], victims[name], timings[f"{name}_s"] = str(out_dir / name), earlier["record"], earlier["s"]
+                log(f"{name}: kept from an earlier call with the same arguments ({saved})")
+                continue
             t = time.perf_counter()
             model, record = train_efficientnet_victim(kwargs, args, body, images, params, eval_images, eval_params,
                                                       log)  # fmt: skip
             paths[name] = str(save_artifact(model, out_dir / name, SPEC))
             victims[name] = record
             timings[f"{name}_s"] = time.perf_counter() - t
+            write_results(saved, {"training_args": asdict(args), "record": record, "s": timings[f"{name}_s"]})
     train = None
     if args.victim == "vit" or args.vae_epochs > 0 or args.denoiser_epochs > 0:
         from datasets import Dataset

@@ -91,3 +91,32 @@ def test_tuned_reproduction_records_the_chosen_settings_and_the_time_matched_pgd
     assert set(white["tba_improvement_pct"]) == set(BASELINES) | {"pgd_3_steps"}  # the reference stays last
     on_disk = json.loads((out / "results.json").read_text())
     assert on_disk["tuning"]["8/255"]["chosen"] == tuning["chosen"] and on_disk["setting"]["tuned"]
+
+
+@pytest.mark.skipif(not efficientnet_lite0_available(), reason="EfficientNet-Lite0 weights not installed")
+def test_a_run_stopped_while_the_dhng_trains_keeps_its_victims(tmp_path, monkeypatch):
+    from hf_ext.tba import train
+    from hf_ext.tba.train import TbaTrainingArguments
+
+    args = TbaTrainingArguments(num_train=24, num_eval=6, victim_input_size=64, vae_epochs=0.25, denoiser_epochs=0.25)
+    trained = []
+    real_victim, real_dhng = train.train_efficientnet_victim, train.train_dhng
+    monkeypatch.setattr(train, "train_efficientnet_victim", lambda *a, **k: trained.append(1) or real_victim(*a, **k))
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt("stopped while the DHNG trains")
+
+    monkeypatch.setattr(train, "train_dhng", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        train.train_all(args, tmp_path, reuse_victims=True)
+    assert len(trained) == 2 and not (tmp_path / "training.json").exists()
+    monkeypatch.setattr(train, "train_dhng", real_dhng)
+    meta = train.train_all(args, tmp_path, reuse_victims=True)
+    assert len(trained) == 2  # both victims kept, only the DHNG trained
+    assert meta["victims"]["victim_a"]["eval"] == json.loads((tmp_path / "victim_a.record.json").read_text())[
+        "record"]["eval"]  # fmt: skip
+    train.train_all(args, tmp_path)  # the default (and --retrain): everything trains again
+    assert len(trained) == 4
+    other = TbaTrainingArguments(**{**vars(args), "num_train": 30})
+    train.train_all(other, tmp_path, reuse_victims=True)  # other arguments: the saved victims are not theirs
+    assert len(trained) == 6
