@@ -294,3 +294,13 @@ def test_collect_refuses_a_run_without_the_schema(tmp_path):
     write_results(tmp_path / "runs" / "old" / "results.json", {"method": "old", "numbers": [1, 2]})
     with pytest.raises(rr.ResultsSchemaError, match="results.schema_version is missing"):
         rr.collect(tmp_path / "runs", tmp_path)
+
+
+def test_the_rendered_command_names_the_scale_when_the_run_recorded_none():
+    from hf_ext.core.results_render import command_of
+
+    assert command_of({"method": "codebc", "scale": "quick"}) == "hf-ext reproduce codebc"
+    assert command_of({"method": "codebc", "scale": "pretrained"}) == "hf-ext reproduce codebc --pretrained"
+    assert command_of({"method": "tba", "scale": "full"}) == "hf-ext reproduce tba --full"
+    recorded = {"method": "tba", "scale": "full", "command": "hf-ext reproduce tba --full --eps 0.1"}
+    assert command_of(recorded) == recorded["command"]  # the run's own command wins

@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> dict:
     hf_logging.set_verbosity_error()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from hf_ext.core.reporting import print_rules
+    from hf_ext.core.reporting import print_rules, reproduce_command
 
     print_rules(RULES)  # the verdict rules, before any work
     results = run(
@@ -370,6 +370,8 @@ def main(argv: list[str] | None = None) -> dict:
         sdist=args.slither_sdist,
     )
     results["mode"] = "gpu" if args.gpu else "pretrained" if args.pretrained else "full" if args.full else "quick"
+    # the command a reader reruns; the data paths (usually set by `make codebc-data`'s variables) stay out
+    results["command"] = reproduce_command("codebc", argv, skip=("--npm-corpus", "--slither-sdist"))
     results["rules"] = [rule.to_dict() for rule in RULES.values()]
     results.update(report_fields(results))
     write_json(out / "results.json", results)

@@ -91,10 +91,12 @@ def measured_line(results: Mapping) -> str:
 
 
 def command_of(results: Mapping) -> str:
+    """The command a reader reruns: the run's own `command`, else the scale's flag (`--full`, `--pretrained`, ...;
+    none for quick)."""
     if results.get("command"):
         return results["command"]
-    full = " --full" if results["scale"] == "full" else ""
-    return f"hf-ext reproduce {results['method']}{full}"
+    flag = "" if results["scale"] == "quick" else f" --{results['scale']}"
+    return f"hf-ext reproduce {results['method']}{flag}"
 
 
 def verdict_summary(results: Mapping) -> str:
