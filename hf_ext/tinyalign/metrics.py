@@ -71,6 +71,12 @@ def steps_to_threshold(losses: list[float], threshold: float, window: int = 5) -
     return None
 
 
+def majority_hits(captions: list[str], majority_class: str | None, words=DIGIT_WORDS) -> list[int]:
+    """Per caption, 1 if its class word is `majority_class`: what the image-blind training-majority reference gets
+    right, item by item (its mean is [`constant_references`]' accuracy; paired tests read the items)."""
+    return [int(majority_class is not None and class_word(c, words) == majority_class) for c in captions]
+
+
 def constant_references(train_captions: list[str], test_captions: list[str], words=DIGIT_WORDS) -> dict:
     """What a captioner that ignores the image scores on the test split, with every choice made on the training
     split (never on the test set it is scored on):
@@ -87,8 +93,7 @@ def constant_references(train_captions: list[str], test_captions: list[str], wor
     counts.pop(None, None)
     order = {w: i for i, w in enumerate(words)}
     majority = min(counts, key=lambda w: (-counts[w], order.get(w, len(order)))) if counts else None
-    test_words = [class_word(c, words) for c in test_captions]
-    majority_acc = sum(w is not None and w == majority for w in test_words) / len(test_words)
+    majority_acc = sum(majority_hits(test_captions, majority, words)) / len(test_captions)
     # corpus BLEU of one constant hypothesis: reference n-gram counts are gathered once, then each candidate is
     # clipped against them (the same arithmetic as `corpus_bleu`, without re-counting the references per candidate)
     ref_grams = [[Counter(tuple(r[i : i + n]) for i in range(len(r) - n + 1)) for n in range(1, 5)] for r in

@@ -35,7 +35,7 @@ from .components import LM_CONFIGS, VISION_CONFIG, pretrain_lm, pretrain_vision_
 from .configuration_tinyalign import TinyAlignConfig
 from .data import DIGIT_WORDS, load_digit_captions, memory_source
 from .evaluation import evaluate_captions
-from .metrics import class_word, constant_references, steps_to_threshold
+from .metrics import class_word, constant_references, majority_hits, steps_to_threshold
 from .modeling_tinyalign import TinyAlignForConditionalGeneration
 from .processing_tinyalign import TinyAlignProcessor, build_memory_bank, build_tokenizer
 from .report import METRICS, format_table, plot_curves, report_fields, seed_stats
@@ -305,11 +305,6 @@ def rules(run: TinyAlignReproduceArguments) -> dict[str, VerdictRule]:
     }
 
 
-def majority_hits(test_captions: list[str], majority_class: str | None) -> list[int]:
-    """Per test caption, 1 if it names the training-majority class (what the image-blind reference gets right)."""
-    return [int(majority_class is not None and class_word(c) == majority_class) for c in test_captions]
-
-
 def _efficiency_fraction(run: TinyAlignReproduceArguments) -> float:
     below = sorted(f for f in run.fractions if f < 1.0)
     return 0.4 if 0.4 in below else (below[0] if below else 1.0)
@@ -317,7 +312,8 @@ def _efficiency_fraction(run: TinyAlignReproduceArguments) -> float:
 
 def verdicts(run: TinyAlignReproduceArguments, done: dict, reference_hits: list[int]) -> dict:
     """Each rule's verdict per LM: the premise first (per test digit, against `reference_hits`, the training-majority
-    class's per-digit hits from [`majority_hits`]), then the claims (paired over the seeds both arms finished)."""
+    class's per-digit hits from [`~hf_ext.tinyalign.metrics.majority_hits`]), then the claims (paired over the seeds
+    both arms finished)."""
     k, f = f"k{run.efficiency_k}", _efficiency_fraction(run)
     decided, table = {}, rules(run)
     for lm in run.lm_sizes:

@@ -126,7 +126,8 @@ def test_constant_references_are_chosen_on_train_and_scored_on_test():
 
 def test_quick_reproduce_verdicts_are_paired_over_seeds():
     from hf_ext.core.reporting import CONFIRMED, INCONCLUSIVE, PREMISE_ABSENT, REFUTED
-    from hf_ext.tinyalign.reproduce import TinyAlignReproduceArguments, majority_hits, rules, verdicts
+    from hf_ext.tinyalign.metrics import majority_hits
+    from hf_ext.tinyalign.reproduce import TinyAlignReproduceArguments, rules, verdicts
 
     run = TinyAlignReproduceArguments(lm_sizes=["small"], seeds=[0, 1], fractions=[0.4, 1.0])
     assert set(rules(run)) == {"premise", "tinyalign_vs_baseline", "data_efficiency"}
